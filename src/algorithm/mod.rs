@@ -1,0 +1,49 @@
+//! The pure algorithms: `(state word, now, n) -> (Decision, Option<new word>)`.
+//!
+//! Nothing in here touches an atomic, reads a clock or allocates. [`crate::cell::Cell`]
+//! applies a step atomically; the tests, property tests and fuzz targets check the steps
+//! against simple reference models.
+
+pub(crate) mod gcra;
+
+use crate::decision::Decision;
+
+pub(crate) use gcra::Gcra;
+
+/// Every algorithm a limiter can run, dispatched by one predictable branch.
+///
+/// An enum rather than a type parameter keeps the public types to `Limiter<C>` and
+/// `KeyedLimiter<K, C>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Algorithm {
+    /// Generic cell rate algorithm (token bucket / leaky bucket as a meter).
+    Gcra(Gcra),
+}
+
+impl Algorithm {
+    /// The word of a key that has never been seen.
+    pub(crate) const FRESH: u64 = 0;
+
+    /// Decides a request for `n` units at `now` on state `word`.
+    #[inline]
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+        match self {
+            Algorithm::Gcra(g) => g.step(word, now, n),
+        }
+    }
+
+    /// The decision a request for `n` would get, without consuming anything.
+    #[inline]
+    pub(crate) fn peek(&self, word: u64, now: u64) -> Decision {
+        self.step(word, now, 0).0
+    }
+
+    /// Whether `word` is equivalent to [`FRESH`](Self::FRESH) at `now`: dropping it changes no
+    /// future decision made at `now` or later.
+    #[inline]
+    pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
+        match self {
+            Algorithm::Gcra(g) => g.is_idle(word, now),
+        }
+    }
+}

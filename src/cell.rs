@@ -1,0 +1,105 @@
+//! The one compare-and-swap driver every algorithm shares.
+//!
+//! A [`Cell`] is a single `AtomicU64` holding one key's whole limiter state. Algorithms are
+//! pure functions from the current word to a decision and, optionally, a new word; the cell
+//! applies such a function atomically:
+//!
+//! 1. load the word;
+//! 2. run the step on it;
+//! 3. if the step wants no write (a denial, a peek) or the new word equals the old one,
+//!    return without touching the cache line for writing;
+//! 4. otherwise compare-and-swap; if another thread got there first, run the step again on
+//!    the word it wrote and go back to 3.
+//!
+//! Because every admission is one successful CAS from the exact word its decision was computed
+//! on, admissions on a cell are totally ordered by the word's modification order and no unit
+//! of capacity can be spent twice.
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// One packed limiter state, updated only by compare-and-swap.
+#[derive(Debug)]
+pub(crate) struct Cell {
+    word: AtomicU64,
+}
+
+impl Cell {
+    /// A cell holding `word`.
+    #[inline]
+    pub(crate) fn new(word: u64) -> Self {
+        Self {
+            word: AtomicU64::new(word),
+        }
+    }
+
+    /// The current word.
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        // Relaxed: the word is self-contained; no other memory is published through it, so
+        // there is nothing to synchronise with. Read-read coherence still guarantees this load
+        // returns a value no older than any this thread has already seen in the cell.
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// Applies `step` atomically and returns its result.
+    ///
+    /// `step` maps the current word to `(result, Some(new_word))` to write, or
+    /// `(result, None)` to write nothing. It may run several times under contention and must be
+    /// a pure function of its argument (plus values captured before the call).
+    #[inline]
+    pub(crate) fn update<R>(&self, mut step: impl FnMut(u64) -> (R, Option<u64>)) -> R {
+        let mut current = self.load();
+        loop {
+            let (result, next) = step(current);
+            let next = match next {
+                Some(next) if next != current => next,
+                // Nothing to write: the result was computed on a value the cell really held.
+                _ => return result,
+            };
+            // Relaxed on success and failure: the CAS itself is what makes the update atomic
+            // (a read-modify-write always reads the latest value in the word's modification
+            // order), and the word carries no other data that a reader would need to see.
+            // On failure we get the value that beat us and recompute from it.
+            match self.word.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return result,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Cell;
+
+    #[test]
+    fn update_writes_only_when_asked() {
+        let cell = Cell::new(7);
+        let r = cell.update(|w| (w * 2, None));
+        assert_eq!(r, 14);
+        assert_eq!(cell.load(), 7);
+        let r = cell.update(|w| (w + 1, Some(w + 1)));
+        assert_eq!(r, 8);
+        assert_eq!(cell.load(), 8);
+    }
+
+    #[test]
+    fn concurrent_increments_are_not_lost() {
+        let cell = Cell::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        cell.update(|w| ((), Some(w + 1)));
+                    }
+                });
+            }
+        });
+        assert_eq!(cell.load(), 40_000);
+    }
+}

@@ -1,0 +1,351 @@
+//! Time sources.
+//!
+//! A limiter reads time through the [`Clock`] trait: nanoseconds since the clock's own origin,
+//! as a `u64`. Four clocks ship:
+//!
+//! | clock | cost of `now()` | resolution | use it for |
+//! |---|---|---|---|
+//! | [`QuantaClock`] (the default, [`DefaultClock`]) | a TSC read and a multiply | ~ns | almost everything |
+//! | [`CoarseClock`] | one relaxed load | the upkeep interval (default 1 ms) | the hottest paths |
+//! | [`StdClock`] | `std::time::Instant::now()` | ~ns | platforms where the TSC is unreliable |
+//! | [`ManualClock`] | one relaxed load | exact | tests and simulations |
+//!
+//! # Time going backwards
+//!
+//! A clock may go backwards (TSCs are not always synchronised across cores, and
+//! [`ManualClock::set`] may move it anywhere). Every algorithm treats an earlier `now` as
+//! "less time has passed": it never gives extra credit and never panics.
+//!
+//! A *stale* `now` — an earlier instant than the true time, which is what the coarse clock
+//! returns — is therefore always safe: it can only make a decision stricter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::quota::saturating_ns;
+
+/// A source of time: nanoseconds since an origin fixed when the clock was created.
+///
+/// Implement it to drive a limiter from your own time source.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::clock::Clock;
+///
+/// /// A clock that is always at 42 ns.
+/// struct Frozen;
+/// impl Clock for Frozen {
+///     fn now(&self) -> u64 {
+///         42
+///     }
+/// }
+/// assert_eq!(Frozen.now(), 42);
+/// ```
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since this clock's origin. May go backwards.
+    fn now(&self) -> u64;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    #[inline]
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    #[inline]
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+/// The clock a limiter uses unless told otherwise.
+pub type DefaultClock = QuantaClock;
+
+/// A precise clock on the CPU's time-stamp counter, through the `quanta` crate.
+///
+/// If the counter appears to run backwards (a read on another core that is behind the origin),
+/// `now()` returns 0 rather than a huge value.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::clock::{Clock, QuantaClock};
+///
+/// let clock = QuantaClock::new();
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert!(b >= a || a - b < 1_000_000); // precise, but not promised monotonic across cores
+/// ```
+#[derive(Debug, Clone)]
+pub struct QuantaClock {
+    clock: quanta::Clock,
+    origin: u64,
+}
+
+impl QuantaClock {
+    /// A clock whose origin is now.
+    #[must_use]
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        Self { clock, origin }
+    }
+}
+
+impl Default for QuantaClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for QuantaClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // `delta_as_nanos` returns 0 when the raw reading is at or before the origin.
+        self.clock.delta_as_nanos(self.origin, self.clock.raw())
+    }
+}
+
+/// A clock built on `std::time::Instant`.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::clock::{Clock, StdClock};
+/// let clock = StdClock::new();
+/// assert!(clock.now() < 60_000_000_000);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct StdClock {
+    origin: std::time::Instant,
+}
+
+impl StdClock {
+    /// A clock whose origin is now.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for StdClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for StdClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        saturating_ns(std::time::Instant::now().saturating_duration_since(self.origin))
+    }
+}
+
+/// Process-wide upkeep thread shared by every [`CoarseClock`]: started by the first, stopped
+/// when the last is dropped.
+static UPKEEP: Mutex<(usize, Option<quanta::Handle>)> = Mutex::new((0, None));
+
+/// The upkeep interval of coarse clocks.
+const COARSE_INTERVAL: Duration = Duration::from_millis(1);
+
+/// A cheap, coarse clock: reads a timestamp that a background thread refreshes every
+/// millisecond (quanta's `recent()`).
+///
+/// `now()` is one relaxed load, but lags the true time by up to the upkeep interval (more if
+/// the upkeep thread is descheduled). A lagging clock is safe for every algorithm in this
+/// crate: an earlier `now` only makes decisions stricter, never looser. The cost is precision:
+/// a key may be denied for up to about a millisecond longer than a precise clock would.
+///
+/// The upkeep thread is shared by all coarse clocks in the process and stops when the last one
+/// is dropped. If something else in the process already runs quanta's upkeep, that one is used.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{Limiter, Quota};
+/// use cellgate::clock::CoarseClock;
+///
+/// let limiter = Limiter::gcra(Quota::per_second(1_000)).clock(CoarseClock::new()).build()?;
+/// assert!(limiter.check().is_allowed());
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct CoarseClock {
+    clock: quanta::Clock,
+    origin: quanta::Instant,
+}
+
+impl CoarseClock {
+    /// A coarse clock whose origin is now; starts the shared upkeep thread if needed.
+    #[must_use]
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        Self::acquire_upkeep(&clock);
+        let origin = clock.recent();
+        Self { clock, origin }
+    }
+
+    fn acquire_upkeep(clock: &quanta::Clock) {
+        // A poisoned lock only means another thread panicked while holding it; the counter
+        // itself is still meaningful.
+        let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0 += 1;
+        if guard.1.is_none() {
+            // Err means another upkeep thread (ours from a racing drop, or the user's) is
+            // already maintaining the recent time; either way `recent()` is kept fresh.
+            guard.1 = quanta::Upkeep::new_with_clock(COARSE_INTERVAL, clock.clone())
+                .start()
+                .ok();
+        }
+    }
+}
+
+impl Default for CoarseClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clone for CoarseClock {
+    fn clone(&self) -> Self {
+        Self::acquire_upkeep(&self.clock);
+        Self {
+            clock: self.clock.clone(),
+            origin: self.origin,
+        }
+    }
+}
+
+impl Drop for CoarseClock {
+    fn drop(&mut self) {
+        let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0 = guard.0.saturating_sub(1);
+        if guard.0 == 0 {
+            // Dropping the handle stops the thread.
+            guard.1 = None;
+        }
+    }
+}
+
+impl Clock for CoarseClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        saturating_ns(self.clock.recent().saturating_duration_since(self.origin))
+    }
+}
+
+/// A clock that moves only when told to: for tests and simulations.
+///
+/// Clones share one time. It starts at 0 and may be moved backwards with [`set`](Self::set).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cellgate::clock::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let other = clock.clone();
+/// clock.advance(Duration::from_millis(5));
+/// assert_eq!(other.now(), 5_000_000);
+/// other.set(Duration::from_secs(3));
+/// assert_eq!(clock.now(), 3_000_000_000);
+/// clock.set(Duration::ZERO); // backwards is allowed
+/// assert_eq!(clock.now(), 0);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    ns: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock at 0.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `d`, saturating at `u64::MAX` ns.
+    pub fn advance(&self, d: Duration) {
+        self.advance_ns(saturating_ns(d));
+    }
+
+    /// Moves the clock forward by `ns` nanoseconds, saturating at `u64::MAX`.
+    pub fn advance_ns(&self, ns: u64) {
+        // Relaxed: the clock value is self-contained; fetch_update keeps concurrent advances
+        // from losing each other, and no other memory is published through it.
+        let _ = self
+            .ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_add(ns))
+            });
+    }
+
+    /// Sets the clock to `d` since the origin (saturating at `u64::MAX` ns); may go backwards.
+    pub fn set(&self, d: Duration) {
+        self.set_ns(saturating_ns(d));
+    }
+
+    /// Sets the clock to `ns` nanoseconds since the origin; may go backwards.
+    pub fn set_ns(&self, ns: u64) {
+        // Relaxed: see `advance_ns`.
+        self.ns.store(ns, Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // Relaxed: a reader needs the value only, not anything written before it.
+        self.ns.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_saturates() {
+        let c = ManualClock::new();
+        c.set_ns(u64::MAX - 1);
+        c.advance(Duration::from_secs(1));
+        assert_eq!(c.now(), u64::MAX);
+        c.set(Duration::MAX);
+        assert_eq!(c.now(), u64::MAX);
+    }
+
+    #[test]
+    fn real_clocks_move_forward() {
+        let q = QuantaClock::new();
+        let s = StdClock::new();
+        let c = CoarseClock::new();
+        let (q0, s0) = (q.now(), s.now());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(q.now() > q0);
+        assert!(s.now() > s0);
+        // The coarse clock is refreshed every millisecond by the upkeep thread.
+        assert!(c.now() > 0);
+        let c2 = c.clone();
+        drop(c);
+        let before = c2.now();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            c2.now() > before,
+            "upkeep survives while one coarse clock lives"
+        );
+    }
+}

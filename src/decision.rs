@@ -1,0 +1,183 @@
+//! What a check tells the caller.
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+/// The outcome of one check: whether it was admitted, and everything a caller needs to tell
+/// its client (the five fields of redis-cell's `CL.THROTTLE`, with nanosecond durations).
+///
+/// `Decision` is `Copy` and computes `remaining` lazily, so a caller that only looks at
+/// [`is_allowed`](Decision::is_allowed) pays for nothing else.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cellgate::{Limiter, Quota};
+/// use cellgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::gcra(Quota::per_second(2)).clock(clock.clone()).build()?;
+/// let d = limiter.check();
+/// assert!(d.is_allowed());
+/// assert_eq!((d.limit(), d.remaining()), (2, 1));
+/// assert_eq!(d.reset_after(), Duration::from_millis(500));
+///
+/// limiter.check();
+/// let d = limiter.check();
+/// assert!(!d.is_allowed());
+/// assert_eq!(d.retry_after(), Some(Duration::from_millis(500)));
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    allowed: bool,
+    limit: u32,
+    /// `remaining = min(slack / unit, limit)`: GCRA keeps its headroom in nanoseconds
+    /// (`unit` = the emission interval), counters keep it in requests (`unit` = 1).
+    slack: u64,
+    unit: NonZeroU64,
+    /// Nanoseconds; `NO_RETRY` stands for `None`.
+    retry_ns: u64,
+    reset_ns: u64,
+}
+
+const NO_RETRY: u64 = u64::MAX;
+
+impl Decision {
+    /// An admitted request.
+    #[inline]
+    pub(crate) const fn allow(limit: u32, slack: u64, unit: NonZeroU64, reset_ns: u64) -> Self {
+        Self {
+            allowed: true,
+            limit,
+            slack,
+            unit,
+            retry_ns: NO_RETRY,
+            reset_ns,
+        }
+    }
+
+    /// A denied request; `retry_ns` is `None` when waiting cannot help.
+    #[inline]
+    pub(crate) const fn deny(
+        limit: u32,
+        slack: u64,
+        unit: NonZeroU64,
+        retry_ns: Option<u64>,
+        reset_ns: u64,
+    ) -> Self {
+        Self {
+            allowed: false,
+            limit,
+            slack,
+            unit,
+            retry_ns: match retry_ns {
+                // A real wait is always shorter than u64::MAX ns; clamp so it never reads as None.
+                Some(ns) if ns >= NO_RETRY => NO_RETRY - 1,
+                Some(ns) => ns,
+                None => NO_RETRY,
+            },
+            reset_ns,
+        }
+    }
+
+    /// Whether the request was admitted (and its units consumed).
+    #[inline]
+    #[must_use]
+    pub const fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The most unit requests the key can ever hold at once: the burst (GCRA) or the window
+    /// limit.
+    #[inline]
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// How many more unit requests would be admitted right now, after this decision.
+    #[inline]
+    #[must_use]
+    pub const fn remaining(&self) -> u32 {
+        let r = self.slack / self.unit.get();
+        if r > self.limit as u64 {
+            self.limit
+        } else {
+            r as u32
+        }
+    }
+
+    /// When denied and waiting helps: how long until the same request would be admitted if no
+    /// other request came. `None` when allowed, or when the request can never fit (`n` larger
+    /// than the limit).
+    #[inline]
+    #[must_use]
+    pub const fn retry_after(&self) -> Option<Duration> {
+        match self.retry_after_ns() {
+            Some(ns) => Some(Duration::from_nanos(ns)),
+            None => None,
+        }
+    }
+
+    /// [`retry_after`](Self::retry_after) in nanoseconds.
+    #[inline]
+    #[must_use]
+    pub const fn retry_after_ns(&self) -> Option<u64> {
+        if self.allowed || self.retry_ns == NO_RETRY {
+            None
+        } else {
+            Some(self.retry_ns)
+        }
+    }
+
+    /// How long until the key is back to a fresh state (full burst available) if no other
+    /// request came.
+    #[inline]
+    #[must_use]
+    pub const fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_ns)
+    }
+
+    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    #[inline]
+    #[must_use]
+    pub const fn reset_after_ns(&self) -> u64 {
+        self.reset_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: NonZeroU64 = match NonZeroU64::new(1) {
+        Some(v) => v,
+        None => unreachable!(),
+    };
+
+    #[test]
+    fn remaining_is_capped_by_limit() {
+        let d = Decision::allow(3, 10, ONE, 0);
+        assert_eq!(d.remaining(), 3);
+        let d = Decision::allow(3, 2, ONE, 0);
+        assert_eq!(d.remaining(), 2);
+        let d = Decision::allow(u32::MAX, u64::MAX, ONE, 0);
+        assert_eq!(d.remaining(), u32::MAX);
+    }
+
+    #[test]
+    fn retry_after_none_when_allowed_or_hopeless() {
+        assert_eq!(Decision::allow(1, 0, ONE, 5).retry_after(), None);
+        assert_eq!(Decision::deny(1, 0, ONE, None, 5).retry_after(), None);
+        assert_eq!(
+            Decision::deny(1, 0, ONE, Some(7), 5).retry_after(),
+            Some(Duration::from_nanos(7))
+        );
+        assert_eq!(
+            Decision::deny(1, 0, ONE, Some(u64::MAX), 5).retry_after_ns(),
+            Some(u64::MAX - 1)
+        );
+    }
+}

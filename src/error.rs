@@ -1,0 +1,73 @@
+//! Configuration errors.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A limiter configuration that cellgate cannot honour exactly.
+///
+/// Every builder's `build()` returns this instead of panicking or silently wrapping. The
+/// [`Display`](fmt::Display) text names the offending field and its value.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cellgate::{ConfigError, Limiter, Quota};
+///
+/// let err = Limiter::gcra(Quota::new(0, Duration::from_secs(1))).build().unwrap_err();
+/// assert_eq!(err, ConfigError::Zero { field: "count" });
+/// assert_eq!(err.to_string(), "count must be at least 1, got 0");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A field that must be positive was zero (`count`, `period`, `burst`, `max_keys`).
+    Zero {
+        /// The field's name.
+        field: &'static str,
+    },
+    /// The period does not fit in `u64` nanoseconds (about 584 years).
+    PeriodTooLong {
+        /// The period given.
+        period: Duration,
+    },
+    /// `count` requests per `period` is faster than one request per nanosecond, the finest
+    /// interval the clock can express.
+    RateTooFast {
+        /// Requests per period.
+        count: u32,
+        /// The period.
+        period: Duration,
+    },
+    /// The burst times the emission interval (the tolerance, in nanoseconds) does not fit in a
+    /// `u64`.
+    BurstTooLarge {
+        /// The burst given.
+        burst: u32,
+        /// The emission interval it multiplies, in nanoseconds.
+        interval_ns: u64,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Zero { field } => write!(f, "{field} must be at least 1, got 0"),
+            ConfigError::PeriodTooLong { period } => write!(
+                f,
+                "period {period:?} is too long: at most {} ns (u64::MAX) is supported",
+                u64::MAX
+            ),
+            ConfigError::RateTooFast { count, period } => write!(
+                f,
+                "count {count} per period {period:?} is faster than 1 request per nanosecond"
+            ),
+            ConfigError::BurstTooLarge { burst, interval_ns } => write!(
+                f,
+                "burst {burst} times the emission interval {interval_ns} ns overflows u64 nanoseconds"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,361 @@
+//! The keyed limiter: one cell per key in a sharded map.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+
+use crate::algorithm::{Algorithm, Gcra};
+use crate::cell::Cell;
+use crate::clock::{Clock, DefaultClock};
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::quota::Quota;
+
+/// The hasher: fast, and seeded randomly per process so clients cannot aim collisions.
+type Hasher = foldhash::fast::RandomState;
+
+/// After a sweep, no automatic sweep for this long (limiter clock, ns): a map full of live keys
+/// must not be swept on every miss.
+const SWEEP_BACKOFF_NS: u64 = 10_000_000;
+
+/// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
+///
+/// Each key's whole state is one `AtomicU64` in a sharded map (dashmap). A check on a key that
+/// is already held takes one shard read lock, no allocation and no key clone; a check on a new
+/// key takes one insertion. Requests that would be denied on a fresh key, and
+/// [`peek`](KeyedLimiter::peek)s, never create a key.
+///
+/// Lookups take any borrowed form of the key (`&str` for `String` keys), so a hit never
+/// allocates. The hasher is seeded randomly per process (HashDoS).
+///
+/// # Memory
+///
+/// A key whose state is equivalent to a fresh key (GCRA: TAT at or before now) carries no
+/// information. [`evict_idle`](KeyedLimiter::evict_idle) drops every such key without
+/// changing any future decision. With [`max_keys`](KeyedBuilder::max_keys) set, a new key that
+/// arrives while the map is full first triggers such a sweep (at most one every 10 ms of the
+/// limiter's clock, one sweeper at a time); if the map is still full of live keys, the new key
+/// is denied (with no `retry_after`) and counted in [`refused`](KeyedLimiter::refused). Keys
+/// already held are never affected by the cap.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cellgate::{KeyedLimiter, Quota};
+/// use cellgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let users = KeyedLimiter::<u64>::gcra(Quota::per_second(2))
+///     .clock(clock.clone())
+///     .max_keys(1_000_000)
+///     .build()?;
+/// assert!(users.check(&42).is_allowed());
+/// assert!(users.check(&42).is_allowed());
+/// assert!(!users.check(&42).is_allowed());
+/// assert!(users.check(&7).is_allowed()); // another key, its own budget
+/// assert_eq!(users.len(), 2);
+///
+/// let names = KeyedLimiter::<String>::gcra(Quota::per_minute(60)).build()?;
+/// assert!(names.check("alice").is_allowed()); // &str lookup, no allocation on a hit
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+pub struct KeyedLimiter<K, C = DefaultClock> {
+    map: DashMap<K, Cell, Hasher>,
+    algorithm: Algorithm,
+    clock: C,
+    max_keys: usize,
+    /// Keys inserted minus keys removed; the cap reads this instead of locking every shard.
+    held: AtomicUsize,
+    refused: AtomicU64,
+    evicted: AtomicU64,
+    sweeping: AtomicBool,
+    /// Limiter-clock time of the last automatic sweep, `u64::MAX` for never.
+    last_sweep: AtomicU64,
+}
+
+/// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
+#[must_use = "a builder does nothing until build() is called"]
+pub struct KeyedBuilder<K, C> {
+    algorithm: Result<Algorithm, ConfigError>,
+    clock: C,
+    max_keys: Option<usize>,
+    _key: std::marker::PhantomData<fn(K)>,
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("max_keys", &self.max_keys)
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+    /// A GCRA limiter (token bucket / leaky bucket as a meter) applying `quota` to each key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::gcra(Quota::per_second(50)).build()?;
+    /// assert!(per_ip.check(&"10.0.0.1".parse().unwrap()).is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn gcra(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder {
+            algorithm: quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))),
+            clock: DefaultClock::new(),
+            max_keys: None,
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
+    /// Uses `clock` instead of the default clock.
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock,
+            max_keys: self.max_keys,
+            _key: std::marker::PhantomData,
+        }
+    }
+
+    /// Bounds the number of keys held. See [`KeyedLimiter`]'s "Memory" section for what
+    /// happens at the bound. Zero is a [`ConfigError`].
+    ///
+    /// Under concurrency the bound may be exceeded by at most the number of threads inserting
+    /// new keys at the same moment.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field when the quota or `max_keys` is invalid.
+    pub fn build(self) -> Result<KeyedLimiter<K, C>, ConfigError> {
+        let algorithm = self.algorithm?;
+        let max_keys = match self.max_keys {
+            Some(0) => return Err(ConfigError::Zero { field: "max_keys" }),
+            Some(n) => n,
+            None => usize::MAX,
+        };
+        Ok(KeyedLimiter {
+            map: DashMap::with_hasher(Hasher::default()),
+            algorithm,
+            clock: self.clock,
+            max_keys,
+            held: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
+            last_sweep: AtomicU64::new(u64::MAX),
+        })
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+    /// Checks one request for `key`.
+    #[inline]
+    pub fn check<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n(key, 1)
+    }
+
+    /// Checks a request for `n` units on `key`: all admitted or none.
+    ///
+    /// `n = 0` consumes nothing; `n` above the limit is denied with no `retry_after`. Neither
+    /// creates a key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5)).clock(ManualClock::new()).build()?;
+    /// assert!(l.check_n(&1, 5).is_allowed());
+    /// assert!(!l.check_n(&2, 6).is_allowed());
+    /// assert_eq!(l.len(), 1);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = self.clock.now();
+        if let Some(cell) = self.map.get(key) {
+            return cell.update(|word| self.algorithm.step(word, now, n));
+        }
+        self.check_new(key, now, n)
+    }
+
+    /// The miss path: the key is not held (or was not a moment ago).
+    #[inline(never)]
+    fn check_new<Q>(&self, key: &Q, now: u64, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (decision, write) = self.algorithm.step(Algorithm::FRESH, now, n);
+        let Some(word) = write else {
+            // Denied on a fresh state (n > limit) or n = 0: nothing to remember.
+            return decision;
+        };
+        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+            // Relaxed: a statistic; nothing is ordered by it.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Decision::deny(decision.limit(), 0, one(), None, 0);
+        }
+        match self.map.entry(key.to_owned()) {
+            // Another thread inserted it since our lookup: decide on its state.
+            Entry::Occupied(e) => e.get().update(|w| self.algorithm.step(w, now, n)),
+            Entry::Vacant(e) => {
+                e.insert(Cell::new(word));
+                // Relaxed: `held` is a soft count for the cap and `len`; no memory is
+                // published through it.
+                self.held.fetch_add(1, Ordering::Relaxed);
+                decision
+            }
+        }
+    }
+
+    /// The decision a request for `key` would get now, consuming nothing and creating no key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5)).build()?;
+    /// assert_eq!(l.peek(&9).remaining(), 5);
+    /// assert!(l.is_empty());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn peek<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.clock.now();
+        let word = self
+            .map
+            .get(key)
+            .map_or(Algorithm::FRESH, |cell| cell.load());
+        self.algorithm.peek(word, now)
+    }
+
+    /// Keys currently held.
+    pub fn len(&self) -> usize {
+        // Relaxed: a snapshot count; see `held`.
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Requests for new keys denied because the map was full of live keys.
+    pub fn refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Keys dropped because their state was equivalent to a fresh key.
+    pub fn evicted(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
+    /// how many it dropped. Lossless: no future decision changes.
+    ///
+    /// Each shard is locked for writing while it is swept; checks on other shards proceed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).clock(clock.clone()).build()?;
+    /// l.check(&1);
+    /// assert_eq!(l.evict_idle(), 0); // key 1 is not back to full yet
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(l.evict_idle(), 1);
+    /// assert!(l.is_empty());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn evict_idle(&self) -> usize {
+        let now = self.clock.now();
+        self.evict_idle_at(now)
+    }
+
+    fn evict_idle_at(&self, now: u64) -> usize {
+        let mut removed = 0usize;
+        // The shard's write lock excludes every check on that shard, so no admission can be
+        // in flight on a cell while it is judged idle and removed.
+        self.map.retain(|_, cell| {
+            let keep = !self.algorithm.is_idle(cell.load(), now);
+            removed += usize::from(!keep);
+            keep
+        });
+        // Relaxed: counters only (see `held`).
+        self.held.fetch_sub(removed, Ordering::Relaxed);
+        self.evicted.fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
+    /// Returns whether there is room now.
+    #[cold]
+    fn make_room(&self, now: u64) -> bool {
+        // Relaxed: the timestamp is a back-off hint; a stale value only delays or repeats a
+        // sweep, which is harmless.
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now < last || now - last >= SWEEP_BACKOFF_NS;
+        // Acquire/Release on the flag: not needed for the map (dashmap locks order that), it
+        // only keeps one sweeper at a time; Relaxed would do, Acquire documents the pairing
+        // with the Release store below.
+        if due
+            && self
+                .sweeping
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.evict_idle_at(now);
+            self.last_sweep.store(now, Ordering::Relaxed);
+            self.sweeping.store(false, Ordering::Release);
+        }
+        self.held.load(Ordering::Relaxed) < self.max_keys
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+fn one() -> std::num::NonZeroU64 {
+    std::num::NonZeroU64::MIN
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("max_keys", &self.max_keys)
+            .field("held", &self.held.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,82 @@
+//! # cellgate
+//!
+//! Lock-free, in-process rate limiting for hot paths and flash-sale admission. Each key's whole
+//! limiter state is **one `AtomicU64`**, updated by compare-and-swap; keyed limiters keep those
+//! cells in a sharded map.
+//!
+//! ## The API by category
+//!
+//! | what | items |
+//! |---|---|
+//! | rates | [`Quota`] |
+//! | one state for everything | [`Limiter`], built by [`Limiter::gcra`] |
+//! | a state per key | [`KeyedLimiter`], built by [`KeyedLimiter::gcra`] |
+//! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after |
+//! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
+//! | bad configuration | [`ConfigError`], returned by every `build()` |
+//!
+//! ## Quick start
+//!
+//! ```
+//! use std::time::Duration;
+//! use cellgate::{KeyedLimiter, Limiter, Quota};
+//!
+//! // 30 requests a minute per user, at most 16 at once.
+//! let users = KeyedLimiter::<u64>::gcra(Quota::new(30, Duration::from_secs(60)).with_burst(16))
+//!     .max_keys(1_000_000)
+//!     .build()?;
+//! // 10k requests a second in total.
+//! let global = Limiter::gcra(Quota::per_second(10_000)).build()?;
+//!
+//! let d = users.check(&42);
+//! if d.is_allowed() && global.check().is_allowed() {
+//!     // serve
+//! } else if let Some(wait) = d.retry_after() {
+//!     println!("slow down, retry in {wait:?}");
+//! }
+//! # Ok::<(), cellgate::ConfigError>(())
+//! ```
+//!
+//! ## How it works
+//!
+//! A check reads the clock once, then applies a pure *step* function to the key's word through
+//! one compare-and-swap loop: `(word, now, n) -> (Decision, Option<new word>)`. A denial writes
+//! nothing. Admissions on one cell are totally ordered by the word's modification order, so no
+//! unit of capacity is ever spent twice, whatever the interleaving; `loom-tests/` model-checks
+//! that loop and `fuzz/` checks the steps against simple reference models.
+//!
+//! ### GCRA
+//!
+//! For `Quota::new(count, period).with_burst(b)`: emission interval `T = period / count`
+//! (integer nanoseconds), tolerance `DVT = T * b`. The word is the theoretical arrival time
+//! (TAT) in nanoseconds since the clock's origin. A request for `n` at `now` is allowed iff
+//! `max(tat, now) + n*T - now <= DVT`, and then `tat := max(tat, now) + n*T`. This makes the
+//! same decisions as `governor` with the same interval and burst, and redis-cell's
+//! `CL.THROTTLE key (b-1) count period n` before its rounding to seconds.
+//!
+//! Limits: the TAT is a `u64` of nanoseconds, so the limiter's horizon is about 584 years after
+//! its clock's origin; past it every request is denied (no wrap-around). Quotas whose interval
+//! is below 1 ns, or whose tolerance overflows `u64` nanoseconds, are a [`ConfigError`].
+//!
+//! ## Time
+//!
+//! Clocks may go backwards; no algorithm gives extra credit when they do, and none panics.
+//! A stale `now` (the coarse clock) only makes decisions stricter.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod algorithm;
+mod cell;
+pub mod clock;
+mod decision;
+mod error;
+mod keyed;
+mod limiter;
+mod quota;
+mod sync;
+
+pub use decision::Decision;
+pub use error::ConfigError;
+pub use keyed::{KeyedBuilder, KeyedLimiter};
+pub use limiter::{Limiter, LimiterBuilder};
+pub use quota::Quota;
