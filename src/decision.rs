@@ -74,7 +74,7 @@ impl Decision {
             unit,
             retry_ns: match retry_ns {
                 // A real wait is always shorter than u64::MAX ns; clamp so it never reads as None.
-                Some(ns) if ns >= NO_RETRY => NO_RETRY - 1,
+                Some(NO_RETRY) => NO_RETRY - 1,
                 Some(ns) => ns,
                 None => NO_RETRY,
             },
