@@ -39,6 +39,20 @@ pub enum ConfigError {
         /// The period.
         period: Duration,
     },
+    /// The window does not fit in `u64` nanoseconds (about 584 years).
+    WindowTooLong {
+        /// The window given.
+        window: Duration,
+    },
+    /// The limit does not fit in the packed layout for this window length.
+    LimitTooLarge {
+        /// The limit given.
+        limit: u32,
+        /// The largest limit this window length can hold.
+        max: u64,
+        /// The window given.
+        window: Duration,
+    },
     /// The burst times the emission interval (the tolerance, in nanoseconds) does not fit in a
     /// `u64`.
     BurstTooLarge {
@@ -57,6 +71,15 @@ impl fmt::Display for ConfigError {
                 f,
                 "period {period:?} is too long: at most {} ns (u64::MAX) is supported",
                 u64::MAX
+            ),
+            ConfigError::WindowTooLong { window } => write!(
+                f,
+                "window {window:?} is too long: at most {} ns (u64::MAX) is supported",
+                u64::MAX
+            ),
+            ConfigError::LimitTooLarge { limit, max, window } => write!(
+                f,
+                "limit {limit} is too large for a {window:?} window: its packed state holds at most {max}"
             ),
             ConfigError::RateTooFast { count, period } => write!(
                 f,

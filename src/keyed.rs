@@ -4,11 +4,12 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -107,8 +108,68 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn gcra(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
+    }
+
+    /// A fixed window counter: at most `limit` units per key in each window
+    /// `[k*window, (k+1)*window)` of the clock (the Redis `INCR` + `EXPIRE` pattern).
+    ///
+    /// Windows are aligned to the clock's origin; denied requests are not counted. The packed
+    /// state holds limits up to `2^(64 - I) - 1`, where `I` is the bits of `u64::MAX / window_ns`
+    /// (536 870 911 for a 1 s window); more is a [`ConfigError::LimitTooLarge`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<String>::fixed_window(2, Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check("alice").is_allowed());
+    /// assert!(l.check("alice").is_allowed());
+    /// let d = l.check("alice");
+    /// assert!(!d.is_allowed());
+    /// assert_eq!(d.retry_after(), Some(Duration::from_secs(1))); // the next window
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn fixed_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
+    }
+
+    /// A sliding window counter (Cloudflare's two-window estimate, in exact integer
+    /// arithmetic): admits `n` iff `prev * (W - e) + (curr + n) * W <= limit * W`, where `e` is
+    /// the time into the current window.
+    ///
+    /// The packed state holds limits up to `2^C - 1` with `C = (64 - I) / 2` (16 383 for a 1 s
+    /// window, 131 071 for a minute, 1 048 575 for an hour); more is a
+    /// [`ConfigError::LimitTooLarge`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::sliding_window(100, Duration::from_secs(60))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check_n(&1, 100).is_allowed());
+    /// clock.advance(Duration::from_secs(90)); // half-way into the next window
+    /// // The previous window's 100 still weigh 50: 50 more fit.
+    /// assert_eq!(l.peek(&1).remaining(), 50);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn sliding_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
+    }
+}
+
+impl<K> KeyedBuilder<K, DefaultClock> {
+    fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
         KeyedBuilder {
-            algorithm: quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))),
+            algorithm,
             clock: DefaultClock::new(),
             max_keys: None,
             _key: std::marker::PhantomData,

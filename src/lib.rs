@@ -80,3 +80,8 @@ pub use error::ConfigError;
 pub use keyed::{KeyedBuilder, KeyedLimiter};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use quota::Quota;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -2,7 +2,9 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::algorithm::{Algorithm, Gcra};
+use std::time::Duration;
+
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -50,8 +52,43 @@ impl Limiter<DefaultClock> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn gcra(quota: Quota) -> LimiterBuilder<DefaultClock> {
+        LimiterBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
+    }
+
+    /// A fixed window counter: at most `limit` units in each window `[k*window, (k+1)*window)`.
+    /// See [`KeyedLimiter::fixed_window`](crate::KeyedLimiter::fixed_window) for the limits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::Limiter;
+    /// let l = Limiter::fixed_window(1_000, Duration::from_secs(1)).build()?;
+    /// assert_eq!(l.check().remaining(), 999);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn fixed_window(limit: u32, window: Duration) -> LimiterBuilder<DefaultClock> {
+        LimiterBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
+    }
+
+    /// A sliding window counter (two-window estimate, exact integer arithmetic).
+    /// See [`KeyedLimiter::sliding_window`](crate::KeyedLimiter::sliding_window).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::Limiter;
+    /// let l = Limiter::sliding_window(100, Duration::from_secs(60)).build()?;
+    /// assert!(l.check_n(100).is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn sliding_window(limit: u32, window: Duration) -> LimiterBuilder<DefaultClock> {
+        LimiterBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
+    }
+}
+
+impl LimiterBuilder<DefaultClock> {
+    fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
         LimiterBuilder {
-            algorithm: quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))),
+            algorithm,
             clock: DefaultClock::new(),
         }
     }

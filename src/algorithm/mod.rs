@@ -4,11 +4,16 @@
 //! applies a step atomically; the tests, property tests and fuzz targets check the steps
 //! against simple reference models.
 
+pub(crate) mod fixed_window;
 pub(crate) mod gcra;
+pub(crate) mod sliding_window;
+pub(crate) mod window;
 
 use crate::decision::Decision;
 
+pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
+pub(crate) use sliding_window::SlidingWindow;
 
 /// Every algorithm a limiter can run, dispatched by one predictable branch.
 ///
@@ -18,6 +23,10 @@ pub(crate) use gcra::Gcra;
 pub(crate) enum Algorithm {
     /// Generic cell rate algorithm (token bucket / leaky bucket as a meter).
     Gcra(Gcra),
+    /// Fixed window counter.
+    FixedWindow(FixedWindow),
+    /// Sliding window counter (two-window estimate).
+    SlidingWindow(SlidingWindow),
 }
 
 impl Algorithm {
@@ -29,6 +38,8 @@ impl Algorithm {
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
         match self {
             Algorithm::Gcra(g) => g.step(word, now, n),
+            Algorithm::FixedWindow(f) => f.step(word, now, n),
+            Algorithm::SlidingWindow(s) => s.step(word, now, n),
         }
     }
 
@@ -44,6 +55,8 @@ impl Algorithm {
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
         match self {
             Algorithm::Gcra(g) => g.is_idle(word, now),
+            Algorithm::FixedWindow(f) => f.is_idle(word, now),
+            Algorithm::SlidingWindow(s) => s.is_idle(word, now),
         }
     }
 }

@@ -1,0 +1,237 @@
+//! Fixed window counter: at most `limit` units per window `[k*W, (k+1)*W)`.
+//!
+//! # State
+//!
+//! ```text
+//!  63                      count_bits   count_bits-1        0
+//! +----------------------------+---------------------------+
+//! |  window index k (I bits)   |  count (64 - I bits)      |
+//! +----------------------------+---------------------------+
+//! ```
+//!
+//! `I = index_bits(W)` holds every index a `u64` time can have (see [`super::window`]), so the
+//! index never wraps. The count field is the rest: a window of `W` ns holds limits up to
+//! `2^(64 - I) - 1` (for example 2^29 - 1 for a 1 s window, 2^19 - 1 for 1 ms); a larger limit is a
+//! [`ConfigError::LimitTooLarge`]. The fresh word `0` is "window 0, count 0".
+//!
+//! # Step
+//!
+//! With `k = now / W` and the stored `(ks, c)`: the count that applies is `c` if `ks >= k`
+//! (`ks > k` means the clock went backwards: the later window's count is kept, so no credit is
+//! regained) and 0 if `ks < k`. Allowed iff `count + n <= limit`; denied requests are not
+//! counted. `retry_after` is the wait until the next window starts (`None` if `n > limit`);
+//! `reset_after` the wait until the counted window ends (0 if nothing is counted).
+
+use std::num::NonZeroU64;
+
+use super::window::clamp_ns;
+use crate::decision::Decision;
+use crate::error::ConfigError;
+
+/// The packed layout of one configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Width of the count field; the index sits above it.
+    pub(crate) count_bits: u32,
+}
+
+impl Layout {
+    pub(crate) fn for_window(window: NonZeroU64) -> Self {
+        Self {
+            count_bits: u64::BITS - super::window::index_bits(window),
+        }
+    }
+
+    /// Mask of the count field.
+    #[inline]
+    pub(crate) const fn count_mask(self) -> u64 {
+        (1u64 << self.count_bits) - 1
+    }
+
+    /// The largest count the field holds.
+    #[inline]
+    pub(crate) const fn max_count(self) -> u64 {
+        self.count_mask()
+    }
+
+    #[inline]
+    pub(crate) const fn pack(self, index: u64, count: u64) -> u64 {
+        (index << self.count_bits) | count
+    }
+
+    #[inline]
+    pub(crate) const fn unpack(self, word: u64) -> (u64, u64) {
+        (word >> self.count_bits, word & self.count_mask())
+    }
+}
+
+/// A validated fixed-window configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FixedWindow {
+    window: NonZeroU64,
+    limit: u32,
+    layout: Layout,
+}
+
+impl FixedWindow {
+    pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
+        let limit = super::window::limit(limit)?;
+        let w = super::window::window_ns(window)?;
+        let layout = Layout::for_window(w);
+        if u64::from(limit) > layout.max_count() {
+            return Err(ConfigError::LimitTooLarge {
+                limit,
+                max: layout.max_count(),
+                window,
+            });
+        }
+        Ok(Self {
+            window: w,
+            limit,
+            layout,
+        })
+    }
+
+    /// The stored `(index, count)` as it applies at window `k`.
+    #[inline]
+    fn current(&self, word: u64, k: u64) -> (u64, u64) {
+        let (ks, c) = self.layout.unpack(word);
+        if ks >= k {
+            (ks, c)
+        } else {
+            (k, 0)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+        let w = self.window.get();
+        let (k, count) = self.current(word, now / w);
+        let limit = u64::from(self.limit);
+        // Time left in window k, in u128: (k + 1) * W can be 2^64 for the last window.
+        let to_end = clamp_ns((u128::from(k) + 1) * u128::from(w) - u128::from(now));
+        let after = count + u64::from(n);
+        if after <= limit {
+            let write = (n > 0).then(|| self.layout.pack(k, after));
+            let reset = if after > 0 { to_end } else { 0 };
+            return (
+                Decision::allow(self.limit, limit - after, NonZeroU64::MIN, reset),
+                write,
+            );
+        }
+        // The next window starts at `now + to_end`; it must still be a time the clock can show.
+        let retry = (n <= self.limit && now.checked_add(to_end).is_some()).then_some(to_end);
+        let reset = if count > 0 { to_end } else { 0 };
+        (
+            Decision::deny(self.limit, limit - count, NonZeroU64::MIN, retry, reset),
+            None,
+        )
+    }
+
+    #[inline]
+    pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
+        self.current(word, now / self.window.get()).1 == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn fw(limit: u32, w: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_nanos(w)).unwrap()
+    }
+
+    fn run(f: &FixedWindow, word: &mut u64, now: u64, n: u32) -> Decision {
+        let (d, w) = f.step(*word, now, n);
+        assert_eq!(d.is_allowed() && n > 0, w.is_some());
+        if let Some(w) = w {
+            *word = w;
+        }
+        d
+    }
+
+    #[test]
+    fn counts_within_a_window_and_resets_at_the_boundary() {
+        let f = fw(3, 100);
+        let mut s = 0;
+        for rem in [2, 1, 0] {
+            let d = run(&f, &mut s, 250, 1);
+            assert!(d.is_allowed());
+            assert_eq!(d.remaining(), rem);
+            assert_eq!(d.reset_after_ns(), 50);
+        }
+        let d = run(&f, &mut s, 299, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after_ns(), Some(1));
+        assert_eq!(d.reset_after_ns(), 1);
+        assert_eq!(d.limit(), 3);
+        let d = run(&f, &mut s, 300, 3);
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), 0);
+        assert_eq!(d.reset_after_ns(), 100);
+        // Denied requests are not counted; n > limit never fits.
+        let d = run(&f, &mut s, 310, 4);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
+        assert!(f.is_idle(s, 400));
+        assert!(!f.is_idle(s, 399));
+    }
+
+    #[test]
+    fn long_idle_gaps_never_revive_an_old_count() {
+        let f = fw(2, 1000);
+        let mut s = 0;
+        run(&f, &mut s, 5, 2);
+        // Any later window starts empty, however far (no truncated index to wrap).
+        for gap in [1000u64, 1 << 40, u64::MAX - 1000] {
+            let mut t = s;
+            assert!(run(&f, &mut t, 5 + gap, 2).is_allowed(), "gap {gap}");
+        }
+    }
+
+    #[test]
+    fn backwards_time_keeps_the_later_window() {
+        let f = fw(2, 100);
+        let mut s = 0;
+        run(&f, &mut s, 550, 2);
+        // Back to window 3: the count of window 5 still applies.
+        let d = run(&f, &mut s, 350, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after_ns(), Some(250));
+        assert!(run(&f, &mut s, 600, 1).is_allowed());
+    }
+
+    #[test]
+    fn last_window_and_limits() {
+        let f = fw(1, u64::MAX / 2 + 1);
+        let mut s = 0;
+        assert!(run(&f, &mut s, u64::MAX, 1).is_allowed());
+        let d = run(&f, &mut s, u64::MAX, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None, "no later window is representable");
+        // Layout bounds are ConfigErrors naming the limit.
+        let max = Layout::for_window(NonZeroU64::new(1_000_000_000).unwrap()).max_count();
+        assert_eq!(max, (1 << 29) - 1);
+        let err = FixedWindow::new(1 << 29, Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(err, ConfigError::LimitTooLarge { limit, .. } if limit == 1 << 29));
+        assert!(FixedWindow::new((1 << 29) - 1, Duration::from_secs(1)).is_ok());
+        assert!(
+            FixedWindow::new(1, Duration::from_nanos(1)).is_err(),
+            "1 ns: no count bits"
+        );
+        assert_eq!(
+            FixedWindow::new(0, Duration::from_secs(1)),
+            Err(ConfigError::Zero { field: "limit" })
+        );
+        assert_eq!(
+            FixedWindow::new(1, Duration::ZERO),
+            Err(ConfigError::Zero { field: "window" })
+        );
+        assert!(matches!(
+            FixedWindow::new(1, Duration::MAX),
+            Err(ConfigError::WindowTooLong { .. })
+        ));
+    }
+}

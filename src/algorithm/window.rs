@@ -1,0 +1,77 @@
+//! What the window algorithms share: window arithmetic and the width of the window index.
+//!
+//! Windows are aligned to the clock's origin: window `k` covers `[k*W, (k+1)*W)`.
+//!
+//! # Why the index never wraps
+//!
+//! A window counter must know whether its count belongs to the current window. cellgate stores
+//! the *whole* window index, not a truncated one: the index field is exactly as wide as the
+//! largest index any `u64` time can have, `u64::MAX / W`. So no idle gap, however long, can make
+//! an old count look current; there is no wrap-around to document because there is none. The
+//! price is that short windows leave fewer bits for counts: each algorithm's `Layout` gives the
+//! largest limit a window can hold, and a larger limit is a [`ConfigError`] at build.
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// Bits needed for the largest window index a `u64` time can have: `u64::MAX / W`.
+///
+/// Between 1 (for `W > u64::MAX / 2`) and 64 (for `W = 1 ns`).
+#[inline]
+pub(crate) const fn index_bits(window: NonZeroU64) -> u32 {
+    u64::BITS - (u64::MAX / window.get()).leading_zeros()
+}
+
+/// `window` in nanoseconds, validated: non-zero and representable.
+pub(crate) fn window_ns(window: Duration) -> Result<NonZeroU64, ConfigError> {
+    let ns = u64::try_from(window.as_nanos()).map_err(|_| ConfigError::WindowTooLong { window })?;
+    NonZeroU64::new(ns).ok_or(ConfigError::Zero { field: "window" })
+}
+
+/// A validated non-zero limit.
+pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
+    if limit == 0 {
+        Err(ConfigError::Zero { field: "limit" })
+    } else {
+        Ok(limit)
+    }
+}
+
+/// `ns` clamped to `u64`: waits longer than the clock can count are reported as `u64::MAX` ns.
+#[inline]
+pub(crate) fn clamp_ns(ns: u128) -> u64 {
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_bits_holds_the_largest_index() {
+        for w in [
+            1u64,
+            2,
+            3,
+            1000,
+            1 << 20,
+            1_000_000_007,
+            u64::MAX / 2,
+            u64::MAX / 2 + 1,
+            u64::MAX,
+        ] {
+            let w = NonZeroU64::new(w).unwrap();
+            let bits = index_bits(w);
+            let max_index = u64::MAX / w.get();
+            assert!(bits == 64 || max_index < (1u64 << bits), "w={w}");
+            assert!(
+                bits >= 1 && max_index >= (1u64 << (bits - 1)),
+                "w={w}: no bit wasted"
+            );
+        }
+        assert_eq!(index_bits(NonZeroU64::new(1).unwrap()), 64);
+        assert_eq!(index_bits(NonZeroU64::new(u64::MAX).unwrap()), 1);
+    }
+}
