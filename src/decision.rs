@@ -33,7 +33,7 @@ use std::time::Duration;
 pub struct Decision {
     allowed: bool,
     limit: u32,
-    /// `remaining = min(slack / unit, limit)`: GCRA keeps its headroom in nanoseconds
+    /// `remaining = min(slack / unit, u32::MAX)`: GCRA keeps its headroom in nanoseconds
     /// (`unit` = the emission interval), counters keep it in requests (`unit` = 1).
     slack: u64,
     unit: NonZeroU64,
@@ -98,12 +98,15 @@ impl Decision {
     }
 
     /// How many more unit requests would be admitted right now, after this decision.
+    ///
+    /// At most [`limit`](Self::limit), except for a stock that an operator restocked above its
+    /// configured level (then at most `u32::MAX`).
     #[inline]
     #[must_use]
     pub const fn remaining(&self) -> u32 {
         let r = self.slack / self.unit.get();
-        if r > self.limit as u64 {
-            self.limit
+        if r > u32::MAX as u64 {
+            u32::MAX
         } else {
             r as u32
         }
@@ -158,12 +161,12 @@ mod tests {
     };
 
     #[test]
-    fn remaining_is_capped_by_limit() {
-        let d = Decision::allow(3, 10, ONE, 0);
-        assert_eq!(d.remaining(), 3);
+    fn remaining_divides_and_saturates() {
         let d = Decision::allow(3, 2, ONE, 0);
         assert_eq!(d.remaining(), 2);
-        let d = Decision::allow(u32::MAX, u64::MAX, ONE, 0);
+        let d = Decision::allow(3, 29, NonZeroU64::new(10).unwrap(), 0);
+        assert_eq!(d.remaining(), 2);
+        let d = Decision::allow(1, u64::MAX, ONE, 0);
         assert_eq!(d.remaining(), u32::MAX);
     }
 

@@ -53,6 +53,14 @@ pub enum ConfigError {
         /// The window given.
         window: Duration,
     },
+    /// An operation that the limiter's algorithm does not have (for example `restock` on a
+    /// GCRA limiter).
+    Unsupported {
+        /// The operation attempted.
+        operation: &'static str,
+        /// The limiter's algorithm.
+        algorithm: &'static str,
+    },
     /// The burst times the emission interval (the tolerance, in nanoseconds) does not fit in a
     /// `u64`.
     BurstTooLarge {
@@ -81,6 +89,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "limit {limit} is too large for a {window:?} window: its packed state holds at most {max}"
             ),
+            ConfigError::Unsupported {
+                operation,
+                algorithm,
+            } => write!(f, "{operation} is not supported by a {algorithm} limiter"),
             ConfigError::RateTooFast { count, period } => write!(
                 f,
                 "count {count} per period {period:?} is faster than 1 request per nanosecond"

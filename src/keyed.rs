@@ -9,7 +9,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow};
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -164,6 +164,28 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
     pub fn sliding_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
         KeyedBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
     }
+
+    /// A stock of `units` per key that only goes down (flash-sale inventory): exactly `units`
+    /// are ever admitted per key, under any concurrency, until an operator calls
+    /// [`restock`](KeyedLimiter::restock) or [`set_stock`](KeyedLimiter::set_stock). Time plays
+    /// no part.
+    ///
+    /// ```
+    /// use cellgate::KeyedLimiter;
+    ///
+    /// let skus = KeyedLimiter::<u32>::stock(2).build()?;
+    /// assert!(skus.check(&42).is_allowed());
+    /// assert!(skus.check(&42).is_allowed());
+    /// let d = skus.check(&42);
+    /// assert!(!d.is_allowed());
+    /// assert_eq!(d.retry_after(), None); // waiting brings no stock back
+    /// assert_eq!(skus.restock(&42, 5)?, 5);
+    /// assert_eq!(skus.peek(&42).remaining(), 5);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stock(units: u32) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
+    }
 }
 
 impl<K> KeyedBuilder<K, DefaultClock> {
@@ -256,40 +278,110 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let now = self.clock.now();
+        let step = |word| self.algorithm.step(word, now, n);
         if let Some(cell) = self.map.get(key) {
-            return cell.update(|word| self.algorithm.step(word, now, n));
+            return cell.update(step);
         }
-        self.check_new(key, now, n)
+        self.apply_new(key, step, now, true).unwrap_or_else(|| {
+            // Relaxed: a statistic; nothing is ordered by it.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            Decision::deny(step(Algorithm::FRESH).0.limit(), 0, one(), None, 0)
+        })
     }
 
-    /// The miss path: the key is not held (or was not a moment ago).
-    #[inline(never)]
-    fn check_new<Q>(&self, key: &Q, now: u64, n: u32) -> Decision
+    /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
+    /// Returns `None` when the key is new, the map is at `max_keys` and `capped` is set.
+    fn apply<Q, R>(
+        &self,
+        key: &Q,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (decision, write) = self.algorithm.step(Algorithm::FRESH, now, n);
-        let Some(word) = write else {
-            // Denied on a fresh state (n > limit) or n = 0: nothing to remember.
-            return decision;
-        };
-        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
-            // Relaxed: a statistic; nothing is ordered by it.
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Decision::deny(decision.limit(), 0, one(), None, 0);
+        if let Some(cell) = self.map.get(key) {
+            return Some(cell.update(step));
         }
-        match self.map.entry(key.to_owned()) {
+        self.apply_new(key, step, self.clock.now(), capped)
+    }
+
+    /// The miss path of [`apply`](Self::apply): the key is not held (or was not a moment ago).
+    #[inline(never)]
+    fn apply_new<Q, R>(
+        &self,
+        key: &Q,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        now: u64,
+        capped: bool,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (result, write) = step(Algorithm::FRESH);
+        let Some(word) = write.filter(|&w| w != Algorithm::FRESH) else {
+            // Nothing to remember: denied on a fresh state, n = 0, or a write that leaves the
+            // state fresh.
+            return Some(result);
+        };
+        if capped && self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+            return None;
+        }
+        Some(match self.map.entry(key.to_owned()) {
             // Another thread inserted it since our lookup: decide on its state.
-            Entry::Occupied(e) => e.get().update(|w| self.algorithm.step(w, now, n)),
+            Entry::Occupied(e) => e.get().update(step),
             Entry::Vacant(e) => {
                 e.insert(Cell::new(word));
                 // Relaxed: `held` is a soft count for the cap and `len`; no memory is
                 // published through it.
                 self.held.fetch_add(1, Ordering::Relaxed);
-                decision
+                result
             }
-        }
+        })
+    }
+
+    /// Adds `units` to `key`'s stock (saturating) and returns the units now remaining. An
+    /// operator action: it creates the key if needed, even at `max_keys`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter.
+    pub fn restock<Q>(&self, key: &Q, units: u64) -> Result<u64, ConfigError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let stock = self.algorithm.stock("restock")?;
+        let left = self.apply(key, |word| stock.restock(word, units), false);
+        Ok(left.unwrap_or_default())
+    }
+
+    /// Sets `key`'s remaining stock to `units`, whatever it was. An operator action: it
+    /// creates the key if needed, even at `max_keys`.
+    ///
+    /// ```
+    /// use cellgate::KeyedLimiter;
+    /// let skus = KeyedLimiter::<u32>::stock(0).build()?; // nothing on sale until set
+    /// assert!(!skus.check(&7).is_allowed());
+    /// skus.set_stock(&7, 100)?;
+    /// assert_eq!(skus.check(&7).remaining(), 99);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter.
+    pub fn set_stock<Q>(&self, key: &Q, units: u64) -> Result<(), ConfigError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let stock = self.algorithm.stock("set_stock")?;
+        let word = stock.word(units);
+        self.apply(key, |_| ((), Some(word)), false);
+        Ok(())
     }
 
     /// The decision a request for `key` would get now, consuming nothing and creating no key.

@@ -4,7 +4,7 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
-use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow};
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -82,6 +82,23 @@ impl Limiter<DefaultClock> {
     /// ```
     pub fn sliding_window(limit: u32, window: Duration) -> LimiterBuilder<DefaultClock> {
         LimiterBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
+    }
+}
+
+impl Limiter<DefaultClock> {
+    /// A stock of `units` that only goes down (flash-sale inventory): exactly `units` are ever
+    /// admitted, under any concurrency, until [`restock`](Limiter::restock) or
+    /// [`set_stock`](Limiter::set_stock).
+    ///
+    /// ```
+    /// use cellgate::Limiter;
+    /// let tickets = Limiter::stock(100).build()?;
+    /// assert!(tickets.check_n(100).is_allowed());
+    /// assert!(!tickets.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stock(units: u32) -> LimiterBuilder<DefaultClock> {
+        LimiterBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
     }
 }
 
@@ -168,6 +185,35 @@ impl<C: Clock> Limiter<C> {
     #[inline]
     pub fn peek(&self) -> Decision {
         self.algorithm.peek(self.cell.load(), self.clock.now())
+    }
+
+    /// Adds `units` to the stock (saturating) and returns the units now remaining.
+    ///
+    /// ```
+    /// use cellgate::Limiter;
+    /// let tickets = Limiter::stock(1).build()?;
+    /// tickets.check();
+    /// assert_eq!(tickets.restock(10)?, 10);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
+    pub fn restock(&self, units: u64) -> Result<u64, ConfigError> {
+        let stock = self.algorithm.stock("restock")?;
+        Ok(self.cell.update(|word| stock.restock(word, units)))
+    }
+
+    /// Sets the remaining stock to `units`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
+    pub fn set_stock(&self, units: u64) -> Result<(), ConfigError> {
+        let word = self.algorithm.stock("set_stock")?.word(units);
+        self.cell.update(|_| ((), Some(word)));
+        Ok(())
     }
 
     /// The clock this limiter reads.

@@ -7,13 +7,16 @@
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod sliding_window;
+pub(crate) mod stock;
 pub(crate) mod window;
 
 use crate::decision::Decision;
+use crate::error::ConfigError;
 
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
 pub(crate) use sliding_window::SlidingWindow;
+pub(crate) use stock::Stock;
 
 /// Every algorithm a limiter can run, dispatched by one predictable branch.
 ///
@@ -27,6 +30,8 @@ pub(crate) enum Algorithm {
     FixedWindow(FixedWindow),
     /// Sliding window counter (two-window estimate).
     SlidingWindow(SlidingWindow),
+    /// Units that only go down (flash-sale inventory).
+    Stock(Stock),
 }
 
 impl Algorithm {
@@ -40,6 +45,7 @@ impl Algorithm {
             Algorithm::Gcra(g) => g.step(word, now, n),
             Algorithm::FixedWindow(f) => f.step(word, now, n),
             Algorithm::SlidingWindow(s) => s.step(word, now, n),
+            Algorithm::Stock(s) => s.step(word, now, n),
         }
     }
 
@@ -47,6 +53,27 @@ impl Algorithm {
     #[inline]
     pub(crate) fn peek(&self, word: u64, now: u64) -> Decision {
         self.step(word, now, 0).0
+    }
+
+    /// The algorithm's name, for error messages.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Algorithm::Gcra(_) => "gcra",
+            Algorithm::FixedWindow(_) => "fixed_window",
+            Algorithm::SlidingWindow(_) => "sliding_window",
+            Algorithm::Stock(_) => "stock",
+        }
+    }
+
+    /// The stock configuration, or an error naming `operation` for other algorithms.
+    pub(crate) fn stock(&self, operation: &'static str) -> Result<&Stock, ConfigError> {
+        match self {
+            Algorithm::Stock(s) => Ok(s),
+            other => Err(ConfigError::Unsupported {
+                operation,
+                algorithm: other.name(),
+            }),
+        }
     }
 
     /// Whether `word` is equivalent to [`FRESH`](Self::FRESH) at `now`: dropping it changes no
@@ -57,6 +84,7 @@ impl Algorithm {
             Algorithm::Gcra(g) => g.is_idle(word, now),
             Algorithm::FixedWindow(f) => f.is_idle(word, now),
             Algorithm::SlidingWindow(s) => s.is_idle(word, now),
+            Algorithm::Stock(s) => s.is_idle(word),
         }
     }
 }
