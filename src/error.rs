@@ -53,6 +53,14 @@ pub enum ConfigError {
         /// The window given.
         window: Duration,
     },
+    /// A sliding log's limit above [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT): its memory is
+    /// O(limit) per key.
+    LogLimitTooLarge {
+        /// The limit given.
+        limit: u32,
+        /// The largest limit a sliding log accepts.
+        max: u32,
+    },
     /// An operation that the limiter's algorithm does not have (for example `restock` on a
     /// GCRA limiter).
     Unsupported {
@@ -88,6 +96,10 @@ impl fmt::Display for ConfigError {
             ConfigError::LimitTooLarge { limit, max, window } => write!(
                 f,
                 "limit {limit} is too large for a {window:?} window: its packed state holds at most {max}"
+            ),
+            ConfigError::LogLimitTooLarge { limit, max } => write!(
+                f,
+                "limit {limit} is too large for a sliding log (O(limit) memory per key): at most {max}"
             ),
             ConfigError::Unsupported {
                 operation,

@@ -3,7 +3,7 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
@@ -15,13 +15,11 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::quota::Quota;
+use crate::sliding_log::SlidingLogBuilder;
+use crate::sweep::SweepGate;
 
 /// The hasher: fast, and seeded randomly per process so clients cannot aim collisions.
-type Hasher = foldhash::fast::RandomState;
-
-/// After a sweep, no automatic sweep for this long (limiter clock, ns): a map full of live keys
-/// must not be swept on every miss.
-const SWEEP_BACKOFF_NS: u64 = 10_000_000;
+pub(crate) type Hasher = foldhash::fast::RandomState;
 
 /// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
 ///
@@ -74,9 +72,7 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     held: AtomicUsize,
     refused: AtomicU64,
     evicted: AtomicU64,
-    sweeping: AtomicBool,
-    /// Limiter-clock time of the last automatic sweep, `u64::MAX` for never.
-    last_sweep: AtomicU64,
+    sweeps: SweepGate,
 }
 
 /// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
@@ -188,6 +184,23 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
     }
 }
 
+impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+    /// An exact sliding log: never more than `limit` units per key in *any* window of length
+    /// `window`. Not one cell per key: O(limit) memory per key, so `limit` is capped at
+    /// [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// let resets = KeyedLimiter::<u64>::sliding_log(5, Duration::from_secs(3600)).build()?;
+    /// assert_eq!(resets.check(&1).remaining(), 4);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn sliding_log(limit: u32, window: Duration) -> SlidingLogBuilder<K, DefaultClock> {
+        SlidingLogBuilder::new(limit, window)
+    }
+}
+
 impl<K> KeyedBuilder<K, DefaultClock> {
     fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
         KeyedBuilder {
@@ -240,8 +253,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             held: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
-            sweeping: AtomicBool::new(false),
-            last_sweep: AtomicU64::new(u64::MAX),
+            sweeps: SweepGate::new(),
         })
     }
 }
@@ -472,23 +484,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// Returns whether there is room now.
     #[cold]
     fn make_room(&self, now: u64) -> bool {
-        // Relaxed: the timestamp is a back-off hint; a stale value only delays or repeats a
-        // sweep, which is harmless.
-        let last = self.last_sweep.load(Ordering::Relaxed);
-        let due = last == u64::MAX || now < last || now - last >= SWEEP_BACKOFF_NS;
-        // Acquire/Release on the flag: not needed for the map (dashmap locks order that), it
-        // only keeps one sweeper at a time; Relaxed would do, Acquire documents the pairing
-        // with the Release store below.
-        if due
-            && self
-                .sweeping
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
+        self.sweeps.maybe_sweep(now, || {
             self.evict_idle_at(now);
-            self.last_sweep.store(now, Ordering::Relaxed);
-            self.sweeping.store(false, Ordering::Release);
-        }
+        });
         self.held.load(Ordering::Relaxed) < self.max_keys
     }
 

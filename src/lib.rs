@@ -73,13 +73,17 @@ mod error;
 mod keyed;
 mod limiter;
 mod quota;
+mod sliding_log;
+mod sweep;
 mod sync;
 
+pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use decision::Decision;
 pub use error::ConfigError;
 pub use keyed::{KeyedBuilder, KeyedLimiter};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use quota::Quota;
+pub use sliding_log::{SlidingLog, SlidingLogBuilder};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

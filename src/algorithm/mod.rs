@@ -6,6 +6,7 @@
 
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
+pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod stock;
 pub(crate) mod window;

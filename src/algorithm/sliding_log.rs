@@ -1,0 +1,203 @@
+//! Exact sliding window log: never more than `limit` units in any window of length `W`.
+//!
+//! This is the guarantee the Redis `ZSET` scripts give (`ZREMRANGEBYSCORE`, `ZCARD`, `ZADD`)
+//! and that no counter can: a counter forgets *when* inside a window its units were spent. The
+//! price is memory: the log keeps one entry per admission time, so O(limit) per key (at most
+//! `limit` entries of 16 bytes; consecutive admissions at the same nanosecond share one).
+//!
+//! A unit admitted at `t` counts in every window `(s - W, s]` with `s - W < t <= s`, i.e. it
+//! expires at `t + W`. A request for `n` at `now` is allowed iff the live units plus `n` are at
+//! most `limit`. Admission times are recorded at `max(now, latest recorded time)`, and expiry
+//! uses the caller's `now`, so a clock that goes backwards keeps more units alive, never fewer.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use super::window::{clamp_ns, limit, window_ns};
+use crate::decision::Decision;
+use crate::error::ConfigError;
+
+/// The largest limit a sliding log accepts: its memory is O(limit) per key.
+pub const MAX_LOG_LIMIT: u32 = 10_000;
+
+/// A validated sliding-log configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogConfig {
+    pub(crate) window: NonZeroU64,
+    pub(crate) limit: u32,
+}
+
+impl LogConfig {
+    pub(crate) fn new(lim: u32, window: Duration) -> Result<Self, ConfigError> {
+        let lim = limit(lim)?;
+        if lim > MAX_LOG_LIMIT {
+            return Err(ConfigError::LogLimitTooLarge {
+                limit: lim,
+                max: MAX_LOG_LIMIT,
+            });
+        }
+        Ok(Self {
+            window: window_ns(window)?,
+            limit: lim,
+        })
+    }
+}
+
+/// One key's log: admission times in non-decreasing order, with units per time.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Log {
+    entries: VecDeque<(u64, u32)>,
+    /// Sum of the units in `entries`.
+    live: u64,
+}
+
+impl Log {
+    /// Drops entries that have expired at `now`.
+    fn expire(&mut self, now: u64, w: u64) {
+        while let Some(&(t, units)) = self.entries.front() {
+            // Expired iff t + W <= now (computed without overflow).
+            if now.checked_sub(w).is_some_and(|edge| t <= edge) {
+                self.entries.pop_front();
+                self.live -= u64::from(units);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Decides `n` units at `now`, recording them if admitted.
+    pub(crate) fn step(&mut self, cfg: &LogConfig, now: u64, n: u32) -> Decision {
+        let w = cfg.window.get();
+        self.expire(now, w);
+        let limit = u64::from(cfg.limit);
+        let after = self.live + u64::from(n);
+        if after <= limit {
+            if n > 0 {
+                let at = self.entries.back().map_or(now, |&(t, _)| t.max(now));
+                match self.entries.back_mut() {
+                    Some((t, units)) if *t == at => *units += n,
+                    _ => self.entries.push_back((at, n)),
+                }
+                self.live = after;
+            }
+            return Decision::allow(
+                cfg.limit,
+                limit - after,
+                NonZeroU64::MIN,
+                self.reset(now, w),
+            );
+        }
+        let retry = if n <= cfg.limit {
+            // The oldest entries must expire until `n` fit: find the entry whose expiry does it.
+            let mut need = after - limit;
+            let mut at = None;
+            for &(t, units) in &self.entries {
+                if u64::from(units) >= need {
+                    at = Some(t);
+                    break;
+                }
+                need -= u64::from(units);
+            }
+            at.and_then(|t| t.checked_add(w))
+                .map(|expiry| expiry - now.min(expiry))
+        } else {
+            None
+        };
+        Decision::deny(
+            cfg.limit,
+            limit.saturating_sub(self.live),
+            NonZeroU64::MIN,
+            retry,
+            self.reset(now, w),
+        )
+    }
+
+    /// The decision a request would get, without recording anything (entries that have
+    /// expired are dropped, which changes no decision).
+    pub(crate) fn peek(&mut self, cfg: &LogConfig, now: u64) -> Decision {
+        self.step(cfg, now, 0)
+    }
+
+    /// Time until every entry has expired.
+    fn reset(&self, now: u64, w: u64) -> u64 {
+        self.entries.back().map_or(0, |&(t, _)| {
+            clamp_ns((u128::from(t) + u128::from(w)).saturating_sub(u128::from(now)))
+        })
+    }
+
+    /// Whether every entry has expired at `now`.
+    pub(crate) fn is_idle(&self, cfg: &LogConfig, now: u64) -> bool {
+        self.entries.back().map_or(true, |&(t, _)| {
+            u128::from(t) + u128::from(cfg.window.get()) <= u128::from(now)
+        })
+    }
+
+    /// Units admitted and still live (as of the last step).
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> u64 {
+        self.live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(limit: u32, w: u64) -> LogConfig {
+        LogConfig::new(limit, Duration::from_nanos(w)).unwrap()
+    }
+
+    #[test]
+    fn exact_window() {
+        let c = cfg(3, 100);
+        let mut log = Log::default();
+        assert!(log.step(&c, 10, 1).is_allowed());
+        assert!(log.step(&c, 50, 2).is_allowed());
+        let d = log.step(&c, 60, 1);
+        assert!(!d.is_allowed());
+        // The unit at 10 expires at 110.
+        assert_eq!(d.retry_after_ns(), Some(50));
+        assert_eq!(d.reset_after_ns(), 90);
+        assert!(!log.step(&c, 109, 1).is_allowed());
+        let d = log.step(&c, 110, 1);
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), 0);
+        // Two units need both entries at 50 gone... plus the one at 110: only n <= limit waits.
+        let d = log.step(&c, 120, 3);
+        assert_eq!(d.retry_after_ns(), Some(210 - 120));
+        assert_eq!(log.step(&c, 120, 4).retry_after(), None);
+        assert_eq!(log.live(), 3);
+        assert!(!log.is_idle(&c, 209));
+        assert!(log.is_idle(&c, 210));
+    }
+
+    #[test]
+    fn backwards_time_keeps_units_alive() {
+        let c = cfg(2, 100);
+        let mut log = Log::default();
+        assert!(log.step(&c, 500, 2).is_allowed());
+        // Earlier clock: nothing expires, nothing admitted.
+        assert!(!log.step(&c, 100, 1).is_allowed());
+        assert!(!log.step(&c, 599, 1).is_allowed());
+        assert!(log.step(&c, 600, 2).is_allowed());
+    }
+
+    #[test]
+    fn limits() {
+        assert!(LogConfig::new(MAX_LOG_LIMIT, Duration::from_secs(1)).is_ok());
+        assert_eq!(
+            LogConfig::new(MAX_LOG_LIMIT + 1, Duration::from_secs(1)),
+            Err(ConfigError::LogLimitTooLarge {
+                limit: MAX_LOG_LIMIT + 1,
+                max: MAX_LOG_LIMIT
+            })
+        );
+        let c = cfg(1, u64::MAX);
+        let mut log = Log::default();
+        assert!(log.step(&c, u64::MAX, 1).is_allowed());
+        let d = log.step(&c, u64::MAX, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None, "expiry past the clock's range");
+    }
+}

@@ -1,0 +1,260 @@
+//! The exact sliding log limiter: a log of admission times per key.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+
+use crate::algorithm::sliding_log::{Log, LogConfig};
+use crate::clock::{Clock, DefaultClock};
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::keyed::Hasher;
+use crate::sweep::SweepGate;
+
+/// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
+/// of the Redis `ZSET` sliding-log scripts, which no counter gives.
+///
+/// Unlike every other limiter in the crate this is **not one cell per key**: each key keeps a
+/// log of its admission times, O(limit) memory per key (at most `limit` entries of 16 bytes), so
+/// limits are capped at [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Use it for small limits where
+/// exactness matters (logins, password resets, payouts); use
+/// [`KeyedLimiter::sliding_window`](crate::KeyedLimiter::sliding_window) otherwise.
+///
+/// # Concurrency
+///
+/// Each key's log sits behind its own mutex inside the sharded map. A check holds that mutex
+/// for the few instructions that drop expired entries, compare and append (a denial also scans
+/// the log for its `retry_after`). Checks on different keys never share a lock beyond the
+/// shard's read lock, and the lock makes every check on one key atomic: the admitted units in
+/// any window can never exceed the limit, whatever the interleaving.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use cellgate::KeyedLimiter;
+/// use cellgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let logins = KeyedLimiter::<String>::sliding_log(3, Duration::from_secs(60))
+///     .clock(clock.clone())
+///     .build()?;
+/// for _ in 0..3 {
+///     assert!(logins.check("alice").is_allowed());
+/// }
+/// clock.advance(Duration::from_secs(59));
+/// let d = logins.check("alice");
+/// assert!(!d.is_allowed());
+/// assert_eq!(d.retry_after(), Some(Duration::from_secs(1)));
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+pub struct SlidingLog<K, C = DefaultClock> {
+    map: DashMap<K, Mutex<Log>, Hasher>,
+    config: LogConfig,
+    clock: C,
+    max_keys: usize,
+    held: AtomicUsize,
+    refused: AtomicU64,
+    sweeps: SweepGate,
+}
+
+/// Configures a [`SlidingLog`]; finish with [`build`](SlidingLogBuilder::build).
+#[must_use = "a builder does nothing until build() is called"]
+pub struct SlidingLogBuilder<K, C> {
+    config: Result<LogConfig, ConfigError>,
+    clock: C,
+    max_keys: Option<usize>,
+    _key: std::marker::PhantomData<fn(K)>,
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for SlidingLogBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlidingLogBuilder")
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .field("max_keys", &self.max_keys)
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq> SlidingLogBuilder<K, DefaultClock> {
+    pub(crate) fn new(limit: u32, window: Duration) -> Self {
+        Self {
+            config: LogConfig::new(limit, window),
+            clock: DefaultClock::new(),
+            max_keys: None,
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
+    /// Uses `clock` instead of the default clock.
+    pub fn clock<C2: Clock>(self, clock: C2) -> SlidingLogBuilder<K, C2> {
+        SlidingLogBuilder {
+            config: self.config,
+            clock,
+            max_keys: self.max_keys,
+            _key: std::marker::PhantomData,
+        }
+    }
+
+    /// Bounds the number of keys held: a new key arriving when the map is full after dropping
+    /// idle keys is denied. May be exceeded by the number of threads inserting at once.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for a zero limit or window, a window longer than `u64` nanoseconds, a
+    /// limit above [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT), or `max_keys(0)`.
+    pub fn build(self) -> Result<SlidingLog<K, C>, ConfigError> {
+        let config = self.config?;
+        let max_keys = match self.max_keys {
+            Some(0) => return Err(ConfigError::Zero { field: "max_keys" }),
+            Some(n) => n,
+            None => usize::MAX,
+        };
+        Ok(SlidingLog {
+            map: DashMap::with_hasher(Hasher::default()),
+            config,
+            clock: self.clock,
+            max_keys,
+            held: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            sweeps: SweepGate::new(),
+        })
+    }
+}
+
+/// Locks a key's log. Nothing in the crate panics while holding it, so a poisoned lock can only
+/// come from a panic in the standard library; the log is still consistent then (every mutation
+/// completes before the next can start), so we keep using it.
+fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
+    /// Checks one request for `key`.
+    #[inline]
+    pub fn check<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n(key, 1)
+    }
+
+    /// Checks a request for `n` units on `key`: all admitted or none.
+    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = self.clock.now();
+        if let Some(log) = self.map.get(key) {
+            return lock(&log).step(&self.config, now, n);
+        }
+        let mut fresh = Log::default();
+        let decision = fresh.step(&self.config, now, n);
+        if !decision.is_allowed() || n == 0 {
+            return decision;
+        }
+        // Relaxed: `held` is a soft count for the cap; no memory is published through it.
+        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+            // Relaxed: a statistic.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
+        }
+        match self.map.entry(key.to_owned()) {
+            Entry::Occupied(e) => lock(e.get()).step(&self.config, now, n),
+            Entry::Vacant(e) => {
+                e.insert(Mutex::new(fresh));
+                self.held.fetch_add(1, Ordering::Relaxed);
+                decision
+            }
+        }
+    }
+
+    /// The decision a request for `key` would get now, consuming nothing and creating no key.
+    pub fn peek<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.clock.now();
+        match self.map.get(key) {
+            Some(log) => lock(&log).peek(&self.config, now),
+            None => Log::default().peek(&self.config, now),
+        }
+    }
+
+    /// Keys currently held.
+    pub fn len(&self) -> usize {
+        // Relaxed: a snapshot count.
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Requests for new keys denied because the map was full of live keys.
+    pub fn refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Drops every key whose log has fully expired; returns how many. Lossless.
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(self.clock.now())
+    }
+
+    fn evict_idle_at(&self, now: u64) -> usize {
+        let mut removed = 0usize;
+        // The shard's write lock excludes every check on the shard while it is swept.
+        self.map.retain(|_, log| {
+            let keep = !lock(log).is_idle(&self.config, now);
+            removed += usize::from(!keep);
+            keep
+        });
+        // Relaxed: a count (see `held`).
+        self.held.fetch_sub(removed, Ordering::Relaxed);
+        removed
+    }
+
+    /// At the cap: sweeps idle keys if a sweep is due; returns whether there is room now.
+    #[cold]
+    fn make_room(&self, now: u64) -> bool {
+        self.sweeps.maybe_sweep(now, || {
+            self.evict_idle_at(now);
+        });
+        self.held.load(Ordering::Relaxed) < self.max_keys
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for SlidingLog<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlidingLog")
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .field("max_keys", &self.max_keys)
+            .finish_non_exhaustive()
+    }
+}
