@@ -1,0 +1,186 @@
+//! The GCRA limiters against an independent `u128` reference model (`common::Model`): every
+//! field of every decision, for random quotas and random operation sequences on a
+//! `ManualClock` (including zero steps, large gaps and the clock moving backwards).
+
+mod common;
+
+use cellgate::clock::{Clock, ManualClock};
+use cellgate::{KeyedLimiter, Limiter};
+use common::{apply_clock, ops, quotas, Expected, Model, Op, Q};
+use proptest::prelude::*;
+
+/// Runs `ops` on a keyed limiter and the model side by side, starting at `start` ns.
+fn run_keyed(q: Q, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    clock.set_ns(start);
+    let limiter = KeyedLimiter::<u64>::gcra(q.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut model = Model::new(q);
+    for (i, &op) in ops.iter().enumerate() {
+        if apply_clock(&clock, op) {
+            continue;
+        }
+        let now = clock.now();
+        let (got, want) = match op {
+            Op::Check { key, n } => (limiter.check_n(&key, n), model.check_n(key, now, n)),
+            Op::Peek { key } => (limiter.peek(&key), model.peek(key, now)),
+            Op::Advance(_) | Op::Back(_) => unreachable!(),
+        };
+        prop_assert_eq!(
+            Expected::of(&got),
+            want,
+            "step {} ({:?}) at now = {}",
+            i,
+            op,
+            now
+        );
+        // Only admitted units create a key: peeks, n = 0 and denials never do.
+        prop_assert_eq!(limiter.len(), model.keys(), "step {} ({:?})", i, op);
+    }
+    Ok(())
+}
+
+/// Runs `ops` on a direct limiter (every key maps to the one cell) and the model.
+fn run_direct(q: Q, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    clock.set_ns(start);
+    let limiter = Limiter::gcra(q.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut model = Model::new(q);
+    for (i, &op) in ops.iter().enumerate() {
+        if apply_clock(&clock, op) {
+            continue;
+        }
+        let now = clock.now();
+        let (got, want) = match op {
+            Op::Check { n, .. } => (limiter.check_n(n), model.check_n(0, now, n)),
+            Op::Peek { .. } => (limiter.peek(), model.peek(0, now)),
+            Op::Advance(_) | Op::Back(_) => unreachable!(),
+        };
+        prop_assert_eq!(
+            Expected::of(&got),
+            want,
+            "step {} ({:?}) at now = {}",
+            i,
+            op,
+            now
+        );
+    }
+    Ok(())
+}
+
+fn starts() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 0u64..=1_000_000, 0u64..=1 << 60]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn keyed_matches_model(
+        start in starts(),
+        (q, ops) in quotas().prop_flat_map(|q| (Just(q), ops(q, 4, 64, true, 0))),
+    ) {
+        run_keyed(q, start, &ops)?;
+    }
+
+    #[test]
+    fn direct_matches_model(
+        start in starts(),
+        (q, ops) in quotas().prop_flat_map(|q| (Just(q), ops(q, 1, 64, true, 0))),
+    ) {
+        run_direct(q, start, &ops)?;
+    }
+
+    /// Tiny quotas (T of a few ns, burst of a few units) make every boundary (exactly `DVT`,
+    /// one ns either side, `n = burst`, `n = burst + 1`) frequent.
+    #[test]
+    fn keyed_matches_model_on_tiny_quotas(
+        (q, ops) in (1u32..=3, 1u64..=4, 1u32..=4)
+            .prop_map(|(count, t, burst)| Q { count, period_ns: t * u64::from(count) + u64::from(count) - 1, burst })
+            .prop_flat_map(|q| (Just(q), ops(q, 2, 96, true, 0))),
+    ) {
+        run_keyed(q, 0, &ops)?;
+    }
+}
+
+/// The model itself, on hand-worked numbers (so a shared misreading of the spec by the model
+/// and the crate would have to match these too).
+#[test]
+fn model_hand_worked() {
+    // 3 per 10 ns: T = 3 (rounded down), burst 2, DVT = 6.
+    let q = Q {
+        count: 3,
+        period_ns: 10,
+        burst: 2,
+    };
+    assert_eq!((q.interval(), q.tolerance()), (3, 6));
+    let mut m = Model::new(q);
+    let e = |allowed, remaining, retry_after_ns, reset_after_ns| Expected {
+        allowed,
+        limit: 2,
+        remaining,
+        retry_after_ns,
+        reset_after_ns,
+    };
+    assert_eq!(m.peek(7, 100), e(true, 2, None, 0));
+    assert_eq!(m.keys(), 0);
+    assert_eq!(m.check_n(7, 100, 1), e(true, 1, None, 3)); // TAT 103
+    assert_eq!(m.check_n(7, 101, 1), e(true, 0, None, 5)); // TAT 106
+    assert_eq!(m.check_n(7, 101, 1), e(false, 0, Some(2), 5)); // needs 109 - 6 = 103
+    assert_eq!(m.check_n(7, 102, 3), e(false, 0, None, 4)); // 3 > burst
+    assert_eq!(m.check_n(7, 103, 1), e(true, 0, None, 6)); // TAT 109
+    assert_eq!(m.peek(7, 104), e(true, 0, None, 5));
+    assert_eq!(m.peek(7, 106), e(true, 1, None, 3));
+    assert_eq!(m.peek(7, 109), e(true, 2, None, 0));
+    // Backwards: TAT 109 at now 50 is 59 ns of backlog, far beyond DVT: even a peek is denied.
+    assert_eq!(m.peek(7, 50), e(false, 0, Some(53), 59));
+    assert_eq!(m.check_n(7, 50, 2), e(false, 0, Some(59), 59));
+    assert_eq!(m.keys(), 1);
+}
+
+/// The same hand-worked scenario through both limiters, spelled out (no model involved).
+#[test]
+fn limiters_hand_worked() {
+    let q = Q {
+        count: 3,
+        period_ns: 10,
+        burst: 2,
+    };
+    let clock = ManualClock::new();
+    let keyed = KeyedLimiter::<u64>::gcra(q.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let direct = Limiter::gcra(q.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let e = |allowed, remaining, retry_after_ns, reset_after_ns| Expected {
+        allowed,
+        limit: 2,
+        remaining,
+        retry_after_ns,
+        reset_after_ns,
+    };
+    let steps: [(u64, u32, Expected); 6] = [
+        (100, 1, e(true, 1, None, 3)),
+        (101, 1, e(true, 0, None, 5)),
+        (101, 1, e(false, 0, Some(2), 5)),
+        (102, 3, e(false, 0, None, 4)),
+        (103, 1, e(true, 0, None, 6)),
+        (50, 2, e(false, 0, Some(59), 59)),
+    ];
+    for (now, n, want) in steps {
+        clock.set_ns(now);
+        assert_eq!(Expected::of(&keyed.check_n(&7, n)), want, "keyed at {now}");
+        assert_eq!(Expected::of(&direct.check_n(n)), want, "direct at {now}");
+    }
+    clock.set_ns(50);
+    assert_eq!(Expected::of(&keyed.peek(&7)), e(false, 0, Some(53), 59));
+    assert_eq!(Expected::of(&direct.peek()), e(false, 0, Some(53), 59));
+}
