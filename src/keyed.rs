@@ -73,6 +73,9 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     refused: AtomicU64,
     evicted: AtomicU64,
     sweeps: SweepGate,
+    /// The latest `now` at which a sweep dropped keys; new keys start from
+    /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
+    swept: AtomicU64,
 }
 
 /// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
@@ -254,6 +257,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             sweeps: SweepGate::new(),
+            swept: AtomicU64::new(0),
         })
     }
 }
@@ -332,8 +336,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (result, write) = step(Algorithm::FRESH);
-        let Some(word) = write.filter(|&w| w != Algorithm::FRESH) else {
+        let fresh = self.fresh_word();
+        let (result, write) = step(fresh);
+        let Some(word) = write.filter(|&w| w != fresh) else {
             // Nothing to remember: denied on a fresh state, n = 0, or a write that leaves the
             // state fresh.
             return Some(result);
@@ -415,7 +420,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let word = self
             .map
             .get(key)
-            .map_or(Algorithm::FRESH, |cell| cell.load());
+            .map_or_else(|| self.fresh_word(), |cell| cell.load());
         self.algorithm.peek(word, now)
     }
 
@@ -465,7 +470,22 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.evict_idle_at(now)
     }
 
+    /// The word a key that is not in the map starts from.
+    #[inline]
+    fn fresh_word(&self) -> u64 {
+        // Relaxed suffices: a sweep raises `swept` *before* it takes the shard lock to remove
+        // keys, and a checker only gets here after its lookup missed under that shard's lock,
+        // so the lock's release/acquire orders the raise before this load whenever the miss
+        // was caused by that sweep.
+        match self.swept.load(Ordering::Relaxed) {
+            0 => Algorithm::FRESH,
+            swept => self.algorithm.swept_word(swept),
+        }
+    }
+
     fn evict_idle_at(&self, now: u64) -> usize {
+        // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
+        self.swept.fetch_max(now, Ordering::Relaxed);
         let mut removed = 0usize;
         // The shard's write lock excludes every check on that shard, so no admission can be
         // in flight on a cell while it is judged idle and removed.

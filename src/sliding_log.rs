@@ -62,6 +62,8 @@ pub struct SlidingLog<K, C = DefaultClock> {
     held: AtomicUsize,
     refused: AtomicU64,
     sweeps: SweepGate,
+    /// The latest `now` at which a sweep dropped keys (see `Log::swept`).
+    swept: AtomicU64,
 }
 
 /// Configures a [`SlidingLog`]; finish with [`build`](SlidingLogBuilder::build).
@@ -133,6 +135,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             held: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
             sweeps: SweepGate::new(),
+            swept: AtomicU64::new(0),
         })
     }
 }
@@ -165,7 +168,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if let Some(log) = self.map.get(key) {
             return lock(&log).step(&self.config, now, n);
         }
-        let mut fresh = Log::default();
+        let mut fresh = self.fresh_log();
         let decision = fresh.step(&self.config, now, n);
         if !decision.is_allowed() || n == 0 {
             return decision;
@@ -195,7 +198,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         let now = self.clock.now();
         match self.map.get(key) {
             Some(log) => lock(&log).peek(&self.config, now),
-            None => Log::default().peek(&self.config, now),
+            None => self.fresh_log().peek(&self.config, now),
         }
     }
 
@@ -221,7 +224,18 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.evict_idle_at(self.clock.now())
     }
 
+    /// The log a key that is not in the map starts from.
+    fn fresh_log(&self) -> Log {
+        // Relaxed: ordered by the shard locks, as in `KeyedLimiter::fresh_word`.
+        match self.swept.load(Ordering::Relaxed) {
+            0 => Log::default(),
+            swept => Log::swept(&self.config, swept),
+        }
+    }
+
     fn evict_idle_at(&self, now: u64) -> usize {
+        // Relaxed: see `fresh_log`; ordered by the shard locks `retain` takes below.
+        self.swept.fetch_max(now, Ordering::Relaxed);
         let mut removed = 0usize;
         // The shard's write lock excludes every check on the shard while it is swept.
         self.map.retain(|_, log| {

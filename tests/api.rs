@@ -406,3 +406,31 @@ fn the_horizon_fails_closed() {
     assert!(direct.check().is_allowed());
     assert!(!direct.check().is_allowed());
 }
+
+/// Eviction must not hand credit back to a clock that later goes backwards: a key dropped by a
+/// sweep at `s` is recreated as strictly as the dropped state could have been.
+#[test]
+fn eviction_then_backwards_clock_gives_no_credit() {
+    let clock = ManualClock::new();
+    let evicting = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(100)))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keeping = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(100)))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.set_ns(900);
+    assert!(evicting.check(&1).is_allowed());
+    assert!(keeping.check(&1).is_allowed());
+    clock.set_ns(1000);
+    assert_eq!(evicting.evict_idle(), 1);
+    clock.set_ns(500);
+    let (a, b) = (evicting.check(&1), keeping.check(&1));
+    assert!(!b.is_allowed());
+    assert!(!a.is_allowed(), "evicted key regained credit: {a:?}");
+    assert_eq!(a.retry_after(), b.retry_after());
+    // And from the sweep's time on, the recreated key is exactly a fresh one.
+    clock.set_ns(1000);
+    assert_eq!(evicting.check(&1), keeping.check(&1));
+}

@@ -128,6 +128,15 @@ impl FixedWindow {
         )
     }
 
+    /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key may have used
+    /// the whole limit in the window before the sweep's.
+    pub(crate) fn swept_word(&self, swept: u64) -> u64 {
+        match (swept / self.window.get()).checked_sub(1) {
+            Some(k) => self.layout.pack(k, u64::from(self.limit)),
+            None => 0,
+        }
+    }
+
     #[inline]
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
         self.current(word, now / self.window.get()).1 == 0
@@ -201,6 +210,22 @@ mod tests {
         assert!(!d.is_allowed());
         assert_eq!(d.retry_after_ns(), Some(250));
         assert!(run(&f, &mut s, 600, 1).is_allowed());
+    }
+
+    #[test]
+    fn swept_word_is_fresh_from_the_sweep_on_and_strict_before() {
+        let f = fw(3, 100);
+        let mut s = 0;
+        run(&f, &mut s, 150, 3); // window 1 full; idle from 200 on
+        assert!(f.is_idle(s, 250));
+        let swept = f.swept_word(250);
+        for now in [200, 250, 999] {
+            let (a, b) = (f.step(swept, now, 3).0, f.step(0, now, 3).0);
+            assert_eq!(a, b, "at {now}");
+        }
+        // Behind the sweep: at least as strict as the dropped state.
+        assert!(!f.step(swept, 150, 1).0.is_allowed());
+        assert_eq!(f.swept_word(99), 0);
     }
 
     #[test]

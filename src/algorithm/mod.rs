@@ -56,6 +56,21 @@ impl Algorithm {
         self.step(word, now, 0).0
     }
 
+    /// The most conservative word a key could have held if a sweep at time `swept` found it idle
+    /// and dropped it. A key created at `now >= swept` from this word decides exactly as from
+    /// [`FRESH`](Self::FRESH); at an earlier `now` (a clock behind the sweeper's) it decides as
+    /// strictly as the dropped key could have, so eviction never gives credit back.
+    #[inline]
+    pub(crate) fn swept_word(&self, swept: u64) -> u64 {
+        match self {
+            Algorithm::Gcra(_) => swept,
+            Algorithm::FixedWindow(f) => f.swept_word(swept),
+            Algorithm::SlidingWindow(s) => s.swept_word(swept),
+            // Time plays no part; an idle stock key is exactly the fresh one.
+            Algorithm::Stock(_) => Self::FRESH,
+        }
+    }
+
     /// The algorithm's name, for error messages.
     pub(crate) fn name(&self) -> &'static str {
         match self {

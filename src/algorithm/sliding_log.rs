@@ -53,6 +53,17 @@ pub(crate) struct Log {
 }
 
 impl Log {
+    /// The most conservative log a key could have had if a sweep at `swept` found it idle: all
+    /// `limit` units admitted at `swept - W`, expiring exactly at `swept`.
+    pub(crate) fn swept(cfg: &LogConfig, swept: u64) -> Self {
+        let mut log = Self::default();
+        if let Some(t) = swept.checked_sub(cfg.window.get()) {
+            log.entries.push_back((t, cfg.limit));
+            log.live = u64::from(cfg.limit);
+        }
+        log
+    }
+
     /// Drops entries that have expired at `now`.
     fn expire(&mut self, now: u64, w: u64) {
         while let Some(&(t, units)) = self.entries.front() {
@@ -181,6 +192,17 @@ mod tests {
         assert!(!log.step(&c, 100, 1).is_allowed());
         assert!(!log.step(&c, 599, 1).is_allowed());
         assert!(log.step(&c, 600, 2).is_allowed());
+    }
+
+    #[test]
+    fn swept_log_is_fresh_from_the_sweep_on() {
+        let c = cfg(2, 100);
+        for now in [250, 300] {
+            let mut log = Log::swept(&c, 250);
+            assert_eq!(log.step(&c, now, 2), Log::default().step(&c, now, 2));
+        }
+        assert!(!Log::swept(&c, 250).step(&c, 249, 1).is_allowed());
+        assert_eq!(Log::swept(&c, 50).live(), 0);
     }
 
     #[test]

@@ -229,6 +229,16 @@ impl SlidingWindow {
         Some(start + 2 * w)
     }
 
+    /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key has no count in
+    /// the sweep's window or the one before, but may have used the whole limit in the window
+    /// before that, which is the previous count of the window before the sweep's.
+    pub(crate) fn swept_word(&self, swept: u64) -> u64 {
+        match (swept / self.window.get()).checked_sub(1) {
+            Some(k) => self.layout.pack(k, u64::from(self.limit), 0),
+            None => 0,
+        }
+    }
+
     #[inline]
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
         let v = self.view(word, now);
@@ -316,6 +326,25 @@ mod tests {
         assert_eq!(d.retry_after_ns(), Some(200 + 50 - 50));
         // At 199 (e=99 in window 1), still full.
         assert!(!run(&s, &mut st, 199, 1).is_allowed());
+    }
+
+    #[test]
+    fn swept_word_is_fresh_from_the_sweep_on_and_strict_before() {
+        let s = sw(3, 1000);
+        let mut st = 0;
+        run(&s, &mut st, 1500, 3);
+        assert!(s.is_idle(st, 3000));
+        let swept = s.swept_word(3000);
+        for now in [3000, 3500, 10_000] {
+            assert_eq!(s.step(swept, now, 3).0, s.step(0, now, 3).0, "at {now}");
+        }
+        // Behind the sweep: never more lenient than the dropped state.
+        for now in [1500, 2000, 2500, 2999] {
+            let (a, b) = (s.step(swept, now, 0).0, s.step(st, now, 0).0);
+            assert!(a.remaining() <= b.remaining(), "at {now}");
+        }
+        assert!(!s.step(swept, 2500, 2).0.is_allowed());
+        assert_eq!(s.swept_word(999), 0);
     }
 
     #[test]
