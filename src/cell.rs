@@ -46,7 +46,7 @@ impl Cell {
     /// `step` maps the current word to `(result, Some(new_word))` to write, or
     /// `(result, None)` to write nothing. It may run several times under contention and must be
     /// a pure function of its argument (plus values captured before the call).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn update<R>(&self, mut step: impl FnMut(u64) -> (R, Option<u64>)) -> R {
         let mut current = self.load();
         loop {

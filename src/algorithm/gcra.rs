@@ -50,7 +50,7 @@ impl Gcra {
     }
 
     /// Decides `n` units at `now` against the stored `tat`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, tat: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
         let t = self.interval.get();
         let dvt = self.tolerance;

@@ -40,7 +40,9 @@ impl Algorithm {
     pub(crate) const FRESH: u64 = 0;
 
     /// Decides a request for `n` units at `now` on state `word`.
-    #[inline]
+    // `inline(always)`: with several arms LLVM declines to inline this, and the call then
+    // costs more than the whole GCRA step (the decision round-trips through memory).
+    #[inline(always)]
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
         match self {
             Algorithm::Gcra(g) => g.step(word, now, n),
