@@ -6,7 +6,7 @@
 //! | clock | cost of `now()` | resolution | use it for |
 //! |---|---|---|---|
 //! | [`QuantaClock`] (the default, [`DefaultClock`]) | a TSC read and a multiply | ~ns | almost everything |
-//! | [`CoarseClock`] | one relaxed load | the upkeep interval (default 1 ms) | the hottest paths |
+//! | [`CoarseClock`] | one relaxed load | 1 ms (its upkeep thread's interval) | the hottest paths |
 //! | [`StdClock`] | `std::time::Instant::now()` | ~ns | platforms where the TSC is unreliable |
 //! | [`ManualClock`] | one relaxed load | exact | tests and simulations |
 //!
@@ -19,8 +19,8 @@
 //! A *stale* `now` — an earlier instant than the true time, which is what the coarse clock
 //! returns — is therefore always safe: it can only make a decision stricter.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::quota::saturating_ns;
@@ -154,23 +154,43 @@ impl Clock for StdClock {
     }
 }
 
-/// Process-wide upkeep thread shared by every [`CoarseClock`]: started by the first, stopped
-/// when the last is dropped.
-static UPKEEP: Mutex<(usize, Option<quanta::Handle>)> = Mutex::new((0, None));
+/// The coarse time: nanoseconds since [`COARSE_BASE`]'s origin, refreshed by the upkeep thread.
+static COARSE_NS: AtomicU64 = AtomicU64::new(0);
 
-/// The upkeep interval of coarse clocks.
+/// The precise clock the upkeep thread samples; its origin is the coarse time's origin.
+static COARSE_BASE: OnceLock<QuantaClock> = OnceLock::new();
+
+/// The upkeep thread shared by every [`CoarseClock`]: how many clocks need it, and its stop flag
+/// and handle while it runs.
+static UPKEEP: Mutex<(usize, Option<Upkeep>)> = Mutex::new((0, None));
+
+/// How often the upkeep thread refreshes the coarse time.
 const COARSE_INTERVAL: Duration = Duration::from_millis(1);
 
-/// A cheap, coarse clock: reads a timestamp that a background thread refreshes every
-/// millisecond (quanta's `recent()`).
+#[derive(Debug)]
+struct Upkeep {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Stores a fresh reading of the precise clock as the coarse time.
+fn refresh_coarse(base: &QuantaClock) {
+    // Relaxed: readers need only the value; fetch_max keeps the coarse time from stepping
+    // back if the upkeep thread migrates to a core whose counter is slightly behind.
+    COARSE_NS.fetch_max(base.now(), Ordering::Relaxed);
+}
+
+/// A cheap, coarse clock: one relaxed load of a timestamp that a background thread refreshes
+/// every millisecond.
 ///
-/// `now()` is one relaxed load, but lags the true time by up to the upkeep interval (more if
-/// the upkeep thread is descheduled). A lagging clock is safe for every algorithm in this
-/// crate: an earlier `now` only makes decisions stricter, never looser. The cost is precision:
-/// a key may be denied for up to about a millisecond longer than a precise clock would.
+/// `now()` lags the true time by up to the refresh interval (more if the upkeep thread is
+/// descheduled). A lagging clock is safe for every algorithm in this crate: an earlier `now`
+/// only makes decisions stricter, never looser. The cost is precision: a key may be denied for
+/// up to about a millisecond longer than a precise clock would say.
 ///
-/// The upkeep thread is shared by all coarse clocks in the process and stops when the last one
-/// is dropped. If something else in the process already runs quanta's upkeep, that one is used.
+/// The upkeep thread is shared by all coarse clocks in the process; it starts with the first and
+/// stops when the last is dropped (dropping that one waits up to one interval for the thread to
+/// finish).
 ///
 /// # Examples
 ///
@@ -184,31 +204,42 @@ const COARSE_INTERVAL: Duration = Duration::from_millis(1);
 /// ```
 #[derive(Debug)]
 pub struct CoarseClock {
-    clock: quanta::Clock,
-    origin: quanta::Instant,
+    origin: u64,
 }
 
 impl CoarseClock {
     /// A coarse clock whose origin is now; starts the shared upkeep thread if needed.
     #[must_use]
     pub fn new() -> Self {
-        let clock = quanta::Clock::new();
-        Self::acquire_upkeep(&clock);
-        let origin = clock.recent();
-        Self { clock, origin }
+        Self::acquire_upkeep();
+        // Relaxed: see `now`.
+        Self {
+            origin: COARSE_NS.load(Ordering::Relaxed),
+        }
     }
 
-    fn acquire_upkeep(clock: &quanta::Clock) {
-        // A poisoned lock only means another thread panicked while holding it; the counter
-        // itself is still meaningful.
+    fn acquire_upkeep() {
+        let base = COARSE_BASE.get_or_init(QuantaClock::new);
+        // A poisoned lock only means another thread panicked while holding it; the count is
+        // still meaningful.
         let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
         guard.0 += 1;
         if guard.1.is_none() {
-            // Err means another upkeep thread (ours from a racing drop, or the user's) is
-            // already maintaining the recent time; either way `recent()` is kept fresh.
-            guard.1 = quanta::Upkeep::new_with_clock(COARSE_INTERVAL, clock.clone())
-                .start()
-                .ok();
+            refresh_coarse(base);
+            let stop = Arc::new(AtomicBool::new(false));
+            let their_stop = Arc::clone(&stop);
+            let spawned = std::thread::Builder::new()
+                .name("cellgate-coarse-clock".into())
+                .spawn(move || {
+                    // Relaxed: the flag carries no data; the join in `drop` orders the rest.
+                    while !their_stop.load(Ordering::Relaxed) {
+                        refresh_coarse(base);
+                        std::thread::sleep(COARSE_INTERVAL);
+                    }
+                });
+            // If no thread can be spawned the clock still works; it just stands still at the
+            // last refresh, which only ever makes decisions stricter.
+            guard.1 = spawned.ok().map(|thread| Upkeep { stop, thread });
         }
     }
 }
@@ -221,9 +252,8 @@ impl Default for CoarseClock {
 
 impl Clone for CoarseClock {
     fn clone(&self) -> Self {
-        Self::acquire_upkeep(&self.clock);
+        Self::acquire_upkeep();
         Self {
-            clock: self.clock.clone(),
             origin: self.origin,
         }
     }
@@ -234,8 +264,12 @@ impl Drop for CoarseClock {
         let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
         guard.0 = guard.0.saturating_sub(1);
         if guard.0 == 0 {
-            // Dropping the handle stops the thread.
-            guard.1 = None;
+            if let Some(upkeep) = guard.1.take() {
+                // Relaxed: see the thread's loop.
+                upkeep.stop.store(true, Ordering::Relaxed);
+                // A panicked upkeep thread has nothing left to clean up.
+                let _ = upkeep.thread.join();
+            }
         }
     }
 }
@@ -243,7 +277,11 @@ impl Drop for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> u64 {
-        saturating_ns(self.clock.recent().saturating_duration_since(self.origin))
+        // Relaxed: the timestamp is self-contained; a slightly stale value is the whole point
+        // of this clock and is safe (see the type's docs).
+        COARSE_NS
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.origin)
     }
 }
 
