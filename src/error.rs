@@ -61,6 +61,14 @@ pub enum ConfigError {
         /// The largest limit a sliding log accepts.
         max: u32,
     },
+    /// `max_keys` above what the fixed-capacity table accepts
+    /// ([`MAX_TABLE_KEYS`](crate::MAX_TABLE_KEYS)); use `exact_keys()` for larger bounds.
+    TooManyKeys {
+        /// The bound given.
+        max_keys: usize,
+        /// The largest bound the table accepts.
+        max: usize,
+    },
     /// An operation that the limiter's algorithm does not have (for example `restock` on a
     /// GCRA limiter).
     Unsupported {
@@ -96,6 +104,10 @@ impl fmt::Display for ConfigError {
             ConfigError::LimitTooLarge { limit, max, window } => write!(
                 f,
                 "limit {limit} is too large for a {window:?} window: its packed state holds at most {max}"
+            ),
+            ConfigError::TooManyKeys { max_keys, max } => write!(
+                f,
+                "max_keys {max_keys} is too large for the fixed-capacity table (at most {max}); use exact_keys() for larger bounds"
             ),
             ConfigError::LogLimitTooLarge { limit, max } => write!(
                 f,

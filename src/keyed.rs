@@ -17,9 +17,14 @@ use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::sliding_log::SlidingLogBuilder;
 use crate::sweep::SweepGate;
+use crate::table::{InsertPolicy, Table};
 
 /// The hasher: fast, and seeded randomly per process so clients cannot aim collisions.
 pub(crate) type Hasher = foldhash::fast::RandomState;
+
+/// The table's hasher: its 64-bit output is the key's identity (fingerprint), so it uses
+/// foldhash's higher-quality finish; seeded randomly per process.
+type TableHasher = foldhash::quality::RandomState;
 
 /// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
 ///
@@ -64,11 +69,12 @@ pub(crate) type Hasher = foldhash::fast::RandomState;
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, C = DefaultClock> {
-    map: DashMap<K, Cell, Hasher>,
+    store: Store<K>,
     algorithm: Algorithm,
     clock: C,
     max_keys: usize,
-    /// Keys inserted minus keys removed; the cap reads this instead of locking every shard.
+    /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
+    /// shard. (The table keeps its own count.)
     held: AtomicUsize,
     refused: AtomicU64,
     evicted: AtomicU64,
@@ -78,12 +84,25 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     swept: AtomicU64,
 }
 
+/// Where a keyed limiter keeps its cells.
+enum Store<K> {
+    /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
+    Map(DashMap<K, Cell, Hasher>),
+    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]).
+    Table(Table, TableHasher),
+}
+
+/// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
+/// up front); larger bounds need [`KeyedBuilder::exact_keys`].
+pub const MAX_TABLE_KEYS: usize = 1 << 30;
+
 /// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
 #[must_use = "a builder does nothing until build() is called"]
 pub struct KeyedBuilder<K, C> {
     algorithm: Result<Algorithm, ConfigError>,
     clock: C,
     max_keys: Option<usize>,
+    exact_keys: bool,
     _key: std::marker::PhantomData<fn(K)>,
 }
 
@@ -93,6 +112,7 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
+            .field("exact_keys", &self.exact_keys)
             .finish()
     }
 }
@@ -210,6 +230,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
             algorithm,
             clock: DefaultClock::new(),
             max_keys: None,
+            exact_keys: false,
             _key: std::marker::PhantomData,
         }
     }
@@ -222,17 +243,28 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             algorithm: self.algorithm,
             clock,
             max_keys: self.max_keys,
+            exact_keys: self.exact_keys,
             _key: std::marker::PhantomData,
         }
     }
 
-    /// Bounds the number of keys held. See [`KeyedLimiter`]'s "Memory" section for what
-    /// happens at the bound. Zero is a [`ConfigError`].
+    /// Bounds the number of keys held, and selects the bounded lock-free table (unless
+    /// [`exact_keys`](Self::exact_keys) is also set). See [`KeyedLimiter`]'s "Stores" and
+    /// "Memory" sections. Zero, or more than [`MAX_TABLE_KEYS`] for the table, is a
+    /// [`ConfigError`].
     ///
     /// Under concurrency the bound may be exceeded by at most the number of threads inserting
     /// new keys at the same moment.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// Identifies keys exactly (each key is stored in a dashmap, compared with `Eq`) instead of
+    /// by 64-bit fingerprint in the fixed-capacity table. Use it when keys must never share a
+    /// budget, even with probability 2^-64, or when the number of keys cannot be bounded.
+    pub fn exact_keys(mut self) -> Self {
+        self.exact_keys = true;
         self
     }
 
@@ -248,8 +280,18 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             Some(n) => n,
             None => usize::MAX,
         };
+        let store = if self.exact_keys || self.max_keys.is_none() {
+            Store::Map(DashMap::with_hasher(Hasher::default()))
+        } else if max_keys > MAX_TABLE_KEYS {
+            return Err(ConfigError::TooManyKeys {
+                max_keys,
+                max: MAX_TABLE_KEYS,
+            });
+        } else {
+            Store::Table(Table::with_capacity(max_keys), TableHasher::default())
+        };
         Ok(KeyedLimiter {
-            map: DashMap::with_hasher(Hasher::default()),
+            store,
             algorithm,
             clock: self.clock,
             max_keys,
@@ -295,10 +337,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     {
         let now = self.clock.now();
         let step = |word| self.algorithm.step(word, now, n);
-        if let Some(cell) = self.map.get(key) {
-            return cell.update(step);
-        }
-        self.apply_new(key, step, now, true).unwrap_or_else(|| {
+        let found = match &self.store {
+            Store::Table(table, hasher) => {
+                let h = Table::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    if let Ok(decision) = Table::update(found, h, step) {
+                        return decision;
+                    }
+                }
+                self.table_insert(table, h, now, step, true)
+            }
+            Store::Map(map) => {
+                if let Some(cell) = map.get(key) {
+                    return cell.update(step);
+                }
+                self.map_insert(map, key, step, now, true)
+            }
+        };
+        found.unwrap_or_else(|| {
             // Relaxed: a statistic; nothing is ordered by it.
             self.refused.fetch_add(1, Ordering::Relaxed);
             Decision::deny(step(Algorithm::FRESH).0.limit(), 0, one(), None, 0)
@@ -306,7 +362,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
-    /// Returns `None` when the key is new, the map is at `max_keys` and `capped` is set.
+    /// Returns `None` when the key is new, the store is at `max_keys` and `capped` is set.
     fn apply<Q, R>(
         &self,
         key: &Q,
@@ -317,16 +373,49 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(cell) = self.map.get(key) {
-            return Some(cell.update(step));
+        let now = self.clock.now();
+        match &self.store {
+            Store::Table(table, hasher) => {
+                let h = Table::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    if let Ok(r) = Table::update(found, h, &step) {
+                        return Some(r);
+                    }
+                }
+                self.table_insert(table, h, now, step, capped)
+            }
+            Store::Map(map) => {
+                if let Some(cell) = map.get(key) {
+                    return Some(cell.update(step));
+                }
+                self.map_insert(map, key, step, now, capped)
+            }
         }
-        self.apply_new(key, step, self.clock.now(), capped)
     }
 
-    /// The miss path of [`apply`](Self::apply): the key is not held (or was not a moment ago).
+    /// The table's miss path: the key was not found (or vanished under a sweep).
     #[inline(never)]
-    fn apply_new<Q, R>(
+    fn table_insert<R>(
         &self,
+        table: &Table,
+        h: u64,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R> {
+        let policy = TablePolicy {
+            limiter: self,
+            now,
+            capped,
+        };
+        table.insert(h, step, &policy)
+    }
+
+    /// The map's miss path: the key is not held (or was not a moment ago).
+    #[inline(never)]
+    fn map_insert<Q, R>(
+        &self,
+        map: &DashMap<K, Cell, Hasher>,
         key: &Q,
         step: impl Fn(u64) -> (R, Option<u64>),
         now: u64,
@@ -346,7 +435,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         if capped && self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
             return None;
         }
-        Some(match self.map.entry(key.to_owned()) {
+        Some(match map.entry(key.to_owned()) {
             // Another thread inserted it since our lookup: decide on its state.
             Entry::Occupied(e) => e.get().update(step),
             Entry::Vacant(e) => {
@@ -417,17 +506,23 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let now = self.clock.now();
-        let word = self
-            .map
-            .get(key)
-            .map_or_else(|| self.fresh_word(), |cell| cell.load());
-        self.algorithm.peek(word, now)
+        let word = match &self.store {
+            Store::Table(table, hasher) => table
+                .find(Table::hash(hasher, key))
+                .map(|found| found.state()),
+            Store::Map(map) => map.get(key).map(|cell| cell.load()),
+        };
+        self.algorithm
+            .peek(word.unwrap_or_else(|| self.fresh_word()), now)
     }
 
     /// Keys currently held.
     pub fn len(&self) -> usize {
-        // Relaxed: a snapshot count; see `held`.
-        self.held.load(Ordering::Relaxed)
+        match &self.store {
+            Store::Table(table, _) => table.len(),
+            // Relaxed: a snapshot count; see `held`.
+            Store::Map(_) => self.held.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether no key is held.
@@ -486,16 +581,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
         self.swept.fetch_max(now, Ordering::Relaxed);
-        let mut removed = 0usize;
-        // The shard's write lock excludes every check on that shard, so no admission can be
-        // in flight on a cell while it is judged idle and removed.
-        self.map.retain(|_, cell| {
-            let keep = !self.algorithm.is_idle(cell.load(), now);
-            removed += usize::from(!keep);
-            keep
-        });
-        // Relaxed: counters only (see `held`).
-        self.held.fetch_sub(removed, Ordering::Relaxed);
+        let is_idle = |word| self.algorithm.is_idle(word, now);
+        let removed = match &self.store {
+            Store::Table(table, _) => table.sweep(&is_idle),
+            Store::Map(map) => {
+                let mut removed = 0usize;
+                // The shard's write lock excludes every check on that shard, so no admission
+                // can be in flight on a cell while it is judged idle and removed.
+                map.retain(|_, cell| {
+                    let keep = !is_idle(cell.load());
+                    removed += usize::from(!keep);
+                    keep
+                });
+                // Relaxed: counters only (see `held`).
+                self.held.fetch_sub(removed, Ordering::Relaxed);
+                removed
+            }
+        };
+        // Relaxed: a statistic.
         self.evicted.fetch_add(removed as u64, Ordering::Relaxed);
         removed
     }
@@ -507,12 +610,42 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.sweeps.maybe_sweep(now, || {
             self.evict_idle_at(now);
         });
-        self.held.load(Ordering::Relaxed) < self.max_keys
+        self.len() < self.max_keys
     }
 
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// The table's view of this limiter during one insert.
+struct TablePolicy<'a, K, C> {
+    limiter: &'a KeyedLimiter<K, C>,
+    now: u64,
+    capped: bool,
+}
+
+impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
+    fn fresh(&self) -> u64 {
+        self.limiter.fresh_word()
+    }
+
+    fn is_idle(&self, word: u64) -> bool {
+        self.limiter.algorithm.is_idle(word, self.now)
+    }
+
+    fn before_sweep(&self) {
+        // Relaxed: ordered by the shard lock the sweep holds (see `fresh_word`).
+        self.limiter.swept.fetch_max(self.now, Ordering::Relaxed);
+    }
+
+    fn has_room(&self, table: &Table) -> bool {
+        !self.capped || table.len() < self.limiter.max_keys
+    }
+
+    fn make_room(&self, _: &Table) -> bool {
+        self.limiter.make_room(self.now)
     }
 }
 
@@ -526,7 +659,6 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
-            .field("held", &self.held.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }

@@ -76,11 +76,12 @@ mod quota;
 mod sliding_log;
 mod sweep;
 mod sync;
+mod table;
 
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use decision::Decision;
 pub use error::ConfigError;
-pub use keyed::{KeyedBuilder, KeyedLimiter};
+pub use keyed::{KeyedBuilder, KeyedLimiter, MAX_TABLE_KEYS};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use quota::Quota;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};

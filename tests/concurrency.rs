@@ -125,14 +125,29 @@ fn direct_admits_exactly_the_burst() {
 /// and on hot ones); each key admits exactly its burst, and every key is created exactly once.
 #[test]
 fn keyed_many_keys_admit_exactly_the_burst_each() {
+    many_keys_admit_exactly_the_burst_each(false);
+}
+
+/// The same on the bounded lock-free fingerprint table (`max_keys`), where inserts race
+/// lock-free lookups.
+#[test]
+fn table_many_keys_admit_exactly_the_burst_each() {
+    many_keys_admit_exactly_the_burst_each(true);
+}
+
+fn many_keys_admit_exactly_the_burst_each(table: bool) {
     const KEYS: usize = 1_000;
     const ROUNDS: usize = 8;
     const BURST: u32 = 3;
     let quota = Quota::new(1, Duration::from_secs(1)).with_burst(BURST);
-    let limiter = KeyedLimiter::<u64>::gcra(quota)
-        .clock(frozen_clock())
-        .build()
-        .unwrap();
+    let builder = KeyedLimiter::<u64>::gcra(quota).clock(frozen_clock());
+    let limiter = if table {
+        builder.max_keys(KEYS)
+    } else {
+        builder
+    }
+    .build()
+    .unwrap();
     let per_thread = hammer(|i| {
         let mut seen: Vec<Seen> = (0..KEYS).map(|_| Seen::default()).collect();
         for round in 0..ROUNDS {
@@ -290,4 +305,81 @@ fn max_keys_bounds_concurrent_insertion() {
     let before = limiter.refused();
     assert!(!limiter.check(&u64::MAX).is_allowed());
     assert_eq!(limiter.refused(), before + 1);
+}
+
+/// Eviction racing checks: keys are idle (equivalent to fresh) when the race starts, a sweeper
+/// evicts idle keys in a loop while the checkers spend them. An admission written into a cell
+/// that a sweep had already removed would be lost, and the key would then admit more than its
+/// burst; every key must admit exactly its burst.
+fn eviction_racing_checks_loses_no_admission(table: bool) {
+    const KEYS: u64 = 64;
+    const BURST: u32 = 4;
+    const WORKERS: u64 = 2;
+    let clock = ManualClock::new();
+    let quota = Quota::new(1, Duration::from_secs(1)).with_burst(BURST);
+    let builder = KeyedLimiter::<u64>::gcra(quota).clock(clock.clone());
+    let limiter = if table {
+        builder.max_keys(KEYS as usize * 2)
+    } else {
+        builder
+    }
+    .build()
+    .unwrap();
+    for round in 0..300u64 {
+        // Every key was used once a second ago, so it is idle now and may be evicted at any
+        // moment; each key has exactly BURST units available at this instant.
+        clock.set_ns(round * 10_000_000_000);
+        for key in 0..KEYS {
+            limiter.check(&key);
+        }
+        clock.set_ns(round * 10_000_000_000 + 1_000_000_000);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let start = Barrier::new(WORKERS as usize + 1);
+        let admitted: Vec<u64> = std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    limiter.evict_idle();
+                }
+            });
+            let workers: Vec<_> = (0..WORKERS)
+                .map(|t| {
+                    let (limiter, start) = (&limiter, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let mut counts = vec![0u64; KEYS as usize];
+                        for i in 0..(KEYS * 8) {
+                            let key = (i * 7 + t * 13) % KEYS;
+                            if limiter.check(&key).is_allowed() {
+                                counts[key as usize] += 1;
+                            }
+                        }
+                        counts
+                    })
+                })
+                .collect();
+            let per: Vec<Vec<u64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            (0..KEYS as usize)
+                .map(|k| per.iter().map(|c| c[k]).sum())
+                .collect()
+        });
+        for (key, &n) in admitted.iter().enumerate() {
+            assert_eq!(
+                n,
+                u64::from(BURST),
+                "round {round}: key {key} (table: {table})"
+            );
+        }
+    }
+}
+
+#[test]
+fn map_eviction_racing_checks_loses_no_admission() {
+    eviction_racing_checks_loses_no_admission(false);
+}
+
+#[test]
+fn table_eviction_racing_checks_loses_no_admission() {
+    eviction_racing_checks_loses_no_admission(true);
 }

@@ -120,10 +120,11 @@ fn run_direct(q: Q, ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run_keyed(q: Q, ops: &[Op]) -> Result<(), TestCaseError> {
+/// `table`: the bounded fingerprint table (`max_keys`) instead of the exact-key map.
+fn run_keyed(q: Q, ops: &[Op], table: bool) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
-    let ours = KeyedLimiter::<u64>::gcra(q.quota())
-        .clock(clock.clone())
+    let builder = KeyedLimiter::<u64>::gcra(q.quota()).clock(clock.clone());
+    let ours = if table { builder.max_keys(64) } else { builder }
         .build()
         .unwrap();
     let gclock = FakeRelativeClock::default();
@@ -180,7 +181,8 @@ proptest! {
     fn keyed_agrees_with_governor(
         (q, ops) in quotas().prop_flat_map(|q| (Just(q), ops(q, 4, 96, false, 1))),
     ) {
-        run_keyed(q, &ops)?;
+        run_keyed(q, &ops, false)?;
+        run_keyed(q, &ops, true)?;
     }
 
     /// Tiny intervals and bursts, where every boundary is hit often.
@@ -190,7 +192,8 @@ proptest! {
             .prop_map(|(count, t, burst)| Q { count, period_ns: t * u64::from(count), burst })
             .prop_flat_map(|q| (Just(q), ops(q, 2, 128, false, 1))),
     ) {
-        run_keyed(q, &ops)?;
+        run_keyed(q, &ops, false)?;
+        run_keyed(q, &ops, true)?;
     }
 }
 

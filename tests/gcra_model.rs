@@ -10,13 +10,13 @@ use common::{apply_clock, ops, quotas, Expected, Model, Op, Q};
 use proptest::prelude::*;
 
 /// Runs `ops` on a keyed limiter and the model side by side, starting at `start` ns.
-fn run_keyed(q: Q, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+/// `table`: the bounded fingerprint table (`max_keys`) instead of the exact-key map.
+fn run_keyed(q: Q, start: u64, ops: &[Op], table: bool) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     clock.set_ns(start);
-    let limiter = KeyedLimiter::<u64>::gcra(q.quota())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let builder = KeyedLimiter::<u64>::gcra(q.quota()).clock(clock.clone());
+    let builder = if table { builder.max_keys(64) } else { builder };
+    let limiter = builder.build().unwrap();
     let mut model = Model::new(q);
     for (i, &op) in ops.iter().enumerate() {
         if apply_clock(&clock, op) {
@@ -85,7 +85,8 @@ proptest! {
         start in starts(),
         (q, ops) in quotas().prop_flat_map(|q| (Just(q), ops(q, 4, 64, true, 0))),
     ) {
-        run_keyed(q, start, &ops)?;
+        run_keyed(q, start, &ops, false)?;
+        run_keyed(q, start, &ops, true)?;
     }
 
     #[test]
@@ -104,7 +105,8 @@ proptest! {
             .prop_map(|(count, t, burst)| Q { count, period_ns: t * u64::from(count) + u64::from(count) - 1, burst })
             .prop_flat_map(|q| (Just(q), ops(q, 2, 96, true, 0))),
     ) {
-        run_keyed(q, 0, &ops)?;
+        run_keyed(q, 0, &ops, false)?;
+        run_keyed(q, 0, &ops, true)?;
     }
 }
 

@@ -1,0 +1,544 @@
+//! The bounded, lock-free keyed store: a sharded open-addressing table of 16-byte slots.
+//!
+//! # Layout
+//!
+//! ```text
+//! slot (one AtomicU128):   | fingerprint (64 bits) | state word (64 bits) |
+//! fingerprint 0 = EMPTY (never used), 1 = TOMB (a removed key), >= 2 = a key
+//! ```
+//!
+//! A key is identified by a 64-bit **fingerprint**: its hash under a hasher seeded randomly
+//! per process (hashes 0 and 1 are moved to 2 and 3). The key itself is not stored, so a slot is
+//! 16 bytes whatever the key type, and a hit never compares, clones or allocates a key. Two
+//! distinct keys share a slot only if their fingerprints are equal; see the crate docs for the
+//! probability and the consequence (the two keys share one budget: stricter, never looser).
+//!
+//! The table is split into shards (a power of two, chosen from the capacity); a key's shard
+//! comes from the top bits of its hash and its home slot from the low 32 bits, by a
+//! multiply-shift. Collisions are resolved by linear probing within the shard.
+//!
+//! # Concurrency
+//!
+//! * **Hits take no lock and write nothing but the CAS.** A check probes from the home slot with
+//!   relaxed 16-byte loads until it finds its fingerprint (hit) or an EMPTY slot (miss), then
+//!   runs the shared step function and commits with a 16-byte compare-and-swap of the *whole
+//!   slot*. Because the expected value contains the fingerprint, the CAS can only succeed on
+//!   the key's own live slot: if a sweep removed the key (or the slot was reused for another
+//!   key) in between, the CAS fails, the check sees a different fingerprint and starts over.
+//!   This is what makes removal safe without epochs or reference counts, and why a 64-bit CAS
+//!   on the state alone would not do (a reused slot could hold the same state value: ABA).
+//! * **Inserts and removals are serialised per shard** by the shard's mutex. An insert probes
+//!   again under the lock (another thread may have inserted the key meanwhile), then fills the
+//!   first TOMB or EMPTY slot of the key's probe run; readers never write EMPTY or TOMB slots,
+//!   so a plain store suffices.
+//! * Removal turns a slot into a TOMB by CAS from the exact idle value it judged, so a check
+//!   that got in first makes the removal fail instead of being lost. TOMBs are then turned back
+//!   into EMPTY wherever the following slot is EMPTY (no probe run passes through them), which
+//!   keeps probe runs as short as in a table without deletions.
+//!
+//! Readers rely on one invariant that writers keep under the lock: between a key's home slot and
+//! its slot there is no EMPTY slot. A reader that races an insert may miss the new key; it then
+//! takes the insert path, whose probe under the lock finds it.
+
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicUsize, Ordering as CountOrdering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU128, Mutex, Ordering};
+
+const EMPTY: u64 = 0;
+const TOMB: u64 = 1;
+
+/// Most keys a shard is sized for before it is split further.
+const KEYS_PER_SHARD: usize = 1024;
+
+/// Slots per key a shard allocates for its key budget: load factor at most 0.7.
+const SLOTS_PER_KEY_NUM: usize = 10;
+const SLOTS_PER_KEY_DEN: usize = 7;
+
+#[inline]
+fn pack(fp: u64, state: u64) -> u128 {
+    (u128::from(fp) << 64) | u128::from(state)
+}
+
+#[inline]
+fn fp_of(slot: u128) -> u64 {
+    (slot >> 64) as u64
+}
+
+#[inline]
+fn state_of(slot: u128) -> u64 {
+    slot as u64
+}
+
+/// The fingerprint of a key with hash `h`: never EMPTY or TOMB.
+#[inline]
+pub(crate) fn fingerprint(h: u64) -> u64 {
+    if h < 2 {
+        h + 2
+    } else {
+        h
+    }
+}
+
+/// What the store's owner decides during an insert: the algorithm's view of fresh and idle
+/// words, and the global bound.
+pub(crate) trait InsertPolicy {
+    /// The word a key that is not in the table starts from. Called under the shard's lock, so
+    /// after any sweep that removed the key has finished with the shard.
+    fn fresh(&self) -> u64;
+    /// Whether a word holds no information (the key may be removed).
+    fn is_idle(&self, word: u64) -> bool;
+    /// Called before a sweep starts removing keys.
+    fn before_sweep(&self);
+    /// Whether one more key may be held (the global bound), without doing any work.
+    fn has_room(&self, table: &Table) -> bool;
+    /// At the global bound: possibly sweep (throttled) and say whether there is room now.
+    /// Called with no shard lock held.
+    fn make_room(&self, table: &Table) -> bool;
+}
+
+/// One shard: its slots and the lock that serialises its inserts and removals.
+struct Shard {
+    slots: Box<[AtomicU128]>,
+    writer: CachePadded<Mutex<Counts>>,
+}
+
+/// Per-shard bookkeeping, guarded by the shard's mutex.
+#[derive(Debug, Default)]
+struct Counts {
+    live: usize,
+    tombs: usize,
+}
+
+/// The fingerprint table. See the module docs.
+pub(crate) struct Table {
+    shards: Box<[CachePadded<Shard>]>,
+    /// `log2(shards.len())`.
+    shard_bits: u32,
+    /// Keys one shard may hold (the global bound is enforced by the caller).
+    per_shard: usize,
+    /// Keys held in all shards; the caller's global bound reads it.
+    held: AtomicUsize,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("shards", &self.shards.len())
+            .field("slots_per_shard", &self.shards[0].slots.len())
+            .field("per_shard", &self.per_shard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A slot found for a key by a lock-free probe, with the value seen there.
+pub(crate) struct Found<'a> {
+    slot: &'a AtomicU128,
+    seen: u128,
+}
+
+impl Found<'_> {
+    /// The state word seen by the probe.
+    #[inline]
+    pub(crate) fn state(&self) -> u64 {
+        state_of(self.seen)
+    }
+}
+
+impl Table {
+    /// A table for up to `max_keys` keys (at least 1).
+    pub(crate) fn with_capacity(max_keys: usize) -> Self {
+        let max_keys = max_keys.max(1);
+        let shards = (max_keys / KEYS_PER_SHARD)
+            .max(1)
+            .next_power_of_two()
+            .min(1 << 16);
+        let mean = max_keys.div_ceil(shards);
+        // Hashing spreads keys binomially over shards: leave room for four standard deviations
+        // so that a shard is practically never full before the table is.
+        let per_shard = mean + 4 * isqrt(mean) + 8;
+        let slots = (per_shard * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN) + 1;
+        let shards_vec: Vec<_> = (0..shards)
+            .map(|_| {
+                CachePadded::new(Shard {
+                    slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
+                    writer: CachePadded::new(Mutex::new(Counts::default())),
+                })
+            })
+            .collect();
+        Self {
+            shards: shards_vec.into_boxed_slice(),
+            shard_bits: shards.trailing_zeros(),
+            per_shard,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// Keys held.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        // Relaxed: a snapshot count; writers update it under their shard locks.
+        self.held.load(CountOrdering::Relaxed)
+    }
+
+    /// Hashes `key` with `hasher`.
+    #[inline]
+    pub(crate) fn hash<Q: Hash + ?Sized, S: BuildHasher>(hasher: &S, key: &Q) -> u64 {
+        hasher.hash_one(key)
+    }
+
+    #[inline]
+    fn shard(&self, h: u64) -> &Shard {
+        // The top `shard_bits` bits pick the shard (0 bits: `checked_shr` gives None -> 0).
+        let i = h.checked_shr(u64::BITS - self.shard_bits).unwrap_or(0) as usize;
+        &self.shards[i]
+    }
+
+    #[inline]
+    fn home(shard: &Shard, h: u64) -> usize {
+        // Multiply-shift range reduction of the low 32 bits onto [0, len).
+        ((u64::from(h as u32) * shard.slots.len() as u64) >> 32) as usize
+    }
+
+    /// Lock-free probe for the key with hash `h`.
+    #[inline]
+    pub(crate) fn find(&self, h: u64) -> Option<Found<'_>> {
+        let fp = fingerprint(h);
+        let shard = self.shard(h);
+        let slots = &shard.slots;
+        let mut i = Self::home(shard, h);
+        for _ in 0..slots.len() {
+            let slot = &slots[i];
+            // Relaxed: the slot is self-contained (fingerprint and state together); the CAS
+            // that may follow re-validates the whole value.
+            let seen = slot.load(Ordering::Relaxed);
+            let f = fp_of(seen);
+            if f == fp {
+                return Some(Found { slot, seen });
+            }
+            if f == EMPTY {
+                return None;
+            }
+            i += 1;
+            if i == slots.len() {
+                i = 0;
+            }
+        }
+        None
+    }
+
+    /// Applies `step` to a found slot. `Err(())` if the key was removed meanwhile (the caller
+    /// starts over).
+    #[inline(always)]
+    pub(crate) fn update<R>(
+        found: Found<'_>,
+        h: u64,
+        mut step: impl FnMut(u64) -> (R, Option<u64>),
+    ) -> Result<R, ()> {
+        let fp = fingerprint(h);
+        let mut seen = found.seen;
+        loop {
+            let (result, next) = step(state_of(seen));
+            let next = match next {
+                Some(next) if next != state_of(seen) => next,
+                _ => return Ok(result),
+            };
+            // Relaxed: as in `Cell::update`, the CAS's atomicity (on the whole slot, so also
+            // on the fingerprint) is what orders admissions; no other memory is published.
+            match found.slot.compare_exchange_weak(
+                seen,
+                pack(fp, next),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(result),
+                Err(actual) if fp_of(actual) == fp => seen = actual,
+                Err(_) => return Err(()),
+            }
+        }
+    }
+
+    /// The slow path for a key that a lock-free probe did not find: under the shard's lock,
+    /// probe again; if the key appeared, update it; otherwise run `step` on the fresh word and
+    /// insert the result if it writes and the policy admits one more key. `None` when refused.
+    pub(crate) fn insert<R>(
+        &self,
+        h: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        policy: &impl InsertPolicy,
+    ) -> Option<R> {
+        let fp = fingerprint(h);
+        let shard = self.shard(h);
+        let slots = &shard.slots;
+        loop {
+            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut i = Self::home(shard, h);
+            let mut free = None;
+            let mut found = None;
+            for _ in 0..slots.len() {
+                // Relaxed: writers are serialised by the lock; readers only CAS live slots.
+                let seen = slots[i].load(Ordering::Relaxed);
+                match fp_of(seen) {
+                    f if f == fp => {
+                        found = Some(Found {
+                            slot: &slots[i],
+                            seen,
+                        });
+                        break;
+                    }
+                    EMPTY => {
+                        free.get_or_insert(i);
+                        break;
+                    }
+                    TOMB => {
+                        free.get_or_insert(i);
+                    }
+                    _ => {}
+                }
+                i += 1;
+                if i == slots.len() {
+                    i = 0;
+                }
+            }
+            if let Some(found) = found {
+                drop(counts);
+                match Self::update(found, h, &step) {
+                    Ok(r) => return Some(r),
+                    // Removed between our probe and CAS: take the lock again.
+                    Err(()) => continue,
+                }
+            }
+            let fresh = policy.fresh();
+            let (result, write) = step(fresh);
+            let word = match write {
+                Some(w) if w != fresh => w,
+                _ => return Some(result),
+            };
+            if counts.live >= self.per_shard {
+                // This shard is full: make room in it (cheap: one shard).
+                policy.before_sweep();
+                self.sweep_locked(shard, &mut counts, &|w| policy.is_idle(w));
+                if counts.live >= self.per_shard {
+                    return None;
+                }
+                // The sweep may have freed a slot before `free`: probe again.
+                continue;
+            }
+            if !policy.has_room(self) {
+                drop(counts);
+                if policy.make_room(self) {
+                    continue;
+                }
+                return None;
+            }
+            let free = free?;
+            if fp_of(slots[free].load(Ordering::Relaxed)) == TOMB {
+                counts.tombs -= 1;
+            }
+            // A plain store: the slot is EMPTY or TOMB, which no reader ever CASes, and other
+            // writers are excluded by the lock.
+            slots[free].store(pack(fp, word), Ordering::Relaxed);
+            counts.live += 1;
+            // Relaxed: a count (see `len`).
+            self.held.fetch_add(1, CountOrdering::Relaxed);
+            return Some(result);
+        }
+    }
+
+    /// Removes every key whose state `is_idle` says holds no information; returns how many.
+    /// Each shard is locked while it is swept; checks on it proceed (they take no lock) but
+    /// inserts into it wait.
+    pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            removed += self.sweep_locked(shard, &mut counts, is_idle);
+        }
+        removed
+    }
+
+    fn sweep_locked(
+        &self,
+        shard: &Shard,
+        counts: &mut Counts,
+        is_idle: &impl Fn(u64) -> bool,
+    ) -> usize {
+        let slots = &shard.slots;
+        let mut removed = 0;
+        for slot in slots.iter() {
+            // Relaxed: see `find`.
+            let seen = slot.load(Ordering::Relaxed);
+            if fp_of(seen) >= 2 && is_idle(state_of(seen)) {
+                // From the exact idle value only: a check that changed it first wins, and the
+                // key stays. Relaxed: the CAS's atomicity is all that is needed.
+                if slot
+                    .compare_exchange_weak(
+                        seen,
+                        pack(TOMB, 0),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        counts.live -= removed;
+        counts.tombs += removed;
+        // Relaxed: a count.
+        self.held.fetch_sub(removed, CountOrdering::Relaxed);
+        // TOMB -> EMPTY where no probe run continues past it: walk backwards from an EMPTY.
+        if let Some(start) = slots
+            .iter()
+            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
+        {
+            let mut next_empty = true;
+            let n = slots.len();
+            for k in 1..n {
+                let j = (start + n - k) % n;
+                match fp_of(slots[j].load(Ordering::Relaxed)) {
+                    TOMB if next_empty => {
+                        slots[j].store(0, Ordering::Relaxed);
+                        counts.tombs -= 1;
+                    }
+                    EMPTY => next_empty = true,
+                    _ => next_empty = false,
+                }
+            }
+        }
+        removed
+    }
+}
+
+/// Integer square root (floor).
+fn isqrt(n: usize) -> usize {
+    let mut x = (n as f64).sqrt() as usize;
+    while x * x > n {
+        x -= 1;
+    }
+    while (x + 1) * (x + 1) <= n {
+        x += 1;
+    }
+    x
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A policy with no bound and no time: idle means state 0.
+    struct Plain {
+        bound: usize,
+    }
+
+    impl InsertPolicy for Plain {
+        fn fresh(&self) -> u64 {
+            0
+        }
+        fn is_idle(&self, word: u64) -> bool {
+            word == 0
+        }
+        fn before_sweep(&self) {}
+        fn has_room(&self, table: &Table) -> bool {
+            table.len() < self.bound
+        }
+        fn make_room(&self, _: &Table) -> bool {
+            false
+        }
+    }
+
+    /// Spreads small integers over the hash space (an odd multiplier is a bijection).
+    fn h(k: u64) -> u64 {
+        k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k >> 7)
+    }
+
+    fn set(t: &Table, k: u64, v: u64) -> Option<u64> {
+        t.insert(h(k), |_| (v, Some(v)), &Plain { bound: usize::MAX })
+    }
+
+    fn get(t: &Table, k: u64) -> Option<u64> {
+        t.find(h(k)).map(|f| f.state())
+    }
+
+    #[test]
+    fn fingerprints_avoid_the_markers() {
+        assert_eq!(fingerprint(0), 2);
+        assert_eq!(fingerprint(1), 3);
+        assert_eq!(fingerprint(7), 7);
+        for (fp, st) in [(2, 0), (u64::MAX, u64::MAX), (5, 1)] {
+            let v = pack(fp, st);
+            assert_eq!((fp_of(v), state_of(v)), (fp, st));
+        }
+    }
+
+    #[test]
+    fn insert_find_update_sweep() {
+        let t = Table::with_capacity(5_000);
+        for k in 0..5_000 {
+            assert_eq!(set(&t, k, k + 1), Some(k + 1));
+        }
+        assert_eq!(t.len(), 5_000);
+        for k in 0..5_000 {
+            assert_eq!(get(&t, k), Some(k + 1), "key {k}");
+        }
+        assert_eq!(get(&t, 10_000), None);
+        // Update through the lock-free path.
+        let found = t.find(h(3)).unwrap();
+        assert_eq!(Table::update(found, h(3), |w| (w, Some(w * 10))), Ok(4));
+        assert_eq!(get(&t, 3), Some(40));
+        // Make the even keys idle, then sweep them away.
+        for k in (0..5_000).step_by(2) {
+            let found = t.find(h(k)).unwrap();
+            Table::update(found, h(k), |_| ((), Some(0))).unwrap();
+        }
+        assert_eq!(t.sweep(&|w| w == 0), 2_500);
+        assert_eq!(t.len(), 2_500);
+        for k in 0..5_000 {
+            let want = (k % 2 == 1).then_some(if k == 3 { 40 } else { k + 1 });
+            assert_eq!(get(&t, k), want, "key {k}");
+        }
+    }
+
+    #[test]
+    fn churn_keeps_probe_runs_short() {
+        // Far more distinct keys over time than the table holds: removed slots must be reused
+        // or returned to EMPTY, or misses would scan whole shards and inserts would fail.
+        let t = Table::with_capacity(1_000);
+        for round in 0..50u64 {
+            for k in 0..900 {
+                assert!(set(&t, round * 1_000_000 + k, 1).is_some(), "round {round}");
+            }
+            for k in 0..900 {
+                let key = round * 1_000_000 + k;
+                let found = t.find(h(key)).unwrap();
+                Table::update(found, h(key), |_| ((), Some(0))).unwrap();
+            }
+            assert_eq!(t.sweep(&|w| w == 0), 900);
+            assert_eq!(t.len(), 0);
+        }
+        for shard in t.shards.iter() {
+            let counts = shard.writer.lock().unwrap();
+            assert_eq!(counts.live, 0);
+            assert_eq!(counts.tombs, 0, "every TOMB went back to EMPTY");
+            assert!(shard.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+        }
+    }
+
+    #[test]
+    fn bound_refuses_new_keys_but_not_old_ones() {
+        let t = Table::with_capacity(100);
+        let p = Plain { bound: 10 };
+        for k in 0..10 {
+            assert!(t.insert(h(k), |_| ((), Some(1)), &p).is_some());
+        }
+        assert!(t.insert(h(99), |_| ((), Some(1)), &p).is_none());
+        // A present key is updated even at the bound.
+        assert_eq!(t.insert(h(5), |w| (w, Some(w + 1)), &p), Some(1));
+        // A step that writes nothing never inserts.
+        assert_eq!(t.insert(h(98), |_| (7, None), &p), Some(7));
+        assert_eq!(t.len(), 10);
+    }
+}
