@@ -336,29 +336,36 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let now = self.clock.now();
-        let step = |word| self.algorithm.step(word, now, n);
+        // Each hot path gets its own closure, called from exactly one place, so that LLVM
+        // inlines the step into the CAS loop (a shared closure stays out of line).
         let found = match &self.store {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
                 if let Some(found) = table.find(h) {
-                    if let Ok(decision) = Table::update(found, h, step) {
+                    let hit = Table::update(found, h, |w| self.algorithm.step(w, now, n));
+                    if let Ok(decision) = hit {
                         return decision;
                     }
                 }
-                self.table_insert(table, h, now, step, true)
+                self.table_insert(table, h, now, |w| self.algorithm.step(w, now, n), true)
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
-                    return cell.update(step);
+                    return cell.update(|w| self.algorithm.step(w, now, n));
                 }
-                self.map_insert(map, key, step, now, true)
+                self.map_insert(map, key, |w| self.algorithm.step(w, now, n), now, true)
             }
         };
-        found.unwrap_or_else(|| {
-            // Relaxed: a statistic; nothing is ordered by it.
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            Decision::deny(step(Algorithm::FRESH).0.limit(), 0, one(), None, 0)
-        })
+        found.unwrap_or_else(|| self.refuse())
+    }
+
+    /// The decision for a new key that the full store cannot take.
+    #[cold]
+    fn refuse(&self) -> Decision {
+        // Relaxed: a statistic; nothing is ordered by it.
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let limit = self.algorithm.peek(Algorithm::FRESH, 0).limit();
+        Decision::deny(limit, 0, one(), None, 0)
     }
 
     /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
