@@ -19,32 +19,54 @@ use crate::sliding_log::SlidingLogBuilder;
 use crate::sweep::SweepGate;
 use crate::table::{InsertPolicy, Table};
 
-/// The hasher: fast, and seeded randomly per process so clients cannot aim collisions.
-pub(crate) type Hasher = foldhash::fast::RandomState;
-
-/// The table's hasher: its 64-bit output is the key's identity (fingerprint), so it uses
-/// foldhash's higher-quality finish; seeded randomly per process.
-type TableHasher = foldhash::quality::RandomState;
+/// The hasher of both stores: aHash, keyed from the operating system's random source once per
+/// process (and varied per instance), so clients who do not know the key cannot aim hash
+/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. About 2–3 ns
+/// for a `u64` key; SipHash, the standard library's cryptographic default, costs about 13 ns
+/// here, which is most of a check's budget.
+pub(crate) type Hasher = ahash::RandomState;
 
 /// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
 ///
-/// Each key's whole state is one `AtomicU64` in a sharded map (dashmap). A check on a key that
-/// is already held takes one shard read lock, no allocation and no key clone; a check on a new
-/// key takes one insertion. Requests that would be denied on a fresh key, and
-/// [`peek`](KeyedLimiter::peek)s, never create a key.
+/// Each key's whole state is one `u64` word updated by compare-and-swap. Lookups take any
+/// borrowed form of the key (`&str` for `String` keys), so a hit never allocates; requests that
+/// would be denied on a fresh key, and [`peek`](KeyedLimiter::peek)s, never create a key.
 ///
-/// Lookups take any borrowed form of the key (`&str` for `String` keys), so a hit never
-/// allocates. The hasher is seeded randomly per process (HashDoS).
+/// # Stores
+///
+/// | | bounded table (`max_keys(n)`, the default when a bound is given) | exact map (no bound, or `exact_keys()`) |
+/// |---|---|---|
+/// | structure | sharded open-addressing table of 16-byte slots, allocated at build | dashmap of `K -> AtomicU64` |
+/// | a hit | lock-free: hash, probe, one 16-byte CAS; no shared write but the key's own slot | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
+/// | a new key | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
+/// | memory | about 23 bytes per key of capacity, whatever the key type | the key, the word and the map's overhead, per key held |
+/// | key identity | 64-bit fingerprint (see below) | exact (`Eq`) |
+/// | growth | fixed: at most `n` keys | unbounded without `max_keys` |
+///
+/// **Fingerprints.** The table does not store keys: a key is its 64-bit hash under aHash keyed
+/// randomly per process. Two keys collide only if their fingerprints are equal: with `m` keys
+/// held, a given new key collides with one of them with probability about `m / 2^64` (1 in 18
+/// trillion at a million keys), and the chance that *any* two of a million keys collide is
+/// about 2^-25. The consequence of a collision is that the two keys share one budget: each is
+/// limited at least as strictly as alone, so a collision can never admit more than the quota.
+/// Aiming a collision at somebody else's key needs the per-process hash key, which never leaves
+/// the process; a client who does not know it can only guess, at 2^-64 per try. Use
+/// [`exact_keys`](KeyedBuilder::exact_keys) if even that is unacceptable.
 ///
 /// # Memory
 ///
-/// A key whose state is equivalent to a fresh key (GCRA: TAT at or before now) carries no
-/// information. [`evict_idle`](KeyedLimiter::evict_idle) drops every such key without
-/// changing any future decision. With [`max_keys`](KeyedBuilder::max_keys) set, a new key that
-/// arrives while the map is full first triggers such a sweep (at most one every 10 ms of the
-/// limiter's clock, one sweeper at a time); if the map is still full of live keys, the new key
-/// is denied (with no `retry_after`) and counted in [`refused`](KeyedLimiter::refused). Keys
-/// already held are never affected by the cap.
+/// A key whose state is equivalent to a fresh key (GCRA: TAT at or before now; windows: window
+/// over; stock: never sold) carries no information. [`evict_idle`](KeyedLimiter::evict_idle)
+/// drops every such key without changing any decision. With
+/// [`max_keys`](KeyedBuilder::max_keys) set, a new key that arrives while the store is full
+/// first triggers such a sweep (at most one every 10 ms of the limiter's clock, one sweeper at a
+/// time; the table also sweeps a single full shard on its own); if the store is still full of
+/// live keys, the new key is denied (with no `retry_after`) and counted in
+/// [`refused`](KeyedLimiter::refused). Keys already held are never affected by the bound.
+///
+/// A key dropped by a sweep at time `s` comes back as the most conservative state it could have
+/// had, so a clock that is behind the sweeper's (or goes backwards) gains nothing from
+/// eviction; from `s` on that state decides exactly like a fresh key.
 ///
 /// # Examples
 ///
@@ -89,7 +111,7 @@ enum Store<K> {
     /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
     Map(DashMap<K, Cell, Hasher>),
     /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]).
-    Table(Table, TableHasher),
+    Table(Table, Hasher),
 }
 
 /// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
@@ -281,14 +303,14 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             None => usize::MAX,
         };
         let store = if self.exact_keys || self.max_keys.is_none() {
-            Store::Map(DashMap::with_hasher(Hasher::default()))
+            Store::Map(DashMap::with_hasher(Hasher::new()))
         } else if max_keys > MAX_TABLE_KEYS {
             return Err(ConfigError::TooManyKeys {
                 max_keys,
                 max: MAX_TABLE_KEYS,
             });
         } else {
-            Store::Table(Table::with_capacity(max_keys), TableHasher::default())
+            Store::Table(Table::with_capacity(max_keys), Hasher::new())
         };
         Ok(KeyedLimiter {
             store,

@@ -128,7 +128,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             None => usize::MAX,
         };
         Ok(SlidingLog {
-            map: DashMap::with_hasher(Hasher::default()),
+            map: DashMap::with_hasher(Hasher::new()),
             config,
             clock: self.clock,
             max_keys,

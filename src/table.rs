@@ -50,12 +50,14 @@ use crate::sync::{AtomicU128, Mutex, Ordering};
 const EMPTY: u64 = 0;
 const TOMB: u64 = 1;
 
-/// Most keys a shard is sized for before it is split further.
-const KEYS_PER_SHARD: usize = 1024;
+/// Most keys a shard is sized for before the table gets more shards. Larger shards waste less
+/// on the per-shard slack (below); a shard is swept in one go, so this also bounds that pause
+/// (about 5 500 slots).
+const KEYS_PER_SHARD: usize = 4096;
 
-/// Slots per key a shard allocates for its key budget: load factor at most 0.7.
-const SLOTS_PER_KEY_NUM: usize = 10;
-const SLOTS_PER_KEY_DEN: usize = 7;
+/// Slots per key a shard allocates for its key budget: load factor at most 0.75.
+const SLOTS_PER_KEY_NUM: usize = 4;
+const SLOTS_PER_KEY_DEN: usize = 3;
 
 #[inline]
 fn pack(fp: u64, state: u64) -> u128 {
