@@ -9,9 +9,12 @@
 //! | what | items |
 //! |---|---|
 //! | rates | [`Quota`] |
-//! | one state for everything | [`Limiter`], built by [`Limiter::gcra`] |
-//! | a state per key | [`KeyedLimiter`], built by [`KeyedLimiter::gcra`] |
+//! | one state for everything | [`Limiter`]: [`gcra`](Limiter::gcra), [`fixed_window`](Limiter::fixed_window), [`sliding_window`](Limiter::sliding_window), [`stock`](Limiter::stock) |
+//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); bounded table or exact map ([`KeyedBuilder::max_keys`], [`KeyedBuilder::exact_keys`]) |
+//! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after |
+//! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
+//! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
 //! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
 //! | bad configuration | [`ConfigError`], returned by every `build()` |
 //!
@@ -57,6 +60,15 @@
 //! Limits: the TAT is a `u64` of nanoseconds, so the limiter's horizon is about 584 years after
 //! its clock's origin; past it every request is denied (no wrap-around). Quotas whose interval
 //! is below 1 ns, or whose tolerance overflows `u64` nanoseconds, are a [`ConfigError`].
+//!
+//! ### Windows and stock
+//!
+//! Fixed and sliding window counters pack the window index and their counts into the word; the
+//! index field is as wide as the largest index a `u64` time can have, so it never wraps, and
+//! limits the layout cannot hold are a [`ConfigError::LimitTooLarge`] (see
+//! [`KeyedLimiter::fixed_window`] and [`KeyedLimiter::sliding_window`] for the bounds). Stock
+//! keeps `remaining XOR stock`, so a fresh key is the word 0 and restocks can go above the
+//! configured level.
 //!
 //! ## Time
 //!
