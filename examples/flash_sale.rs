@@ -1,5 +1,6 @@
 //! A flash sale (seckill) on every core: a crowd of buyers hammering a catalogue of SKUs, each
-//! attempt admitted only if both the buyer's own limiter and the SKU's limiter allow it.
+//! with a fixed inventory. A purchase goes through only if the buyer's own limiter, the SKU's
+//! rate limiter and the SKU's stock all allow it.
 //!
 //! ```sh
 //! cargo run --release --example flash_sale                  # ~15 s on every core
@@ -15,29 +16,46 @@
 //! 2. pick a SKU: with probability `--hot-fraction` one of the hottest SKUs (the first
 //!    `--hot-set` fraction of the catalogue, at least one SKU), uniformly among them; otherwise
 //!    uniformly among the other SKUs. The default puts 50% of all traffic on the top 1% of SKUs;
-//! 3. check the user's GCRA limiter (`KeyedLimiter<u64>`), and only if it allows, the SKU's GCRA
-//!    limiter (`KeyedLimiter<u32>`). The attempt is admitted when both allow.
+//! 3. check the user's GCRA limiter (`KeyedLimiter<u64>`); only if it allows, the SKU's GCRA
+//!    limiter (`KeyedLimiter<u32>`); only if that allows too, take one unit from the SKU's stock
+//!    (`KeyedLimiter::<u32>::stock(--stock)`, the Redis `DECR` pattern in one CAS). The attempt
+//!    is a *sale* when all three allow. The stock never refills: once a SKU sells out, every
+//!    later attempt on it is turned away by the stock. With the defaults the hot SKUs sell out
+//!    first, as fast as their rate limit lets them (burst 200 + 2000/s reaches 500 units at
+//!    0.15 s), the others within a few seconds at most; the rest of the run is the sold-out
+//!    rush that a seckill backend must absorb cheaply.
 //!
-//! Both limiters use the default (quanta) clock. One attempt in 64 is timed into a per-thread
-//! log-linear histogram. About once a second a progress line goes to stderr.
+//! The limiters use the default (quanta) clock; time plays no part in the stock. One attempt
+//! in 64 is timed into a per-thread log-linear histogram. About once a second a progress line
+//! goes to stderr.
 //!
 //! At the end it prints throughput (total and per thread), allowed/denied per limiter, keys held,
-//! check latency percentiles, resident memory, and checks the limiter's promise for every key:
+//! check latency percentiles, resident memory, and checks every limiter's promise for every key.
+//! The rate limiters:
 //!
 //! ```text
 //! admitted(key) <= burst + elapsed_ns / T        T = period_ns / count (integer ns)
 //! ```
 //!
 //! where `elapsed` runs from just before the limiters (and so their clocks' origins) were built
-//! to after the last worker stopped. A violation prints the offending keys and exits with
-//! status 1.
+//! to after the last worker stopped. The stock, per SKU, counted by the example itself (one
+//! `AtomicU64` per SKU, bumped on every sale):
+//!
+//! ```text
+//! sold(sku) <= stock                                  (oversold = sold - stock must be 0)
+//! stock_limiter.peek(sku).remaining() == stock - sold (the limiter agrees with the tally)
+//! ```
+//!
+//! It lists the best-selling SKUs (`sold N of S, oversold 0`, and when each sold out) and an
+//! inventory summary. Any violation prints the offending keys and exits with status 1.
 //!
 //! # Flags
 //!
 //! | flag | default | meaning |
 //! |---|---|---|
 //! | `--users N` | 1000000 | distinct buyers (also the user limiter's `max_keys`) |
-//! | `--skus N` | 1000 | distinct SKUs (also the SKU limiter's `max_keys`) |
+//! | `--skus N` | 1000 | distinct SKUs (also the SKU limiters' `max_keys`) |
+//! | `--stock N` | 500 | units in stock per SKU at the start (0 = nothing on sale) |
 //! | `--threads N` | every core | worker threads |
 //! | `--duration S` | 15 | seconds to run (fractions allowed) |
 //! | `--user-rate R` | 5 | requests per user per second (fractions allowed) |
@@ -61,12 +79,14 @@ use crossbeam_utils::CachePadded;
 
 const USAGE: &str = "\
 flash_sale: a flash sale on every core, admitted by cellgate's per-user and per-SKU GCRA limiters
+and sold from a per-SKU stock
 
 USAGE: cargo run --release --example flash_sale -- [FLAGS]
 
 FLAGS:
   --users N          distinct buyers, uniform                      [default: 1000000]
   --skus N           distinct SKUs                                 [default: 1000]
+  --stock N          units in stock per SKU (0 = nothing on sale)  [default: 500]
   --threads N        worker threads                                [default: every core]
   --duration S       seconds to run, fractions allowed             [default: 15]
   --user-rate R      requests per user per second                  [default: 5]
@@ -78,9 +98,10 @@ FLAGS:
   --seed N           PRNG seed                                     [default: 1]
   --help             print this and exit
 
-An attempt is admitted when the user's limiter and then the SKU's limiter both allow it.
-At the end every key is checked against admitted <= burst + elapsed / T; exit status 1 if any
-key was admitted above its quota.";
+An attempt is a sale when the user's limiter, then the SKU's rate limiter, then the SKU's stock
+all allow it. At the end every rate-limited key is checked against admitted <= burst + elapsed / T,
+and every SKU against sold <= stock (oversold 0) and the stock limiter's own remaining count;
+exit status 1 if any check fails.";
 
 /// One attempt in `SAMPLE_EVERY` is timed (a power of two).
 const SAMPLE_EVERY: u64 = 64;
@@ -95,6 +116,7 @@ const BATCH: u64 = 4096;
 struct Config {
     users: u64,
     skus: u32,
+    stock: u32,
     threads: usize,
     duration: Duration,
     user_rate: f64,
@@ -111,6 +133,7 @@ impl Config {
         let mut cfg = Config {
             users: 1_000_000,
             skus: 1000,
+            stock: 500,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             duration: Duration::from_secs(15),
             user_rate: 5.0,
@@ -131,9 +154,10 @@ impl Config {
                 Some((f, v)) => (f.to_string(), Some(v.to_string())),
                 None => (arg.clone(), None),
             };
-            const KNOWN: [&str; 11] = [
+            const KNOWN: [&str; 12] = [
                 "--users",
                 "--skus",
+                "--stock",
                 "--threads",
                 "--duration",
                 "--user-rate",
@@ -154,6 +178,7 @@ impl Config {
             match flag.as_str() {
                 "--users" => cfg.users = parse_int(&flag, &value, 1, u64::from(u32::MAX))?,
                 "--skus" => cfg.skus = parse_int(&flag, &value, 1, u64::from(u32::MAX))? as u32,
+                "--stock" => cfg.stock = parse_int(&flag, &value, 0, u64::from(u32::MAX))? as u32,
                 "--threads" => cfg.threads = parse_int(&flag, &value, 1, 4096)? as usize,
                 "--duration" => {
                     let s = parse_float(&flag, &value)?;
@@ -371,22 +396,38 @@ struct Progress {
 struct WorkerReport {
     attempts: u64,
     user_allowed: u64,
+    sku_allowed: u64,
+    /// Sales: attempts that all three checks allowed.
     admitted: u64,
     run_time: Duration,
     user_lat: Histogram,
     sku_lat: Histogram,
-    both_lat: Histogram,
+    stock_lat: Histogram,
+    all_lat: Histogram,
 }
+
+/// `sold_out_at` of a SKU that still has stock.
+const NOT_SOLD_OUT: u64 = u64::MAX;
 
 /// Everything the workers share.
 struct Shared {
     cfg: Config,
     users: KeyedLimiter<u64>,
     skus: KeyedLimiter<u32>,
+    stock: KeyedLimiter<u32>,
     /// Units admitted by the user limiter, per user (the SKU may still have denied).
     user_admits: Vec<AtomicU32>,
-    /// Units admitted by the SKU limiter, per SKU (= attempts admitted, per SKU).
+    /// Units admitted by the SKU rate limiter, per SKU (the stock may still have denied).
     sku_admits: Vec<AtomicU64>,
+    /// Units sold (admitted by the stock), per SKU: the example's own count, checked against
+    /// the stock and against the stock limiter at the end.
+    sold: Vec<AtomicU64>,
+    /// When each SKU sold its last unit, in ns since `epoch`; `NOT_SOLD_OUT` until then.
+    sold_out_at: Vec<AtomicU64>,
+    /// SKUs sold out so far (for the progress line).
+    sold_out: AtomicU64,
+    /// Just before the limiters were built.
+    epoch: Instant,
     stop: AtomicBool,
     progress: Vec<CachePadded<Progress>>,
     start: Barrier,
@@ -408,8 +449,9 @@ fn worker(shared: &Shared, id: usize) -> WorkerReport {
     let timer = quanta::Clock::new();
     let mut user_lat = Histogram::new();
     let mut sku_lat = Histogram::new();
-    let mut both_lat = Histogram::new();
-    let (mut attempts, mut user_allowed, mut admitted) = (0u64, 0u64, 0u64);
+    let mut stock_lat = Histogram::new();
+    let mut all_lat = Histogram::new();
+    let (mut attempts, mut user_allowed, mut sku_allowed, mut admitted) = (0u64, 0u64, 0u64, 0u64);
     let progress = &shared.progress[id];
 
     shared.start.wait();
@@ -427,16 +469,18 @@ fn worker(shared: &Shared, id: usize) -> WorkerReport {
             let t0 = if sample { timer.raw() } else { 0 };
 
             // User first: most of a flash-sale crowd is over its own quota, and this keeps a
-            // single abusive user from consuming SKU capacity. Note that the user's unit is spent
-            // even when the SKU then denies: the two checks are not one transaction
+            // single abusive user from consuming SKU capacity. Then the SKU's rate, then its
+            // stock. Note that the user's unit is spent even when the SKU then denies, and the
+            // SKU's rate unit even when the stock is gone: the checks are not one transaction
             // (all-or-nothing admission across several keys is future work in cellgate).
             let user_ok = shared.users.check(&user).is_allowed();
             let t1 = if sample { timer.raw() } else { 0 };
+            if sample {
+                user_lat.record(timer.delta_as_nanos(t0, t1));
+            }
             if !user_ok {
                 if sample {
-                    let d = timer.delta_as_nanos(t0, t1);
-                    user_lat.record(d);
-                    both_lat.record(d);
+                    all_lat.record(timer.delta_as_nanos(t0, t1));
                 }
                 continue;
             }
@@ -444,15 +488,36 @@ fn worker(shared: &Shared, id: usize) -> WorkerReport {
             shared.user_admits[user as usize].fetch_add(1, Ordering::Relaxed);
 
             let sku_ok = shared.skus.check(&sku).is_allowed();
+            let t2 = if sample { timer.raw() } else { 0 };
             if sample {
-                let t2 = timer.raw();
-                user_lat.record(timer.delta_as_nanos(t0, t1));
                 sku_lat.record(timer.delta_as_nanos(t1, t2));
-                both_lat.record(timer.delta_as_nanos(t0, t2));
             }
-            if sku_ok {
+            if !sku_ok {
+                if sample {
+                    all_lat.record(timer.delta_as_nanos(t0, t2));
+                }
+                continue;
+            }
+            sku_allowed += 1;
+            shared.sku_admits[sku as usize].fetch_add(1, Ordering::Relaxed);
+
+            // The stock admits exactly `--stock` units per SKU, whatever the interleaving: each
+            // sale is one CAS from the exact remaining count it was decided on.
+            let sale = shared.stock.check(&sku);
+            if sample {
+                let t3 = timer.raw();
+                stock_lat.record(timer.delta_as_nanos(t2, t3));
+                all_lat.record(timer.delta_as_nanos(t0, t3));
+            }
+            if sale.is_allowed() {
                 admitted += 1;
-                shared.sku_admits[sku as usize].fetch_add(1, Ordering::Relaxed);
+                shared.sold[sku as usize].fetch_add(1, Ordering::Relaxed);
+                if sale.remaining() == 0 {
+                    // This sale took the last unit: exactly one per SKU does.
+                    let at = u64::try_from(shared.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    shared.sold_out_at[sku as usize].store(at, Ordering::Relaxed);
+                    shared.sold_out.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         // Relaxed: progress figures only; the final totals come back through `join`.
@@ -462,11 +527,13 @@ fn worker(shared: &Shared, id: usize) -> WorkerReport {
     WorkerReport {
         attempts,
         user_allowed,
+        sku_allowed,
         admitted,
         run_time: began.elapsed(),
         user_lat,
         sku_lat,
-        both_lat,
+        stock_lat,
+        all_lat,
     }
 }
 
@@ -573,6 +640,127 @@ fn check_invariant(
     broken
 }
 
+/// How many of the best-selling SKUs get a line of their own.
+const TOP_SKUS: usize = 10;
+
+/// The inventory report: the best-selling SKUs, a summary, and the stock's promises per SKU
+/// (`sold <= stock`, and the stock limiter's own `remaining` equal to `stock - sold`). Returns
+/// how many SKUs broke a promise.
+fn check_inventory(shared: &Shared, run_offset_ns: u64) -> u64 {
+    let stock = u64::from(shared.cfg.stock);
+    let skus = shared.sold.len();
+    let sold: Vec<u64> = shared
+        .sold
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect();
+    let sold_out_at: Vec<u64> = shared
+        .sold_out_at
+        .iter()
+        .map(|t| t.load(Ordering::Relaxed))
+        .collect();
+    // Seconds into the run (the workers started at `run_offset_ns` after the epoch).
+    let secs = |at: u64| at.saturating_sub(run_offset_ns) as f64 / 1e9;
+
+    // Best sellers first; among SKUs that sold the same, the one that sold out first.
+    let mut order: Vec<usize> = (0..skus).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(sold[i]), sold_out_at[i], i));
+    println!(
+        "  inventory: best sellers ({} of {}), stock {} units per SKU",
+        TOP_SKUS.min(skus),
+        int(skus as u64),
+        int(stock)
+    );
+    for &i in order.iter().take(TOP_SKUS) {
+        let status = if stock == 0 {
+            "nothing on sale".to_string()
+        } else if sold_out_at[i] != NOT_SOLD_OUT {
+            format!("sold out {:.3} s into the run", secs(sold_out_at[i]))
+        } else {
+            format!("{} left", int(stock.saturating_sub(sold[i])))
+        };
+        println!(
+            "    sku #{i}: sold {} of {}, oversold {}; {status}",
+            int(sold[i]),
+            int(stock),
+            int(sold[i].saturating_sub(stock)),
+        );
+    }
+
+    let mut broken = 0u64;
+    let mut report = |msg: String| {
+        if broken < 10 {
+            println!("    VIOLATION: {msg}");
+        }
+        broken += 1;
+    };
+    let (mut total_sold, mut oversold, mut sold_out) = (0u64, 0u64, 0u64);
+    let mut sold_out_times = Vec::new();
+    for sku in 0..skus {
+        let n = sold[sku];
+        total_sold += n;
+        let over = n.saturating_sub(stock);
+        oversold += over;
+        if over > 0 {
+            report(format!(
+                "sku #{sku} sold {} of {}: oversold {}",
+                int(n),
+                int(stock),
+                int(over)
+            ));
+        }
+        if n >= stock {
+            sold_out += 1;
+        }
+        // The stock limiter's own count must agree with ours, unit for unit.
+        let remaining = u64::from(shared.stock.peek(&(sku as u32)).remaining());
+        if remaining != stock.saturating_sub(n) {
+            report(format!(
+                "sku #{sku}: stock limiter has {} remaining, but {} of {} were sold",
+                int(remaining),
+                int(n),
+                int(stock)
+            ));
+        }
+        // Exactly the sale that took the last unit saw `remaining() == 0`.
+        let marked = sold_out_at[sku] != NOT_SOLD_OUT;
+        if marked != (stock > 0 && n >= stock) {
+            report(format!(
+                "sku #{sku}: sold {} of {}, but {} sale reported the last unit",
+                int(n),
+                int(stock),
+                if marked { "a" } else { "no" }
+            ));
+        }
+        if marked {
+            sold_out_times.push(sold_out_at[sku]);
+        }
+    }
+    println!(
+        "  inventory: {} SKUs, sold {} of {} units, sold out {} SKUs, oversold {}",
+        int(skus as u64),
+        int(total_sold),
+        int(stock * skus as u64),
+        int(sold_out),
+        int(oversold)
+    );
+    if !sold_out_times.is_empty() {
+        sold_out_times.sort_unstable();
+        let at = |q: f64| {
+            let i = ((q * sold_out_times.len() as f64) as usize).min(sold_out_times.len() - 1);
+            secs(sold_out_times[i])
+        };
+        println!(
+            "  sold out: first {:.3} s, median {:.3} s, last {:.3} s into the run",
+            at(0.0),
+            at(0.5),
+            at(1.0)
+        );
+    }
+    println!();
+    broken
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------------
@@ -594,6 +782,10 @@ fn main() {
     // Per-key tallies of admitted units, touched now so the RSS delta below is the limiters'.
     let user_admits: Vec<AtomicU32> = (0..cfg.users).map(|_| AtomicU32::new(0)).collect();
     let sku_admits: Vec<AtomicU64> = (0..cfg.skus).map(|_| AtomicU64::new(0)).collect();
+    let sold: Vec<AtomicU64> = (0..cfg.skus).map(|_| AtomicU64::new(0)).collect();
+    let sold_out_at: Vec<AtomicU64> = (0..cfg.skus)
+        .map(|_| AtomicU64::new(NOT_SOLD_OUT))
+        .collect();
     let rss_start = rss_bytes();
 
     // The limiters' clocks take their origin when the builders are made: measure the invariant's
@@ -605,14 +797,22 @@ fn main() {
     let skus = KeyedLimiter::<u32>::gcra(sku_quota)
         .max_keys(cfg.skus as usize)
         .build();
-    let (users, skus) = match (users, skus) {
-        (Ok(u), Ok(s)) => (u, s),
-        (Err(e), _) => {
+    // Inventory: `--stock` units per SKU, no refill. A SKU's key appears with its first sale.
+    let stock = KeyedLimiter::<u32>::stock(cfg.stock)
+        .max_keys(cfg.skus as usize)
+        .build();
+    let (users, skus, stock) = match (users, skus, stock) {
+        (Ok(u), Ok(s), Ok(st)) => (u, s, st),
+        (Err(e), _, _) => {
             eprintln!("error: user quota: {e}");
             std::process::exit(2);
         }
-        (_, Err(e)) => {
+        (_, Err(e), _) => {
             eprintln!("error: sku quota: {e}");
+            std::process::exit(2);
+        }
+        (_, _, Err(e)) => {
+            eprintln!("error: stock: {e}");
             std::process::exit(2);
         }
     };
@@ -631,6 +831,11 @@ fn main() {
         "  skus   {:>11}   {}",
         int(u64::from(cfg.skus)),
         quota_text(cfg.sku_rate, cfg.sku_burst, sku_t)
+    );
+    println!(
+        "  stock  {:>11}   units per SKU, {} in all, no refill",
+        int(u64::from(cfg.stock)),
+        int(u64::from(cfg.stock) * u64::from(cfg.skus))
     );
     if hot == cfg.skus {
         println!("  traffic: users uniform, SKUs uniform");
@@ -651,8 +856,13 @@ fn main() {
         cfg: cfg.clone(),
         users,
         skus,
+        stock,
         user_admits,
         sku_admits,
+        sold,
+        sold_out_at,
+        sold_out: AtomicU64::new(0),
+        epoch: built_at,
         stop: AtomicBool::new(false),
     });
     let handles: Vec<_> = (0..cfg.threads)
@@ -683,9 +893,10 @@ fn main() {
                 admitted += p.admitted.load(Ordering::Relaxed);
             }
             eprintln!(
-                "[{elapsed:6.1} s] {:>11} admission checks so far, {:>14} admitted",
+                "[{elapsed:6.1} s] {:>11} admission checks so far, {:>14} sold, {:>7} SKUs sold out",
                 rate(attempts as f64 / elapsed),
-                int(admitted)
+                int(admitted),
+                int(shared.sold_out.load(Ordering::Relaxed))
             );
             next_tick += Duration::from_secs(1);
         }
@@ -708,9 +919,10 @@ fn main() {
     // ---- totals ------------------------------------------------------------------------------
     let attempts: u64 = reports.iter().map(|r| r.attempts).sum();
     let user_allowed: u64 = reports.iter().map(|r| r.user_allowed).sum();
+    let sku_allowed: u64 = reports.iter().map(|r| r.sku_allowed).sum();
     let admitted: u64 = reports.iter().map(|r| r.admitted).sum();
     let secs = wall.as_secs_f64();
-    let calls = attempts + user_allowed;
+    let calls = attempts + user_allowed + sku_allowed;
     let per_thread: Vec<f64> = reports
         .iter()
         .map(|r| r.attempts as f64 / r.run_time.as_secs_f64())
@@ -727,7 +939,7 @@ fn main() {
         rate(attempts as f64 / secs)
     );
     println!(
-        "  limiter calls     {:>15}   {:>11}   user always, sku only after the user is allowed",
+        "  limiter calls     {:>15}   {:>11}   user always, sku rate if the user allows, stock if both do",
         int(calls),
         rate(calls as f64 / secs)
     );
@@ -761,10 +973,18 @@ fn main() {
         (
             "sku",
             user_allowed,
-            admitted,
+            sku_allowed,
             shared.skus.len(),
             shared.skus.refused(),
             shared.skus.evicted(),
+        ),
+        (
+            "stock",
+            sku_allowed,
+            admitted,
+            shared.stock.len(),
+            shared.stock.refused(),
+            shared.stock.evicted(),
         ),
     ] {
         println!(
@@ -780,22 +1000,25 @@ fn main() {
     }
     println!();
     println!(
-        "  outcome: {} admitted ({} of attempts); denied by user limiter {}; denied by sku limiter {} (user unit spent)",
+        "  outcome: {} sold ({} of attempts); denied by user limiter {}; by sku limiter {} (user unit spent); by stock {} (sold out; user and sku units spent)",
         int(admitted),
         percent(admitted, attempts),
         int(attempts - user_allowed),
-        int(user_allowed - admitted)
+        int(user_allowed - sku_allowed),
+        int(sku_allowed - admitted)
     );
     println!();
 
     // ---- latency -----------------------------------------------------------------------------
     let mut user_lat = Histogram::new();
     let mut sku_lat = Histogram::new();
-    let mut both_lat = Histogram::new();
+    let mut stock_lat = Histogram::new();
+    let mut all_lat = Histogram::new();
     for r in &reports {
         user_lat.merge(&r.user_lat);
         sku_lat.merge(&r.sku_lat);
-        both_lat.merge(&r.both_lat);
+        stock_lat.merge(&r.stock_lat);
+        all_lat.merge(&r.all_lat);
     }
     println!(
         "  {:<22} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -810,7 +1033,8 @@ fn main() {
     for (name, h) in [
         ("user check", &user_lat),
         ("sku check", &sku_lat),
-        ("admission (user+sku)", &both_lat),
+        ("stock check", &stock_lat),
+        ("admission (all checks)", &all_lat),
     ] {
         let q = |q: f64| h.quantile(q).map_or("-".to_string(), nanos);
         let mean = if h.total == 0 {
@@ -836,7 +1060,7 @@ fn main() {
     println!();
 
     // ---- memory ------------------------------------------------------------------------------
-    let keys = (shared.users.len() + shared.skus.len()) as u64;
+    let keys = (shared.users.len() + shared.skus.len() + shared.stock.len()) as u64;
     match (rss_start, rss_end) {
         (Some(a), Some(b)) => {
             let delta = b.saturating_sub(a);
@@ -855,12 +1079,17 @@ fn main() {
     }
     println!();
 
+    // ---- inventory ---------------------------------------------------------------------------
+    let run_offset_ns =
+        u64::try_from(run_start.saturating_duration_since(built_at).as_nanos()).unwrap_or(0);
+    let mut broken = check_inventory(&shared, run_offset_ns);
+
     // ---- invariant ---------------------------------------------------------------------------
     println!(
         "  invariant: per key, admitted <= burst + elapsed / T, elapsed = {:.3} s since the limiters were built",
         elapsed_ns as f64 / 1e9
     );
-    let mut broken = check_invariant(
+    broken += check_invariant(
         "user",
         shared
             .user_admits
@@ -893,20 +1122,27 @@ fn main() {
         .iter()
         .map(|n| n.load(Ordering::Relaxed))
         .sum();
-    if user_sum != user_allowed || sku_sum != admitted {
+    let sold_sum: u64 = shared.sold.iter().map(|n| n.load(Ordering::Relaxed)).sum();
+    if user_sum != user_allowed || sku_sum != sku_allowed || sold_sum != admitted {
         println!(
-            "  VIOLATION: per-key tallies ({} user, {} sku) disagree with totals ({}, {})",
+            "  VIOLATION: per-key tallies ({} user, {} sku, {} sold) disagree with totals ({}, {}, {})",
             int(user_sum),
             int(sku_sum),
+            int(sold_sum),
             int(user_allowed),
+            int(sku_allowed),
             int(admitted)
         );
         broken += 1;
     }
+    println!(
+        "  stock bound {:>12} per SKU: sold <= stock, and the limiter's remaining = stock - sold (checked above)",
+        int(u64::from(cfg.stock))
+    );
     if broken > 0 {
-        println!("invariant: VIOLATED ({broken} keys admitted above their quota)");
-        eprintln!("error: invariant violated: {broken} keys admitted above their quota");
+        println!("invariant: VIOLATED ({broken} keys admitted above their quota, oversold, or miscounted)");
+        eprintln!("error: invariant violated: {broken} keys admitted above their quota, oversold, or miscounted");
         std::process::exit(1);
     }
-    println!("invariant: OK (no key admitted above its quota)");
+    println!("invariant: OK (no key admitted above its quota, no SKU oversold, the stock limiter agrees)");
 }
