@@ -209,7 +209,12 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
     /// A stock of `units` per key that only goes down (flash-sale inventory): exactly `units`
     /// are ever admitted per key, under any concurrency, until an operator calls
     /// [`restock`](KeyedLimiter::restock) or [`set_stock`](KeyedLimiter::set_stock). Time plays
-    /// no part.
+    /// no part (the clock is not read).
+    ///
+    /// For inventory, consider [`exact_keys`](KeyedBuilder::exact_keys) when you also set
+    /// `max_keys`: in the fingerprint table two SKUs whose fingerprints collided (probability
+    /// about 2^-64 per pair) would share one stock. That can only undersell, never oversell,
+    /// but exact keys rule it out.
     ///
     /// ```
     /// use cellgate::KeyedLimiter;
@@ -357,7 +362,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.clock.now();
+        let now = self.now();
         // Each hot path gets its own closure, called from exactly one place, so that LLVM
         // inlines the step into the CAS loop (a shared closure stays out of line).
         let found = match &self.store {
@@ -402,7 +407,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.clock.now();
+        let now = self.now();
         match &self.store {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
@@ -534,7 +539,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.clock.now();
+        let now = self.now();
         let word = match &self.store {
             Store::Table(table, hasher) => table
                 .find(Table::hash(hasher, key))
@@ -592,6 +597,16 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub fn evict_idle(&self) -> usize {
         let now = self.clock.now();
         self.evict_idle_at(now)
+    }
+
+    /// The time for a decision: the clock, unless the algorithm ignores time (stock).
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        if self.algorithm.uses_time() {
+            self.clock.now()
+        } else {
+            0
+        }
     }
 
     /// The word a key that is not in the map starts from.

@@ -167,7 +167,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Decision {
-        let now = self.clock.now();
+        let now = self.now();
         self.cell.update(|word| self.algorithm.step(word, now, n))
     }
 
@@ -184,7 +184,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn peek(&self) -> Decision {
-        self.algorithm.peek(self.cell.load(), self.clock.now())
+        self.algorithm.peek(self.cell.load(), self.now())
     }
 
     /// Adds `units` to the stock (saturating) and returns the units now remaining.
@@ -214,6 +214,16 @@ impl<C: Clock> Limiter<C> {
         let word = self.algorithm.stock("set_stock")?.word(units);
         self.cell.update(|_| ((), Some(word)));
         Ok(())
+    }
+
+    /// The time for a decision: the clock, unless the algorithm ignores time (stock).
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        if self.algorithm.uses_time() {
+            self.clock.now()
+        } else {
+            0
+        }
     }
 
     /// The clock this limiter reads.

@@ -73,6 +73,13 @@ impl Algorithm {
         }
     }
 
+    /// Whether decisions depend on the time (every algorithm but stock). A limiter skips the
+    /// clock read when they do not.
+    #[inline(always)]
+    pub(crate) fn uses_time(&self) -> bool {
+        !matches!(self, Algorithm::Stock(_))
+    }
+
     /// The algorithm's name, for error messages.
     pub(crate) fn name(&self) -> &'static str {
         match self {
