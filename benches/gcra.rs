@@ -18,7 +18,7 @@
 //! | `keyed_hot/real_clock` | one hot `u64` key, real time, interval 10 ns | `KeyedLimiter<u64>` | `RateLimiter::keyed` (dashmap) |
 //! | `keyed_1k/real_clock` | 1000 pre-inserted `u64` keys in turn, 1 µs interval each (all allowed) | `KeyedLimiter<u64>` | `RateLimiter::keyed` (dashmap) |
 //!
-//! Each library uses its default map hasher (cellgate: foldhash, seeded per process; governor:
+//! Each library uses its default map hasher (cellgate: aHash, keyed randomly per process; governor:
 //! std's SipHash `RandomState`): that is what a user of either gets.
 
 use std::hint::black_box;

@@ -1,1 +1,402 @@
-fn main() {}
+//! Keyed GCRA checks at scale: cellgate's two stores and governor side by side, same run.
+//!
+//! ```sh
+//! cargo bench --bench keyed                    # everything, about 3-4 minutes on 2 cores
+//! cargo bench --bench keyed -- keyed_1m        # only groups whose name contains "keyed_1m"
+//! cargo bench --bench keyed -- --quick         # criterion's quick mode
+//! ```
+//!
+//! Every group has the same entries, doing the same work, one check per iteration, each result
+//! passed to `black_box`. All single-threaded (see `examples/throughput.rs` for threads):
+//!
+//! | entry | what |
+//! |---|---|
+//! | `cellgate_table` | `KeyedLimiter::<K>::gcra(q).max_keys(n)`: the bounded lock-free fingerprint table, `n` = the keys the group uses |
+//! | `cellgate_map` | `KeyedLimiter::<K>::gcra(q)`: the dashmap store (no `max_keys`) |
+//! | `governor` | `RateLimiter::keyed(q)` (dashmap, std `RandomState`), or `dashmap_with_clock` for the manual clock |
+//!
+//! | group | keys | clock |
+//! |---|---|---|
+//! | `keyed_1k_hot` | 1000 pre-inserted `u64` keys, cycled in a fixed shuffled order | each library's default (quanta) |
+//! | `keyed_1k_hot_manual_clock` | the same | `ManualClock` / `FakeRelativeClock`, advanced 1 µs every 1024 checks: the clock read is one atomic load, so this separates clock cost |
+//! | `keyed_1m_random` | 1M pre-inserted `u64` keys, in a precomputed random permutation (no PRNG in the loop) | default |
+//! | `insert_new_key` | every check is the first for its key: 1M distinct keys per limiter, a fresh limiter (built and dropped outside the timing) whenever one is used up; the figure is the mean over fill levels 0 to 1M keys | default |
+//! | `string_keys_1m` | 1M pre-inserted `String` keys of 16 to 32 bytes, random permutation; cellgate looks up by `&str`, governor by `&String` (its API) | default |
+//! | `direct_coarse` | no key: `Limiter` + `CoarseClock` (`cellgate_coarse`) against governor's direct limiter + `QuantaUpkeepClock` at 1 ms (`governor_upkeep`) | coarse |
+//!
+//! Quota, everywhere: 10^9 per second (interval 1 ns) with a burst of 10 million, so that
+//! practically every check is allowed (the path that writes), also with a coarse clock that
+//! stands still for a millisecond. Keys are `splitmix64(i)`: distinct, scattered `u64`s. Each
+//! library uses its own default hasher (cellgate: aHash keyed randomly per process; governor: std's
+//! SipHash `RandomState`): what a user of either gets. The 1M-key limiters are built once per
+//! entry, outside the timing, and dropped before the next is built.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+
+use cellgate::clock::{CoarseClock, ManualClock};
+use cellgate::{KeyedLimiter, Limiter, Quota};
+use governor::clock::{FakeRelativeClock, QuantaUpkeepClock};
+use governor::RateLimiter;
+
+/// One unit per nanosecond.
+const RATE: u32 = 1_000_000_000;
+/// Large enough that a clock standing still for 1 ms (coarse) still allows every check.
+const BURST: u32 = 10_000_000;
+const HOT_KEYS: usize = 1_000;
+const MANY_KEYS: usize = 1_000_000;
+/// The manual clock moves by `MANUAL_STEP` every `MANUAL_EVERY` checks.
+const MANUAL_EVERY: usize = 1024;
+const MANUAL_STEP: Duration = Duration::from_micros(1);
+
+fn cellgate_quota() -> Quota {
+    Quota::per_second(RATE).with_burst(BURST)
+}
+
+fn governor_quota() -> governor::Quota {
+    let nz = |v| NonZeroU32::new(v).expect("non-zero constant");
+    governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
+}
+
+/// splitmix64: a bijection on `u64`, so distinct inputs give distinct keys.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A fixed-seed Fisher-Yates shuffle (reproducible from run to run).
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut state = seed;
+    for i in (1..v.len()).rev() {
+        state = state.wrapping_add(1);
+        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// `n` distinct `u64` keys, in a shuffled order.
+fn u64_keys(n: usize, seed: u64) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
+    shuffle(&mut keys, seed);
+    keys
+}
+
+/// `n` distinct `String` keys of 16 to 32 hex digits.
+fn string_keys(n: usize) -> Vec<String> {
+    (0..n as u64)
+        .map(|i| {
+            let (a, b) = (splitmix64(i), splitmix64(i ^ 0xA5A5_A5A5_0000_0000));
+            let len = 16 + (b % 17) as usize;
+            // The first 16 digits are a bijection of `i`: distinct keys whatever the length.
+            let mut s = format!("{a:016x}{b:016x}");
+            s.truncate(len);
+            s
+        })
+        .collect()
+}
+
+fn configure<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Elements(1));
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3));
+    g
+}
+
+/// Benches `check` over `keys`, cycling through them in order.
+fn cycle<K, R>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    keys: &[K],
+    check: impl Fn(&K) -> R,
+) {
+    let mut i = 0;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            let k = &keys[i];
+            i += 1;
+            if i == keys.len() {
+                i = 0;
+            }
+            black_box(check(black_box(k)))
+        })
+    });
+}
+
+fn keyed_1k_hot(c: &mut Criterion) {
+    let mut g = configure(c, "keyed_1k_hot");
+    let keys = u64_keys(HOT_KEYS, 1);
+
+    let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .max_keys(HOT_KEYS)
+        .build()
+        .expect("valid quota");
+    let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .build()
+        .expect("valid quota");
+    let gov = RateLimiter::keyed(governor_quota());
+    for k in &keys {
+        assert!(table.check(k).is_allowed() && map.check(k).is_allowed());
+        assert!(gov.check_key(k).is_ok());
+    }
+    assert_eq!(
+        (table.len(), map.len(), gov.len()),
+        (HOT_KEYS, HOT_KEYS, HOT_KEYS)
+    );
+
+    cycle(&mut g, "cellgate_table", &keys, |k| table.check(k));
+    cycle(&mut g, "cellgate_map", &keys, |k| map.check(k));
+    cycle(&mut g, "governor", &keys, |k| gov.check_key(k));
+    g.finish();
+}
+
+fn keyed_1k_hot_manual_clock(c: &mut Criterion) {
+    let mut g = configure(c, "keyed_1k_hot_manual_clock");
+    let keys = u64_keys(HOT_KEYS, 1);
+
+    // Cycling with a clock step: same loop as `cycle`, plus one clock advance per 1024 checks.
+    macro_rules! bench {
+        ($name:expr, $clock:expr, $check:expr) => {{
+            let clock = $clock;
+            let check = $check;
+            let (mut i, mut n) = (0, 0);
+            g.bench_function($name, |b| {
+                b.iter(|| {
+                    let k = &keys[i];
+                    i += 1;
+                    if i == keys.len() {
+                        i = 0;
+                    }
+                    n += 1;
+                    if n == MANUAL_EVERY {
+                        n = 0;
+                        clock.advance(MANUAL_STEP);
+                    }
+                    black_box(check(black_box(k)))
+                })
+            });
+        }};
+    }
+
+    let clock = ManualClock::new();
+    let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .clock(clock.clone())
+        .max_keys(HOT_KEYS)
+        .build()
+        .expect("valid quota");
+    keys.iter()
+        .for_each(|k| assert!(table.check(k).is_allowed()));
+    bench!("cellgate_table", &clock, |k: &u64| table.check(k));
+
+    let clock = ManualClock::new();
+    let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .clock(clock.clone())
+        .build()
+        .expect("valid quota");
+    keys.iter().for_each(|k| assert!(map.check(k).is_allowed()));
+    bench!("cellgate_map", &clock, |k: &u64| map.check(k));
+
+    let clock = FakeRelativeClock::default();
+    let gov = RateLimiter::dashmap_with_clock(governor_quota(), clock.clone());
+    keys.iter().for_each(|k| assert!(gov.check_key(k).is_ok()));
+    bench!("governor", &clock, |k: &u64| gov.check_key(k));
+    g.finish();
+}
+
+fn keyed_1m_random(c: &mut Criterion) {
+    let mut g = configure(c, "keyed_1m_random");
+    g.measurement_time(Duration::from_secs(4));
+    // Insertion order and probe order differ, so probes do not follow the insertion order.
+    let inserted = u64_keys(MANY_KEYS, 2);
+    let probes = u64_keys(MANY_KEYS, 3);
+
+    {
+        let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .max_keys(MANY_KEYS)
+            .build()
+            .expect("valid quota");
+        inserted
+            .iter()
+            .for_each(|k| assert!(table.check(k).is_allowed()));
+        assert_eq!(table.len(), MANY_KEYS);
+        cycle(&mut g, "cellgate_table", &probes, |k| table.check(k));
+    }
+    {
+        let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .build()
+            .expect("valid quota");
+        inserted
+            .iter()
+            .for_each(|k| assert!(map.check(k).is_allowed()));
+        assert_eq!(map.len(), MANY_KEYS);
+        cycle(&mut g, "cellgate_map", &probes, |k| map.check(k));
+    }
+    {
+        let gov = RateLimiter::keyed(governor_quota());
+        inserted
+            .iter()
+            .for_each(|k| assert!(gov.check_key(k).is_ok()));
+        assert_eq!(gov.len(), MANY_KEYS);
+        cycle(&mut g, "governor", &probes, |k| gov.check_key(k));
+    }
+    g.finish();
+}
+
+/// Times `check` on never-seen keys: walks `keys` through a limiter from `build`, and builds a
+/// fresh one (untimed; the old one is dropped untimed too) each time all keys have been used.
+fn inserts<L, R>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    keys: &[u64],
+    build: impl Fn() -> L,
+    check: impl Fn(&L, &u64) -> R,
+    len: impl Fn(&L) -> usize,
+) {
+    let mut limiter: Option<L> = None;
+    let mut next = 0usize;
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if next == keys.len() || limiter.is_none() {
+                    if let Some(old) = limiter.take() {
+                        assert_eq!(len(&old), keys.len(), "every new key was stored");
+                    }
+                    limiter = Some(build());
+                    next = 0;
+                }
+                let l = limiter.as_ref().expect("built above");
+                let take = left.min((keys.len() - next) as u64) as usize;
+                let start = Instant::now();
+                for k in &keys[next..next + take] {
+                    black_box(check(l, black_box(k)));
+                }
+                timed += start.elapsed();
+                next += take;
+                left -= take as u64;
+            }
+            timed
+        })
+    });
+}
+
+fn insert_new_key(c: &mut Criterion) {
+    let mut g = configure(c, "insert_new_key");
+    g.sample_size(30);
+    let keys = u64_keys(MANY_KEYS, 4);
+
+    inserts(
+        &mut g,
+        "cellgate_table",
+        &keys,
+        || {
+            KeyedLimiter::<u64>::gcra(cellgate_quota())
+                .max_keys(MANY_KEYS)
+                .build()
+                .expect("valid quota")
+        },
+        |l, k| l.check(k),
+        |l| l.len(),
+    );
+    inserts(
+        &mut g,
+        "cellgate_map",
+        &keys,
+        || {
+            KeyedLimiter::<u64>::gcra(cellgate_quota())
+                .build()
+                .expect("valid quota")
+        },
+        |l, k| l.check(k),
+        |l| l.len(),
+    );
+    inserts(
+        &mut g,
+        "governor",
+        &keys,
+        || RateLimiter::keyed(governor_quota()),
+        |l, k| l.check_key(k),
+        |l| l.len(),
+    );
+    g.finish();
+}
+
+fn string_keys_1m(c: &mut Criterion) {
+    let mut g = configure(c, "string_keys_1m");
+    g.measurement_time(Duration::from_secs(4));
+    let keys = string_keys(MANY_KEYS);
+    // The probes are copies allocated in probe order, as request buffers would be: the key's
+    // bytes are cheap to reach, the limiter's lookup is what is measured.
+    let mut order: Vec<usize> = (0..MANY_KEYS).collect();
+    shuffle(&mut order, 5);
+    let probes: Vec<String> = order.iter().map(|&i| keys[i].clone()).collect();
+
+    {
+        let table = KeyedLimiter::<String>::gcra(cellgate_quota())
+            .max_keys(MANY_KEYS)
+            .build()
+            .expect("valid quota");
+        keys.iter()
+            .for_each(|k| assert!(table.check(k.as_str()).is_allowed()));
+        assert_eq!(table.len(), MANY_KEYS);
+        cycle(&mut g, "cellgate_table", &probes, |k| {
+            table.check(k.as_str())
+        });
+    }
+    {
+        let map = KeyedLimiter::<String>::gcra(cellgate_quota())
+            .build()
+            .expect("valid quota");
+        keys.iter()
+            .for_each(|k| assert!(map.check(k.as_str()).is_allowed()));
+        assert_eq!(map.len(), MANY_KEYS);
+        cycle(&mut g, "cellgate_map", &probes, |k| map.check(k.as_str()));
+    }
+    {
+        let gov = RateLimiter::keyed(governor_quota());
+        keys.iter().for_each(|k| assert!(gov.check_key(k).is_ok()));
+        assert_eq!(gov.len(), MANY_KEYS);
+        cycle(&mut g, "governor", &probes, |k: &String| gov.check_key(k));
+    }
+    g.finish();
+}
+
+fn direct_coarse(c: &mut Criterion) {
+    let mut g = configure(c, "direct_coarse");
+
+    {
+        let limiter = Limiter::gcra(cellgate_quota())
+            .clock(CoarseClock::new())
+            .build()
+            .expect("valid quota");
+        g.bench_function("cellgate_coarse", |b| b.iter(|| black_box(limiter.check())));
+    }
+    // governor's coarse clock runs quanta's upkeep thread (one per process at a time); it is
+    // independent of cellgate's, which is stopped above anyway.
+    match QuantaUpkeepClock::from_interval(Duration::from_millis(1)) {
+        Ok(clock) => {
+            let limiter = RateLimiter::direct_with_clock(governor_quota(), clock);
+            g.bench_function("governor_upkeep", |b| b.iter(|| black_box(limiter.check())));
+        }
+        Err(e) => eprintln!("skipping direct_coarse/governor_upkeep: {e}"),
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    keyed_1k_hot,
+    keyed_1k_hot_manual_clock,
+    keyed_1m_random,
+    insert_new_key,
+    string_keys_1m,
+    direct_coarse
+);
+criterion_main!(benches);
