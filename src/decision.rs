@@ -73,7 +73,8 @@ impl Decision {
             slack,
             unit,
             retry_ns: match retry_ns {
-                // A real wait is always shorter than u64::MAX ns; clamp so it never reads as None.
+                // `NO_RETRY` stands for None: a wait of exactly u64::MAX ns (only possible at the
+                // very edge of the clock's range) is reported 1 ns shorter.
                 Some(NO_RETRY) => NO_RETRY - 1,
                 Some(ns) => ns,
                 None => NO_RETRY,

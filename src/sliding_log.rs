@@ -229,7 +229,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         // Relaxed: ordered by the shard locks, as in `KeyedLimiter::fresh_word`.
         match self.swept.load(Ordering::Relaxed) {
             0 => Log::default(),
-            swept => Log::swept(&self.config, swept),
+            swept => Log::swept(swept),
         }
     }
 

@@ -110,8 +110,9 @@ impl FixedWindow {
         let w = self.window.get();
         let (k, count) = self.current(word, now / w);
         let limit = u64::from(self.limit);
-        // Time left in window k, in u128: (k + 1) * W can be 2^64 for the last window.
-        let to_end = clamp_ns((u128::from(k) + 1) * u128::from(w) - u128::from(now));
+        // The end of window k, in u128: (k + 1) * W can be 2^64 or more for the last window.
+        let end = (u128::from(k) + 1) * u128::from(w);
+        let to_end = clamp_ns(end - u128::from(now));
         let after = count + u64::from(n);
         if after <= limit {
             let write = (n > 0).then(|| self.layout.pack(k, after));
@@ -121,8 +122,8 @@ impl FixedWindow {
                 write,
             );
         }
-        // The next window starts at `now + to_end`; it must still be a time the clock can show.
-        let retry = (n <= self.limit && now.checked_add(to_end).is_some()).then_some(to_end);
+        // The next window starts at `end`; it must still be a time the clock can show.
+        let retry = (n <= self.limit && end <= u128::from(u64::MAX)).then_some(to_end);
         let reset = if count > 0 { to_end } else { 0 };
         (
             Decision::deny(self.limit, limit - count, NonZeroU64::MIN, retry, reset),

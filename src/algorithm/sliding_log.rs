@@ -50,27 +50,30 @@ pub(crate) struct Log {
     entries: VecDeque<(u64, u32)>,
     /// Sum of the units in `entries`.
     live: u64,
+    /// The latest expiry (`t + W`) of any unit this log has dropped (or that a sweep may have
+    /// dropped with the whole key). A clock that is behind it may be looking at a time when
+    /// those units were live, and the log no longer knows how many: it then counts itself full.
+    forgotten: u64,
 }
 
 impl Log {
-    /// The most conservative log a key could have had if a sweep at `swept` found it idle: all
-    /// `limit` units admitted at `swept - W`, expiring exactly at `swept`.
-    pub(crate) fn swept(cfg: &LogConfig, swept: u64) -> Self {
-        let mut log = Self::default();
-        if let Some(t) = swept.checked_sub(cfg.window.get()) {
-            log.entries.push_back((t, cfg.limit));
-            log.live = u64::from(cfg.limit);
+    /// The most conservative log a key could have had if a sweep at `swept` found it idle:
+    /// nothing live from `swept` on, but possibly a full log before it.
+    pub(crate) fn swept(swept: u64) -> Self {
+        Self {
+            forgotten: swept,
+            ..Self::default()
         }
-        log
     }
 
     /// Drops entries that have expired at `now`.
     fn expire(&mut self, now: u64, w: u64) {
         while let Some(&(t, units)) = self.entries.front() {
-            // Expired iff t + W <= now (computed without overflow).
+            // Expired iff t + W <= now (computed without overflow; then t + W fits in u64).
             if now.checked_sub(w).is_some_and(|edge| t <= edge) {
                 self.entries.pop_front();
                 self.live -= u64::from(units);
+                self.forgotten = self.forgotten.max(t + w);
             } else {
                 break;
             }
@@ -82,7 +85,14 @@ impl Log {
         let w = cfg.window.get();
         self.expire(now, w);
         let limit = u64::from(cfg.limit);
-        let after = self.live + u64::from(n);
+        // Behind a forgotten expiry (the clock went backwards): count the log as full, so that
+        // going back in time never brings credit back.
+        let live = if now < self.forgotten {
+            limit
+        } else {
+            self.live
+        };
+        let after = live + u64::from(n);
         if after <= limit {
             if n > 0 {
                 let at = self.entries.back().map_or(now, |&(t, _)| t.max(now));
@@ -100,28 +110,36 @@ impl Log {
             );
         }
         let retry = if n <= cfg.limit {
-            // The oldest entries must expire until `n` fit: find the entry whose expiry does it.
-            let mut need = after - limit;
-            let mut at = None;
-            for &(t, units) in &self.entries {
-                if u64::from(units) >= need {
-                    at = Some(t);
-                    break;
-                }
-                need -= u64::from(units);
-            }
-            at.and_then(|t| t.checked_add(w))
-                .map(|expiry| expiry - now.min(expiry))
+            self.earliest_fit(now, n, limit, w).map(|t| t - now)
         } else {
             None
         };
         Decision::deny(
             cfg.limit,
-            limit.saturating_sub(self.live),
+            limit.saturating_sub(live),
             NonZeroU64::MIN,
             retry,
             self.reset(now, w),
         )
+    }
+
+    /// The earliest time at or after `now` (and after any forgotten expiry) when `n <= limit`
+    /// units fit if nothing else is admitted: the oldest entries must expire until they do.
+    /// `None` if that time is past `u64::MAX`.
+    fn earliest_fit(&self, now: u64, n: u32, limit: u64, w: u64) -> Option<u64> {
+        let start = now.max(self.forgotten);
+        // Every entry still held expires after `forgotten`, so all are live at `start`.
+        let mut need = (self.live + u64::from(n)).saturating_sub(limit);
+        if need == 0 {
+            return Some(start);
+        }
+        for &(t, units) in &self.entries {
+            if u64::from(units) >= need {
+                return t.checked_add(w).map(|expiry| expiry.max(start));
+            }
+            need -= u64::from(units);
+        }
+        None
     }
 
     /// The decision a request would get, without recording anything (entries that have
@@ -130,18 +148,23 @@ impl Log {
         self.step(cfg, now, 0)
     }
 
-    /// Time until every entry has expired.
+    /// Time until every entry has expired and the clock is past any forgotten expiry.
     fn reset(&self, now: u64, w: u64) -> u64 {
-        self.entries.back().map_or(0, |&(t, _)| {
-            clamp_ns((u128::from(t) + u128::from(w)).saturating_sub(u128::from(now)))
-        })
+        let newest = self
+            .entries
+            .back()
+            .map_or(0, |&(t, _)| u128::from(t) + u128::from(w));
+        let until = newest.max(u128::from(self.forgotten));
+        clamp_ns(until.saturating_sub(u128::from(now)))
     }
 
-    /// Whether every entry has expired at `now`.
+    /// Whether the log holds no information at `now`: every entry has expired and the clock is
+    /// past any forgotten expiry.
     pub(crate) fn is_idle(&self, cfg: &LogConfig, now: u64) -> bool {
-        self.entries.back().map_or(true, |&(t, _)| {
-            u128::from(t) + u128::from(cfg.window.get()) <= u128::from(now)
-        })
+        now >= self.forgotten
+            && self.entries.back().map_or(true, |&(t, _)| {
+                u128::from(t) + u128::from(cfg.window.get()) <= u128::from(now)
+            })
     }
 
     /// Units admitted and still live (as of the last step).
@@ -198,11 +221,29 @@ mod tests {
     fn swept_log_is_fresh_from_the_sweep_on() {
         let c = cfg(2, 100);
         for now in [250, 300] {
-            let mut log = Log::swept(&c, 250);
+            let mut log = Log::swept(250);
             assert_eq!(log.step(&c, now, 2), Log::default().step(&c, now, 2));
         }
-        assert!(!Log::swept(&c, 250).step(&c, 249, 1).is_allowed());
-        assert_eq!(Log::swept(&c, 50).live(), 0);
+        let d = Log::swept(250).step(&c, 249, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after_ns(), Some(1));
+    }
+
+    #[test]
+    fn going_back_before_a_forgotten_expiry_regains_nothing() {
+        let c = cfg(1, 100);
+        let mut log = Log::default();
+        assert!(log.step(&c, 0, 1).is_allowed());
+        // At 100 the unit from 0 expires and is dropped...
+        assert_eq!(log.step(&c, 100, 0).remaining(), 1);
+        // ...but at 50 it was live: no second unit in (-50, 50].
+        let d = log.step(&c, 50, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after_ns(), Some(50));
+        assert_eq!(d.reset_after_ns(), 50);
+        assert!(!log.is_idle(&c, 99));
+        assert!(log.is_idle(&c, 100));
+        assert!(log.step(&c, 100, 1).is_allowed());
     }
 
     #[test]
