@@ -224,17 +224,9 @@ pub fn step(p: &Params, tat: Option<u64>, now: u64, n: u32) -> (Expected, Option
         };
         return (d, (n > 0).then(|| narrow(new_tat)));
     }
-    // NOTE: when `new_tat > u64::MAX` here no wait can help either (the request was denied,
-    // so `tat > now` and `new_tat` only grows with time; at the retry instant the horizon rule
-    // above denies it with no retry). DESIGN's formula, and the implementation today, still
-    // give `Some(new_tat - DVT - now)`; the model follows them. If the implementation moves to
-    // `None` in that case (fail closed, as for allowed-by-formula requests), add
-    // `&& new_tat <= HORIZON` to the condition below.
-    let retry = (n <= p.burst).then(|| {
-        // `Decision` encodes "no retry" as u64::MAX, so a wait of exactly u64::MAX ns (only
-        // possible with tat = u64::MAX at now = 0) reads as u64::MAX - 1.
-        narrow(new_tat - p.dvt - now).min(u64::MAX - 1)
-    });
+    // When `new_tat > u64::MAX` no wait can help (the request was denied, so `tat > now` and
+    // at the retry instant the horizon rule above denies it): no retry, fail closed.
+    let retry = (n <= p.burst && new_tat <= HORIZON).then(|| narrow(new_tat - p.dvt - now));
     let d = Expected {
         allowed: false,
         limit: p.burst,

@@ -25,7 +25,8 @@
 //!
 //! The TAT must fit in a `u64`: the last representable instant is `u64::MAX` ns (about 584
 //! years) after the origin. A request that would need a TAT beyond it is denied with no
-//! `retry_after` (fail closed); no arithmetic wraps.
+//! `retry_after` (fail closed), and so is a denied request whose admission would need one
+//! (no wait can help it); no arithmetic wraps.
 
 use std::num::NonZeroU64;
 
@@ -73,8 +74,11 @@ impl Gcra {
                 None,
             );
         }
-        let retry = if n <= self.burst {
-            Some(u64::try_from(ahead - u128::from(dvt)).unwrap_or(u64::MAX))
+        // Waiting `ahead - DVT` admits the request with TAT `now + ahead`; if that is past the
+        // horizon no wait helps (it would be denied there with no retry).
+        let retry = if n <= self.burst && u128::from(now) + ahead <= u128::from(u64::MAX) {
+            // Fits: `ahead - dvt <= u64::MAX - now`.
+            Some((ahead - u128::from(dvt)) as u64)
         } else {
             None
         };
@@ -219,6 +223,11 @@ mod tests {
         // The next would need a TAT past u64::MAX: denied, no wait helps.
         let d = run(&g, &mut tat, u64::MAX - 100, 1);
         assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
+        // Denied by the formula, and admitting it later would need a TAT past the horizon.
+        let d = run(&g, &mut tat, u64::MAX - 100, 2);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
         let d = run(&g, &mut tat, u64::MAX, 1);
         assert!(!d.is_allowed());
         assert_eq!(d.retry_after(), None);
