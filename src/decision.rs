@@ -29,10 +29,13 @@ use std::time::Duration;
 /// assert_eq!(d.retry_after(), Some(Duration::from_millis(500)));
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    allowed: bool,
-    limit: u32,
+    /// `limit | (allowed as u64) << 32`. One 8-byte field rather than a `u32` and a `bool`:
+    /// every field of a decision is then written and copied as one 8-byte word, which keeps
+    /// the CPU's store-to-load forwarding working when a decision is moved (a `bool` beside a
+    /// `u32` made the direct check about twice as slow).
+    verdict: u64,
     /// `remaining = min(slack / unit, u32::MAX)`: GCRA keeps its headroom in nanoseconds
     /// (`unit` = the emission interval), counters keep it in requests (`unit` = 1).
     slack: u64,
@@ -44,13 +47,31 @@ pub struct Decision {
 
 const NO_RETRY: u64 = u64::MAX;
 
+const ALLOWED: u64 = 1 << 32;
+
+#[inline(always)]
+const fn verdict(allowed: bool, limit: u32) -> u64 {
+    (if allowed { ALLOWED } else { 0 }) | limit as u64
+}
+
+impl std::fmt::Debug for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decision")
+            .field("allowed", &self.is_allowed())
+            .field("limit", &self.limit())
+            .field("remaining", &self.remaining())
+            .field("retry_after", &self.retry_after())
+            .field("reset_after", &self.reset_after())
+            .finish()
+    }
+}
+
 impl Decision {
     /// An admitted request.
     #[inline]
     pub(crate) const fn allow(limit: u32, slack: u64, unit: NonZeroU64, reset_ns: u64) -> Self {
         Self {
-            allowed: true,
-            limit,
+            verdict: verdict(true, limit),
             slack,
             unit,
             retry_ns: NO_RETRY,
@@ -68,8 +89,7 @@ impl Decision {
         reset_ns: u64,
     ) -> Self {
         Self {
-            allowed: false,
-            limit,
+            verdict: verdict(false, limit),
             slack,
             unit,
             retry_ns: match retry_ns {
@@ -87,7 +107,7 @@ impl Decision {
     #[inline]
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
-        self.allowed
+        self.verdict & ALLOWED != 0
     }
 
     /// The most unit requests the key can ever hold at once: the burst (GCRA) or the window
@@ -95,7 +115,7 @@ impl Decision {
     #[inline]
     #[must_use]
     pub const fn limit(&self) -> u32 {
-        self.limit
+        self.verdict as u32
     }
 
     /// How many more unit requests would be admitted right now, after this decision.
@@ -129,7 +149,7 @@ impl Decision {
     #[inline]
     #[must_use]
     pub const fn retry_after_ns(&self) -> Option<u64> {
-        if self.allowed || self.retry_ns == NO_RETRY {
+        if self.is_allowed() || self.retry_ns == NO_RETRY {
             None
         } else {
             Some(self.retry_ns)

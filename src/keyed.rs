@@ -369,16 +369,19 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
                 if let Some(found) = table.find(h) {
-                    let hit = Table::update(found, h, |w| self.algorithm.step(w, now, n));
-                    if let Ok(decision) = hit {
-                        return decision;
+                    // The CAS loop carries only the word; the decision is built once, from the
+                    // word it was taken on (see `Algorithm::decide`).
+                    let hit = Table::update(found, h, |w| (w, self.algorithm.step(w, now, n).1));
+                    if let Ok(word) = hit {
+                        return self.algorithm.decide(word, now, n);
                     }
                 }
                 self.table_insert(table, h, now, |w| self.algorithm.step(w, now, n), true)
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
-                    return cell.update(|w| self.algorithm.step(w, now, n));
+                    let word = cell.update(|w| (w, self.algorithm.step(w, now, n).1));
+                    return self.algorithm.decide(word, now, n);
                 }
                 self.map_insert(map, key, |w| self.algorithm.step(w, now, n), now, true)
             }

@@ -168,7 +168,10 @@ impl<C: Clock> Limiter<C> {
     #[inline]
     pub fn check_n(&self, n: u32) -> Decision {
         let now = self.now();
-        self.cell.update(|word| self.algorithm.step(word, now, n))
+        // The CAS loop carries only the word; the decision is built once, from the word it was
+        // taken on, straight into the return value (see `Algorithm::decide`).
+        let word = self.cell.update(|w| (w, self.algorithm.step(w, now, n).1));
+        self.algorithm.decide(word, now, n)
     }
 
     /// The decision a request would get now, consuming nothing.

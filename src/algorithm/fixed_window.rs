@@ -103,9 +103,7 @@ impl FixedWindow {
         }
     }
 
-    // Out of line: keeps `Algorithm::step` small enough to inline into every CAS loop; the
-    // call costs about a nanosecond.
-    #[inline(never)]
+    #[inline]
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
         let w = self.window.get();
         let (k, count) = self.current(word, now / w);

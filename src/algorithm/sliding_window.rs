@@ -160,9 +160,7 @@ impl SlidingWindow {
         }
     }
 
-    // Out of line: keeps `Algorithm::step` small enough to inline into every CAS loop; the
-    // call costs about a nanosecond.
-    #[inline(never)]
+    #[inline]
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
         let v = self.view(word, now);
         let w = u128::from(self.window.get());
