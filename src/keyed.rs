@@ -363,30 +363,35 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let now = self.now();
-        // Each hot path gets its own closure, called from exactly one place, so that LLVM
-        // inlines the step into the CAS loop (a shared closure stays out of line).
-        let found = match &self.store {
+        // Every path runs its compare-and-swap loop on the word alone and returns the word the
+        // decision is taken on; the decision is built once, at the end (see
+        // `Algorithm::decide`). Each path gets its own closure, called from exactly one place,
+        // so that LLVM inlines the step into the loop.
+        let word = match &self.store {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
                 if let Some(found) = table.find(h) {
-                    // The CAS loop carries only the word; the decision is built once, from the
-                    // word it was taken on (see `Algorithm::decide`).
                     let hit = Table::update(found, h, |w| (w, self.algorithm.step(w, now, n).1));
                     if let Ok(word) = hit {
                         return self.algorithm.decide(word, now, n);
                     }
                 }
-                self.table_insert(table, h, now, |w| self.algorithm.step(w, now, n), true)
+                let step = |w| (w, self.algorithm.step(w, now, n).1);
+                self.table_insert(table, h, now, step, true)
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
                     let word = cell.update(|w| (w, self.algorithm.step(w, now, n).1));
                     return self.algorithm.decide(word, now, n);
                 }
-                self.map_insert(map, key, |w| self.algorithm.step(w, now, n), now, true)
+                let step = |w| (w, self.algorithm.step(w, now, n).1);
+                self.map_insert(map, key, step, now, true)
             }
         };
-        found.unwrap_or_else(|| self.refuse())
+        match word {
+            Some(word) => self.algorithm.decide(word, now, n),
+            None => self.refuse(),
+        }
     }
 
     /// The decision for a new key that the full store cannot take.
