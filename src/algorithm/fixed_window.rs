@@ -75,20 +75,12 @@ pub(crate) struct FixedWindow {
 
 impl FixedWindow {
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
-        let limit = super::window::limit(limit)?;
-        let w = super::window::window_ns(window)?;
-        let layout = Layout::for_window(w);
-        if u64::from(limit) > layout.max_count() {
-            return Err(ConfigError::LimitTooLarge {
-                limit,
-                max: layout.max_count(),
-                window,
-            });
-        }
+        let (limit, w) =
+            super::window::validate(limit, window, |w| Layout::for_window(w).max_count())?;
         Ok(Self {
             window: w,
             limit,
-            layout,
+            layout: Layout::for_window(w),
         })
     }
 

@@ -39,6 +39,26 @@ pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
     }
 }
 
+/// Validates a window counter's configuration: a non-zero `limit` and `window`, and a limit
+/// that the algorithm's packed layout for this window holds (`max_count`).
+pub(crate) fn validate(
+    lim: u32,
+    window: Duration,
+    max_count: impl Fn(NonZeroU64) -> u64,
+) -> Result<(u32, NonZeroU64), ConfigError> {
+    let lim = limit(lim)?;
+    let w = window_ns(window)?;
+    let max = max_count(w);
+    if u64::from(lim) > max {
+        return Err(ConfigError::LimitTooLarge {
+            limit: lim,
+            max,
+            window,
+        });
+    }
+    Ok((lim, w))
+}
+
 /// `ns` clamped to `u64`: waits longer than the clock can count are reported as `u64::MAX` ns.
 #[inline]
 pub(crate) fn clamp_ns(ns: u128) -> u64 {
