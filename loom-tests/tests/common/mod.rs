@@ -1,0 +1,198 @@
+//! Helpers shared by the model files (each `tests/*.rs` is its own crate and includes this
+//! module with `mod common;`, so not every helper is used by every file).
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock};
+
+use cellgate::clock::Clock;
+use loom::sync::atomic::AtomicU64;
+
+/// Model-checks `f` with a loom builder configured from the environment
+/// (`LOOM_MAX_PREEMPTIONS`, `LOOM_MAX_BRANCHES`, `LOOM_CHECKPOINT_FILE`, ...; an unset
+/// `LOOM_MAX_PREEMPTIONS` means an exhaustive search), and reports how many interleavings it
+/// explored and how long that took.
+pub fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    let builder = loom::model::Builder::new();
+    let bound = builder.preemption_bound;
+    let iterations = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&iterations);
+    let start = std::time::Instant::now();
+    builder.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom model {name}: {} interleavings in {:.2?} (preemption bound {})",
+        iterations.load(Ordering::Relaxed),
+        start.elapsed(),
+        bound.map_or_else(|| "none: exhaustive".to_string(), |b| b.to_string()),
+    );
+}
+
+/// Runs single-threaded `f` once inside a loom execution (the limiters' atomics and locks are
+/// loom objects under `cfg(loom)` and can only be created and used inside one) and returns what
+/// it computed. Used to tabulate serial outcomes before the concurrent model runs, so that each
+/// explored interleaving only has to compare against the table.
+pub fn serially<R: Send + 'static>(f: impl Fn() -> R + Sync + Send + 'static) -> R {
+    let slot = Arc::new(Mutex::new(None));
+    let out = Arc::clone(&slot);
+    let mut builder = loom::model::Builder::new();
+    // One thread: one execution; never resume from a checkpoint meant for a concurrent model.
+    builder.checkpoint_file = None;
+    builder.check(move || {
+        *out.lock().unwrap() = Some(f());
+    });
+    let r = slot.lock().unwrap().take();
+    r.expect("the serial run produced nothing")
+}
+
+/// Asserts that a concurrent run's results and final state are those of one of the `serial`
+/// runs `(label, results, state)`, and returns that run's label (the first, if several match).
+/// Several serial runs may give the same results and different states (for example, the same
+/// decision computed at different instants), so both are matched together.
+pub fn assert_serial<L, G, S>(serial: &[(L, G, S)], got: &G, state: &S) -> L
+where
+    L: Clone + Debug,
+    G: PartialEq + Debug,
+    S: PartialEq + Debug,
+{
+    if let Some((label, _, _)) = serial.iter().find(|(_, g, s)| g == got && s == state) {
+        return label.clone();
+    }
+    let same: Vec<_> = serial.iter().filter(|(_, g, _)| g == got).collect();
+    if same.is_empty() {
+        panic!("no serial run gives the results {got:#?}\n(final state {state:#?})");
+    }
+    let labels: Vec<_> = same.iter().map(|(l, _, _)| l).collect();
+    let states: Vec<_> = same.iter().map(|(_, _, s)| s).collect();
+    panic!(
+        "the results match the serial runs {labels:?}, but the final state\n{state:#?}\n\
+         is none of theirs:\n{states:#?}"
+    );
+}
+
+/// All orderings of `0..n`.
+pub fn permutations(n: usize) -> Vec<Vec<usize>> {
+    fn go(prefix: &mut Vec<usize>, n: usize, out: &mut Vec<Vec<usize>>) {
+        if prefix.len() == n {
+            out.push(prefix.clone());
+            return;
+        }
+        for i in 0..n {
+            if !prefix.contains(&i) {
+                prefix.push(i);
+                go(prefix, n, out);
+                prefix.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(&mut Vec::new(), n, &mut out);
+    out
+}
+
+/// A constant per-instance seed for aHash.
+struct FixedSeed;
+
+impl ahash::random_state::RandomSource for FixedSeed {
+    fn gen_hasher_seed(&self) -> usize {
+        0x5eed_cafe
+    }
+}
+
+/// Makes every `ahash::RandomState::new()` in this process hash identically.
+///
+/// The keyed limiter's table hashes keys with `ahash::RandomState::new()`, which by default
+/// differs per *instance* (a process-wide counter is mixed in). A loom model builds a fresh
+/// limiter in every execution, so keys would land in different slots from one execution to the
+/// next, probe runs would have different lengths, and the model would not be deterministic
+/// (loom replays a schedule by position and requires the same program on every execution).
+/// With a constant per-instance seed the layout is fixed for the whole process; the
+/// process-wide keys still come from the OS, so the layout varies between runs of the suite,
+/// which is why the models pick their keys by hash with [`colliding_keys`] and
+/// [`distant_keys`], so that the layout is the same in every run.
+///
+/// Must run before any `RandomState` is created: every model calls it first.
+pub fn deterministic_hashing() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        ahash::random_state::set_random_source(FixedSeed)
+            .expect("aHash's random source was chosen before the models could fix it");
+    });
+}
+
+/// The hash the limiter's table computes for `key` (same hasher, same seeds).
+pub fn hash(key: u64) -> u64 {
+    deterministic_hashing();
+    // `BuildHasher::hash_one`, as the table calls it (on a `&u64`, which hashes as the `u64`).
+    BuildHasher::hash_one(&ahash::RandomState::new(), key)
+}
+
+/// The first `count` keys (from 0 up) whose hashes' low 32 bits lie in
+/// `[base, base + 2^20)`, with distinct fingerprints.
+///
+/// The home slot of a key is a multiply-shift of those 32 bits onto the shard's slots,
+/// `(low32 * slots) >> 32`; for every shard of fewer than 4096 slots the whole interval maps to
+/// the same home (`floor(base * slots / 2^32)`), so these keys share one home slot, and it is the
+/// same slot in every run of the suite, whatever the process's hash keys. (A tiny table has one
+/// shard, so the shard, chosen by the top bits, is the same too.) About 4 096 hashes per key.
+fn keys_near(base: u32, count: usize) -> Vec<u64> {
+    const WIDTH: u32 = 1 << 20;
+    let mut keys: Vec<u64> = Vec::new();
+    for key in 0u64.. {
+        let h = hash(key);
+        if (h as u32).wrapping_sub(base) < WIDTH {
+            assert!(
+                keys.iter().all(|&k| hash(k) != h),
+                "a full 64-bit hash collision"
+            );
+            keys.push(key);
+            if keys.len() == count {
+                break;
+            }
+        }
+    }
+    keys
+}
+
+/// Two distinct keys with the same home slot (a quarter into the shard) and different
+/// fingerprints: the second one inserted sits one slot after the first, on its probe run.
+pub fn colliding_keys() -> [u64; 2] {
+    static KEYS: OnceLock<[u64; 2]> = OnceLock::new();
+    *KEYS.get_or_init(|| {
+        let k = keys_near(1 << 30, 2);
+        [k[0], k[1]]
+    })
+}
+
+/// Two keys whose home slots are half a shard apart (a quarter and three quarters into it).
+pub fn distant_keys() -> [u64; 2] {
+    static KEYS: OnceLock<[u64; 2]> = OnceLock::new();
+    *KEYS.get_or_init(|| [keys_near(1 << 30, 1)[0], keys_near(3 << 30, 1)[0]])
+}
+
+/// A clock loom can see: `now()` is a relaxed load of a loom atomic, so a thread may read the
+/// time from before or after another thread moved it, as with `ManualClock` or `CoarseClock`
+/// (both relaxed atomics) on real hardware.
+#[derive(Debug, Clone)]
+pub struct LoomClock(loom::sync::Arc<AtomicU64>);
+
+impl LoomClock {
+    pub fn at(ns: u64) -> Self {
+        Self(loom::sync::Arc::new(AtomicU64::new(ns)))
+    }
+
+    pub fn set(&self, ns: u64) {
+        // Relaxed: as `ManualClock::set_ns`; the limiter publishes nothing through the clock.
+        self.0.store(ns, Ordering::Relaxed);
+    }
+}
+
+impl Clock for LoomClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,477 @@
+//! Loom models of the bounded fingerprint table: the real `cellgate::KeyedLimiter` built with
+//! `max_keys` (so `src/table.rs` is its store), shared by loom threads.
+//!
+//! Under `cfg(loom)` the table's per-shard writer lock is a loom `Mutex` and each 16-byte slot
+//! is a loom-visible stand-in for `AtomicU128` (see `src/sync.rs`), so loom explores the lock-free
+//! probe, the slot compare-and-swap, the insert under the lock (with its re-probe) and the
+//! sweep's TOMB/EMPTY handling, interleaved with each other.
+//!
+//! The clock is a frozen `ManualClock`, set from the main thread before any thread is spawned,
+//! except in `evict_with_check_behind_the_sweep`, where it is a loom atomic that moves. Keys are chosen so that the slot layout is known: `max_keys` is tiny, so the table has one
+//! shard of about twenty slots, hashing is made deterministic (see `common::deterministic_hashing`)
+//! and two-key models use keys with the same home slot, so the second key's probe passes the
+//! first key's slot.
+//!
+//! Every model checks that the run is *linearizable*: the results the threads got and the
+//! state left behind (held keys, and every key's observable state: peeks, then checks until the
+//! first denial, now and one interval later) are exactly those of running the same operations
+//! one after another, in some order, on a fresh limiter. The serial outcomes are tabulated once
+//! before each model runs. Each model also asserts its quota directly (admitted never exceeds
+//! the burst, no admission is lost, one slot per key).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
+
+mod common;
+
+use std::time::Duration;
+
+use cellgate::clock::ManualClock;
+use cellgate::{Decision, KeyedLimiter, Quota};
+use loom::sync::Arc;
+use loom::thread;
+
+use common::{
+    assert_serial, colliding_keys, deterministic_hashing, distant_keys, model, permutations,
+    serially, LoomClock,
+};
+
+/// Emission interval, ns.
+const T: u64 = 100;
+/// The time the models start at.
+const NOW: u64 = 1_000;
+
+type Keyed = KeyedLimiter<u64, ManualClock>;
+
+/// What one thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check(u64),
+    EvictIdle,
+}
+
+/// What it got back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Got {
+    Decision(Decision),
+    Evicted(usize),
+}
+
+impl Got {
+    fn admitted(&self) -> bool {
+        matches!(self, Got::Decision(d) if d.is_allowed())
+    }
+}
+
+/// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
+#[derive(Clone)]
+struct Scenario {
+    burst: u32,
+    max_keys: usize,
+    /// Runs on the main thread before the threads are spawned (and before each serial run).
+    setup: fn(&Keyed, &ManualClock, &[u64]),
+    /// The keys the scenario uses; the final state is observed on all of them.
+    keys: Vec<u64>,
+    ops: Vec<Op>,
+}
+
+/// The final state as far as the public API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    len: usize,
+    /// New keys refused because the table was full of live keys.
+    refused: u64,
+    /// Per key: peek now, then checks until the first denial.
+    now: Vec<Vec<Decision>>,
+    /// Per key, one interval later: peek, then checks until the first denial.
+    later: Vec<Vec<Decision>>,
+}
+
+impl Scenario {
+    fn limiter(&self, clock: &ManualClock) -> Keyed {
+        let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
+            .with_burst(self.burst);
+        KeyedLimiter::<u64>::gcra(q)
+            .max_keys(self.max_keys)
+            .clock(clock.clone())
+            .build()
+            .expect("valid quota")
+    }
+
+    /// A fresh limiter with the setup applied, and its clock.
+    fn start(&self) -> (Keyed, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = self.limiter(&clock);
+        (self.setup)(&lim, &clock, &self.keys);
+        (lim, clock)
+    }
+
+    /// Every serial order's results (indexed like `ops`) and final state.
+    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
+        let s = self.clone();
+        serially(move || {
+            permutations(s.ops.len())
+                .into_iter()
+                .map(|order| {
+                    let (lim, clock) = s.start();
+                    let mut got = vec![None; s.ops.len()];
+                    for &i in &order {
+                        got[i] = Some(apply(&lim, s.ops[i]));
+                    }
+                    let got = got.into_iter().map(Option::unwrap).collect();
+                    let seen = observe(&lim, &clock, &s.keys, s.burst);
+                    (order, got, seen)
+                })
+                .collect()
+        })
+    }
+
+    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
+    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
+        let (lim, clock) = self.start();
+        let lim = Arc::new(lim);
+        let (last, spawned) = self.ops.split_last().expect("at least one op");
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|&op| {
+                let lim = Arc::clone(&lim);
+                thread::spawn(move || apply(&lim, op))
+            })
+            .collect();
+        let mine = apply(&lim, *last);
+        let mut got: Vec<Got> = handles
+            .into_iter()
+            .map(|h| h.join().expect("model thread panicked"))
+            .collect();
+        got.push(mine);
+        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
+        (got, lim, clock)
+    }
+
+    /// Model-checks the scenario: linearizability against the tabulated serial outcomes, plus
+    /// `extra` (scenario-specific invariants) on each explored execution.
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        let serial = self.serial_outcomes();
+        let s = self.clone();
+        // The serial orders the explored executions matched, to report that the model saw the
+        // race go each way.
+        let matched = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let seen_orders = std::sync::Arc::clone(&matched);
+        model(name, move || {
+            let (got, lim, clock) = s.run_concurrently();
+            let seen = observe(&lim, &clock, &s.keys, s.burst);
+            extra(&got, &seen);
+            let order = assert_serial(&serial, &got, &seen);
+            seen_orders.lock().unwrap().insert(order);
+        });
+        eprintln!(
+            "  {name}: outcomes matched serial orders {:?}",
+            matched.lock().unwrap()
+        );
+    }
+}
+
+fn apply(lim: &Keyed, op: Op) -> Got {
+    match op {
+        Op::Check(key) => Got::Decision(lim.check(&key)),
+        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+    }
+}
+
+/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
+fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
+    let mut seen = vec![lim.peek(&key)];
+    for _ in 0..=burst {
+        let d = lim.check(&key);
+        seen.push(d);
+        if !d.is_allowed() {
+            break;
+        }
+    }
+    seen
+}
+
+/// The observable state: keys held, keys refused, and for every key of `keys` a peek and checks
+/// until the first denial, now and one interval later. Equal observations mean equal TATs for
+/// every key (`peek().reset_after()` is `TAT - now` while `TAT > now`, and the checks confirm
+/// how many units are left).
+fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
+    let len = lim.len();
+    let refused = lim.refused();
+    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
+    clock.advance_ns(T);
+    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
+    Observed {
+        len,
+        refused,
+        now,
+        later,
+    }
+}
+
+/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
+fn drained(seen: &[Decision]) -> usize {
+    seen[1..].iter().filter(|d| d.is_allowed()).count()
+}
+
+fn admitted(got: &[Got]) -> usize {
+    got.iter().filter(|g| g.admitted()).count()
+}
+
+fn no_setup(_: &Keyed, _: &ManualClock, _: &[u64]) {}
+
+/// (a) The insert race: two threads check the same new key at once, burst 1. Both miss on the
+/// lock-free probe; the one that inserts second must find the key on its re-probe under the
+/// shard lock and decide on it, so exactly one slot is created and exactly one is admitted.
+#[test]
+fn insert_race_same_new_key() {
+    let [k, _] = distant_keys();
+    Scenario {
+        burst: 1,
+        max_keys: 2,
+        setup: no_setup,
+        keys: vec![k],
+        ops: vec![Op::Check(k), Op::Check(k)],
+    }
+    .check("insert_race_same_new_key", |got, seen| {
+        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
+        assert_eq!(seen.len, 1, "exactly one slot for the key");
+        // Nothing left now; one interval later exactly one more.
+        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
+        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
+    });
+}
+
+/// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
+/// to its TAT) when thread A checks it (burst 1: A must be admitted) while thread B sweeps
+/// (`evict_idle`). Whichever order the slot's CASes land in, A's admission must not be lost:
+/// afterwards a check at the same instant is denied, the key is held exactly once, and the
+/// total admitted at that instant equals the burst.
+#[test]
+fn evict_idle_races_check() {
+    let [k, _] = distant_keys();
+    Scenario {
+        burst: 1,
+        max_keys: 2,
+        setup: |lim, clock, keys| {
+            assert!(lim.check(&keys[0]).is_allowed());
+            clock.set_ns(NOW + T); // TAT == now: idle
+            assert_eq!(lim.len(), 1);
+        },
+        keys: vec![k],
+        ops: vec![Op::Check(k), Op::EvictIdle],
+    }
+    .check("evict_idle_races_check", |got, seen| {
+        assert!(
+            got[0].admitted(),
+            "the idle key has its whole burst: {got:#?}"
+        );
+        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
+        assert_eq!(
+            drained(&seen.now[0]),
+            0,
+            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
+        );
+        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
+    });
+}
+
+/// (c) Two different keys with the same home slot are inserted at once into a table bounded
+/// to two keys, while a third thread checks the first key (burst 1). Exactly one slot per key,
+/// each key admitted exactly once, nothing refused.
+#[test]
+fn two_new_keys_and_a_check() {
+    let [k1, k2] = colliding_keys();
+    Scenario {
+        burst: 1,
+        max_keys: 2,
+        setup: no_setup,
+        keys: vec![k1, k2],
+        ops: vec![Op::Check(k1), Op::Check(k2), Op::Check(k1)],
+    }
+    .check("two_new_keys_and_a_check", |got, seen| {
+        assert!(got[1].admitted(), "k2 is new and alone: {got:#?}");
+        assert_eq!(seen.refused, 0);
+        assert_eq!(
+            [&got[0], &got[2]].iter().filter(|g| g.admitted()).count(),
+            1,
+            "burst 1: k1 admitted exactly once: {got:#?}"
+        );
+        assert_eq!(seen.len, 2, "exactly one slot per key");
+    });
+}
+
+/// (d) Evicting a key whose slot lies on another key's probe run, racing a check of that other
+/// key. `k1` and `k2` share a home slot, so `k2` sits right after `k1`. At the model's instant
+/// `k1` is idle and `k2` is not (burst 2, one unit left). The sweep turns `k1`'s slot into a TOMB
+/// and must leave it a TOMB (the next slot is not EMPTY): a probe for `k2` has to pass it. The
+/// check of `k2` must find its slot (not create a second one) and get exactly the one unit left.
+#[test]
+fn evict_neighbour_races_check() {
+    let [k1, k2] = colliding_keys();
+    Scenario {
+        burst: 2,
+        max_keys: 2,
+        setup: |lim, clock, keys| {
+            let (k1, k2) = (keys[0], keys[1]);
+            assert!(lim.check(&k1).is_allowed()); // TAT1 = NOW + T
+            assert!(lim.check(&k2).is_allowed()); // k2 right after k1
+            clock.set_ns(NOW + T); // k1 idle
+            assert!(lim.check(&k2).is_allowed()); // TAT2 = NOW + 2T: one unit left
+            assert_eq!(lim.len(), 2);
+        },
+        keys: vec![k1, k2],
+        ops: vec![Op::Check(k2), Op::EvictIdle],
+    }
+    .check("evict_neighbour_races_check", |got, seen| {
+        match got[0] {
+            Got::Decision(d) => {
+                assert!(d.is_allowed(), "k2 has one unit left: {d:?}");
+                assert_eq!(d.remaining(), 0, "k2 was checked on a fresh slot: {d:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(got[1], Got::Evicted(1), "k1 is idle and is evicted");
+        assert_eq!(drained(&seen.now[1]), 0, "k2 over its burst: {seen:#?}");
+        assert_eq!(seen.len, 1, "k1 evicted, k2 held once");
+    });
+}
+
+/// (e) The automatic sweep at the bound racing a check of the key it would evict. The table is
+/// bounded to one key; `k1` is held and idle. Thread A checks a new key `k2`: the table is full,
+/// so A sweeps (through the limiter's `make_room`), which evicts `k1`, and inserts `k2`. Thread B
+/// checks `k1` meanwhile. Whatever the interleaving, at most one key is held, each key is
+/// admitted at most once, exactly one of the two requests is refused for want of room, and the
+/// outcome is one of the two serial ones (the sweep's back-off makes the later request's miss
+/// a refusal rather than a second sweep).
+#[test]
+fn sweep_at_bound_races_check() {
+    sweep_at_bound("sweep_at_bound_races_check", distant_keys());
+}
+
+/// (f) As (e), but `k2` has `k1`'s home slot, so A inserts `k2` into the very slot it just took
+/// from `k1`. B may have found `k1` there before the sweep and then compare-and-swap a slot that
+/// now holds `k2` with a state of its own: the CAS must fail on the fingerprint (this is why the
+/// CAS covers all 16 bytes) and B must start over, not update or overwrite `k2`.
+#[test]
+fn sweep_at_bound_reuses_slot() {
+    sweep_at_bound("sweep_at_bound_reuses_slot", colliding_keys());
+}
+
+fn sweep_at_bound(name: &str, [k1, k2]: [u64; 2]) {
+    Scenario {
+        burst: 1,
+        max_keys: 1,
+        setup: |lim, clock, keys| {
+            assert!(lim.check(&keys[0]).is_allowed());
+            clock.set_ns(NOW + T); // k1 idle
+        },
+        keys: vec![k1, k2],
+        ops: vec![Op::Check(k2), Op::Check(k1)],
+    }
+    .check(name, |got, seen| {
+        assert_eq!(admitted(got), 1, "one admitted, one refused: {got:#?}");
+        assert_eq!(seen.refused, 1, "{seen:#?}");
+        assert_eq!(seen.len, 1, "the bound holds: {seen:#?}");
+    });
+}
+
+/// (g) Eviction with a clock that moves while a check reads it: the sweep floor. The key was
+/// admitted at `NOW` (burst 1, so its TAT is `NOW + T`) and the clock stands at `NOW + T/2`.
+/// Thread A checks the key, thread B calls `evict_idle()`, and the main thread moves the clock
+/// to `NOW + T`, where the key is idle. If B reads the new time and evicts the key while A,
+/// having read the old time, is between its probe and its CAS, A starts over on a missing key.
+/// The key must then come back as the most conservative state it could have had when it was
+/// dropped (`swept`), not as a fresh key: a fresh key would admit A at `NOW + T/2`, half an
+/// interval after the previous admission, which burst 1 forbids. So A is admitted only if it
+/// read `NOW + T`, and the outcome is one of the serial runs of {check, evict} at either instant.
+#[test]
+fn evict_with_check_behind_the_sweep() {
+    const BEFORE: u64 = NOW + T / 2;
+    const AFTER: u64 = NOW + T;
+    deterministic_hashing();
+    let [key, _] = distant_keys();
+    let build = move |clock: &LoomClock| {
+        let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+            .max_keys(2)
+            .clock(clock.clone())
+            .build()
+            .expect("valid quota");
+        clock.set(NOW);
+        assert!(lim.check(&key).is_allowed());
+        clock.set(BEFORE);
+        lim
+    };
+    // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
+    // peek and checks until the first denial.
+    let observe = move |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
+        let mut seen = Vec::new();
+        for t in [AFTER, AFTER + T] {
+            clock.set(t);
+            seen.push(lim.peek(&key));
+            for _ in 0..2 {
+                let d = lim.check(&key);
+                seen.push(d);
+                if !d.is_allowed() {
+                    break;
+                }
+            }
+        }
+        (lim.len(), seen)
+    };
+    let serial = serially(move || {
+        let mut out = Vec::new();
+        for times in [
+            [BEFORE, BEFORE],
+            [BEFORE, AFTER],
+            [AFTER, BEFORE],
+            [AFTER, AFTER],
+        ] {
+            for order in permutations(2) {
+                let clock = LoomClock::at(0);
+                let lim = build(&clock);
+                let mut got = (None, None);
+                for &i in &order {
+                    clock.set(times[i]);
+                    match i {
+                        0 => got.0 = Some(lim.check(&key)),
+                        _ => got.1 = Some(lim.evict_idle()),
+                    }
+                }
+                let got = (got.0.unwrap(), got.1.unwrap());
+                out.push((
+                    format!("order {order:?} at {times:?}"),
+                    got,
+                    observe(&lim, &clock),
+                ));
+            }
+        }
+        out
+    });
+    model("evict_with_check_behind_the_sweep", move || {
+        let clock = LoomClock::at(0);
+        let lim = Arc::new(build(&clock));
+        let checker = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&key))
+        };
+        let sweeper = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.evict_idle())
+        };
+        clock.set(AFTER);
+        let got = (checker.join().unwrap(), sweeper.join().unwrap());
+        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
+        let seen = observe(&lim, &clock);
+        // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
+        // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
+        if got.0.is_allowed() {
+            assert!(
+                seen.1[0].reset_after_ns() >= T,
+                "admitted less than one interval after the previous admission: {got:#?} {seen:#?}"
+            );
+        }
+        assert_serial(&serial, &got, &seen);
+    });
+}
