@@ -103,7 +103,8 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
     /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
-    swept: AtomicU64,
+    /// Through the loom shim, so that loom checks the ordering argument in `fresh_word`.
+    swept: crate::sync::AtomicU64,
 }
 
 /// Where a keyed limiter keeps its cells.
@@ -326,7 +327,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             sweeps: SweepGate::new(),
-            swept: AtomicU64::new(0),
+            swept: crate::sync::AtomicU64::new(0),
         })
     }
 }
@@ -624,7 +625,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // keys, and a checker only gets here after its lookup missed under that shard's lock,
         // so the lock's release/acquire orders the raise before this load whenever the miss
         // was caused by that sweep.
-        match self.swept.load(Ordering::Relaxed) {
+        match self.swept.load(crate::sync::Ordering::Relaxed) {
             0 => Algorithm::FRESH,
             swept => self.algorithm.swept_word(swept),
         }
@@ -632,7 +633,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, Ordering::Relaxed);
+        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
         let is_idle = |word| self.algorithm.is_idle(word, now);
         let removed = match &self.store {
             Store::Table(table, _) => table.sweep(&is_idle),
@@ -689,7 +690,9 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
 
     fn before_sweep(&self) {
         // Relaxed: ordered by the shard lock the sweep holds (see `fresh_word`).
-        self.limiter.swept.fetch_max(self.now, Ordering::Relaxed);
+        self.limiter
+            .swept
+            .fetch_max(self.now, crate::sync::Ordering::Relaxed);
     }
 
     fn has_room(&self, table: &Table) -> bool {
