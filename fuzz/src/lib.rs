@@ -1,9 +1,17 @@
 //! Reference models and drivers for cellgate's fuzz targets.
 //!
-//! Each module holds one target's structured input (derived with `arbitrary`), a reference
-//! model written from `DESIGN.md` (not from the implementation), and a `run` function that
-//! replays an input against the real limiters and the model and panics on the first
-//! difference. The targets in `fuzz_targets/` are one-line wrappers, so a crash input can also
+//! Each `*_model` module holds one target's structured input (derived with `arbitrary`), a
+//! reference model written from `DESIGN.md` and the crate's docs (not from the
+//! implementation), and a `run` function that replays an input against the real limiters and
+//! the model and panics on the first difference. `extreme_config` checks invariants instead
+//! of a model. The targets in `fuzz_targets/` are one-line wrappers, so a crash input can also
 //! be replayed from a plain test or debugger.
 
+pub mod common;
+pub mod extreme_config;
+pub mod fixed_window_model;
 pub mod gcra_model;
+pub mod keyed_model;
+pub mod sliding_log_model;
+pub mod sliding_window_model;
+pub mod stock_model;

@@ -1,0 +1,519 @@
+//! What the window-family targets share: expected decisions in unbounded arithmetic, the
+//! structured clock moves and unit counts, and the search helper the models use for waits.
+//!
+//! Nothing here knows the crate's packing: the models compute in `u128` and only convert to
+//! what a [`Decision`] can represent when comparing.
+
+use std::time::Duration;
+
+use arbitrary::Arbitrary;
+use cellgate::clock::{Clock, ManualClock};
+use cellgate::Decision;
+
+/// `u64::MAX` as a `u128`.
+pub const U64: u128 = u64::MAX as u128;
+
+/// The keyed stores' minimum time between two automatic sweeps (limiter clock, ns). From the
+/// `KeyedLimiter` docs: "at most one every 10 ms of the limiter's clock".
+pub const SWEEP_BACKOFF_NS: u64 = 10_000_000;
+
+/// Whether an automatic sweep is due at `now` after the last one at `last` (`u64::MAX`: never;
+/// a clock that went back behind it does not block sweeps). Also says whether `now` is exactly
+/// on the back-off's boundary, which the models count: the explicit branch gives libFuzzer a
+/// coverage edge (and a comparison to solve) for that boundary.
+pub fn sweep_due(last: u64, now: u64) -> (bool, bool) {
+    if last == u64::MAX || now < last {
+        return (true, false);
+    }
+    let since = now - last;
+    (since >= SWEEP_BACKOFF_NS, since == SWEEP_BACKOFF_NS)
+}
+
+/// What a decision must say, in unbounded arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    pub allowed: bool,
+    pub limit: u32,
+    pub remaining: u128,
+    /// The wait when denied and waiting helps; models give `None` for a wait that would end
+    /// past `u64::MAX` ns (a time the clock cannot show).
+    pub retry_ns: Option<u128>,
+    pub reset_ns: u128,
+}
+
+/// The five observable fields of a real decision (or of an [`Expect`] as a decision shows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub allowed: bool,
+    pub limit: u32,
+    pub remaining: u32,
+    pub retry_after_ns: Option<u64>,
+    pub reset_after_ns: u64,
+}
+
+impl Seen {
+    /// Reads a real decision, checking that its `Duration` accessors agree with the ns ones.
+    pub fn of(d: &Decision) -> Self {
+        assert_eq!(
+            d.retry_after(),
+            d.retry_after_ns().map(Duration::from_nanos),
+            "retry_after vs retry_after_ns of {d:?}"
+        );
+        assert_eq!(
+            d.reset_after(),
+            Duration::from_nanos(d.reset_after_ns()),
+            "reset_after vs reset_after_ns of {d:?}"
+        );
+        Self {
+            allowed: d.is_allowed(),
+            limit: d.limit(),
+            remaining: d.remaining(),
+            retry_after_ns: d.retry_after_ns(),
+            reset_after_ns: d.reset_after_ns(),
+        }
+    }
+}
+
+impl Expect {
+    /// The refusal of a new key by a full store: denied, nothing remaining, no wait, no reset.
+    pub fn refused(limit: u32) -> Self {
+        Self {
+            allowed: false,
+            limit,
+            remaining: 0,
+            retry_ns: None,
+            reset_ns: 0,
+        }
+    }
+
+    /// As a [`Decision`] represents it: `remaining` saturates at `u32::MAX`, `reset_after` at
+    /// `u64::MAX` ns, and a wait of exactly `u64::MAX` ns reads `u64::MAX - 1` (the decision
+    /// reserves `u64::MAX` for "no wait"; documented in `Decision::deny`).
+    pub fn seen(&self) -> Seen {
+        let retry = self.retry_ns.map(|r| {
+            assert!(r <= U64, "model bug: a wait past the horizon must be None");
+            u64::try_from(r.min(U64 - 1)).unwrap()
+        });
+        assert!(
+            !(self.allowed && retry.is_some()),
+            "model bug: a wait on an admission"
+        );
+        Seen {
+            allowed: self.allowed,
+            limit: self.limit,
+            remaining: u32::try_from(self.remaining).unwrap_or(u32::MAX),
+            retry_after_ns: retry,
+            reset_after_ns: u64::try_from(self.reset_ns.min(U64)).unwrap(),
+        }
+    }
+}
+
+/// Asserts that `got` shows exactly `want`; `ctx` names the subject, operation and time.
+#[track_caller]
+pub fn assert_decision(got: &Decision, want: &Expect, ctx: &dyn Fn() -> String) {
+    let got = Seen::of(got);
+    let want = want.seen();
+    assert_eq!(got, want, "{}", ctx());
+}
+
+/// The smallest `t` in `[lo, hi]` with `fits(t)`, for a predicate that is false below some
+/// point and true from it on; `fits(hi)` must hold.
+pub fn first_true(mut lo: u128, mut hi: u128, fits: impl Fn(u128) -> bool) -> u128 {
+    assert!(
+        fits(hi),
+        "model bug: the predicate must hold at the upper bound"
+    );
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The wait from `now` until the absolute time `at`, or `None` when `at` is past what the clock
+/// can show.
+pub fn wait_until(at: u128, now: u64) -> Option<u128> {
+    (at <= U64).then(|| at - u128::from(now))
+}
+
+/// `I`: the bits of the largest window index a `u64` time can have, `u64::MAX / W` (from
+/// `src/algorithm/window.rs`'s docs), computed by counting rather than with `leading_zeros`.
+pub fn index_bits(window_ns: u64) -> u32 {
+    let max_index = u128::from(u64::MAX / window_ns);
+    let mut bits = 0;
+    while (1u128 << bits) <= max_index {
+        bits += 1;
+    }
+    bits
+}
+
+/// How a window length is chosen: every layout regime, plus invalid ones.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum WindowSel {
+    /// Any nanosecond count (0 included: `Zero { field: "window" }`).
+    Ns(u64),
+    /// `1 + x` ns: a few ns leave few count bits; windows roll over often.
+    Tiny(u8),
+    /// `1 + x` ns.
+    Small(u16),
+    /// `2^(x % 64)` ns.
+    Pow2(u8),
+    /// `u64::MAX / (1 + x)`: one- or two-bit indexes.
+    DivMax(u16),
+    /// `u64::MAX - x` ns.
+    NearMax(u16),
+    /// `secs` s + `nanos % 1e9` ns: may exceed `u64::MAX` ns (`WindowTooLong`).
+    Long {
+        secs: u64,
+        nanos: u32,
+    },
+    DurationMax,
+}
+
+impl WindowSel {
+    pub fn get(self) -> Duration {
+        match self {
+            WindowSel::Ns(ns) => Duration::from_nanos(ns),
+            WindowSel::Tiny(x) => Duration::from_nanos(1 + u64::from(x)),
+            WindowSel::Small(x) => Duration::from_nanos(1 + u64::from(x)),
+            WindowSel::Pow2(x) => Duration::from_nanos(1u64 << (x % 64)),
+            WindowSel::DivMax(x) => Duration::from_nanos(u64::MAX / (1 + u64::from(x))),
+            WindowSel::NearMax(x) => Duration::from_nanos(u64::MAX - u64::from(x)),
+            WindowSel::Long { secs, nanos } => {
+                Duration::from_secs(secs) + Duration::from_nanos(u64::from(nanos % 1_000_000_000))
+            }
+            WindowSel::DurationMax => Duration::MAX,
+        }
+    }
+}
+
+/// How a limit is chosen, relative to the largest the layout holds (`max`, from the model).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum LimitSel {
+    /// `0..8`: zero is `Zero { field: "limit" }`.
+    Small(u8),
+    /// The layout maximum plus `delta` (clamped into `u32`): both sides of `LimitTooLarge`.
+    AtMax(i8),
+    Any(u32),
+}
+
+impl LimitSel {
+    pub fn get(self, max: u128) -> u32 {
+        match self {
+            LimitSel::Small(x) => u32::from(x % 8),
+            LimitSel::AtMax(d) => {
+                let v = i128::try_from(max).unwrap_or(i128::MAX) + i128::from(d);
+                u32::try_from(v.clamp(0, i128::from(u32::MAX))).unwrap()
+            }
+            LimitSel::Any(x) => x,
+        }
+    }
+}
+
+/// Units requested by a check, relative to the limit: 0 and above the limit included.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Units {
+    /// `0..8`.
+    Small(u8),
+    Limit,
+    Half,
+    /// `limit + 1..=4`, saturating.
+    Above(u8),
+    Any(u32),
+}
+
+impl Units {
+    pub fn get(self, limit: u32) -> u32 {
+        match self {
+            Units::Small(n) => u32::from(n % 8),
+            Units::Limit => limit,
+            Units::Half => limit / 2,
+            Units::Above(d) => limit.saturating_add(1 + u32::from(d % 4)),
+            Units::Any(n) => n,
+        }
+    }
+}
+
+/// Units of a restock or `set_stock`, relative to the configured stock.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Amount {
+    /// `0..8`.
+    Small(u8),
+    /// Exactly the configured stock (a key set to it is fresh again).
+    Stock,
+    /// `stock + 1..=4`.
+    Above(u8),
+    /// `u64::MAX - 0..=3`: saturation.
+    NearMax(u8),
+    Any(u64),
+}
+
+impl Amount {
+    pub fn get(self, stock: u32) -> u64 {
+        match self {
+            Amount::Small(n) => u64::from(n % 8),
+            Amount::Stock => u64::from(stock),
+            Amount::Above(d) => u64::from(stock) + 1 + u64::from(d % 4),
+            Amount::NearMax(d) => u64::MAX - u64::from(d % 4),
+            Amount::Any(n) => n,
+        }
+    }
+}
+
+/// One step of a scenario: a clock move, or an operation on the limiters.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Op {
+    /// `ManualClock::advance_ns`, saturating.
+    AdvanceNs(u64),
+    AdvanceSmall(u16),
+    /// Forward by `k % 4` windows plus `frac / 256` of one.
+    AdvanceWindows {
+        k: u8,
+        frac: u8,
+    },
+    /// `set_ns` to the start of the window `ahead % 3` windows after the current one, or 1 ns
+    /// before it (`ahead % 3 == 0` with `minus_one` goes back 1 ns before the current window).
+    Boundary {
+        ahead: u8,
+        minus_one: bool,
+    },
+    /// Forward by the keyed stores' sweep back-off, 10 ms, plus `x % 5 - 2` ns: both sides of
+    /// the automatic sweep's throttle.
+    AdvanceBackoff(u8),
+    /// `set_ns` anywhere, backwards included.
+    SetNs(u64),
+    /// `set_ns` back by up to `u32::MAX` ns (saturating at 0).
+    Rewind(u32),
+    /// `set_ns` back by `k % 4` windows plus `frac / 256` of one.
+    RewindWindows {
+        k: u8,
+        frac: u8,
+    },
+    Check {
+        key: u8,
+        n: Units,
+    },
+    /// The same as `Check`: weighs checks higher in the derived choice.
+    Check2 {
+        key: u8,
+        n: Units,
+    },
+    Peek {
+        key: u8,
+    },
+    EvictIdle,
+    /// Stock only (others must answer `ConfigError::Unsupported`).
+    Restock {
+        key: u8,
+        units: Amount,
+    },
+    /// Stock only (others must answer `ConfigError::Unsupported`).
+    SetStock {
+        key: u8,
+        units: Amount,
+    },
+}
+
+/// Keys used: few enough that they collide and exceed small caps.
+pub fn key(k: u8) -> u8 {
+    k % 16
+}
+
+/// Applies a clock move to `clock` and returns the new time, or `None` if `op` is not a clock
+/// move. `w` is the window (or any nominal length) that window-relative moves use.
+pub fn apply_time(op: &Op, clock: &ManualClock, w: u64) -> Option<u64> {
+    let now = clock.now();
+    let (now128, w128) = (u128::from(now), u128::from(w));
+    let clamp = |v: u128| u64::try_from(v.min(U64)).unwrap();
+    let windows = |k: u8, frac: u8| u128::from(k % 4) * w128 + u128::from(frac) * w128 / 256;
+    match *op {
+        Op::AdvanceNs(ns) => clock.advance_ns(ns),
+        Op::AdvanceSmall(ns) => clock.advance_ns(u64::from(ns)),
+        Op::AdvanceWindows { k, frac } => clock.advance_ns(clamp(windows(k, frac))),
+        Op::Boundary { ahead, minus_one } => {
+            let start = (now128 / w128 + u128::from(ahead % 3)) * w128;
+            clock.set_ns(clamp(start.saturating_sub(u128::from(minus_one))));
+        }
+        Op::AdvanceBackoff(x) => clock.advance_ns(SWEEP_BACKOFF_NS - 2 + u64::from(x % 5)),
+        Op::SetNs(ns) => clock.set_ns(ns),
+        Op::Rewind(ns) => clock.set_ns(now.saturating_sub(u64::from(ns))),
+        Op::RewindWindows { k, frac } => {
+            clock.set_ns(clamp(now128.saturating_sub(windows(k, frac))))
+        }
+        _ => return None,
+    }
+    Some(clock.now())
+}
+
+/// The model of [`apply_time`], written independently: where the clock must be afterwards.
+pub fn model_time(op: &Op, now: u64, w: u64) -> Option<u64> {
+    let windows = |k: u8, frac: u8| {
+        let ns = u128::from(k % 4) * u128::from(w) + u128::from(frac) * u128::from(w) / 256;
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    };
+    Some(match *op {
+        Op::AdvanceNs(ns) => now.saturating_add(ns),
+        Op::AdvanceSmall(ns) => now.saturating_add(u64::from(ns)),
+        Op::AdvanceWindows { k, frac } => now.saturating_add(windows(k, frac)),
+        Op::Boundary { ahead, minus_one } => {
+            let start = (u128::from(now / w) + u128::from(ahead % 3)) * u128::from(w);
+            let t = start.saturating_sub(u128::from(minus_one));
+            u64::try_from(t).unwrap_or(u64::MAX)
+        }
+        Op::AdvanceBackoff(x) => now.saturating_add(9_999_998 + u64::from(x % 5)),
+        Op::SetNs(ns) => ns,
+        Op::Rewind(ns) => now.saturating_sub(u64::from(ns)),
+        Op::RewindWindows { k, frac } => now.saturating_sub(windows(k, frac)),
+        _ => return None,
+    })
+}
+
+/// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
+/// (`cargo test --release corpus_stats -- --ignored --nocapture`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub inputs: u64,
+    pub invalid_config: u64,
+    pub checks: u64,
+    pub allowed: u64,
+    pub denied_with_retry: u64,
+    pub denied_no_retry: u64,
+    pub refused_by_cap: u64,
+    pub keys_evicted: u64,
+    pub clock_backwards: u64,
+    /// Checks and peeks of a key not held while the clock is behind the latest sweep.
+    pub behind_sweep: u64,
+    pub shadow_checks: u64,
+    pub restocks: u64,
+    /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
+    /// dropped a key.
+    pub sweeps_at_backoff: u64,
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.inputs += o.inputs;
+        self.invalid_config += o.invalid_config;
+        self.checks += o.checks;
+        self.allowed += o.allowed;
+        self.denied_with_retry += o.denied_with_retry;
+        self.denied_no_retry += o.denied_no_retry;
+        self.refused_by_cap += o.refused_by_cap;
+        self.keys_evicted += o.keys_evicted;
+        self.clock_backwards += o.clock_backwards;
+        self.behind_sweep += o.behind_sweep;
+        self.shadow_checks += o.shadow_checks;
+        self.restocks += o.restocks;
+        self.sweeps_at_backoff += o.sweeps_at_backoff;
+    }
+}
+
+/// Replays every file of `dir` through `run` (seeds must decode and pass); returns the sum of
+/// their stats. Panics if the directory holds no file.
+pub fn replay_dir<I: for<'a> Arbitrary<'a>>(dir: &str, run: impl Fn(&I) -> Stats) -> Stats {
+    let mut total = Stats::default();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir}: {e}")) {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        // The same decoding libfuzzer-sys applies to a typed `fuzz_target!` input.
+        let input = I::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes))
+            .expect("a seed that no longer decodes");
+        total += run(&input);
+        seen += 1;
+    }
+    assert!(seen > 0, "no inputs in {dir}");
+    total
+}
+
+impl Stats {
+    /// Every counter with its name.
+    pub fn fields(&self) -> [(&'static str, u64); 13] {
+        [
+            ("inputs", self.inputs),
+            ("invalid_config", self.invalid_config),
+            ("checks", self.checks),
+            ("allowed", self.allowed),
+            ("denied_with_retry", self.denied_with_retry),
+            ("denied_no_retry", self.denied_no_retry),
+            ("refused_by_cap", self.refused_by_cap),
+            ("keys_evicted", self.keys_evicted),
+            ("clock_backwards", self.clock_backwards),
+            ("behind_sweep", self.behind_sweep),
+            ("shadow_checks", self.shadow_checks),
+            ("restocks", self.restocks),
+            ("sweeps_at_backoff", self.sweeps_at_backoff),
+        ]
+    }
+}
+
+/// Seed picking (a maintenance tool, see `fuzz/README.md`): for every counter of [`Stats`] that
+/// some input of `dir` exercises, the smallest such input; and the input that exercises the
+/// most counters at once. Returns `(counter, path)` pairs, one path possibly under several
+/// names.
+pub fn pick_seeds<I: for<'a> Arbitrary<'a>>(
+    dir: &str,
+    run: impl Fn(&I) -> Stats,
+) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut best: Vec<(&'static str, usize, std::path::PathBuf)> = Vec::new();
+    let mut widest: Option<(usize, usize, std::path::PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir}: {e}")) {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let Ok(input) = I::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)) else {
+            continue;
+        };
+        let stats = run(&input);
+        let mut kinds = 0;
+        for (name, count) in stats.fields() {
+            if count == 0 || name == "inputs" {
+                continue;
+            }
+            kinds += 1;
+            match best.iter_mut().find(|b| b.0 == name) {
+                Some(b) if b.1 <= bytes.len() => {}
+                Some(b) => *b = (name, bytes.len(), path.clone()),
+                None => best.push((name, bytes.len(), path.clone())),
+            }
+        }
+        let wider = widest
+            .as_ref()
+            .is_none_or(|w| (kinds, usize::MAX - bytes.len()) > (w.0, usize::MAX - w.1));
+        if wider {
+            widest = Some((kinds, bytes.len(), path.clone()));
+        }
+    }
+    let mut picks: Vec<_> = best.into_iter().map(|(n, _, p)| (n, p)).collect();
+    if let Some((_, _, p)) = widest {
+        picks.push(("widest", p));
+    }
+    picks
+}
+
+/// The `pick_seeds` tool of every target: picks from `$CORPUS` (default `corpus/<target>`) as
+/// [`pick_seeds`] does and copies the picks into `corpus/seed_<target>/<counter>`, replacing
+/// the seeds there.
+pub fn refresh_seeds<I: for<'a> Arbitrary<'a>>(target: &str, run: impl Fn(&I) -> Stats) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = std::env::var("CORPUS").unwrap_or_else(|_| format!("{root}/corpus/{target}"));
+    let picks = pick_seeds(&dir, run);
+    assert!(!picks.is_empty(), "nothing to pick from {dir}");
+    let seeds = format!("{root}/corpus/seed_{target}");
+    let _ = std::fs::remove_dir_all(&seeds);
+    std::fs::create_dir_all(&seeds).unwrap();
+    // One file per distinct input, named after everything it was picked for.
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for (name, path) in picks {
+        match files.iter_mut().find(|f| f.1 == path) {
+            Some(f) => f.0 = format!("{}+{name}", f.0),
+            None => files.push((name.to_string(), path)),
+        }
+    }
+    for (name, path) in files {
+        std::fs::copy(&path, format!("{seeds}/{name}")).unwrap();
+        println!("{name}: {}", path.display());
+    }
+}

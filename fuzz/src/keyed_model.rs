@@ -1,0 +1,492 @@
+//! The keyed store, modelled once for every one-cell algorithm (fixed window, sliding window,
+//! stock), and the driver that replays one operation sequence against a direct [`Limiter`], a
+//! [`KeyedLimiter`] in the fingerprint table (`max_keys(m)`) and one in the exact map (no bound,
+//! or `max_keys(m).exact_keys()`), all reading one [`ManualClock`].
+//!
+//! The store's documented behaviour (`KeyedLimiter` docs, "Memory"):
+//!
+//! - a key is held once a write leaves it different from the state a new key starts from; peeks,
+//!   denials and `n = 0` never create one;
+//! - `evict_idle()` drops every key equivalent to a fresh key at the clock's time and raises the
+//!   *sweep floor* to that time; a key not held starts from the algorithm's *swept state* for
+//!   the floor (`Algorithm::swept_word`): the most conservative state a key dropped then could
+//!   have had, which decides exactly like a fresh key from the floor on;
+//! - at `max_keys`, a new key that would be written triggers a sweep at most once every 10 ms of
+//!   the limiter's clock (the time its decisions use); if the store is still full it is
+//!   refused: denied, `remaining = 0`, no `retry_after`, `reset_after = 0`, counted in
+//!   `refused()`; keys dropped by sweeps are counted in `evicted()`;
+//! - `restock` / `set_stock` are operator actions: they create the key if needed, even at
+//!   `max_keys`.
+//!
+//! On top of that, eviction is checked to be lossless: a shadow model that never evicts must
+//! make the same decisions as the uncapped map as long as no request comes at a time before
+//! the sweep floor. At the first request behind the floor the map must be at least as strict as
+//! the shadow (no admission the shadow denies; no more `remaining` when both decide alike);
+//! from there on only the exact model is compared.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use arbitrary::Arbitrary;
+use cellgate::clock::{Clock, ManualClock};
+use cellgate::{ConfigError, KeyedLimiter, Limiter};
+
+use crate::common::{
+    apply_time, assert_decision, key, model_time, sweep_due, Expect, Op, Seen, Stats,
+};
+
+/// A reference model of one single-cell algorithm: a state per key.
+pub trait CellModel {
+    type State: Clone + PartialEq + Debug;
+
+    /// The algorithm's name in `ConfigError::Unsupported`.
+    const NAME: &'static str;
+
+    /// The limit every decision reports.
+    fn limit(&self) -> u32;
+
+    /// A window-like length for the clock moves that are relative to it.
+    fn window(&self) -> u64;
+
+    /// The state of a key never seen.
+    fn fresh(&self) -> Self::State;
+
+    /// The state a key not held starts from once a sweep at `swept > 0` has run.
+    fn swept(&self, swept: u64) -> Self::State;
+
+    /// The decision on `n` units at `now`; updates `st` when it admits `n > 0`.
+    fn step(&self, st: &mut Self::State, now: u64, n: u32) -> Expect;
+
+    /// Whether `st` is equivalent to a fresh key at `now` and later.
+    fn is_idle(&self, st: &Self::State, now: u64) -> bool;
+
+    /// Whether decisions depend on the time. A limiter that does not (stock) does not read its
+    /// clock: its decisions, and its automatic sweeps, run at time 0.
+    fn uses_time(&self) -> bool {
+        true
+    }
+
+    /// Stock: adds `units`, saturating at `u64::MAX` remaining; returns the new remaining.
+    /// `None` for algorithms that have no stock.
+    fn restock(&self, _st: &mut Self::State, _units: u64) -> Option<u64> {
+        None
+    }
+
+    /// Stock: sets the remaining units; `None` for algorithms that have no stock.
+    fn set_stock(&self, _st: &mut Self::State, _units: u64) -> Option<()> {
+        None
+    }
+}
+
+/// The bounds of the two keyed stores.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct Stores {
+    /// The table's `max_keys`.
+    pub table: Cap,
+    /// `None`: the map without a bound; `Some`: `max_keys(m).exact_keys()`.
+    pub map: Option<Cap>,
+}
+
+/// A `max_keys` value.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Cap {
+    /// Small enough for 16 keys to fill: `4 + x % 13` for the table, `1 + x % 16` for the map;
+    /// `x = 255` is 0 (a `ConfigError`).
+    Small(u8),
+    /// 64, as an application would set it.
+    Big,
+}
+
+impl Cap {
+    /// The table's bound. At least 4: with the table's per-shard slack (a single shard for
+    /// bounds up to 4096), 16 keys created by `restock` beyond the bound never fill the shard,
+    /// which this model does not describe.
+    pub fn table(self) -> usize {
+        match self {
+            Cap::Small(255) => 0,
+            Cap::Small(x) => 4 + usize::from(x % 13),
+            Cap::Big => 64,
+        }
+    }
+
+    pub fn map(self) -> usize {
+        match self {
+            Cap::Small(255) => 0,
+            Cap::Small(x) => 1 + usize::from(x % 16),
+            Cap::Big => 64,
+        }
+    }
+}
+
+/// The keyed store, modelled.
+#[derive(Debug)]
+pub struct KeyedModel<S> {
+    pub held: BTreeMap<u8, S>,
+    pub max_keys: Option<usize>,
+    pub refused: u64,
+    pub evicted: u64,
+    /// The sweep floor: the latest time of any sweep (0: none yet).
+    pub swept: u64,
+    /// Time of the last automatic sweep; `u64::MAX` for never (as the implementation encodes
+    /// it, so a sweep at `u64::MAX` reads as "never" again).
+    pub last_sweep: u64,
+    /// Automatic sweeps exactly at the back-off boundary that dropped a key.
+    pub sweeps_at_backoff: u64,
+}
+
+impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
+    pub fn new(max_keys: Option<usize>) -> Self {
+        Self {
+            held: BTreeMap::new(),
+            max_keys,
+            refused: 0,
+            evicted: 0,
+            swept: 0,
+            last_sweep: u64::MAX,
+            sweeps_at_backoff: 0,
+        }
+    }
+
+    /// The state a key that is not held starts from.
+    pub fn start<M: CellModel<State = S>>(&self, m: &M) -> S {
+        if self.swept == 0 {
+            m.fresh()
+        } else {
+            m.swept(self.swept)
+        }
+    }
+
+    pub fn evict_idle<M: CellModel<State = S>>(&mut self, m: &M, now: u64) -> usize {
+        self.swept = self.swept.max(now);
+        let before = self.held.len();
+        self.held.retain(|_, st| !m.is_idle(st, now));
+        let removed = before - self.held.len();
+        self.evicted += removed as u64;
+        removed
+    }
+
+    /// A check at the limiter's decision time `now`; returns the decision and how many keys an
+    /// automatic sweep dropped.
+    pub fn check<M: CellModel<State = S>>(
+        &mut self,
+        m: &M,
+        k: u8,
+        now: u64,
+        n: u32,
+    ) -> (Expect, usize) {
+        if let Some(st) = self.held.get_mut(&k) {
+            return (m.step(st, now, n), 0);
+        }
+        let fresh = self.start(m);
+        let mut st = fresh.clone();
+        let d = m.step(&mut st, now, n);
+        if st == fresh {
+            return (d, 0);
+        }
+        let mut swept = 0;
+        if let Some(max) = self.max_keys {
+            if self.held.len() >= max {
+                let (due, boundary) = sweep_due(self.last_sweep, now);
+                if due {
+                    swept = self.evict_idle(m, now);
+                    self.last_sweep = now;
+                    if boundary && swept > 0 {
+                        self.sweeps_at_backoff += 1;
+                    }
+                }
+                if self.held.len() >= max {
+                    self.refused += 1;
+                    return (Expect::refused(m.limit()), swept);
+                }
+            }
+        }
+        self.held.insert(k, st);
+        (d, swept)
+    }
+
+    pub fn peek<M: CellModel<State = S>>(&self, m: &M, k: u8, now: u64) -> Expect {
+        let mut st = self.held.get(&k).cloned().unwrap_or_else(|| self.start(m));
+        m.step(&mut st, now, 0)
+    }
+
+    /// An operator action (`restock`, `set_stock`): creates the key whatever the bound, unless
+    /// it leaves the state equal to the starting one.
+    pub fn operator<M: CellModel<State = S>, R>(
+        &mut self,
+        m: &M,
+        k: u8,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> R {
+        if let Some(st) = self.held.get_mut(&k) {
+            return f(st);
+        }
+        let fresh = self.start(m);
+        let mut st = fresh.clone();
+        let r = f(&mut st);
+        if st != fresh {
+            self.held.insert(k, st);
+        }
+        r
+    }
+}
+
+/// The limiters under test.
+pub struct Subjects<'a> {
+    pub clock: &'a ManualClock,
+    pub direct: &'a Limiter<ManualClock>,
+    pub table: &'a KeyedLimiter<u8, ManualClock>,
+    pub map: &'a KeyedLimiter<u8, ManualClock>,
+}
+
+/// Checks the builds of the three limiters against the model's verdict on the configuration
+/// and the bounds. Returns the built limiters when all three must succeed, `None` (after
+/// checking every error) otherwise.
+#[allow(clippy::type_complexity)]
+pub fn check_builds(
+    want: Result<(), ConfigError>,
+    stores: &Stores,
+    direct: Result<Limiter<ManualClock>, ConfigError>,
+    table: Result<KeyedLimiter<u8, ManualClock>, ConfigError>,
+    map: Result<KeyedLimiter<u8, ManualClock>, ConfigError>,
+) -> Option<(
+    Limiter<ManualClock>,
+    KeyedLimiter<u8, ManualClock>,
+    KeyedLimiter<u8, ManualClock>,
+)> {
+    let zero = ConfigError::Zero { field: "max_keys" };
+    let (table_want, map_want) = match &want {
+        // The algorithm's error comes first, whatever the bound.
+        Err(e) => (Err(e.clone()), Err(e.clone())),
+        Ok(()) => (
+            if stores.table.table() == 0 {
+                Err(zero.clone())
+            } else {
+                Ok(())
+            },
+            if stores.map.map(Cap::map) == Some(0) {
+                Err(zero)
+            } else {
+                Ok(())
+            },
+        ),
+    };
+    assert_eq!(direct.as_ref().err(), want.as_ref().err(), "direct build");
+    assert_eq!(
+        table.as_ref().err(),
+        table_want.as_ref().err(),
+        "table build"
+    );
+    assert_eq!(map.as_ref().err(), map_want.as_ref().err(), "map build");
+    Some((direct.ok()?, table.ok()?, map.ok()?))
+}
+
+/// Applies the keyed builders' bounds: the table gets `max_keys(m)`, the map `max_keys(m)
+/// .exact_keys()` or nothing.
+pub fn bound<C: Clock>(
+    table: cellgate::KeyedBuilder<u8, C>,
+    map: cellgate::KeyedBuilder<u8, C>,
+    stores: &Stores,
+) -> (cellgate::KeyedBuilder<u8, C>, cellgate::KeyedBuilder<u8, C>) {
+    let table = table.max_keys(stores.table.table());
+    let map = match stores.map {
+        Some(c) => map.max_keys(c.map()).exact_keys(),
+        None => map,
+    };
+    (table, map)
+}
+
+/// Replays `ops` against the subjects and the model `m`; panics on the first difference.
+pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[Op]) -> Stats {
+    let mut stats = Stats {
+        inputs: 1,
+        ..Stats::default()
+    };
+    let w = m.window();
+    let mut direct = m.fresh();
+    let mut table = KeyedModel::<M::State>::new(Some(stores.table.table()));
+    let mut map = KeyedModel::<M::State>::new(stores.map.map(Cap::map));
+    // Lossless eviction: a never-evicting shadow of the uncapped map.
+    let mut shadow: BTreeMap<u8, M::State> = BTreeMap::new();
+    let mut shadow_valid = stores.map.is_none();
+    let mut now = 0u64;
+    s.clock.set_ns(0);
+
+    for (i, op) in ops.iter().enumerate() {
+        let ctx = |what: &str, now: u64| format!("op #{i} {op:?}: {what} at clock {now}");
+        if let Some(t) = apply_time(op, s.clock, w) {
+            let want = model_time(op, now, w).unwrap();
+            assert_eq!(t, want, "{}", ctx("clock", now));
+            stats.clock_backwards += u64::from(t < now);
+            now = t;
+            continue;
+        }
+        // The time decisions are made at: the clock, unless the algorithm ignores time.
+        let at = if m.uses_time() { now } else { 0 };
+        match *op {
+            Op::Check { key: k, n } | Op::Check2 { key: k, n } => {
+                let (k, n) = (key(k), n.get(m.limit()));
+                let want = m.step(&mut direct, at, n);
+                assert_decision(&s.direct.check_n(n), &want, &|| {
+                    ctx(&format!("direct check_n({n}), model state {direct:?}"), now)
+                });
+                let behind = m.uses_time() && at < map.swept && !map.held.contains_key(&k);
+                stats.behind_sweep += u64::from(behind);
+                let (want, swept) = table.check(m, k, at, n);
+                let before = s.table.refused();
+                assert_decision(&s.table.check_n(&k, n), &want, &|| {
+                    ctx(&format!("table check_n(&{k}, {n}), model {table:?}"), now)
+                });
+                stats.keys_evicted += swept as u64;
+                stats.refused_by_cap += s.table.refused() - before;
+                let (want, swept) = map.check(m, k, at, n);
+                let got = s.map.check_n(&k, n);
+                assert_decision(&got, &want, &|| {
+                    ctx(&format!("map check_n(&{k}, {n}), model {map:?}"), now)
+                });
+                stats.keys_evicted += swept as u64;
+                stats.checks += 1;
+                match (want.allowed, want.retry_ns) {
+                    (true, _) => stats.allowed += 1,
+                    (false, Some(_)) => stats.denied_with_retry += 1,
+                    (false, None) => stats.denied_no_retry += 1,
+                }
+                if shadow_valid {
+                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+                    let want = m.step(&mut st, at, n);
+                    shadow_step(
+                        &mut shadow_valid,
+                        !m.uses_time() || at >= map.swept,
+                        &got,
+                        &want,
+                        &|| ctx(&format!("shadow check_n(&{k}, {n})"), now),
+                    );
+                    shadow.insert(k, st);
+                    stats.shadow_checks += 1;
+                }
+            }
+            Op::Peek { key: k } => {
+                let k = key(k);
+                let want = m.step(&mut direct.clone(), at, 0);
+                assert_decision(&s.direct.peek(), &want, &|| ctx("direct peek", now));
+                assert_decision(&s.direct.check_n(0), &want, &|| {
+                    ctx("direct check_n(0)", now)
+                });
+                stats.behind_sweep +=
+                    u64::from(m.uses_time() && at < map.swept && !map.held.contains_key(&k));
+                for (name, subject, model) in [("table", s.table, &table), ("map", s.map, &map)] {
+                    let want = model.peek(m, k, at);
+                    assert_decision(&subject.peek(&k), &want, &|| {
+                        ctx(&format!("{name} peek(&{k}), model {model:?}"), now)
+                    });
+                    // A peek is `n = 0` without a write: the same as check_n(0).
+                    assert_decision(&subject.check_n(&k, 0), &want, &|| {
+                        ctx(&format!("{name} check_n(&{k}, 0)"), now)
+                    });
+                }
+                if shadow_valid {
+                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+                    let want = m.step(&mut st, at, 0);
+                    shadow_step(
+                        &mut shadow_valid,
+                        !m.uses_time() || at >= map.swept,
+                        &s.map.peek(&k),
+                        &want,
+                        &|| ctx(&format!("shadow peek(&{k})"), now),
+                    );
+                }
+            }
+            Op::EvictIdle => {
+                // `evict_idle` reads the clock itself, whatever the algorithm.
+                let want = table.evict_idle(m, now);
+                assert_eq!(
+                    s.table.evict_idle(),
+                    want,
+                    "{}",
+                    ctx("table evict_idle", now)
+                );
+                let want = map.evict_idle(m, now);
+                assert_eq!(s.map.evict_idle(), want, "{}", ctx("map evict_idle", now));
+                stats.keys_evicted += want as u64;
+            }
+            Op::Restock { key: k, units } => {
+                let (k, units) = (key(k), units.get(m.limit()));
+                let unsupported = ConfigError::Unsupported {
+                    operation: "restock",
+                    algorithm: M::NAME,
+                };
+                let want = m.restock(&mut direct, units).ok_or(unsupported.clone());
+                assert_eq!(s.direct.restock(units), want, "{}", ctx("direct", now));
+                for (name, subject, model) in
+                    [("table", s.table, &mut table), ("map", s.map, &mut map)]
+                {
+                    let want = model
+                        .operator(m, k, |st| m.restock(st, units))
+                        .ok_or(unsupported.clone());
+                    assert_eq!(subject.restock(&k, units), want, "{}", ctx(name, now));
+                }
+                let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+                m.restock(&mut st, units);
+                shadow.insert(k, st);
+                stats.restocks += 1;
+            }
+            Op::SetStock { key: k, units } => {
+                let (k, units) = (key(k), units.get(m.limit()));
+                let unsupported = ConfigError::Unsupported {
+                    operation: "set_stock",
+                    algorithm: M::NAME,
+                };
+                let want = m.set_stock(&mut direct, units).ok_or(unsupported.clone());
+                assert_eq!(s.direct.set_stock(units), want, "{}", ctx("direct", now));
+                for (name, subject, model) in
+                    [("table", s.table, &mut table), ("map", s.map, &mut map)]
+                {
+                    let want = model
+                        .operator(m, k, |st| m.set_stock(st, units))
+                        .ok_or(unsupported.clone());
+                    assert_eq!(subject.set_stock(&k, units), want, "{}", ctx(name, now));
+                }
+                let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+                m.set_stock(&mut st, units);
+                shadow.insert(k, st);
+                stats.restocks += 1;
+            }
+            _ => unreachable!("clock moves are handled above"),
+        }
+        for (name, subject, model) in [("table", s.table, &table), ("map", s.map, &map)] {
+            assert_eq!(subject.len(), model.held.len(), "{}", ctx(name, now));
+            assert_eq!(subject.is_empty(), model.held.is_empty());
+            assert_eq!(subject.refused(), model.refused, "{}", ctx(name, now));
+            assert_eq!(subject.evicted(), model.evicted, "{}", ctx(name, now));
+        }
+    }
+    stats.sweeps_at_backoff = table.sweeps_at_backoff + map.sweeps_at_backoff;
+    stats
+}
+
+/// One shadow comparison. While `valid` and the request is not behind the sweep floor, `got`
+/// must equal the never-evicting shadow's `want`. The first request behind the floor ends the
+/// comparison; that one decision must be at least as strict as the shadow's: no admission the
+/// shadow denies, and no more `remaining` when both admit or both deny.
+pub fn shadow_step(
+    valid: &mut bool,
+    at_or_after_floor: bool,
+    got: &cellgate::Decision,
+    want: &Expect,
+    ctx: &dyn Fn() -> String,
+) {
+    if at_or_after_floor {
+        assert_decision(got, want, &|| {
+            format!("eviction changed a decision: {}", ctx())
+        });
+        return;
+    }
+    *valid = false;
+    let (got, want) = (Seen::of(got), want.seen());
+    // `remaining` is after the decision: comparable when both decided alike.
+    assert!(
+        (!got.allowed || want.allowed)
+            && (got.allowed != want.allowed || got.remaining <= want.remaining),
+        "eviction gave credit to a clock behind the sweep: got {got:?}, never evicted {want:?}: {}",
+        ctx()
+    );
+}

@@ -1,0 +1,347 @@
+//! Sliding window counter: the real `Limiter` and `KeyedLimiter<u8>` (both stores) against a
+//! `u128` model of DESIGN.md's "Window semantics".
+//!
+//! ```text
+//! e = now - start of now's window k; state (k_s, prev, curr) as it applies at now:
+//!   k_s == k: (prev, curr); k_s == k - 1: (curr, 0); older: (0, 0);
+//!   k_s > k (the clock went backwards): window k_s at its start (e = 0), counts as stored
+//! allowed iff prev * (W - e) + (curr + n) * W <= limit * W        (exact, u128)
+//! remaining = floor((limit*W - prev*(W - e)) / W) - counted
+//! reset_after = until neither window holds a count (0 if none does)
+//! retry_after (denied) = the shortest wait after which the same request is admitted if
+//!                        nothing else happens; None if n > limit or if it ends past u64::MAX
+//! ```
+//!
+//! The model finds `retry_after` by a binary search over the monotone predicate "admitted at
+//! time t" (not in closed form as the crate does), so it checks the crate's closed form.
+//!
+//! Configuration: a zero limit, a zero window or one longer than `u64::MAX` ns, and a limit
+//! above `2^C - 1` with `C = (64 - I) / 2` (`I` = bits of `u64::MAX / W`) are `ConfigError`s.
+//!
+//! Swept state (`Algorithm::swept_word`): an idle key dropped at `s` has no count in `s`'s
+//! window or the one before, but may have used the whole limit in the window before that, so
+//! it comes back as "window `s/W - 1` with `prev = limit`, `curr = 0`" (fresh in window 0).
+
+use std::time::Duration;
+
+use arbitrary::Arbitrary;
+use cellgate::clock::ManualClock;
+use cellgate::{ConfigError, KeyedLimiter, Limiter};
+
+use crate::common::{
+    first_true, index_bits, wait_until, Expect, LimitSel, Op, Stats, WindowSel, U64,
+};
+use crate::keyed_model::{bound, check_builds, run_cell, CellModel, Stores, Subjects};
+
+/// One fuzz input: a configuration (possibly invalid), the stores' bounds, and operations.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Input {
+    pub window: WindowSel,
+    pub limit: LimitSel,
+    pub stores: Stores,
+    pub ops: Vec<Op>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingModel {
+    pub limit: u32,
+    pub window: u64,
+}
+
+/// State: `(window of the latest admission, previous window's count, that window's count)`.
+pub type State = Option<(u128, u128, u128)>;
+
+/// The largest limit a sliding window of `window_ns` holds: `2^((64 - I) / 2) - 1`.
+pub fn max_limit(window_ns: u64) -> u128 {
+    (1u128 << ((64 - index_bits(window_ns)) / 2)) - 1
+}
+
+/// Which configurations are valid, and the exact error of an invalid one.
+pub fn validate(limit: u32, window: Duration) -> Result<SlidingModel, ConfigError> {
+    if limit == 0 {
+        return Err(ConfigError::Zero { field: "limit" });
+    }
+    if window.as_nanos() > U64 {
+        return Err(ConfigError::WindowTooLong { window });
+    }
+    if window.is_zero() {
+        return Err(ConfigError::Zero { field: "window" });
+    }
+    let w = u64::try_from(window.as_nanos()).unwrap();
+    let max = max_limit(w);
+    if u128::from(limit) > max {
+        return Err(ConfigError::LimitTooLarge {
+            limit,
+            max: u64::try_from(max).unwrap(),
+            window,
+        });
+    }
+    Ok(SlidingModel { limit, window: w })
+}
+
+/// The state as it applies at one instant.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    k: u128,
+    e: u128,
+    prev: u128,
+    curr: u128,
+}
+
+impl SlidingModel {
+    /// The state at time `t` (any `u128`).
+    fn view(&self, st: &State, t: u128) -> View {
+        let w = u128::from(self.window);
+        let (k_t, e_t) = (t / w, t % w);
+        match *st {
+            Some((k, p, c)) if k > k_t => View {
+                k,
+                e: 0,
+                prev: p,
+                curr: c,
+            },
+            Some((k, p, c)) => {
+                let (prev, curr) = if k_t == k {
+                    (p, c)
+                } else if k_t == k + 1 {
+                    (c, 0)
+                } else {
+                    (0, 0)
+                };
+                View {
+                    k: k_t,
+                    e: e_t,
+                    prev,
+                    curr,
+                }
+            }
+            None => View {
+                k: k_t,
+                e: e_t,
+                prev: 0,
+                curr: 0,
+            },
+        }
+    }
+
+    fn fits(&self, v: View, n: u128) -> bool {
+        let w = u128::from(self.window);
+        v.prev * (w - v.e) + (v.curr + n) * w <= u128::from(self.limit) * w
+    }
+}
+
+impl CellModel for SlidingModel {
+    type State = State;
+    const NAME: &'static str = "sliding_window";
+
+    fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    fn window(&self) -> u64 {
+        self.window
+    }
+
+    fn fresh(&self) -> State {
+        None
+    }
+
+    fn swept(&self, swept: u64) -> State {
+        let k = u128::from(swept / self.window);
+        (k > 0).then(|| (k - 1, u128::from(self.limit), 0))
+    }
+
+    fn step(&self, st: &mut State, now: u64, n: u32) -> Expect {
+        let w = u128::from(self.window);
+        let limit = u128::from(self.limit);
+        let n = u128::from(n);
+        let v = self.view(st, u128::from(now));
+        assert!(v.prev <= limit && v.curr <= limit, "model invariant");
+        let allowed = self.fits(v, n);
+        let counted = if allowed { v.curr + n } else { v.curr };
+        let remaining = ((limit * w - v.prev * (w - v.e)) / w).saturating_sub(counted);
+        let reset_at = if counted > 0 {
+            (v.k + 2) * w
+        } else if v.prev > 0 {
+            (v.k + 1) * w
+        } else {
+            u128::from(now)
+        };
+        let reset_ns = reset_at - u128::from(now);
+        if allowed {
+            if n > 0 {
+                *st = Some((v.k, v.prev, counted));
+            }
+            return Expect {
+                allowed,
+                limit: self.limit,
+                remaining,
+                retry_ns: None,
+                reset_ns,
+            };
+        }
+        let retry_ns = if n > limit {
+            None
+        } else {
+            // At the start of the window after next neither window holds a count.
+            let at = first_true(u128::from(now) + 1, (v.k + 2) * w, |t| {
+                self.fits(self.view(st, t), n)
+            });
+            wait_until(at, now)
+        };
+        Expect {
+            allowed,
+            limit: self.limit,
+            remaining,
+            retry_ns,
+            reset_ns,
+        }
+    }
+
+    fn is_idle(&self, st: &State, now: u64) -> bool {
+        let v = self.view(st, u128::from(now));
+        v.prev == 0 && v.curr == 0
+    }
+}
+
+/// Replays `input` against the real limiters and the model; panics on any difference.
+pub fn run(input: &Input) -> Stats {
+    let window = input.window.get();
+    let max = u64::try_from(window.as_nanos())
+        .ok()
+        .filter(|&w| w > 0)
+        .map_or(U64, max_limit);
+    let limit = input.limit.get(max);
+    let clock = ManualClock::new();
+    let direct = Limiter::sliding_window(limit, window)
+        .clock(clock.clone())
+        .build();
+    let (table, map) = bound(
+        KeyedLimiter::<u8>::sliding_window(limit, window).clock(clock.clone()),
+        KeyedLimiter::<u8>::sliding_window(limit, window).clock(clock.clone()),
+        &input.stores,
+    );
+    let want = validate(limit, window);
+    let built = check_builds(
+        want.clone().map(|_| ()),
+        &input.stores,
+        direct,
+        table.build(),
+        map.build(),
+    );
+    let (Ok(model), Some((direct, table, map))) = (want, built) else {
+        return Stats {
+            inputs: 1,
+            invalid_config: 1,
+            ..Stats::default()
+        };
+    };
+    let subjects = Subjects {
+        clock: &clock,
+        direct: &direct,
+        table: &table,
+        map: &map,
+    };
+    run_cell(&model, &subjects, &input.stores, &input.ops)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The model against hand-computed vectors (the crate's unit tests), so a model bug is not
+    //! mistaken for an implementation bug.
+    use super::*;
+
+    fn m(limit: u32, w: u64) -> SlidingModel {
+        validate(limit, Duration::from_nanos(w)).unwrap()
+    }
+
+    #[test]
+    fn previous_window_weighs_in() {
+        let s = m(10, 1000);
+        let mut st = None;
+        assert!(s.step(&mut st, 500, 10).allowed);
+        assert!(!s.step(&mut st, 990, 1).allowed);
+        let d = s.step(&mut st, 1250, 3);
+        assert_eq!((d.allowed, d.remaining, d.retry_ns), (false, 2, Some(50)));
+        let d = s.step(&mut st, 1300, 3);
+        assert_eq!((d.allowed, d.remaining, d.reset_ns), (true, 0, 1700));
+    }
+
+    #[test]
+    fn retry_in_later_windows_and_backwards() {
+        let s = m(4, 100);
+        let mut st = None;
+        assert!(s.step(&mut st, 10, 4).allowed);
+        assert_eq!(s.step(&mut st, 20, 1).retry_ns, Some(105));
+        assert_eq!(s.step(&mut st, 20, 4).retry_ns, Some(180));
+        assert_eq!(s.step(&mut st, 20, 5).retry_ns, None);
+        let s = m(2, 100);
+        let mut st = None;
+        s.step(&mut st, 150, 2);
+        let d = s.step(&mut st, 50, 1);
+        assert_eq!((d.allowed, d.retry_ns), (false, Some(200)));
+    }
+
+    #[test]
+    fn swept_state() {
+        let s = m(3, 1000);
+        assert_eq!(s.swept(999), None);
+        let sw = s.swept(3000);
+        for now in [3000, 3500, 10_000] {
+            assert_eq!(s.step(&mut sw.clone(), now, 3), s.step(&mut None, now, 3));
+        }
+        assert!(!s.step(&mut sw.clone(), 2500, 2).allowed);
+    }
+
+    #[test]
+    fn validation() {
+        assert_eq!(max_limit(1_000_000_000), 16_383);
+        assert_eq!(max_limit(60_000_000_000), 131_071);
+        let s = Duration::from_secs(1);
+        assert!(validate(16_383, s).is_ok());
+        assert_eq!(
+            validate(16_384, s),
+            Err(ConfigError::LimitTooLarge {
+                limit: 16_384,
+                max: 16_383,
+                window: s
+            })
+        );
+        assert_eq!(max_limit(1), 0);
+        assert_eq!(max_limit(3), 0);
+        assert_eq!(max_limit(4), 1);
+    }
+
+    #[test]
+    fn seeds_replay() {
+        crate::common::replay_dir(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/corpus/seed_sliding_window_model"
+            ),
+            run,
+        );
+    }
+
+    #[test]
+    #[ignore = "reporting tool, not a check"]
+    fn corpus_stats() {
+        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/corpus/seed_sliding_window_model"
+            )
+            .to_string()
+        });
+        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
+    }
+
+    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/sliding_window_model cargo test
+    /// --release sliding_window_model::tests::pick_seeds -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "maintenance tool, not a check"]
+    fn pick_seeds() {
+        crate::common::refresh_seeds("sliding_window_model", run);
+    }
+}
