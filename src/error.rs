@@ -69,6 +69,12 @@ pub enum ConfigError {
         /// The largest bound the table accepts.
         max: usize,
     },
+    /// An operator action (`restock`, `set_stock`) needed a new key, but the bounded table had
+    /// no slot left for it, even after dropping idle keys. Nothing was changed.
+    StoreFull {
+        /// The limiter's bound.
+        max_keys: usize,
+    },
     /// An operation that the limiter's algorithm does not have (for example `restock` on a
     /// GCRA limiter).
     Unsupported {
@@ -112,6 +118,10 @@ impl fmt::Display for ConfigError {
             ConfigError::LogLimitTooLarge { limit, max } => write!(
                 f,
                 "limit {limit} is too large for a sliding log (O(limit) memory per key): at most {max}"
+            ),
+            ConfigError::StoreFull { max_keys } => write!(
+                f,
+                "the key store is full (max_keys {max_keys}) of keys still in use: no slot for a new key"
             ),
             ConfigError::Unsupported {
                 operation,

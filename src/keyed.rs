@@ -496,15 +496,19 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter.
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter;
+    /// [`ConfigError::StoreFull`] if the key is new and the bounded table has no slot left for
+    /// it even after dropping idle keys (nothing was changed).
     pub fn restock<Q>(&self, key: &Q, units: u64) -> Result<u64, ConfigError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let stock = self.algorithm.stock("restock")?;
-        let left = self.apply(key, |word| stock.restock(word, units), false);
-        Ok(left.unwrap_or_default())
+        self.apply(key, |word| stock.restock(word, units), false)
+            .ok_or(ConfigError::StoreFull {
+                max_keys: self.max_keys,
+            })
     }
 
     /// Sets `key`'s remaining stock to `units`, whatever it was. An operator action: it
@@ -521,7 +525,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter.
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](KeyedLimiter::stock) limiter;
+    /// [`ConfigError::StoreFull`] as for [`restock`](KeyedLimiter::restock).
     pub fn set_stock<Q>(&self, key: &Q, units: u64) -> Result<(), ConfigError>
     where
         K: Borrow<Q>,
@@ -529,8 +534,10 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     {
         let stock = self.algorithm.stock("set_stock")?;
         let word = stock.word(units);
-        self.apply(key, |_| ((), Some(word)), false);
-        Ok(())
+        self.apply(key, |_| ((), Some(word)), false)
+            .ok_or(ConfigError::StoreFull {
+                max_keys: self.max_keys,
+            })
     }
 
     /// The decision a request for `key` would get now, consuming nothing and creating no key.
@@ -660,7 +667,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// Returns whether there is room now.
     #[cold]
     fn make_room(&self, now: u64) -> bool {
-        self.sweeps.maybe_sweep(now, || {
+        // The back-off runs on the clock even when decisions ignore time (stock decides at 0):
+        // otherwise a stock store would sweep once and never again.
+        self.sweeps.maybe_sweep(self.clock.now(), || {
             self.evict_idle_at(now);
         });
         self.len() < self.max_keys

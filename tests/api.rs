@@ -434,3 +434,45 @@ fn eviction_then_backwards_clock_gives_no_credit() {
     clock.set_ns(1000);
     assert_eq!(evicting.check(&1), keeping.check(&1));
 }
+
+/// A full keyed stock store keeps sweeping idle keys on its own (its decisions ignore time,
+/// but the sweep back-off must not).
+#[test]
+fn full_stock_store_keeps_sweeping() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::stock(1)
+        .clock(clock.clone())
+        .max_keys(1)
+        .exact_keys()
+        .build()
+        .unwrap();
+    assert!(l.check(&1).is_allowed());
+    assert!(!l.check(&2).is_allowed(), "store full of a live key");
+    l.set_stock(&1, 1).unwrap(); // key 1 is back to its configured stock: idle
+    clock.advance(Duration::from_secs(1));
+    assert!(l.check(&2).is_allowed(), "the automatic sweep made room");
+    assert_eq!(l.evicted(), 1);
+}
+
+/// Operator actions on a new key that the bounded table cannot hold fail loudly.
+#[test]
+fn restock_into_a_full_table_is_an_error() {
+    let l = KeyedLimiter::<u32>::stock(1).max_keys(1).build().unwrap();
+    let mut full = None;
+    for k in 0..10_000u32 {
+        match l.restock(&k, 5) {
+            Ok(left) => assert_eq!(left, 6),
+            Err(e) => {
+                full = Some((k, e));
+                break;
+            }
+        }
+    }
+    let (k, e) = full.expect("a one-key table has only a few slots");
+    assert!(matches!(e, ConfigError::StoreFull { max_keys: 1 }), "{e}");
+    assert_eq!(l.peek(&k).remaining(), 1, "nothing was changed");
+    assert!(matches!(
+        l.set_stock(&k, 9),
+        Err(ConfigError::StoreFull { .. })
+    ));
+}
