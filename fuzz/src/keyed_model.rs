@@ -60,8 +60,8 @@ pub trait CellModel {
     /// Whether `st` is equivalent to a fresh key at `now` and later.
     fn is_idle(&self, st: &Self::State, now: u64) -> bool;
 
-    /// Whether decisions depend on the time. A limiter that does not (stock) does not read its
-    /// clock: its decisions, and its automatic sweeps, run at time 0.
+    /// Whether decisions depend on the time. A limiter that does not (stock) decides at time 0;
+    /// the back-off between its automatic sweeps still runs on the clock.
     fn uses_time(&self) -> bool {
         true
     }
@@ -165,13 +165,15 @@ impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
         removed
     }
 
-    /// A check at the limiter's decision time `now`; returns the decision and how many keys an
-    /// automatic sweep dropped.
+    /// A check at the limiter's decision time `now` (0 for algorithms that ignore time), with
+    /// the clock at `clock`; returns the decision and how many keys an automatic sweep dropped.
+    /// The sweep back-off runs on the clock even when decisions do not.
     pub fn check<M: CellModel<State = S>>(
         &mut self,
         m: &M,
         k: u8,
         now: u64,
+        clock: u64,
         n: u32,
     ) -> (Expect, usize) {
         if let Some(st) = self.held.get_mut(&k) {
@@ -186,10 +188,10 @@ impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
         let mut swept = 0;
         if let Some(max) = self.max_keys {
             if self.held.len() >= max {
-                let (due, boundary) = sweep_due(self.last_sweep, now);
+                let (due, boundary) = sweep_due(self.last_sweep, clock);
                 if due {
                     swept = self.evict_idle(m, now);
-                    self.last_sweep = now;
+                    self.last_sweep = clock;
                     if boundary && swept > 0 {
                         self.sweeps_at_backoff += 1;
                     }
@@ -331,14 +333,14 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 });
                 let behind = m.uses_time() && at < map.swept && !map.held.contains_key(&k);
                 stats.behind_sweep += u64::from(behind);
-                let (want, swept) = table.check(m, k, at, n);
+                let (want, swept) = table.check(m, k, at, now, n);
                 let before = s.table.refused();
                 assert_decision(&s.table.check_n(&k, n), &want, &|| {
                     ctx(&format!("table check_n(&{k}, {n}), model {table:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
                 stats.refused_by_cap += s.table.refused() - before;
-                let (want, swept) = map.check(m, k, at, n);
+                let (want, swept) = map.check(m, k, at, now, n);
                 let got = s.map.check_n(&k, n);
                 assert_decision(&got, &want, &|| {
                     ctx(&format!("map check_n(&{k}, {n}), model {map:?}"), now)

@@ -15,10 +15,10 @@
 //! holding exactly its configured stock is the fresh key (never stored, dropped by a sweep),
 //! and a sweep leaves nothing behind (the swept state is the fresh one).
 //!
-//! A stock limiter does not read its clock: its decisions run at time 0, and so does the
-//! automatic sweep that a full store triggers (`KeyedLimiter::now`). The model follows that; it
-//! means the 10 ms back-off between automatic sweeps never expires after the first one (see
-//! `fuzz/README.md`, "Notes for maintainers").
+//! A stock limiter's decisions do not depend on time: they run at time 0
+//! (`KeyedLimiter::now`). The 10 ms back-off between the automatic sweeps that a full store
+//! triggers runs on the clock all the same (it once ran at time 0 too, so that a full stock
+//! store swept once and never again; this target found that).
 
 use arbitrary::Arbitrary;
 use cellgate::clock::ManualClock;
