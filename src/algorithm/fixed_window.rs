@@ -253,3 +253,29 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod layout_props {
+    use super::Layout;
+    use proptest::prelude::*;
+    use std::num::NonZeroU64;
+
+    proptest! {
+        /// Every (index, count) a window's layout must hold packs and unpacks unchanged, and
+        /// the fields never overlap: the largest index and count both survive.
+        #[test]
+        fn pack_unpack_round_trips(
+            w in prop_oneof![1u64..4096, 1u64..],
+            i in any::<u64>(),
+            c in any::<u64>(),
+        ) {
+            let w = NonZeroU64::new(w).unwrap();
+            let l = Layout::for_window(w);
+            let index = (u64::MAX / w.get()).checked_add(1).map_or(i, |m| i % m);
+            let count = c & l.count_mask();
+            prop_assert_eq!(l.unpack(l.pack(index, count)), (index, count));
+            let top = u64::MAX / w.get();
+            prop_assert_eq!(l.unpack(l.pack(top, l.max_count())), (top, l.max_count()));
+        }
+    }
+}
