@@ -19,6 +19,22 @@ pub(crate) use gcra::Gcra;
 pub(crate) use sliding_window::SlidingWindow;
 pub(crate) use stock::Stock;
 
+/// Test helper for the algorithms' unit tests: applies one step's write to `word`, checking
+/// that a step writes exactly when it admits units, and returns its decision.
+#[cfg(test)]
+pub(crate) fn apply_step(step: (Decision, Option<u64>), word: &mut u64, n: u32) -> Decision {
+    let (decision, write) = step;
+    assert_eq!(
+        decision.is_allowed() && n > 0,
+        write.is_some(),
+        "writes iff admitted units"
+    );
+    if let Some(w) = write {
+        *word = w;
+    }
+    decision
+}
+
 /// Every algorithm a limiter can run, dispatched by one predictable branch.
 ///
 /// An enum rather than a type parameter keeps the public types to `Limiter<C>` and
