@@ -55,7 +55,7 @@ proptest! {
         let clock = ManualClock::new();
         let (k, t, d) = (keyed(stock, &clock), table(stock, &clock), direct(stock, &clock));
         let model = StockModel { stock };
-        drive(&model, W, stock, &clock, &[&k, &t, &d], &steps, false, &no_known_bug)?;
+        drive(&model, W, stock, &clock, &[&k, &t, &d], &steps, false)?;
     }
 
     /// A limiter that evicts idle keys (those holding exactly their configured stock) after

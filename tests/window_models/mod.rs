@@ -843,9 +843,6 @@ fn fail(step: usize, now: u64, what: &str, detail: String) -> TestCaseError {
 /// Applies `steps` to every subject (all reading `clock`) and to a model state per subject and
 /// key, comparing every field of every decision (and every restock's result).
 ///
-/// `known_bug(now, want, got)` may excuse one mismatch: it names a bug already reported (and
-/// shown by an ignored test), so that the property keeps checking everything else.
-///
 /// Returns how many `(subject, key)` pairs were dropped from the comparison because the model
 /// reported [`Model::diverged`].
 #[allow(clippy::too_many_arguments)]
@@ -857,7 +854,6 @@ pub fn drive<M: Model>(
     subjects: &[&dyn Subject],
     steps: &[Step],
     monotone: bool,
-    known_bug: &dyn Fn(u64, &Expect, &Decision) -> bool,
 ) -> Result<usize, TestCaseError> {
     let mut states: Vec<HashMap<u8, M::State>> = vec![HashMap::new(); subjects.len()];
     let mut diverged: HashSet<(usize, u8)> = HashSet::new();
@@ -887,7 +883,7 @@ pub fn drive<M: Model>(
                     let n = n.resolve(config);
                     let d = subject.decide(key, n);
                     let e = model.step(st, t, n);
-                    if compare && !known_bug(t, &e, &d) {
+                    if compare {
                         e.check(&d)
                             .map_err(|m| fail(i, t, &format!("{what} n={n}"), m))?;
                     }
@@ -895,7 +891,7 @@ pub fn drive<M: Model>(
                 Action::Peek { .. } => {
                     let d = subject.look(key);
                     let e = model.step(st, t, 0);
-                    if compare && !known_bug(t, &e, &d) {
+                    if compare {
                         e.check(&d).map_err(|m| fail(i, t, &what, m))?;
                     }
                 }
@@ -919,11 +915,6 @@ pub fn drive<M: Model>(
         }
     }
     Ok(diverged.len())
-}
-
-/// No known bug to excuse.
-pub fn no_known_bug(_now: u64, _want: &Expect, _got: &Decision) -> bool {
-    false
 }
 
 /// `evict_idle` is lossless: `a` evicts after every step, `b` never does; they must make the
