@@ -40,7 +40,9 @@ pub struct Decision {
     /// (`unit` = the emission interval), counters keep it in requests (`unit` = 1).
     slack: u64,
     unit: NonZeroU64,
-    /// Nanoseconds; `NO_RETRY` stands for `None`.
+    /// Denied: the wait until a retry would be admitted, in nanoseconds (`NO_RETRY` stands for
+    /// `None`). Allowed: the delay the caller must honour before acting (0 for an immediate
+    /// admission; only queueing limiters and reservations delay).
     retry_ns: u64,
     reset_ns: u64,
 }
@@ -61,20 +63,33 @@ impl std::fmt::Debug for Decision {
             .field("limit", &self.limit())
             .field("remaining", &self.remaining())
             .field("retry_after", &self.retry_after())
+            .field("delay", &self.delay())
             .field("reset_after", &self.reset_after())
             .finish()
     }
 }
 
 impl Decision {
-    /// An admitted request.
+    /// An admitted request, to act on at once.
     #[inline]
     pub(crate) const fn allow(limit: u32, slack: u64, unit: NonZeroU64, reset_ns: u64) -> Self {
+        Self::allow_after(limit, slack, unit, 0, reset_ns)
+    }
+
+    /// An admitted request whose caller must wait `delay_ns` before acting (a place in a queue).
+    #[inline]
+    pub(crate) const fn allow_after(
+        limit: u32,
+        slack: u64,
+        unit: NonZeroU64,
+        delay_ns: u64,
+        reset_ns: u64,
+    ) -> Self {
         Self {
             verdict: verdict(true, limit),
             slack,
             unit,
-            retry_ns: NO_RETRY,
+            retry_ns: delay_ns,
             reset_ns,
         }
     }
@@ -156,6 +171,41 @@ impl Decision {
         }
     }
 
+    /// When admitted with a delay (a queueing limiter, a reservation, a warm-up limiter): how
+    /// long the caller must wait before acting on it, as nginx delays a request within `burst`.
+    /// Zero for an immediate admission and for every denial.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// // One request every 100 ms, and up to two more queued behind it.
+    /// let q = Quota::with_interval(Duration::from_millis(100)).with_queue(2);
+    /// let l = Limiter::gcra(q).clock(ManualClock::new()).build()?;
+    /// assert_eq!(l.check().delay(), Duration::ZERO);
+    /// assert_eq!(l.check().delay(), Duration::from_millis(100));
+    /// assert_eq!(l.check().delay(), Duration::from_millis(200));
+    /// assert!(!l.check().is_allowed()); // the queue is full
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay_ns())
+    }
+
+    /// [`delay`](Self::delay) in nanoseconds.
+    #[inline]
+    #[must_use]
+    pub const fn delay_ns(&self) -> u64 {
+        if self.is_allowed() {
+            self.retry_ns
+        } else {
+            0
+        }
+    }
+
     /// How long until the key is back to a fresh state (full burst available) if no other
     /// request came.
     #[inline]
@@ -189,6 +239,15 @@ mod tests {
         assert_eq!(d.remaining(), 2);
         let d = Decision::allow(1, u64::MAX, ONE, 0);
         assert_eq!(d.remaining(), u32::MAX);
+    }
+
+    #[test]
+    fn delay_only_when_admitted() {
+        assert_eq!(Decision::allow(1, 0, ONE, 5).delay_ns(), 0);
+        let d = Decision::allow_after(1, 0, ONE, 9, 5);
+        assert_eq!(d.delay_ns(), 9);
+        assert_eq!(d.retry_after(), None);
+        assert_eq!(Decision::deny(1, 0, ONE, Some(7), 5).delay_ns(), 0);
     }
 
     #[test]

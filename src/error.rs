@@ -91,6 +91,31 @@ pub enum ConfigError {
         /// The emission interval it multiplies, in nanoseconds.
         interval_ns: u64,
     },
+    /// The burst plus the queue, times the emission interval, does not fit in a `u64` of
+    /// nanoseconds.
+    QueueTooLarge {
+        /// The burst given.
+        burst: u32,
+        /// The queue given.
+        queue: u32,
+        /// The emission interval, in nanoseconds.
+        interval_ns: u64,
+    },
+    /// Text in a configuration notation (nginx's `limit_req`) that cellgate could not read.
+    Parse {
+        /// The text that was read.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A warm-up period that holds more stored permits (warm-up period / stable interval) than
+    /// the packed warm-up state can count.
+    WarmUpTooLong {
+        /// Stored permits the configuration asks for.
+        permits: u64,
+        /// The most the state holds.
+        max: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -134,6 +159,19 @@ impl fmt::Display for ConfigError {
             ConfigError::BurstTooLarge { burst, interval_ns } => write!(
                 f,
                 "burst {burst} times the emission interval {interval_ns} ns overflows u64 nanoseconds"
+            ),
+            ConfigError::QueueTooLarge {
+                burst,
+                queue,
+                interval_ns,
+            } => write!(
+                f,
+                "burst {burst} plus queue {queue} times the emission interval {interval_ns} ns overflows u64 nanoseconds"
+            ),
+            ConfigError::Parse { input, reason } => write!(f, "cannot read {input:?}: {reason}"),
+            ConfigError::WarmUpTooLong { permits, max } => write!(
+                f,
+                "the warm-up period holds {permits} stored permits (warm-up / stable interval): at most {max} are supported"
             ),
         }
     }

@@ -30,6 +30,7 @@ pub struct Quota {
     count: u32,
     period: Duration,
     burst: Option<u32>,
+    queue: u32,
 }
 
 impl Quota {
@@ -40,6 +41,7 @@ impl Quota {
             count,
             period,
             burst: None,
+            queue: 0,
         }
     }
 
@@ -78,6 +80,43 @@ impl Quota {
     pub const fn with_burst(mut self, burst: u32) -> Self {
         self.burst = Some(burst);
         self
+    }
+
+    /// Lets up to `queue` requests beyond the burst wait for their turn instead of being
+    /// denied: the leaky bucket as a queue, nginx's `burst` without `nodelay`.
+    ///
+    /// A GCRA request that does not fit in the burst but fits within `burst + queue` is
+    /// admitted with a [`delay`](crate::Decision::delay): the time until its turn, which the
+    /// caller must wait out before acting. Requests beyond that are denied. The queue is a
+    /// place in the key's schedule, not a list: it costs no memory. `limit()` and
+    /// `remaining()` then count queued places too. Default 0 (no queue). Only GCRA limiters
+    /// queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// // 10 a second, 2 at once, 3 more queued.
+    /// let l = Limiter::gcra(Quota::per_second(10).with_burst(2).with_queue(3))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let delays: Vec<_> = (0..6).map(|_| l.check()).map(|d| (d.is_allowed(), d.delay())).collect();
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(delays, [(true, ms(0)), (true, ms(0)), (true, ms(100)), (true, ms(200)),
+    ///                     (true, ms(300)), (false, ms(0))]);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub const fn with_queue(mut self, queue: u32) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Requests that may queue beyond the burst (see [`with_queue`](Self::with_queue)).
+    #[must_use]
+    pub const fn queue(&self) -> u32 {
+        self.queue
     }
 
     /// Requests per period.
@@ -130,10 +169,21 @@ impl Quota {
                     burst,
                     interval_ns: interval.get(),
                 })?;
+        let ceiling = interval
+            .get()
+            .checked_mul(u64::from(self.queue))
+            .and_then(|q| q.checked_add(tolerance))
+            .ok_or(ConfigError::QueueTooLarge {
+                burst,
+                queue: self.queue,
+                interval_ns: interval.get(),
+            })?;
         Ok(GcraParams {
             interval,
             tolerance,
+            ceiling,
             burst,
+            limit: burst.saturating_add(self.queue),
         })
     }
 }
@@ -143,10 +193,16 @@ impl Quota {
 pub(crate) struct GcraParams {
     /// Emission interval `T`, ns.
     pub(crate) interval: NonZeroU64,
-    /// Tolerance `DVT = T * burst`, ns.
+    /// Tolerance `DVT = T * burst`, ns: how far ahead of now the TAT may be after an
+    /// immediate admission.
     pub(crate) tolerance: u64,
+    /// `T * (burst + queue)`, ns: how far ahead the TAT may be after any admission (delayed
+    /// or not).
+    pub(crate) ceiling: u64,
     /// The burst `b`.
     pub(crate) burst: u32,
+    /// `burst + queue` (saturating): the decisions' `limit`.
+    pub(crate) limit: u32,
 }
 
 /// Converts a `Duration` to nanoseconds, saturating at `u64::MAX`.
@@ -204,7 +260,22 @@ mod tests {
             .unwrap();
         assert_eq!(p.interval.get(), 2_000_000_000);
         assert_eq!(p.tolerance, 32_000_000_000);
+        assert_eq!(p.ceiling, 32_000_000_000);
         assert_eq!(p.burst, 16);
+        let p = Quota::new(30, Duration::from_secs(60))
+            .with_burst(16)
+            .with_queue(4)
+            .gcra_params()
+            .unwrap();
+        assert_eq!(p.ceiling, 40_000_000_000);
+        assert_eq!(p.limit, 20);
+        assert!(matches!(
+            Quota::new(1, Duration::from_nanos(u64::MAX / 2))
+                .with_burst(2)
+                .with_queue(1)
+                .gcra_params(),
+            Err(ConfigError::QueueTooLarge { queue: 1, .. })
+        ));
         // Integer division rounds the interval down.
         let p = Quota::new(3, Duration::from_nanos(10))
             .gcra_params()

@@ -37,8 +37,13 @@ use crate::quota::GcraParams;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Gcra {
     interval: NonZeroU64,
+    /// `DVT`: admissions that leave the TAT at most this far ahead act at once.
     tolerance: u64,
-    burst: u32,
+    /// `DVT + T * queue`: admissions that leave the TAT at most this far ahead are admitted,
+    /// delayed by how far they overshoot `DVT`.
+    ceiling: u64,
+    /// `burst + queue`, the decisions' limit.
+    limit: u32,
 }
 
 impl Gcra {
@@ -46,52 +51,121 @@ impl Gcra {
         Self {
             interval: p.interval,
             tolerance: p.tolerance,
-            burst: p.burst,
+            ceiling: p.ceiling,
+            limit: p.limit,
         }
     }
 
-    /// Decides `n` units at `now` against the stored `tat`.
+    /// The emission interval `T`, ns.
+    #[inline]
+    pub(crate) fn interval(&self) -> u64 {
+        self.interval.get()
+    }
+
+    /// Decides `n` units at `now` against the stored `tat`, queueing up to the configured
+    /// queue.
     #[inline(always)]
     pub(crate) fn step(&self, tat: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+        self.step_within(tat, now, n, self.ceiling)
+    }
+
+    /// Decides `n` units at `now`, admitting them if the TAT afterwards is at most `ceiling`
+    /// ahead of `now`; the admission is delayed by how far it overshoots the tolerance. A
+    /// reservation passes `tolerance + max_wait`.
+    #[inline(always)]
+    pub(crate) fn step_within(
+        &self,
+        tat: u64,
+        now: u64,
+        n: u32,
+        ceiling: u64,
+    ) -> (Decision, Option<u64>) {
         let t = self.interval.get();
-        let dvt = self.tolerance;
         let backlog = tat.saturating_sub(now);
         // u128: backlog < 2^64 and n * T < 2^96, so the sum cannot overflow.
-        let ahead = u128::from(backlog) + u128::from(n) * u128::from(t);
-        if ahead <= u128::from(dvt) {
-            // `ahead <= dvt` fits in u64.
+        let need = u128::from(n) * u128::from(t);
+        let ahead = u128::from(backlog) + need;
+        if ahead <= u128::from(ceiling) {
+            // `ahead <= ceiling` fits in u64.
             let ahead = ahead as u64;
             if let Some(new_tat) = now.checked_add(ahead) {
                 let write = if n == 0 { None } else { Some(new_tat) };
                 return (
-                    Decision::allow(self.burst, dvt - ahead, self.interval, ahead),
+                    Decision::allow_after(
+                        self.limit,
+                        self.ceiling.saturating_sub(ahead),
+                        self.interval,
+                        ahead.saturating_sub(self.tolerance),
+                        ahead,
+                    ),
                     write,
                 );
             }
             // Past the representable horizon: fail closed.
             return (
-                Decision::deny(self.burst, 0, self.interval, None, backlog),
+                Decision::deny(self.limit, 0, self.interval, None, backlog),
                 None,
             );
         }
-        // Waiting `ahead - DVT` admits the request with TAT `now + ahead`; if that is past the
-        // horizon no wait helps (it would be denied there with no retry).
-        let retry = if n <= self.burst && u128::from(now) + ahead <= u128::from(u64::MAX) {
-            // Fits: `ahead - dvt <= u64::MAX - now`.
-            Some((ahead - u128::from(dvt)) as u64)
+        // Waiting `ahead - ceiling` admits the request with TAT `now + ahead`, if `n` can fit
+        // at all; if that TAT is past the horizon no wait helps (it would be denied there with
+        // no retry).
+        let retry = if need <= u128::from(ceiling) && u128::from(now) + ahead <= u128::from(u64::MAX)
+        {
+            // Fits: `ahead - ceiling <= u64::MAX - now`.
+            Some((ahead - u128::from(ceiling)) as u64)
         } else {
             None
         };
         (
             Decision::deny(
-                self.burst,
-                dvt.saturating_sub(backlog),
+                self.limit,
+                self.ceiling.saturating_sub(backlog),
                 self.interval,
                 retry,
                 backlog,
             ),
             None,
         )
+    }
+
+    /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`.
+    #[inline]
+    pub(crate) fn reserve_ceiling(&self, max_wait_ns: u64) -> u64 {
+        self.tolerance.saturating_add(max_wait_ns)
+    }
+
+    /// Gives back up to `n` units: the TAT moves back by `n * T`, but never below `now` (a
+    /// fresh key's budget is the most any key can have). Returns the new TAT, or `None` when
+    /// there is nothing to give back.
+    #[inline]
+    pub(crate) fn refund(&self, tat: u64, now: u64, n: u32) -> Option<u64> {
+        let back = u64::try_from(u128::from(n) * u128::from(self.interval.get()))
+            .unwrap_or(u64::MAX);
+        let new = tat.saturating_sub(back).max(now);
+        (new < tat).then_some(new)
+    }
+
+    /// Undoes an admission of `n` units that left the TAT at `after`, now that the TAT is
+    /// `tat`. Gives back only what is provably still unspent:
+    ///
+    /// - not the part that later admissions were scheduled behind (`tat - after`): their
+    ///   places were computed on ours, and handing ours to a newcomer would put two requests
+    ///   in one place;
+    /// - not the part of our place that has already elapsed (`now - (after - n*T)`), which
+    ///   the key would have earned back by now anyway.
+    ///
+    /// Returns the new TAT, or `None` when nothing can be given back.
+    #[inline]
+    pub(crate) fn cancel(&self, tat: u64, now: u64, n: u32, after: u64) -> Option<u64> {
+        let spent = u64::try_from(u128::from(n) * u128::from(self.interval.get()))
+            .unwrap_or(u64::MAX);
+        let shadowed = tat.saturating_sub(after);
+        let back = spent
+            .saturating_sub(shadowed)
+            .min(after.saturating_sub(now));
+        let new = tat.saturating_sub(back).max(now);
+        (new < tat).then_some(new)
     }
 
     /// A TAT at or before `now` holds no information.
@@ -111,6 +185,16 @@ mod tests {
         Gcra::new(
             Quota::new(count, Duration::from_nanos(period_ns))
                 .with_burst(burst)
+                .gcra_params()
+                .unwrap(),
+        )
+    }
+
+    fn queued(count: u32, period_ns: u64, burst: u32, queue: u32) -> Gcra {
+        Gcra::new(
+            Quota::new(count, Duration::from_nanos(period_ns))
+                .with_burst(burst)
+                .with_queue(queue)
                 .gcra_params()
                 .unwrap(),
         )
@@ -235,6 +319,84 @@ mod tests {
         let d = run(&g, &mut tat, 0, u32::MAX);
         assert!(!d.is_allowed());
         assert_eq!(d.retry_after(), None);
+    }
+
+    #[test]
+    fn queue_delays_then_denies() {
+        // T = 100, burst 2, queue 2: two at once, two delayed, then denied.
+        let g = queued(1, 100, 2, 2);
+        let mut tat = 0;
+        let got: Vec<_> = (0..5)
+            .map(|_| {
+                let d = run(&g, &mut tat, 1000, 1);
+                (d.is_allowed(), d.delay_ns(), d.remaining(), d.limit())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (true, 0, 3, 4),
+                (true, 0, 2, 4),
+                (true, 100, 1, 4),
+                (true, 200, 0, 4),
+                (false, 0, 0, 4)
+            ]
+        );
+        assert_eq!(tat, 1400);
+        let d = run(&g, &mut tat, 1000, 1);
+        assert_eq!(d.retry_after_ns(), Some(100));
+        // n = 4 fits the ceiling on a fresh key; n = 5 never does.
+        let mut fresh = 0;
+        let d = run(&g, &mut fresh, 0, 4);
+        assert_eq!((d.is_allowed(), d.delay_ns()), (true, 200));
+        assert_eq!(run(&g, &mut fresh, 0, 5).retry_after(), None);
+    }
+
+    #[test]
+    fn reservation_ceiling_bounds_the_wait() {
+        let g = gcra(1, 100, 1);
+        let mut tat = 0;
+        let ceiling = g.reserve_ceiling(250);
+        let mut delays = vec![];
+        for _ in 0..4 {
+            let (d, w) = g.step_within(tat, 1000, 1, ceiling);
+            delays.push(d.is_allowed().then(|| d.delay_ns()));
+            if let Some(w) = w {
+                tat = w;
+            }
+        }
+        assert_eq!(delays, [Some(0), Some(100), Some(200), None]);
+        assert_eq!(tat, 1300);
+        assert_eq!(g.reserve_ceiling(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn refund_gives_back_at_most_to_fresh() {
+        let g = gcra(1, 100, 3);
+        assert_eq!(g.refund(1300, 1000, 1), Some(1200));
+        assert_eq!(g.refund(1300, 1000, 5), Some(1000));
+        assert_eq!(g.refund(1000, 1000, 1), None);
+        assert_eq!(g.refund(500, 1000, 1), None);
+        assert_eq!(
+            g.refund(u64::MAX, 0, u32::MAX),
+            Some(u64::MAX - u64::from(u32::MAX) * 100)
+        );
+    }
+
+    #[test]
+    fn cancel_gives_back_only_the_unspent_unshadowed_part() {
+        let g = gcra(1, 100, 1);
+        // Our admission moved the TAT to 1300; nobody came after; now = 1000: all 100 back.
+        assert_eq!(g.cancel(1300, 1000, 1, 1300), Some(1200));
+        // Someone was scheduled behind us (TAT 1400): their place depends on ours.
+        assert_eq!(g.cancel(1400, 1000, 1, 1300), None);
+        assert_eq!(g.cancel(1350, 1000, 1, 1300), Some(1300));
+        // Our place [1200, 1300] is half over at 1250: only the rest comes back.
+        assert_eq!(g.cancel(1300, 1250, 1, 1300), Some(1250));
+        // Entirely in the past: nothing.
+        assert_eq!(g.cancel(1300, 1300, 1, 1300), None);
+        // A refund already moved the TAT below our mark: never below now.
+        assert_eq!(g.cancel(1100, 1000, 2, 1300), Some(1000));
     }
 
     #[test]
