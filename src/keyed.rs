@@ -15,6 +15,8 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
+use crate::setting::Setting;
 use crate::sliding_log::SlidingLogBuilder;
 use crate::sweep::SweepGate;
 use crate::table::{InsertPolicy, Table};
@@ -92,7 +94,7 @@ pub(crate) type Hasher = ahash::RandomState;
 /// ```
 pub struct KeyedLimiter<K, C = DefaultClock> {
     store: Store<K>,
-    algorithm: Algorithm,
+    setting: Setting,
     clock: C,
     max_keys: usize,
     /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
@@ -320,7 +322,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
         };
         Ok(KeyedLimiter {
             store,
-            algorithm,
+            setting: Setting::new(algorithm),
             clock: self.clock,
             max_keys,
             held: AtomicUsize::new(0),
@@ -363,6 +365,28 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        match self.setting.unchanged() {
+            Some(algorithm) => self.check_on(algorithm, key, n),
+            None => self.check_changed(key, n),
+        }
+    }
+
+    /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
+    #[inline(never)]
+    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_on(&self.setting.load(), key, n)
+    }
+
+    #[inline(always)]
+    fn check_on<Q>(&self, algorithm: &Algorithm, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let now = self.now();
         // Every path runs its compare-and-swap loop on the word alone and returns the word the
         // decision is taken on; the decision is built once, at the end (see
@@ -372,26 +396,271 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
                 if let Some(found) = table.find(h) {
-                    let hit = Table::update(found, h, |w| (w, self.algorithm.step(w, now, n).1));
+                    let hit = Table::update(found, h, |w| (w, algorithm.step(w, now, n).1));
                     if let Ok(word) = hit {
-                        return self.algorithm.decide(word, now, n);
+                        return algorithm.decide(word, now, n);
                     }
                 }
-                let step = |w| (w, self.algorithm.step(w, now, n).1);
+                let step = |w| (w, algorithm.step(w, now, n).1);
                 self.table_insert(table, h, now, step, true)
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
-                    let word = cell.update(|w| (w, self.algorithm.step(w, now, n).1));
-                    return self.algorithm.decide(word, now, n);
+                    let word = cell.update(|w| (w, algorithm.step(w, now, n).1));
+                    return algorithm.decide(word, now, n);
                 }
-                let step = |w| (w, self.algorithm.step(w, now, n).1);
+                let step = |w| (w, algorithm.step(w, now, n).1);
                 self.map_insert(map, key, step, now, true)
             }
         };
         match word {
-            Some(word) => self.algorithm.decide(word, now, n),
+            Some(word) => algorithm.decide(word, now, n),
             None => self.refuse(),
+        }
+    }
+
+    /// The decision a request for `n` units on `key` would get now, consuming nothing and
+    /// creating no key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5)).build()?;
+    /// assert!(l.peek_n(&9, 5).is_allowed());
+    /// assert!(!l.peek_n(&9, 6).is_allowed());
+    /// assert!(l.is_empty());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn peek_n<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.now();
+        self.setting.load().decide(self.word_of(key), now, n)
+    }
+
+    /// Reserves `n` units on `key`, admitting them now with a delay if their turn comes within
+    /// `max_wait`, or denying them (nothing consumed) if it would come later. See
+    /// [`Limiter::reserve`](crate::Limiter::reserve) for the semantics and [`Reservation`]; a
+    /// denial on a fresh key creates no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(10).with_burst(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let max_wait = Duration::from_millis(250);
+    /// let delays: Vec<_> = (0..4).map(|_| l.reserve(&7, 1, max_wait))
+    ///     .map(|r| r.is_allowed().then(|| r.delay().as_millis()))
+    ///     .collect();
+    /// assert_eq!(delays, [Some(0), Some(100), Some(200), None]);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn reserve<Q>(&self, key: &Q, n: u32, max_wait: Duration) -> Reservation
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        let wait = crate::quota::saturating_ns(max_wait);
+        let step = |w| {
+            let write = algorithm.step_within(w, now, n, wait).1;
+            ((w, write), write)
+        };
+        match self.apply(key, now, step, true) {
+            Some((before, after)) => Reservation::new(
+                algorithm.step_within(before, now, n, wait).0,
+                n,
+                before,
+                after,
+            ),
+            None => Reservation::new(self.refuse(), n, 0, None),
+        }
+    }
+
+    /// `key` of this limiter as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
+    pub fn gate<'a, Q>(&'a self, key: &'a Q) -> KeyGate<'a, K, Q, C>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        KeyGate { limiter: self, key }
+    }
+
+    /// Like [`reserve`](Self::reserve) with the limiter's own queue: a
+    /// [`check_n`](Self::check_n) that keeps what [`cancel`](Self::cancel) needs.
+    fn charge<Q>(&self, key: &Q, n: u32) -> Reservation
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        let step = |w| {
+            let write = algorithm.step(w, now, n).1;
+            ((w, write), write)
+        };
+        match self.apply(key, now, step, true) {
+            Some((before, after)) => {
+                Reservation::new(algorithm.decide(before, now, n), n, before, after)
+            }
+            None => Reservation::new(self.refuse(), n, 0, None),
+        }
+    }
+
+    /// Gives back the units of `reservation` (obtained from this limiter for `key`) that are
+    /// provably still unspent; returns whether anything was given back. See
+    /// [`Limiter::cancel`](crate::Limiter::cancel) for exactly what comes back. Creates no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).clock(ManualClock::new()).build()?;
+    /// let r = l.reserve(&1, 1, Duration::from_secs(10));
+    /// assert!(l.cancel(&1, r));
+    /// assert!(l.is_empty() || l.peek(&1).remaining() == 1);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn cancel<Q>(&self, key: &Q, reservation: Reservation) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if !reservation.holds() {
+            return false;
+        }
+        let algorithm = self.setting.load();
+        let now = self.now();
+        let (n, before, after) = (reservation.n, reservation.before, reservation.after);
+        self.update_existing(key, |w| {
+            let write = algorithm.cancel(w, now, n, before, after);
+            (write.is_some(), write)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Gives back `n` units of admitted work on `key` that did not happen (a failed order);
+    /// returns whether anything was given back. Never more capacity than the quota allows: see
+    /// [`Limiter::refund`](crate::Limiter::refund). Creates no key (a key that is not held is
+    /// already at its full budget).
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<&str>::gcra(Quota::per_minute(3)).clock(ManualClock::new()).build()?;
+    /// l.check_n(&"alice", 3);
+    /// assert!(l.refund(&"alice", 1)); // the payment failed: one back
+    /// assert_eq!(l.peek(&"alice").remaining(), 1);
+    /// assert!(!l.refund(&"bob", 1)); // nothing to give back
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn refund<Q>(&self, key: &Q, n: u32) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        self.update_existing(key, |w| {
+            let write = algorithm.refund(w, now, n);
+            (write.is_some(), write)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Checks `n` units on `key` against `quota` instead of the limiter's own (GCRA only): the
+    /// quota travels with the call, as in redis-cell's `CL.THROTTLE`, for tiers such as free and
+    /// premium users sharing one limiter. A key's state is a point in time (its TAT), so its
+    /// backlog is judged against whatever quota the call brings; keys that alternate quotas are
+    /// limited by each call's quota applied to the same history.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let free = Quota::per_minute(10);
+    /// let premium = Quota::per_minute(1_000);
+    /// let l = KeyedLimiter::<u64>::gcra(free).clock(ManualClock::new()).build()?;
+    /// assert!(!l.check_n(&1, 11).is_allowed());
+    /// assert!(l.check_with(&2, &premium, 500)?.is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `quota` is invalid, or [`ConfigError::Unsupported`] if this is not a
+    /// GCRA limiter.
+    pub fn check_with<Q>(&self, key: &Q, quota: &Quota, n: u32) -> Result<Decision, ConfigError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.setting.kind().gcra("check_with")?;
+        let algorithm = Algorithm::Gcra(Gcra::new(quota.gcra_params()?));
+        Ok(self.check_on(&algorithm, key, n))
+    }
+
+    /// Replaces the quota of every key at runtime (GCRA only; Guava's `setRate`, the Lua
+    /// script's `init`). Existing keys keep their state, a point in time: a key `b` nanoseconds
+    /// behind "fresh" stays `b` nanoseconds behind and is judged against the new interval and
+    /// burst from its next check on. No key is rewritten, so the change costs the same for a
+    /// million keys as for one. Checks racing with the change see either quota.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(2)).clock(ManualClock::new()).build()?;
+    /// l.check_n(&1, 2);
+    /// l.set_quota(Quota::per_second(2).with_burst(5))?;
+    /// assert_eq!(l.peek(&1).remaining(), 3);
+    /// assert_eq!(l.peek(&2).limit(), 5);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `quota` is invalid (nothing changes), or
+    /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        self.setting.kind().gcra("set_quota")?;
+        self.setting
+            .store(Algorithm::Gcra(Gcra::new(quota.gcra_params()?)));
+        Ok(())
+    }
+
+    /// The word `key` holds, or the one it would start from.
+    fn word_of<Q>(&self, key: &Q) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let word = match &self.store {
+            Store::Table(table, hasher) => table
+                .find(Table::hash(hasher, key))
+                .map(|found| found.state()),
+            Store::Map(map) => map.get(key).map(|cell| cell.load()),
+        };
+        word.unwrap_or_else(|| self.fresh_word())
+    }
+
+    /// Applies `step` to `key`'s cell if the key is held; `None` if it is not.
+    fn update_existing<Q, R>(&self, key: &Q, step: impl Fn(u64) -> (R, Option<u64>)) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        match &self.store {
+            Store::Table(table, hasher) => {
+                let h = Table::hash(hasher, key);
+                Table::update(table.find(h)?, h, step).ok()
+            }
+            Store::Map(map) => Some(map.get(key)?.update(step)),
         }
     }
 
@@ -400,7 +669,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn refuse(&self) -> Decision {
         // Relaxed: a statistic; nothing is ordered by it.
         self.refused.fetch_add(1, Ordering::Relaxed);
-        let limit = self.algorithm.peek(Algorithm::FRESH, 0).limit();
+        let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
         Decision::deny(limit, 0, one(), None, 0)
     }
 
@@ -409,6 +678,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn apply<Q, R>(
         &self,
         key: &Q,
+        now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         capped: bool,
     ) -> Option<R>
@@ -416,7 +686,6 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.now();
         match &self.store {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
@@ -504,8 +773,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let stock = self.algorithm.stock("restock")?;
-        self.apply(key, |word| stock.restock(word, units), false)
+        let stock = *self.setting.kind().stock("restock")?;
+        self.apply(key, self.now(), |word| stock.restock(word, units), false)
             .ok_or(ConfigError::StoreFull {
                 max_keys: self.max_keys,
             })
@@ -532,9 +801,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let stock = self.algorithm.stock("set_stock")?;
-        let word = stock.word(units);
-        self.apply(key, |_| ((), Some(word)), false)
+        let word = self.setting.kind().stock("set_stock")?.word(units);
+        self.apply(key, self.now(), |_| ((), Some(word)), false)
             .ok_or(ConfigError::StoreFull {
                 max_keys: self.max_keys,
             })
@@ -556,14 +824,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let now = self.now();
-        let word = match &self.store {
-            Store::Table(table, hasher) => table
-                .find(Table::hash(hasher, key))
-                .map(|found| found.state()),
-            Store::Map(map) => map.get(key).map(|cell| cell.load()),
-        };
-        self.algorithm
-            .peek(word.unwrap_or_else(|| self.fresh_word()), now)
+        self.setting.load().peek(self.word_of(key), now)
     }
 
     /// Keys currently held.
@@ -618,7 +879,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
     #[inline(always)]
     fn now(&self) -> u64 {
-        if self.algorithm.uses_time() {
+        if self.setting.kind().uses_time() {
             self.clock.now()
         } else {
             0
@@ -634,14 +895,14 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // was caused by that sweep.
         match self.swept.load(crate::sync::Ordering::Relaxed) {
             0 => Algorithm::FRESH,
-            swept => self.algorithm.swept_word(swept),
+            swept => self.setting.kind().swept_word(swept),
         }
     }
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
         self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
-        let is_idle = |word| self.algorithm.is_idle(word, now);
+        let is_idle = |word| self.setting.kind().is_idle(word, now);
         let removed = match &self.store {
             Store::Table(table, _) => table.sweep(&is_idle),
             Store::Map(map) => {
@@ -681,6 +942,38 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
+/// One key of a [`KeyedLimiter`], as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
+/// Made by [`KeyedLimiter::gate`].
+pub struct KeyGate<'a, K, Q: ?Sized, C> {
+    limiter: &'a KeyedLimiter<K, C>,
+    key: &'a Q,
+}
+
+impl<K, Q: ?Sized + fmt::Debug, C> fmt::Debug for KeyGate<'_, K, Q, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyGate").field("key", &self.key).finish()
+    }
+}
+
+impl<K, Q, C> crate::multi::Gate for KeyGate<'_, K, Q, C>
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    C: Clock,
+{
+    fn charge(&self, n: u32) -> Reservation {
+        self.limiter.charge(self.key, n)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        self.limiter.cancel(self.key, reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        self.limiter.peek_n(self.key, n)
+    }
+}
+
 /// The table's view of this limiter during one insert.
 struct TablePolicy<'a, K, C> {
     limiter: &'a KeyedLimiter<K, C>,
@@ -694,7 +987,7 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     }
 
     fn is_idle(&self, word: u64) -> bool {
-        self.limiter.algorithm.is_idle(word, self.now)
+        self.limiter.setting.kind().is_idle(word, self.now)
     }
 
     fn before_sweep(&self) {
@@ -720,7 +1013,7 @@ fn one() -> std::num::NonZeroU64 {
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("algorithm", &self.algorithm)
+            .field("algorithm", &self.setting)
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
             .finish_non_exhaustive()

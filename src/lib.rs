@@ -84,7 +84,10 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+mod multi;
 mod quota;
+mod reservation;
+mod setting;
 mod sliding_log;
 mod sweep;
 mod sync;
@@ -93,9 +96,11 @@ mod table;
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use decision::Decision;
 pub use error::ConfigError;
-pub use keyed::{KeyedBuilder, KeyedLimiter, MAX_TABLE_KEYS};
+pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, MAX_TABLE_KEYS};
 pub use limiter::{Limiter, LimiterBuilder};
+pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;
+pub use reservation::Reservation;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};
 
 /// The README's examples, compiled and run as doctests.

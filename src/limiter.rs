@@ -10,6 +10,8 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
+use crate::setting::Setting;
 
 /// A limiter with a single state: a global rate, one upstream, one tenant.
 ///
@@ -30,7 +32,7 @@ use crate::quota::Quota;
 #[derive(Debug)]
 pub struct Limiter<C = DefaultClock> {
     cell: CachePadded<Cell>,
-    algorithm: Algorithm,
+    setting: Setting,
     clock: C,
 }
 
@@ -138,7 +140,7 @@ impl<C: Clock> LimiterBuilder<C> {
     pub fn build(self) -> Result<Limiter<C>, ConfigError> {
         Ok(Limiter {
             cell: CachePadded::new(Cell::new(Algorithm::FRESH)),
-            algorithm: self.algorithm?,
+            setting: Setting::new(self.algorithm?),
             clock: self.clock,
         })
     }
@@ -167,11 +169,25 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Decision {
+        match self.setting.unchanged() {
+            Some(algorithm) => self.check_on(algorithm, n),
+            None => self.check_changed(n),
+        }
+    }
+
+    #[inline(always)]
+    fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
         let now = self.now();
         // The CAS loop carries only the word; the decision is built once, from the word it was
         // taken on, straight into the return value (see `Algorithm::decide`).
-        let word = self.cell.update(|w| (w, self.algorithm.step(w, now, n).1));
-        self.algorithm.decide(word, now, n)
+        let word = self.cell.update(|w| (w, algorithm.step(w, now, n).1));
+        algorithm.decide(word, now, n)
+    }
+
+    /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
+    #[inline(never)]
+    fn check_changed(&self, n: u32) -> Decision {
+        self.check_on(&self.setting.load(), n)
     }
 
     /// The decision a request would get now, consuming nothing.
@@ -187,7 +203,151 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn peek(&self) -> Decision {
-        self.algorithm.peek(self.cell.load(), self.now())
+        self.setting.load().peek(self.cell.load(), self.now())
+    }
+
+    /// The decision a request for `n` units would get now, consuming nothing.
+    ///
+    /// ```
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let limiter = Limiter::gcra(Quota::per_second(3)).clock(ManualClock::new()).build()?;
+    /// assert!(limiter.peek_n(3).is_allowed());
+    /// assert!(!limiter.peek_n(4).is_allowed());
+    /// assert_eq!(limiter.peek().remaining(), 3);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn peek_n(&self, n: u32) -> Decision {
+        self.setting.load().decide(self.cell.load(), self.now(), n)
+    }
+
+    /// Reserves `n` units, admitting them now with a delay if their turn comes within
+    /// `max_wait`: the leaky bucket as a queue (nginx's `burst` without `nodelay`,
+    /// x/time/rate's `Reserve`). Denied, with nothing consumed, if the wait would be longer.
+    ///
+    /// An admitted reservation holds its place in the schedule, first come first served: the
+    /// caller must wait [`Reservation::delay`] before acting, or give the units back with
+    /// [`cancel`](Self::cancel). Only GCRA limiters schedule ahead; the others admit exactly as
+    /// [`check_n`](Self::check_n) does, always with no delay. See [`Reservation`] for an
+    /// example.
+    pub fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        let wait = crate::quota::saturating_ns(max_wait);
+        let (before, after) = self.cell.update(|w| {
+            let write = algorithm.step_within(w, now, n, wait).1;
+            ((w, write), write)
+        });
+        Reservation::new(
+            algorithm.step_within(before, now, n, wait).0,
+            n,
+            before,
+            after,
+        )
+    }
+
+    /// A check that keeps what [`cancel`](Self::cancel) needs: [`check_n`](Self::check_n) with
+    /// the limiter's own queue.
+    fn charge(&self, n: u32) -> Reservation {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        let (before, after) = self.cell.update(|w| {
+            let write = algorithm.step(w, now, n).1;
+            ((w, write), write)
+        });
+        Reservation::new(algorithm.decide(before, now, n), n, before, after)
+    }
+
+    /// Gives back the units of `reservation` (obtained from this limiter) that are provably
+    /// still unspent, and returns whether anything was given back.
+    ///
+    /// If nothing was admitted since, the state goes back exactly to what it was before the
+    /// reservation. Otherwise GCRA gives back only the part of the reservation's place that has
+    /// not elapsed and that no later admission was scheduled behind (a later request keeps its
+    /// place; handing ours to a newcomer would put two requests in one place); window counters
+    /// take the units off the window they were counted in, if it still counts; stock takes them
+    /// back. A cancelled reservation can therefore never let the limiter exceed its quota.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
+        if !reservation.holds() {
+            return false;
+        }
+        let algorithm = self.setting.load();
+        let now = self.now();
+        self.cell.update(|w| {
+            let write =
+                algorithm.cancel(w, now, reservation.n, reservation.before, reservation.after);
+            (write.is_some(), write)
+        })
+    }
+
+    /// Gives back `n` units of admitted work that did not happen (a failed order), and returns
+    /// whether anything was given back. It never creates more capacity than the quota allows: a
+    /// GCRA limiter goes back at most to a fresh state (full burst), a window counter at most to
+    /// zero in the current window; a stock gets the units back (it has no other ceiling).
+    ///
+    /// ```
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = Limiter::gcra(Quota::per_second(2)).clock(ManualClock::new()).build()?;
+    /// l.check_n(2);
+    /// assert!(l.refund(1));
+    /// assert_eq!(l.peek().remaining(), 1);
+    /// assert!(l.refund(5));
+    /// assert_eq!(l.peek().remaining(), 2); // never above the burst
+    /// assert!(!l.refund(1));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn refund(&self, n: u32) -> bool {
+        let algorithm = self.setting.load();
+        let now = self.now();
+        self.cell.update(|w| {
+            let write = algorithm.refund(w, now, n);
+            (write.is_some(), write)
+        })
+    }
+
+    /// Checks `n` units against `quota` instead of the limiter's own (GCRA only): the quota
+    /// travels with the call, as in redis-cell's `CL.THROTTLE`. The state is a point in time
+    /// (the TAT), so any quota can be applied to it: a key's backlog, in nanoseconds, is judged
+    /// against the given quota's interval and burst.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `quota` is invalid, or [`ConfigError::Unsupported`] if this is not a
+    /// GCRA limiter.
+    pub fn check_with(&self, quota: &Quota, n: u32) -> Result<Decision, ConfigError> {
+        self.setting.kind().gcra("check_with")?;
+        let algorithm = Algorithm::Gcra(Gcra::new(quota.gcra_params()?));
+        Ok(self.check_on(&algorithm, n))
+    }
+
+    /// Replaces the limiter's quota at runtime (GCRA only; Guava's `setRate`).
+    ///
+    /// The state is kept as it is: the TAT, a point in time. A key `b` nanoseconds behind
+    /// "fresh" stays `b` nanoseconds behind, and is judged against the new interval and burst
+    /// from the next check on. So a faster rate lets an emptied bucket refill sooner, and a
+    /// smaller burst takes effect at once. Checks racing with the change see either quota.
+    ///
+    /// ```
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = Limiter::gcra(Quota::per_second(2)).clock(ManualClock::new()).build()?;
+    /// assert!(l.check_n(2).is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// l.set_quota(Quota::per_second(2).with_burst(4))?;
+    /// assert_eq!(l.check().remaining(), 1);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `quota` is invalid (nothing changes), or
+    /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        self.setting.kind().gcra("set_quota")?;
+        self.setting
+            .store(Algorithm::Gcra(Gcra::new(quota.gcra_params()?)));
+        Ok(())
     }
 
     /// Adds `units` to the stock (saturating) and returns the units now remaining.
@@ -204,7 +364,7 @@ impl<C: Clock> Limiter<C> {
     ///
     /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
     pub fn restock(&self, units: u64) -> Result<u64, ConfigError> {
-        let stock = self.algorithm.stock("restock")?;
+        let stock = *self.setting.kind().stock("restock")?;
         Ok(self.cell.update(|word| stock.restock(word, units)))
     }
 
@@ -214,7 +374,7 @@ impl<C: Clock> Limiter<C> {
     ///
     /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
     pub fn set_stock(&self, units: u64) -> Result<(), ConfigError> {
-        let word = self.algorithm.stock("set_stock")?.word(units);
+        let word = self.setting.kind().stock("set_stock")?.word(units);
         self.cell.update(|_| ((), Some(word)));
         Ok(())
     }
@@ -222,7 +382,7 @@ impl<C: Clock> Limiter<C> {
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
     #[inline(always)]
     fn now(&self) -> u64 {
-        if self.algorithm.uses_time() {
+        if self.setting.kind().uses_time() {
             self.clock.now()
         } else {
             0
@@ -232,5 +392,19 @@ impl<C: Clock> Limiter<C> {
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+impl<C: Clock> crate::multi::Gate for Limiter<C> {
+    fn charge(&self, n: u32) -> Reservation {
+        Limiter::charge(self, n)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        Limiter::cancel(self, reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        Limiter::peek_n(self, n)
     }
 }

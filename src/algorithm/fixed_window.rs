@@ -134,6 +134,25 @@ impl FixedWindow {
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
         self.current(word, now / self.window.get()).1 == 0
     }
+
+    /// Takes up to `n` units off the count that applies at `now` (none once its window is
+    /// over: a new window starts full anyway). Never below zero.
+    pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let (ks, c) = self.layout.unpack(word);
+        (ks >= now / self.window.get()).then(|| self.uncount(ks, c, n))?
+    }
+
+    /// Undoes an admission of `n` that wrote `after`: its units are taken off the count if
+    /// that window is still the stored one.
+    pub(crate) fn cancel(&self, word: u64, n: u32, after: u64) -> Option<u64> {
+        let (ks, c) = self.layout.unpack(word);
+        (ks == self.layout.unpack(after).0).then(|| self.uncount(ks, c, n))?
+    }
+
+    fn uncount(&self, index: u64, count: u64, n: u32) -> Option<u64> {
+        let left = count.saturating_sub(u64::from(n));
+        (left < count).then(|| self.layout.pack(index, left))
+    }
 }
 
 #[cfg(test)]

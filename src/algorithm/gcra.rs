@@ -56,12 +56,6 @@ impl Gcra {
         }
     }
 
-    /// The emission interval `T`, ns.
-    #[inline]
-    pub(crate) fn interval(&self) -> u64 {
-        self.interval.get()
-    }
-
     /// Decides `n` units at `now` against the stored `tat`, queueing up to the configured
     /// queue.
     #[inline(always)]
@@ -110,13 +104,13 @@ impl Gcra {
         // Waiting `ahead - ceiling` admits the request with TAT `now + ahead`, if `n` can fit
         // at all; if that TAT is past the horizon no wait helps (it would be denied there with
         // no retry).
-        let retry = if need <= u128::from(ceiling) && u128::from(now) + ahead <= u128::from(u64::MAX)
-        {
-            // Fits: `ahead - ceiling <= u64::MAX - now`.
-            Some((ahead - u128::from(ceiling)) as u64)
-        } else {
-            None
-        };
+        let retry =
+            if need <= u128::from(ceiling) && u128::from(now) + ahead <= u128::from(u64::MAX) {
+                // Fits: `ahead - ceiling <= u64::MAX - now`.
+                Some((ahead - u128::from(ceiling)) as u64)
+            } else {
+                None
+            };
         (
             Decision::deny(
                 self.limit,
@@ -140,8 +134,8 @@ impl Gcra {
     /// there is nothing to give back.
     #[inline]
     pub(crate) fn refund(&self, tat: u64, now: u64, n: u32) -> Option<u64> {
-        let back = u64::try_from(u128::from(n) * u128::from(self.interval.get()))
-            .unwrap_or(u64::MAX);
+        let back =
+            u64::try_from(u128::from(n) * u128::from(self.interval.get())).unwrap_or(u64::MAX);
         let new = tat.saturating_sub(back).max(now);
         (new < tat).then_some(new)
     }
@@ -158,8 +152,8 @@ impl Gcra {
     /// Returns the new TAT, or `None` when nothing can be given back.
     #[inline]
     pub(crate) fn cancel(&self, tat: u64, now: u64, n: u32, after: u64) -> Option<u64> {
-        let spent = u64::try_from(u128::from(n) * u128::from(self.interval.get()))
-            .unwrap_or(u64::MAX);
+        let spent =
+            u64::try_from(u128::from(n) * u128::from(self.interval.get())).unwrap_or(u64::MAX);
         let shadowed = tat.saturating_sub(after);
         let back = spent
             .saturating_sub(shadowed)

@@ -77,6 +77,67 @@ impl Algorithm {
         }
     }
 
+    /// A reservation: like [`step`](Self::step), but a GCRA request that must wait up to
+    /// `max_wait_ns` for its turn is admitted with that delay (and holds its place). Algorithms
+    /// that cannot schedule ahead (windows, stock) decide as `step`, with no delay.
+    #[inline]
+    pub(crate) fn step_within(
+        &self,
+        word: u64,
+        now: u64,
+        n: u32,
+        max_wait_ns: u64,
+    ) -> (Decision, Option<u64>) {
+        match self {
+            Algorithm::Gcra(g) => g.step_within(word, now, n, g.reserve_ceiling(max_wait_ns)),
+            other => other.step(word, now, n),
+        }
+    }
+
+    /// Gives `n` units back to `word` at `now` (admitted work that did not happen), never
+    /// beyond a fresh key's budget. `None`: nothing to give back.
+    pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        match self {
+            Algorithm::Gcra(g) => g.refund(word, now, n),
+            Algorithm::FixedWindow(f) => f.refund(word, now, n),
+            Algorithm::SlidingWindow(s) => s.refund(word, now, n),
+            Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+        }
+    }
+
+    /// Undoes an admission of `n` units that moved the word from `before` to `after`, now that
+    /// it holds `word`. If nothing happened since, the word goes back to `before` exactly (as if
+    /// the admission never was); otherwise each algorithm gives back what provably remains
+    /// unspent (see [`Gcra::cancel`]). `None`: nothing to give back.
+    pub(crate) fn cancel(
+        &self,
+        word: u64,
+        now: u64,
+        n: u32,
+        before: u64,
+        after: u64,
+    ) -> Option<u64> {
+        match self {
+            // GCRA's rule gives the exact undo by itself when nothing happened since.
+            Algorithm::Gcra(g) => g.cancel(word, now, n, after),
+            _ if word == after => Some(before),
+            Algorithm::FixedWindow(f) => f.cancel(word, n, after),
+            Algorithm::SlidingWindow(s) => s.cancel(word, n, after),
+            Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+        }
+    }
+
+    /// The GCRA configuration, or an error naming `operation` for other algorithms.
+    pub(crate) fn gcra(&self, operation: &'static str) -> Result<&Gcra, ConfigError> {
+        match self {
+            Algorithm::Gcra(g) => Ok(g),
+            other => Err(ConfigError::Unsupported {
+                operation,
+                algorithm: other.name(),
+            }),
+        }
+    }
+
     /// The decision for `n` units at `now` taken on `word`: the first half of
     /// [`step`](Self::step). Hot paths run the compare-and-swap loop on the word alone and build
     /// the decision once at the end with this; moving a finished 40-byte decision through the

@@ -194,6 +194,39 @@ impl SlidingWindow {
         )
     }
 
+    /// Takes up to `n` units off the counts that apply at `now`: the current window's first,
+    /// then the previous window's. Nothing once both are over. Never below zero.
+    pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let (ks, p, c) = self.layout.unpack(word);
+        let k = now / self.window.get();
+        let n = u64::from(n);
+        if ks >= k {
+            let from_c = c.min(n);
+            let from_p = p.min(n - from_c);
+            (from_c + from_p > 0).then(|| self.layout.pack(ks, p - from_p, c - from_c))
+        } else if ks + 1 == k {
+            // The stored current window is the previous one at `now`.
+            (c > 0).then(|| self.layout.pack(ks, p, c.saturating_sub(n)))
+        } else {
+            None
+        }
+    }
+
+    /// Undoes an admission of `n` that wrote `after`: its units are taken off the count of
+    /// the window they were counted in, as long as the stored state still holds it.
+    pub(crate) fn cancel(&self, word: u64, n: u32, after: u64) -> Option<u64> {
+        let (ks, p, c) = self.layout.unpack(word);
+        let ka = self.layout.unpack(after).0;
+        let n = u64::from(n);
+        if ks == ka && c > 0 {
+            Some(self.layout.pack(ks, p, c.saturating_sub(n)))
+        } else if ks == ka.wrapping_add(1) && p > 0 {
+            Some(self.layout.pack(ks, p.saturating_sub(n), c))
+        } else {
+            None
+        }
+    }
+
     /// The earliest absolute time (ns, possibly past `u64::MAX`) at which `n <= limit` units
     /// fit, given the state `v` and no other requests.
     fn earliest(&self, v: &View, n: u32) -> Option<u128> {
