@@ -491,6 +491,60 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         KeyGate { limiter: self, key }
     }
 
+    /// Waits until `n` units on `key` are admitted, for at most `timeout`, blocking the thread
+    /// (Guava's `tryAcquire(n, timeout)`; [`Duration::MAX`] for `acquire(n)`). Returns the
+    /// admission, or the denial when the wait would exceed `timeout` or can never end. See
+    /// [`Limiter::acquire`](crate::Limiter::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    ///
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::with_interval(Duration::from_millis(5))).build()?;
+    /// assert!(l.acquire(&1, 1, Duration::from_secs(1)).is_allowed());
+    /// assert!(l.acquire(&1, 1, Duration::from_secs(1)).is_allowed()); // after about 5 ms
+    /// let d = l.acquire(&1, 1, Duration::ZERO);
+    /// assert!(!d.is_allowed());
+    /// assert!(d.retry_after().is_some());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn acquire<Q>(&self, key: &Q, n: u32, timeout: Duration) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        crate::wait::acquire(&self.gate(key), n, timeout)
+    }
+
+    /// A future that resolves once `n` units on `key` are admitted (no timeout: wrap it in
+    /// your executor's). Dropping it before it resolves gives its reserved place back. See
+    /// [`UntilReady`](crate::UntilReady).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), cellgate::ConfigError> {
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    ///
+    /// let l = KeyedLimiter::<String>::gcra(Quota::with_interval(Duration::from_millis(10))).build()?;
+    /// let d = l.until_ready("alice", 1).await;
+    /// assert!(d.is_allowed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "async")]
+    pub fn until_ready<'a, Q>(
+        &'a self,
+        key: &'a Q,
+        n: u32,
+    ) -> crate::UntilReady<KeyGate<'a, K, Q, C>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        crate::UntilReady::new(self.gate(key), n)
+    }
+
     /// Like [`reserve`](Self::reserve) with the limiter's own queue: a
     /// [`check_n`](Self::check_n) that keeps what [`cancel`](Self::cancel) needs.
     fn charge<Q>(&self, key: &Q, n: u32) -> Reservation
@@ -971,6 +1025,10 @@ where
 
     fn peek_n(&self, n: u32) -> Decision {
         self.limiter.peek_n(self.key, n)
+    }
+
+    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        self.limiter.reserve(self.key, n, max_wait)
     }
 }
 

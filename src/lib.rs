@@ -92,6 +92,7 @@ mod sliding_log;
 mod sweep;
 mod sync;
 mod table;
+mod wait;
 
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use decision::Decision;
@@ -102,6 +103,8 @@ pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;
 pub use reservation::Reservation;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};
+#[cfg(feature = "async")]
+pub use wait::UntilReady;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -246,6 +246,55 @@ impl<C: Clock> Limiter<C> {
         )
     }
 
+    /// Waits until `n` units are admitted, for at most `timeout` (Guava's
+    /// `tryAcquire(n, timeout)`; pass [`Duration::MAX`] for `acquire(n)`), blocking the thread.
+    /// Returns the admission, or the denial (nothing consumed) when the wait would exceed
+    /// `timeout` or can never end (`n` above the limit).
+    ///
+    /// A GCRA limiter reserves the caller's place at once (first come, first served; see
+    /// [`reserve`](Self::reserve)), so the call returns a denial right away when the place is
+    /// too far, instead of sleeping first. Other algorithms sleep until the reported
+    /// `retry_after` and ask again. The sleep is real time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    ///
+    /// let l = Limiter::gcra(Quota::with_interval(Duration::from_millis(20))).build()?;
+    /// for _ in 0..3 {
+    ///     // The second and third calls sleep about 20 ms each.
+    ///     assert!(l.acquire(1, Duration::from_secs(1)).is_allowed());
+    /// }
+    /// assert!(!l.acquire(2, Duration::from_secs(1)).is_allowed()); // 2 > burst 1: never
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn acquire(&self, n: u32, timeout: Duration) -> Decision {
+        crate::wait::acquire(self, n, timeout)
+    }
+
+    /// A future that resolves once `n` units are admitted: the async
+    /// [`acquire`](Self::acquire) with no timeout. Dropping it before it resolves gives its
+    /// reserved place back. See [`UntilReady`](crate::UntilReady).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), cellgate::ConfigError> {
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    ///
+    /// let l = Limiter::gcra(Quota::with_interval(Duration::from_millis(10))).build()?;
+    /// for _ in 0..3 {
+    ///     let d = l.until_ready(1).with_jitter(Duration::from_millis(1)).await;
+    ///     assert!(d.is_allowed());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "async")]
+    pub fn until_ready(&self, n: u32) -> crate::UntilReady<&Self> {
+        crate::UntilReady::new(self, n)
+    }
+
     /// A check that keeps what [`cancel`](Self::cancel) needs: [`check_n`](Self::check_n) with
     /// the limiter's own queue.
     fn charge(&self, n: u32) -> Reservation {
@@ -406,5 +455,9 @@ impl<C: Clock> crate::multi::Gate for Limiter<C> {
 
     fn peek_n(&self, n: u32) -> Decision {
         Limiter::peek_n(self, n)
+    }
+
+    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        Limiter::reserve(self, n, max_wait)
     }
 }

@@ -33,6 +33,27 @@ pub trait Gate {
     fn cancel(&self, reservation: Reservation) -> bool;
     /// The decision `n` units would get now, consuming nothing.
     fn peek_n(&self, n: u32) -> Decision;
+    /// Reserves `n` units if their turn comes within `max_wait` (see
+    /// [`KeyedLimiter::reserve`](crate::KeyedLimiter::reserve)).
+    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation;
+}
+
+impl<G: Gate + ?Sized> Gate for &G {
+    fn charge(&self, n: u32) -> Reservation {
+        (**self).charge(n)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        (**self).cancel(reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        (**self).peek_n(n)
+    }
+
+    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        (**self).reserve(n, max_wait)
+    }
 }
 
 /// The outcome of [`check_all`]: admitted by every limiter, or by none (then which one said

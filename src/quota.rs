@@ -89,8 +89,9 @@ impl Quota {
     /// admitted with a [`delay`](crate::Decision::delay): the time until its turn, which the
     /// caller must wait out before acting. Requests beyond that are denied. The queue is a
     /// place in the key's schedule, not a list: it costs no memory. `limit()` and
-    /// `remaining()` then count queued places too. Default 0 (no queue). Only GCRA limiters
-    /// queue.
+    /// `remaining()` then count queued places too. A queue delays requests but does not widen
+    /// the burst: a single request for more units than the burst never fits. Default 0 (no
+    /// queue). Only GCRA limiters queue.
     ///
     /// ```
     /// use std::time::Duration;

@@ -79,7 +79,10 @@ impl Gcra {
         // u128: backlog < 2^64 and n * T < 2^96, so the sum cannot overflow.
         let need = u128::from(n) * u128::from(t);
         let ahead = u128::from(backlog) + need;
-        if ahead <= u128::from(ceiling) {
+        // Units admitted together act together, so more than the burst never fits, however
+        // long the caller would wait (a queue delays requests; it does not widen the burst).
+        let fits = need <= u128::from(self.tolerance);
+        if ahead <= u128::from(ceiling) && fits {
             // `ahead <= ceiling` fits in u64.
             let ahead = ahead as u64;
             if let Some(new_tat) = now.checked_add(ahead) {
@@ -101,16 +104,15 @@ impl Gcra {
                 None,
             );
         }
-        // Waiting `ahead - ceiling` admits the request with TAT `now + ahead`, if `n` can fit
-        // at all; if that TAT is past the horizon no wait helps (it would be denied there with
+        // Waiting `ahead - ceiling` admits the request with TAT `now + ahead`, if `n` fits the
+        // burst at all; if that TAT is past the horizon no wait helps (it would be denied there with
         // no retry).
-        let retry =
-            if need <= u128::from(ceiling) && u128::from(now) + ahead <= u128::from(u64::MAX) {
-                // Fits: `ahead - ceiling <= u64::MAX - now`.
-                Some((ahead - u128::from(ceiling)) as u64)
-            } else {
-                None
-            };
+        let retry = if fits && u128::from(now) + ahead <= u128::from(u64::MAX) {
+            // Fits: `ahead - ceiling <= u64::MAX - now`.
+            Some((ahead - u128::from(ceiling)) as u64)
+        } else {
+            None
+        };
         (
             Decision::deny(
                 self.limit,
@@ -339,11 +341,17 @@ mod tests {
         assert_eq!(tat, 1400);
         let d = run(&g, &mut tat, 1000, 1);
         assert_eq!(d.retry_after_ns(), Some(100));
-        // n = 4 fits the ceiling on a fresh key; n = 5 never does.
+        // n = 2 (the burst) fits at once on a fresh key; n = 3 fits the ceiling but not the
+        // burst, and a queue does not widen the burst: it never fits.
         let mut fresh = 0;
-        let d = run(&g, &mut fresh, 0, 4);
+        let d = run(&g, &mut fresh, 0, 2);
+        assert_eq!((d.is_allowed(), d.delay_ns()), (true, 0));
+        let d = run(&g, &mut fresh, 0, 2);
         assert_eq!((d.is_allowed(), d.delay_ns()), (true, 200));
-        assert_eq!(run(&g, &mut fresh, 0, 5).retry_after(), None);
+        let mut fresh = 0;
+        let d = run(&g, &mut fresh, 0, 3);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
     }
 
     #[test]
