@@ -310,12 +310,14 @@ impl<C: Clock> Limiter<C> {
     /// Gives back the units of `reservation` (obtained from this limiter) that are provably
     /// still unspent, and returns whether anything was given back.
     ///
-    /// If nothing was admitted since, the state goes back exactly to what it was before the
-    /// reservation. Otherwise GCRA gives back only the part of the reservation's place that has
-    /// not elapsed and that no later admission was scheduled behind (a later request keeps its
-    /// place; handing ours to a newcomer would put two requests in one place); window counters
-    /// take the units off the window they were counted in, if it still counts; stock takes them
-    /// back. A cancelled reservation can therefore never let the limiter exceed its quota.
+    /// GCRA gives back the part of the reservation's place that has not elapsed, if it is
+    /// still the last place in the schedule (nothing admitted since); if a later request was
+    /// scheduled behind it, nothing comes back, because the later request keeps its place and
+    /// the state can only free the last one (handing that to a newcomer would put two requests
+    /// in one place). So cancelling the most recent reservation is exact, and cancelling an
+    /// older one fails closed. Window counters take the units off the window they were counted
+    /// in, if it still counts; stock takes them back. A cancelled reservation can therefore
+    /// never let the limiter exceed its quota, not even for an instant.
     pub fn cancel(&self, reservation: Reservation) -> bool {
         if !reservation.holds() {
             return false;

@@ -6,9 +6,10 @@
 //! (see [`Reservation`]): nothing admitted since on that key means the key goes back exactly to
 //! where it was, so on a quiet key a denied multi-check leaves no trace. Each limiter is only ever
 //! charged by its own compare-and-swap and only ever given back what was provably not spent, so
-//! **no limiter in the set ever admits beyond its own quota**, under any concurrency; the cost of
-//! a race is the other way round: a concurrent charge on the same GCRA key between our charge and
-//! our rollback can keep part of the rolled-back units from coming back (they fail closed).
+//! **no limiter in the set ever admits beyond its own quota**, under any concurrency. The cost of
+//! a race is the other way round: if another request charged the same GCRA key between our
+//! charge and our rollback, our units stay spent (they fail closed, and come back with time like
+//! any other); window and stock limiters get theirs back exactly.
 //!
 //! nginx with several `limit_req` zones works differently, as we read its documentation and
 //! source: it first checks the zones without charging them (the last one excepted), then charges

@@ -46,12 +46,6 @@ mod future {
 
     type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-    #[cfg(feature = "tokio")]
-    fn sleep(d: Duration) -> Sleep {
-        Box::pin(tokio::time::sleep(d))
-    }
-
-    #[cfg(not(feature = "tokio"))]
     fn sleep(d: Duration) -> Sleep {
         Box::pin(futures_timer::Delay::new(d))
     }
@@ -84,9 +78,10 @@ mod future {
     /// [`KeyedLimiter::until_ready`](crate::KeyedLimiter::until_ready) and
     /// [`Limiter::until_ready`](crate::Limiter::until_ready); needs the `async` feature.
     ///
-    /// It runs on any executor: its timer is [`futures-timer`](https://docs.rs/futures-timer)'s
-    /// (one shared timer thread), or tokio's with the `tokio` feature. Dropping it before it
-    /// resolves cancels its reservation, giving its place back.
+    /// It runs on any executor (tokio, async-std, smol, a hand-written `block_on`): its timer is
+    /// [`futures-timer`](https://docs.rs/futures-timer)'s, one shared timer thread, so it needs
+    /// nothing from the runtime. Dropping it before it resolves cancels its reservation, giving
+    /// its place back.
     #[must_use = "futures do nothing unless polled"]
     pub struct UntilReady<G: Gate> {
         gate: G,

@@ -143,10 +143,11 @@ impl FixedWindow {
     }
 
     /// Undoes an admission of `n` that wrote `after`: its units are taken off the count if
-    /// that window is still the stored one.
-    pub(crate) fn cancel(&self, word: u64, n: u32, after: u64) -> Option<u64> {
+    /// that window is still the stored one and still counts at `now`.
+    pub(crate) fn cancel(&self, word: u64, now: u64, n: u32, after: u64) -> Option<u64> {
         let (ks, c) = self.layout.unpack(word);
-        (ks == self.layout.unpack(after).0).then(|| self.uncount(ks, c, n))?
+        let current = ks >= now / self.window.get();
+        (current && ks == self.layout.unpack(after).0).then(|| self.uncount(ks, c, n))?
     }
 
     fn uncount(&self, index: u64, count: u64, n: u32) -> Option<u64> {

@@ -143,25 +143,23 @@ impl Gcra {
     }
 
     /// Undoes an admission of `n` units that left the TAT at `after`, now that the TAT is
-    /// `tat`. Gives back only what is provably still unspent:
+    /// `tat`: if it is still the last admission in the key's schedule (`tat == after`), the
+    /// TAT goes back by `n * T` (never below `now`). Otherwise nothing comes back.
     ///
-    /// - not the part that later admissions were scheduled behind (`tat - after`): their
-    ///   places were computed on ours, and handing ours to a newcomer would put two requests
-    ///   in one place;
-    /// - not the part of our place that has already elapsed (`now - (after - n*T)`), which
-    ///   the key would have earned back by now anyway.
+    /// Why only the last one: the TAT is the end of the schedule, so the only place it can
+    /// free is the last one. Giving back capacity for a place in the middle would hand the
+    /// *last* place to a newcomer while its owner keeps it: two requests in one place, more
+    /// than the burst at one instant. Since every admission raises the TAT and a cancel only
+    /// lowers it back to the start of the last place, the TAT never drops below the `after` of
+    /// a place still held, so `tat == after` really means "nothing was scheduled after us".
     ///
     /// Returns the new TAT, or `None` when nothing can be given back.
     #[inline]
     pub(crate) fn cancel(&self, tat: u64, now: u64, n: u32, after: u64) -> Option<u64> {
-        let spent =
-            u64::try_from(u128::from(n) * u128::from(self.interval.get())).unwrap_or(u64::MAX);
-        let shadowed = tat.saturating_sub(after);
-        let back = spent
-            .saturating_sub(shadowed)
-            .min(after.saturating_sub(now));
-        let new = tat.saturating_sub(back).max(now);
-        (new < tat).then_some(new)
+        if tat != after {
+            return None;
+        }
+        self.refund(tat, now, n)
     }
 
     /// A TAT at or before `now` holds no information.
@@ -386,19 +384,19 @@ mod tests {
     }
 
     #[test]
-    fn cancel_gives_back_only_the_unspent_unshadowed_part() {
+    fn cancel_gives_back_only_the_last_place() {
         let g = gcra(1, 100, 1);
         // Our admission moved the TAT to 1300; nobody came after; now = 1000: all 100 back.
         assert_eq!(g.cancel(1300, 1000, 1, 1300), Some(1200));
-        // Someone was scheduled behind us (TAT 1400): their place depends on ours.
+        // Someone was scheduled behind us: their place depends on ours; nothing comes back.
         assert_eq!(g.cancel(1400, 1000, 1, 1300), None);
-        assert_eq!(g.cancel(1350, 1000, 1, 1300), Some(1300));
+        assert_eq!(g.cancel(1350, 1000, 1, 1300), None);
         // Our place [1200, 1300] is half over at 1250: only the rest comes back.
         assert_eq!(g.cancel(1300, 1250, 1, 1300), Some(1250));
         // Entirely in the past: nothing.
         assert_eq!(g.cancel(1300, 1300, 1, 1300), None);
-        // A refund already moved the TAT below our mark: never below now.
-        assert_eq!(g.cancel(1100, 1000, 2, 1300), Some(1000));
+        // The TAT moved below our mark (a refund): nothing.
+        assert_eq!(g.cancel(1100, 1000, 2, 1300), None);
     }
 
     #[test]

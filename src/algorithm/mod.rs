@@ -121,8 +121,8 @@ impl Algorithm {
             // GCRA's rule gives the exact undo by itself when nothing happened since.
             Algorithm::Gcra(g) => g.cancel(word, now, n, after),
             _ if word == after => Some(before),
-            Algorithm::FixedWindow(f) => f.cancel(word, n, after),
-            Algorithm::SlidingWindow(s) => s.cancel(word, n, after),
+            Algorithm::FixedWindow(f) => f.cancel(word, now, n, after),
+            Algorithm::SlidingWindow(s) => s.cancel(word, now, n, after),
             Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
         }
     }

@@ -213,12 +213,16 @@ impl SlidingWindow {
     }
 
     /// Undoes an admission of `n` that wrote `after`: its units are taken off the count of
-    /// the window they were counted in, as long as the stored state still holds it.
-    pub(crate) fn cancel(&self, word: u64, n: u32, after: u64) -> Option<u64> {
+    /// the window they were counted in, as long as the stored state still holds it and it
+    /// still weighs at `now`.
+    pub(crate) fn cancel(&self, word: u64, now: u64, n: u32, after: u64) -> Option<u64> {
         let (ks, p, c) = self.layout.unpack(word);
         let ka = self.layout.unpack(after).0;
         let n = u64::from(n);
-        if ks == ka && c > 0 {
+        if ks.saturating_add(1) < now / self.window.get() {
+            // Both stored windows are over: nothing counts any more.
+            None
+        } else if ks == ka && c > 0 {
             Some(self.layout.pack(ks, p, c.saturating_sub(n)))
         } else if ks == ka.wrapping_add(1) && p > 0 {
             Some(self.layout.pack(ks, p.saturating_sub(n), c))
