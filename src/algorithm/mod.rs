@@ -9,6 +9,7 @@ pub(crate) mod gcra;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod stock;
+pub(crate) mod warm_up;
 pub(crate) mod window;
 
 use crate::decision::Decision;
