@@ -9,7 +9,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock};
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -238,6 +238,32 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
 }
 
 impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+    /// A warm-up limiter per key (Guava's `SmoothWarmingUp`): each key starts cold, three
+    /// times slower than `stable`, and ramps up to it over `warm_up` of continuous demand;
+    /// after idling it cools down again. See [`Limiter::warm_up`](crate::Limiter::warm_up) for
+    /// the semantics, state layout and limits. An idle key (cold again, nothing pending) is
+    /// equivalent to an unseen one and is evicted like any other.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::warm_up(Quota::per_second(100), Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check(&1).is_allowed());
+    /// let d = l.check(&1);
+    /// assert!(!d.is_allowed());
+    /// // Cold: the next one waits almost 3 stable intervals (30 ms), not 10 ms.
+    /// assert!(d.retry_after().unwrap() > Duration::from_millis(29));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn warm_up(stable: Quota, warm_up: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
+    }
+
     /// An exact sliding log: never more than `limit` units per key in *any* window of length
     /// `window`. Not one cell per key: O(limit) memory per key, so `limit` is capped at
     /// [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).

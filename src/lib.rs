@@ -95,6 +95,7 @@ mod table;
 mod wait;
 
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
+pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
 pub use decision::Decision;
 pub use error::ConfigError;
 pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, MAX_TABLE_KEYS};

@@ -4,7 +4,7 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
-use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock};
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -101,6 +101,48 @@ impl Limiter<DefaultClock> {
     /// ```
     pub fn stock(units: u32) -> LimiterBuilder<DefaultClock> {
         LimiterBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
+    }
+}
+
+impl Limiter<DefaultClock> {
+    /// A warm-up limiter (Guava's `SmoothWarmingUp`, cold factor 3): after idling it admits
+    /// requests three times slower than `stable`, and speeds up linearly (in permits spent) to
+    /// the stable rate over `warm_up` of continuous demand. With the same permit spacing as
+    /// Guava's under continuous demand (to 1 µs, Guava's own resolution).
+    ///
+    /// Like Guava, it admits one request at a time, of any size, whenever the previous ones'
+    /// time is paid ("pay later"): `limit()` is 1, and a large request makes the *next* one
+    /// wait. [`reserve`](Self::reserve) and [`acquire`](Self::acquire) wait for the turn.
+    ///
+    /// State: one `u64` per key, the time the next request may go (µs since the clock's
+    /// origin, 48 bits: a horizon of about 8.9 years, past which requests are denied) and the
+    /// stored permits in 16-bit fixed point; `warm_up / stable interval` may be at most
+    /// [`MAX_WARM_UP_PERMITS`](crate::MAX_WARM_UP_PERMITS) (65 535). Rounding only ever makes
+    /// a key colder (slower), never faster. Refunds do not apply (Guava has none); cancelling
+    /// the most recent reservation is exact.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// // Stable: one per 1 ms; cold: one per 3 ms; warm after 10 ms of demand.
+    /// let clock = ManualClock::new();
+    /// let l = Limiter::warm_up(Quota::with_interval(Duration::from_millis(1)), Duration::from_millis(10))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let mut gaps = vec![];
+    /// for _ in 0..7 {
+    ///     let r = l.reserve(1, Duration::MAX);
+    ///     clock.advance(r.delay());
+    ///     gaps.push(r.delay().as_micros());
+    /// }
+    /// // Each permit waits for the previous one's cost: 2.8, 2.4, 2.0, 1.6, 1.2, then 1 ms.
+    /// assert_eq!(gaps, [0, 2800, 2400, 2000, 1600, 1200, 1000]);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn warm_up(stable: Quota, warm_up: Duration) -> LimiterBuilder<DefaultClock> {
+        LimiterBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
     }
 }
 

@@ -85,7 +85,10 @@ fn blocking_acquire_on_a_window_retries_after_the_window() {
     }
     // Six admissions at two per 20 ms window need at least the start of a third window.
     let windows = (l.clock().now() - start) / 20_000_000 + 1;
-    assert!(admitted <= 2 * windows + 2, "{admitted} in {windows} windows");
+    assert!(
+        admitted <= 2 * windows + 2,
+        "{admitted} in {windows} windows"
+    );
     assert!(!l.acquire(3, Duration::from_secs(5)).is_allowed());
 }
 

@@ -19,6 +19,7 @@ pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
 pub(crate) use sliding_window::SlidingWindow;
 pub(crate) use stock::Stock;
+pub(crate) use warm_up::WarmUp;
 
 /// Test helper for the algorithms' unit tests: applies one step's write to `word`, checking
 /// that a step writes exactly when it admits units, and returns its decision.
@@ -50,6 +51,8 @@ pub(crate) enum Algorithm {
     SlidingWindow(SlidingWindow),
     /// Units that only go down (flash-sale inventory).
     Stock(Stock),
+    /// Guava's `SmoothWarmingUp`: slow after idling, ramping up to a stable rate.
+    WarmUp(WarmUp),
 }
 
 impl Algorithm {
@@ -75,6 +78,7 @@ impl Algorithm {
             Algorithm::FixedWindow(f) => f.step(word, now, n),
             Algorithm::SlidingWindow(s) => s.step(word, now, n),
             Algorithm::Stock(s) => s.step(word, now, n),
+            Algorithm::WarmUp(w) => w.step(word, now, n),
         }
     }
 
@@ -91,6 +95,7 @@ impl Algorithm {
     ) -> (Decision, Option<u64>) {
         match self {
             Algorithm::Gcra(g) => g.step_within(word, now, n, g.reserve_ceiling(max_wait_ns)),
+            Algorithm::WarmUp(w) => w.step_within(word, now, n, max_wait_ns),
             other => other.step(word, now, n),
         }
     }
@@ -103,6 +108,8 @@ impl Algorithm {
             Algorithm::FixedWindow(f) => f.refund(word, now, n),
             Algorithm::SlidingWindow(s) => s.refund(word, now, n),
             Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+            // Guava has no refunds; a warm-up state has no "units" to hand back.
+            Algorithm::WarmUp(_) => None,
         }
     }
 
@@ -125,6 +132,9 @@ impl Algorithm {
             Algorithm::FixedWindow(f) => f.cancel(word, now, n, after),
             Algorithm::SlidingWindow(s) => s.cancel(word, now, n, after),
             Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+            // Only the last admission can be undone (exactly, above): its `next_free` only ever
+            // grows, so a later admission's place depends on ours.
+            Algorithm::WarmUp(_) => None,
         }
     }
 
@@ -166,6 +176,7 @@ impl Algorithm {
             Algorithm::SlidingWindow(s) => s.swept_word(swept),
             // Time plays no part; an idle stock key is exactly the fresh one.
             Algorithm::Stock(_) => Self::FRESH,
+            Algorithm::WarmUp(w) => w.swept_word(swept),
         }
     }
 
@@ -183,6 +194,7 @@ impl Algorithm {
             Algorithm::FixedWindow(_) => "fixed_window",
             Algorithm::SlidingWindow(_) => "sliding_window",
             Algorithm::Stock(_) => "stock",
+            Algorithm::WarmUp(_) => "warm_up",
         }
     }
 
@@ -206,6 +218,7 @@ impl Algorithm {
             Algorithm::FixedWindow(f) => f.is_idle(word, now),
             Algorithm::SlidingWindow(s) => s.is_idle(word, now),
             Algorithm::Stock(s) => s.is_idle(word),
+            Algorithm::WarmUp(w) => w.is_idle(word, now),
         }
     }
 }

@@ -102,7 +102,6 @@
 
 // The limiters reach this module once `Algorithm` gains a warm-up variant; until then only the
 // tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -124,7 +123,8 @@ pub(crate) const MAX_NEXT_FREE_US: u64 = (1 << NEXT_FREE_BITS) - 1;
 /// The unit of the next-free field, in ns.
 pub(crate) const NS_PER_US: u64 = 1_000;
 /// The most stored permits (warm-up period / stable interval) a configuration may ask for.
-pub(crate) const MAX_PERMITS: u64 = MISSING_MASK;
+/// (Re-exported as `cellgate::MAX_WARM_UP_PERMITS`.)
+pub const MAX_PERMITS: u64 = MISSING_MASK;
 
 /// A validated warm-up configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
