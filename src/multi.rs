@@ -117,8 +117,16 @@ impl<const N: usize> MultiDecision<N> {
 /// Admits `n` units on every gate, or on none.
 ///
 /// Gates are charged in the order given, so put the one most likely to deny first (a sold-out
-/// stock before a per-user rate) to spare the others a charge and rollback. See the
-/// [module docs](self) for the guarantees under concurrency.
+/// stock before a per-user rate) to spare the others a charge and rollback.
+///
+/// Under any concurrency no limiter in the set admits beyond its own quota: each is charged by
+/// its own compare-and-swap and only given back what was provably not spent. A rollback on a
+/// key that nobody else touched in between is exact; if another request was admitted on the
+/// same GCRA key in between, the rolled-back units stay spent (fail closed) and return with
+/// time. nginx with several `limit_req` zones checks the zones first and charges them after,
+/// so two concurrent requests can both pass and push a zone past its burst, and a request
+/// rejected by a later zone keeps the charges of the earlier ones; here the check is the
+/// charge, and a rejection gives back what it took.
 ///
 /// # Examples
 ///
