@@ -17,6 +17,7 @@
 //! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
 //! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
 //! | bad configuration | [`ConfigError`], returned by every `build()` |
+//! | nginx `limit_req` notation | [`nginx::LimitReq`]: `"rate=10r/s burst=20 delay=8"` to a [`Quota`] that decides like nginx |
 //!
 //! ## Quick start
 //!
@@ -84,6 +85,7 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+pub mod nginx;
 mod quota;
 mod sliding_log;
 mod sweep;
