@@ -23,6 +23,7 @@
 //! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
 //! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
 //! | bad configuration | [`ConfigError`], returned by every `build()` |
+//! | nginx `limit_req` notation | [`nginx::LimitReq`]: `"rate=10r/s burst=20 delay=8"` to a [`Quota`] that decides like nginx |
 //!
 //! ## Quick start
 //!
@@ -91,6 +92,7 @@ mod error;
 mod keyed;
 mod limiter;
 mod multi;
+pub mod nginx;
 mod quota;
 mod reservation;
 mod setting;
