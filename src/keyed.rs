@@ -97,11 +97,14 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     setting: Setting,
     clock: C,
     max_keys: usize,
+    when_full: WhenFull,
     /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
     /// shard. (The table keeps its own count.)
     held: AtomicUsize,
     refused: AtomicU64,
     evicted: AtomicU64,
+    evicted_live: AtomicU64,
+    untracked: AtomicU64,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
     /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
@@ -117,6 +120,67 @@ enum Store<K> {
     Table(Table, Hasher),
 }
 
+/// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
+/// new key when the store is full of *live* keys (keys whose state still matters), after it
+/// has dropped every idle key it could. Set with [`KeyedBuilder::when_full`].
+///
+/// # Which to choose
+///
+/// The default, [`DenyNew`](WhenFull::DenyNew), is the only policy under which the limiter
+/// never admits more than its quota for any key, whatever an attacker sends: a flood of new
+/// keys can fill the store and get *new* keys refused until keys go idle, but it can neither
+/// reset a tracked key's budget nor get anything admitted unaccounted. Keys already held are
+/// never affected. Size `max_keys` above the number of keys live at once in normal traffic
+/// (new keys per second × how long a key stays live, `burst × interval` for GCRA) and a flood
+/// costs only new visitors, for as long as it lasts. A returning client whose key went idle
+/// and was dropped counts as a new visitor: a busy key (one with a backlog) is never dropped,
+/// a light user's may be, and while the store is full of live keys it is then refused.
+///
+/// The lossy policies trade that guarantee for availability to new keys:
+/// [`EvictNearestFresh`](WhenFull::EvictNearestFresh) keeps serving new keys by forgetting the
+/// live key closest to fresh (an attacker who can create keys can then make a victim key forget
+/// up to its whole burst), and [`AdmitUntracked`](WhenFull::AdmitUntracked) decides for new keys
+/// as for fresh ones without remembering them (no per-key limit for them at all while the
+/// store is full). Put a global limiter in front when using either.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{KeyedLimiter, Quota, WhenFull};
+/// use cellgate::clock::ManualClock;
+///
+/// let l = KeyedLimiter::<u64>::gcra(Quota::per_hour(1))
+///     .clock(ManualClock::new())
+///     .max_keys(1)
+///     .when_full(WhenFull::AdmitUntracked)
+///     .build()?;
+/// assert!(l.check(&1).is_allowed());
+/// assert!(l.check(&2).is_allowed()); // no room: decided as fresh, not remembered
+/// assert!(l.check(&2).is_allowed());
+/// assert_eq!((l.len(), l.untracked()), (1, 2));
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Deny requests for new keys (no `retry_after`), counted in
+    /// [`refused`](KeyedLimiter::refused). Fails closed: the default.
+    #[default]
+    DenyNew,
+    /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
+    /// slots around the new key's place in the table), counted in
+    /// [`evicted_live`](KeyedLimiter::evicted_live). Lossy: the evicted key starts over with a
+    /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
+    /// evicted (stock is configuration, not state). The bounded table only: with
+    /// [`exact_keys`](KeyedBuilder::exact_keys), `build()` reports
+    /// [`ConfigError::Unsupported`].
+    EvictNearestFresh,
+    /// Decide requests for new keys as for a fresh key, without storing them, counted in
+    /// [`untracked`](KeyedLimiter::untracked). Lossy: such keys are not limited at all while the
+    /// store stays full.
+    AdmitUntracked,
+}
+
 /// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
 /// up front); larger bounds need [`KeyedBuilder::exact_keys`].
 pub const MAX_TABLE_KEYS: usize = 1 << 30;
@@ -128,6 +192,7 @@ pub struct KeyedBuilder<K, C> {
     clock: C,
     max_keys: Option<usize>,
     exact_keys: bool,
+    when_full: WhenFull,
     _key: std::marker::PhantomData<fn(K)>,
 }
 
@@ -138,6 +203,7 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
             .field("exact_keys", &self.exact_keys)
+            .field("when_full", &self.when_full)
             .finish()
     }
 }
@@ -287,6 +353,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
             clock: DefaultClock::new(),
             max_keys: None,
             exact_keys: false,
+            when_full: WhenFull::DenyNew,
             _key: std::marker::PhantomData,
         }
     }
@@ -300,6 +367,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             clock,
             max_keys: self.max_keys,
             exact_keys: self.exact_keys,
+            when_full: self.when_full,
             _key: std::marker::PhantomData,
         }
     }
@@ -313,6 +381,13 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
     /// new keys at the same moment.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// What to do with a new key when the store is full of live keys (see [`WhenFull`];
+    /// default [`WhenFull::DenyNew`]). Only matters with [`max_keys`](Self::max_keys).
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.when_full = policy;
         self
     }
 
@@ -336,6 +411,12 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             Some(n) => n,
             None => usize::MAX,
         };
+        if self.exact_keys && self.when_full == WhenFull::EvictNearestFresh {
+            return Err(ConfigError::Unsupported {
+                operation: "when_full(EvictNearestFresh)",
+                algorithm: "exact_keys",
+            });
+        }
         let store = if self.exact_keys || self.max_keys.is_none() {
             Store::Map(DashMap::with_hasher(Hasher::new()))
         } else if max_keys > MAX_TABLE_KEYS {
@@ -351,9 +432,12 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             setting: Setting::new(algorithm),
             clock: self.clock,
             max_keys,
+            when_full: self.when_full,
             held: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
+            evicted_live: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
             sweeps: SweepGate::new(),
             swept: crate::sync::AtomicU64::new(0),
         })
@@ -441,8 +525,20 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         };
         match word {
             Some(word) => algorithm.decide(word, now, n),
-            None => self.refuse(),
+            None => self.full(|w| algorithm.decide(w, now, n)),
         }
+    }
+
+    /// The decision for a new key that the full store cannot take: refused, or (under
+    /// [`WhenFull::AdmitUntracked`]) `decide` on a fresh word, not stored.
+    #[cold]
+    fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
+        if self.when_full == WhenFull::AdmitUntracked {
+            // Relaxed: a statistic.
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+            return decide(self.fresh_word());
+        }
+        self.refuse()
     }
 
     /// The decision a request for `n` units on `key` would get now, consuming nothing and
@@ -504,7 +600,10 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 before,
                 after,
             ),
-            None => Reservation::new(self.refuse(), n, 0, None),
+            None => {
+                let decision = self.full(|w| algorithm.step_within(w, now, n, wait).0);
+                Reservation::new(decision, n, 0, None)
+            }
         }
     }
 
@@ -588,7 +687,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             Some((before, after)) => {
                 Reservation::new(algorithm.decide(before, now, n), n, before, after)
             }
-            None => Reservation::new(self.refuse(), n, 0, None),
+            // Untracked or refused: nothing to cancel.
+            None => Reservation::new(self.full(|w| algorithm.decide(w, now, n)), n, 0, None),
         }
     }
 
@@ -933,6 +1033,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.evicted.load(Ordering::Relaxed)
     }
 
+    /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
+    pub fn evicted_live(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.evicted_live.load(Ordering::Relaxed)
+    }
+
+    /// Requests for new keys decided without storing the key, under
+    /// [`WhenFull::AdmitUntracked`].
+    pub fn untracked(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.untracked.load(Ordering::Relaxed)
+    }
+
+    /// The policy for a new key when the store is full of live keys.
+    pub fn when_full_policy(&self) -> WhenFull {
+        self.when_full
+    }
+
     /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
     /// how many it dropped. Lossless: no future decision changes.
     ///
@@ -1088,6 +1206,27 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     fn make_room(&self, _: &Table) -> bool {
         self.limiter.make_room(self.now)
     }
+
+    fn eviction_cost(&self, word: u64) -> Option<u64> {
+        if self.limiter.when_full != WhenFull::EvictNearestFresh {
+            return None;
+        }
+        eviction_cost(&self.limiter.setting.load(), word, self.now)
+    }
+
+    fn evicted_live(&self) {
+        // Relaxed: a statistic.
+        self.limiter.evicted_live.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How far a live key is from fresh: its `reset_after`; `None` for keys that are never evicted
+/// (stock keys, whose state is configuration).
+fn eviction_cost(algorithm: &Algorithm, word: u64, now: u64) -> Option<u64> {
+    if matches!(algorithm, Algorithm::Stock(_)) {
+        return None;
+    }
+    Some(algorithm.peek(word, now).reset_after_ns())
 }
 
 fn one() -> std::num::NonZeroU64 {

@@ -106,7 +106,7 @@ pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
 pub use decision::Decision;
 pub use error::ConfigError;
-pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, MAX_TABLE_KEYS};
+pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
 pub use limiter::{Limiter, LimiterBuilder};
 pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;

@@ -99,7 +99,17 @@ pub(crate) trait InsertPolicy {
     /// At the global bound: possibly sweep (throttled) and say whether there is room now.
     /// Called with no shard lock held.
     fn make_room(&self, table: &Table) -> bool;
+    /// When full of live keys, how far `word` is from fresh (its `reset_after`): the live key
+    /// with the least is evicted to make room. `None`: never evict live keys (the default
+    /// policy), or never this one (a stock key).
+    fn eviction_cost(&self, word: u64) -> Option<u64>;
+    /// Called after a live key was evicted.
+    fn evicted_live(&self);
 }
+
+/// How many slots an eviction of a live key looks at, from the new key's home slot on: a
+/// random sample (the home slot is a hash), as Redis samples keys for its approximate LRU.
+const EVICTION_SAMPLE: usize = 64;
 
 /// One shard: its slots and the lock that serialises its inserts and removals.
 struct Shard {
@@ -324,7 +334,9 @@ impl Table {
                 // This shard is full: make room in it (cheap: one shard).
                 policy.before_sweep();
                 self.sweep_locked(shard, &mut counts, &|w| policy.is_idle(w));
-                if counts.live >= self.per_shard {
+                if counts.live >= self.per_shard
+                    && !self.evict_live_locked(shard, &mut counts, h, policy)
+                {
                     return None;
                 }
                 // The sweep may have freed a slot before `free`: probe again.
@@ -333,6 +345,11 @@ impl Table {
             if !policy.has_room(self) {
                 drop(counts);
                 if policy.make_room(self) {
+                    continue;
+                }
+                // Still full of live keys: the lossy policy evicts one of this shard's.
+                let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+                if self.evict_live_locked(shard, &mut counts, h, policy) {
                     continue;
                 }
                 return None;
@@ -361,6 +378,56 @@ impl Table {
             removed += self.sweep_locked(shard, &mut counts, is_idle);
         }
         removed
+    }
+
+    /// Evicts the live key nearest to fresh among [`EVICTION_SAMPLE`] slots from `h`'s home
+    /// slot, if the policy evicts live keys. Returns whether one was evicted.
+    fn evict_live_locked(
+        &self,
+        shard: &Shard,
+        counts: &mut Counts,
+        h: u64,
+        policy: &impl InsertPolicy,
+    ) -> bool {
+        let slots = &shard.slots;
+        // A few tries: a check may change the chosen slot between our look and our CAS.
+        for _ in 0..4 {
+            let mut best: Option<(u64, usize, u128)> = None;
+            let mut i = Self::home(shard, h);
+            for _ in 0..EVICTION_SAMPLE.min(slots.len()) {
+                // Relaxed: see `find`; the CAS below re-validates the whole slot.
+                let seen = slots[i].load(Ordering::Relaxed);
+                if fp_of(seen) >= 2 {
+                    match policy.eviction_cost(state_of(seen)) {
+                        None => {}
+                        Some(cost) if best.is_some_and(|(b, _, _)| b <= cost) => {}
+                        Some(cost) => best = Some((cost, i, seen)),
+                    }
+                }
+                i += 1;
+                if i == slots.len() {
+                    i = 0;
+                }
+            }
+            let Some((_, i, seen)) = best else {
+                return false;
+            };
+            // From the exact value seen only, as in a sweep. Relaxed: the CAS's atomicity is
+            // all that is needed (a check racing with it either lands first, and we look
+            // again, or finds the key gone and inserts it anew).
+            if slots[i]
+                .compare_exchange(seen, pack(TOMB, 0), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                counts.live -= 1;
+                counts.tombs += 1;
+                // Relaxed: a count.
+                self.held.fetch_sub(1, CountOrdering::Relaxed);
+                policy.evicted_live();
+                return true;
+            }
+        }
+        false
     }
 
     fn sweep_locked(
@@ -452,6 +519,10 @@ mod tests {
         fn make_room(&self, _: &Table) -> bool {
             false
         }
+        fn eviction_cost(&self, _: u64) -> Option<u64> {
+            None
+        }
+        fn evicted_live(&self) {}
     }
 
     /// Spreads small integers over the hash space (an odd multiplier is a bijection).
