@@ -1,7 +1,6 @@
 //! The policies for a new key when a bounded store is full of live keys: deny it (default),
 //! evict the live key nearest to fresh, or decide it untracked.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
