@@ -482,6 +482,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
+    #[cold]
     #[inline(never)]
     fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
     where

@@ -227,6 +227,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
+    #[cold]
     #[inline(never)]
     fn check_changed(&self, n: u32) -> Decision {
         self.check_on(&self.setting.load(), n)
