@@ -1215,9 +1215,13 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
         eviction_cost(&self.limiter.setting.load(), word, self.now)
     }
 
-    fn evicted_live(&self) {
-        // Relaxed: a statistic.
-        self.limiter.evicted_live.fetch_add(1, Ordering::Relaxed);
+    fn evicted(&self, live: bool) {
+        // Relaxed: statistics.
+        if live {
+            self.limiter.evicted_live.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.limiter.evicted.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

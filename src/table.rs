@@ -103,8 +103,9 @@ pub(crate) trait InsertPolicy {
     /// with the least is evicted to make room. `None`: never evict live keys (the default
     /// policy), or never this one (a stock key).
     fn eviction_cost(&self, word: u64) -> Option<u64>;
-    /// Called after a live key was evicted.
-    fn evicted_live(&self);
+    /// Called after [`eviction_cost`](Self::eviction_cost) chose a key that was evicted:
+    /// `live` unless it was idle (a lossless drop).
+    fn evicted(&self, live: bool);
 }
 
 /// How many slots an eviction of a live key looks at, from the new key's home slot on: a
@@ -331,15 +332,17 @@ impl Table {
                 _ => return Some(result),
             };
             if counts.live >= self.per_shard {
-                // This shard is full: make room in it (cheap: one shard).
-                policy.before_sweep();
-                self.sweep_locked(shard, &mut counts, &|w| policy.is_idle(w));
-                if counts.live >= self.per_shard
-                    && !self.evict_live_locked(shard, &mut counts, h, policy)
-                {
-                    return None;
+                // This shard is full. A policy that evicts takes the key nearest to fresh in a
+                // sample (an idle key if the sample has one: its cost is 0), O(sample); the
+                // others sweep the shard (cheap: one shard) and fail if it stays full.
+                if !self.evict_live_locked(shard, &mut counts, h, policy) {
+                    policy.before_sweep();
+                    self.sweep_locked(shard, &mut counts, &|w| policy.is_idle(w));
+                    if counts.live >= self.per_shard {
+                        return None;
+                    }
                 }
-                // The sweep may have freed a slot before `free`: probe again.
+                // A slot was freed, maybe before `free`: probe again.
                 continue;
             }
             if !policy.has_room(self) {
@@ -409,9 +412,12 @@ impl Table {
                     i = 0;
                 }
             }
-            let Some((_, i, seen)) = best else {
+            let Some((cost, i, seen)) = best else {
                 return false;
             };
+            // Raise the sweep floor first, as a sweep does: an idle key dropped here must come
+            // back no less strict for a clock behind ours.
+            policy.before_sweep();
             // From the exact value seen only, as in a sweep. Relaxed: the CAS's atomicity is
             // all that is needed (a check racing with it either lands first, and we look
             // again, or finds the key gone and inserts it anew).
@@ -423,7 +429,13 @@ impl Table {
                 counts.tombs += 1;
                 // Relaxed: a count.
                 self.held.fetch_sub(1, CountOrdering::Relaxed);
-                policy.evicted_live();
+                // Evictions leave tombstones that only a sweep would clear; without that, probes
+                // for absent keys would grow to the whole shard. Amortised: one pass per
+                // slots/8 evictions.
+                if counts.tombs > slots.len() / 8 {
+                    Self::clear_tombs_locked(shard, counts);
+                }
+                policy.evicted(cost > 0 || !policy.is_idle(state_of(seen)));
                 return true;
             }
         }
@@ -461,7 +473,15 @@ impl Table {
         counts.tombs += removed;
         // Relaxed: a count.
         self.held.fetch_sub(removed, CountOrdering::Relaxed);
-        // TOMB -> EMPTY where no probe run continues past it: walk backwards from an EMPTY.
+        Self::clear_tombs_locked(shard, counts);
+        removed
+    }
+
+    /// Turns back into EMPTY every tombstone that no probe run continues past (walking
+    /// backwards from an EMPTY slot), so that lookups of absent keys stay short. Under the
+    /// shard's lock.
+    fn clear_tombs_locked(shard: &Shard, counts: &mut Counts) {
+        let slots = &shard.slots;
         if let Some(start) = slots
             .iter()
             .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
@@ -480,7 +500,6 @@ impl Table {
                 }
             }
         }
-        removed
     }
 }
 
@@ -522,7 +541,7 @@ mod tests {
         fn eviction_cost(&self, _: u64) -> Option<u64> {
             None
         }
-        fn evicted_live(&self) {}
+        fn evicted(&self, _: bool) {}
     }
 
     /// Spreads small integers over the hash space (an odd multiplier is a bijection).
