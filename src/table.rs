@@ -422,7 +422,7 @@ impl Table {
             // all that is needed (a check racing with it either lands first, and we look
             // again, or finds the key gone and inserts it anew).
             if slots[i]
-                .compare_exchange(seen, pack(TOMB, 0), Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(seen, pack(TOMB, 0), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
                 counts.live -= 1;
