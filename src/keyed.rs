@@ -634,10 +634,15 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// ```
     /// use std::time::Duration;
     /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
     ///
-    /// let l = KeyedLimiter::<u64>::gcra(Quota::with_interval(Duration::from_millis(5))).build()?;
+    /// // A frozen clock, so that the example cannot depend on the machine's speed (the sleeps
+    /// // are real: 5 ms here).
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::with_interval(Duration::from_millis(5)))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
     /// assert!(l.acquire(&1, 1, Duration::from_secs(1)).is_allowed());
-    /// assert!(l.acquire(&1, 1, Duration::from_secs(1)).is_allowed()); // after about 5 ms
+    /// assert!(l.acquire(&1, 1, Duration::from_secs(1)).is_allowed()); // slept 5 ms
     /// let d = l.acquire(&1, 1, Duration::ZERO);
     /// assert!(!d.is_allowed());
     /// assert!(d.retry_after().is_some());
