@@ -1,6 +1,7 @@
 //! Throttling of the automatic idle-key sweeps that a full keyed store runs.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+// Through the loom shim, so that loom models of a full store explore the gate too.
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// After a sweep, no automatic sweep for this long (limiter clock, ns): a map full of live keys
 /// must not be swept on every miss.
@@ -15,7 +16,7 @@ pub(crate) struct SweepGate {
 }
 
 impl SweepGate {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             sweeping: AtomicBool::new(false),
             last: AtomicU64::new(u64::MAX),
@@ -43,7 +44,7 @@ impl SweepGate {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

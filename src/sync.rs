@@ -1,17 +1,18 @@
 //! The atomics and locks the crate's concurrent cores use, swapped for loom's under `cfg(loom)`.
 //!
-//! Only [`crate::cell`] and [`crate::table`] go through this shim, so that `loom-tests/`
+//! [`crate::cell`], [`crate::table`], the sweep gate and the limiters' sweep floor go through
+//! this shim, so that `loom-tests/`
 //! model-checks the very code that ships rather than a copy.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
