@@ -407,10 +407,12 @@ fn refund_clamped_races_check_n() {
 /// (c) A reservation cancelled while another is placed behind it (burst 2, queue through
 /// `max_wait`): thread A reserves 2 units and cancels them, thread B reserves 1 unit, accepting
 /// a wait of two intervals. If B's place was computed on A's (B reserved between A's reserve and
-/// A's cancel), A's cancel gives back only the part of its place that B is not scheduled behind
-/// (one interval of two); otherwise it gives back everything. In every case the units still
-/// admitted (B's, A's if nothing came back, and every place the observation can still reserve)
-/// conform to the quota: at most `burst + floor(L/T)` in any interval of length `L`.
+/// A's cancel: B then waits one interval, A none), A's place is no longer the last in the
+/// schedule and its cancel gives nothing back (fail closed: only the last place can be freed
+/// without putting two requests in one place); otherwise it gives back everything. In every
+/// case the units still admitted (B's, A's if nothing came back, and every place the
+/// observation can still reserve) conform to the quota: at most `burst + floor(L/T)` in any
+/// interval of length `L`.
 #[test]
 fn reserve_cancel_races_reserve() {
     const PROGRAMS: &[&[Step]] = &[
@@ -426,11 +428,19 @@ fn reserve_cancel_races_reserve() {
         assert!(
             got.iter().flatten().all(|g| match g {
                 Got::Reserved(r) => r.is_allowed(),
-                Got::Cancelled(given) => *given,
                 _ => true,
             }),
-            "both reservations fit within their wait and the cancel always gives something back: \
-             {got:#?}"
+            "both reservations fit within their wait: {got:#?}"
+        );
+        let delay = |g: &Got| match g {
+            Got::Reserved(r) => r.delay(),
+            other => panic!("not a reservation: {other:?}"),
+        };
+        let behind_a = delay(&got[0][0]).is_zero() && delay(&got[1][0]) == Duration::from_nanos(T);
+        assert_eq!(
+            got[0][1],
+            Got::Cancelled(!behind_a),
+            "A's cancel gives back exactly when nothing was scheduled behind it: {got:#?}"
         );
         assert_conforms(&acting(PROGRAMS, got, seen), 2, &(got, seen));
     });
