@@ -132,7 +132,12 @@ impl FixedWindow {
 
     #[inline]
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
-        self.current(word, now / self.window.get()).1 == 0
+        // A stored window later than now's (the clock went back) is never idle, even with a
+        // zero count (a refund can empty it): checks at `now` would still count in that later
+        // window, which a fresh key would not.
+        let k = now / self.window.get();
+        let (ks, c) = self.layout.unpack(word);
+        ks < k || (ks == k && c == 0)
     }
 
     /// Takes up to `n` units off the count that applies at `now` (none once its window is
@@ -159,6 +164,21 @@ impl FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_emptied_window_ahead_of_the_clock_is_not_idle() {
+        let f = FixedWindow::new(5, std::time::Duration::from_nanos(100)).unwrap();
+        let l = f.layout;
+        // Window 5 stored with a zero count (a refund emptied it), clock back in window 3.
+        assert!(!f.is_idle(l.pack(5, 0), 350));
+        assert!(f.is_idle(l.pack(3, 0), 350));
+        assert!(f.is_idle(l.pack(2, 4), 350));
+        assert!(!f.is_idle(l.pack(3, 1), 350));
+        // A refund that empties it at the earlier clock: still not idle.
+        let emptied = f.refund(l.pack(5, 2), 350, 2).unwrap();
+        assert!(!f.is_idle(emptied, 350));
+        assert!(f.is_idle(emptied, 500));
+    }
     use std::time::Duration;
 
     fn fw(limit: u32, w: u64) -> FixedWindow {

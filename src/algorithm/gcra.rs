@@ -142,9 +142,10 @@ impl Gcra {
         (new < tat).then_some(new)
     }
 
-    /// Undoes an admission of `n` units that left the TAT at `after`, now that the TAT is
+    /// Undoes an admission that moved the TAT from `before` to `after`, now that the TAT is
     /// `tat`: if it is still the last admission in the key's schedule (`tat == after`), the
-    /// TAT goes back by `n * T` (never below `now`). Otherwise nothing comes back.
+    /// TAT goes back to `before` (never below `now`): exactly what the admission added, under
+    /// whatever quota it was admitted with. Otherwise nothing comes back.
     ///
     /// Why only the last one: the TAT is the end of the schedule, so the only place it can
     /// free is the last one. Giving back capacity for a place in the middle would hand the
@@ -155,11 +156,12 @@ impl Gcra {
     ///
     /// Returns the new TAT, or `None` when nothing can be given back.
     #[inline]
-    pub(crate) fn cancel(&self, tat: u64, now: u64, n: u32, after: u64) -> Option<u64> {
+    pub(crate) fn cancel(&self, tat: u64, now: u64, before: u64, after: u64) -> Option<u64> {
         if tat != after {
             return None;
         }
-        self.refund(tat, now, n)
+        let new = before.max(now);
+        (new < tat).then_some(new)
     }
 
     /// A TAT at or before `now` holds no information.
@@ -386,17 +388,22 @@ mod tests {
     #[test]
     fn cancel_gives_back_only_the_last_place() {
         let g = gcra(1, 100, 1);
-        // Our admission moved the TAT to 1300; nobody came after; now = 1000: all 100 back.
-        assert_eq!(g.cancel(1300, 1000, 1, 1300), Some(1200));
+        // Our admission moved the TAT from 1200 to 1300; nobody came after; now = 1000.
+        assert_eq!(g.cancel(1300, 1000, 1200, 1300), Some(1200));
         // Someone was scheduled behind us: their place depends on ours; nothing comes back.
-        assert_eq!(g.cancel(1400, 1000, 1, 1300), None);
-        assert_eq!(g.cancel(1350, 1000, 1, 1300), None);
+        assert_eq!(g.cancel(1400, 1000, 1200, 1300), None);
+        assert_eq!(g.cancel(1350, 1000, 1200, 1300), None);
         // Our place [1200, 1300] is half over at 1250: only the rest comes back.
-        assert_eq!(g.cancel(1300, 1250, 1, 1300), Some(1250));
+        assert_eq!(g.cancel(1300, 1250, 1200, 1300), Some(1250));
         // Entirely in the past: nothing.
-        assert_eq!(g.cancel(1300, 1300, 1, 1300), None);
+        assert_eq!(g.cancel(1300, 1300, 1200, 1300), None);
         // The TAT moved below our mark (a refund): nothing.
-        assert_eq!(g.cancel(1100, 1000, 2, 1300), None);
+        assert_eq!(g.cancel(1100, 1000, 1200, 1300), None);
+        // Admitted on an idle key at 900 (TAT 0 -> 1000): back to fresh, never below now.
+        assert_eq!(g.cancel(1000, 950, 0, 1000), Some(950));
+        // Whatever the interval is now (set_quota), only what the admission added comes back.
+        let slower = gcra(1, 1_000, 1);
+        assert_eq!(slower.cancel(1300, 1000, 1200, 1300), Some(1200));
     }
 
     #[test]

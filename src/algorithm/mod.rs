@@ -101,8 +101,12 @@ impl Algorithm {
     }
 
     /// Gives `n` units back to `word` at `now` (admitted work that did not happen), never
-    /// beyond a fresh key's budget. `None`: nothing to give back.
+    /// beyond a fresh key's budget. `None`: nothing to give back (never `Some(word)`).
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        self.refund_step(word, now, n).filter(|&w| w != word)
+    }
+
+    fn refund_step(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         match self {
             Algorithm::Gcra(g) => g.refund(word, now, n),
             Algorithm::FixedWindow(f) => f.refund(word, now, n),
@@ -125,9 +129,14 @@ impl Algorithm {
         before: u64,
         after: u64,
     ) -> Option<u64> {
+        self.cancel_step(word, now, n, before, after)
+            .filter(|&w| w != word)
+    }
+
+    fn cancel_step(&self, word: u64, now: u64, n: u32, before: u64, after: u64) -> Option<u64> {
         match self {
             // GCRA's rule gives the exact undo by itself when nothing happened since.
-            Algorithm::Gcra(g) => g.cancel(word, now, n, after),
+            Algorithm::Gcra(g) => g.cancel(word, now, before, after),
             _ if word == after => Some(before),
             Algorithm::FixedWindow(f) => f.cancel(word, now, n, after),
             Algorithm::SlidingWindow(s) => s.cancel(word, now, n, after),
@@ -220,5 +229,37 @@ impl Algorithm {
             Algorithm::Stock(s) => s.is_idle(word),
             Algorithm::WarmUp(w) => w.is_idle(word, now),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn refunding_or_cancelling_nothing_writes_nothing() {
+        let sw =
+            Algorithm::SlidingWindow(SlidingWindow::new(5, Duration::from_nanos(100)).unwrap());
+        // Stored window 2 holds 3; at now = 350 (window 3) it is the previous window.
+        let mut word = 0;
+        if let (_, Some(w)) = sw.step(word, 250, 3) {
+            word = w;
+        }
+        assert_eq!(
+            sw.refund(word, 350, 0),
+            None,
+            "refund(0) gives nothing back"
+        );
+        assert!(sw.refund(word, 350, 1).is_some());
+        assert_eq!(sw.cancel(word, 350, 0, 0, 1), None);
+        let g = Algorithm::Gcra(Gcra::new(
+            crate::Quota::per_second(1).gcra_params().unwrap(),
+        ));
+        assert_eq!(
+            g.refund(5, 10, 3),
+            None,
+            "an idle TAT has nothing to give back"
+        );
     }
 }

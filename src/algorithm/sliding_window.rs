@@ -270,8 +270,12 @@ impl SlidingWindow {
 
     #[inline]
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
+        // A stored window later than now's (the clock went back) is never idle, even with no
+        // counts (a refund can empty it): checks at `now` would still count in that later
+        // window, which a fresh key would not.
+        let ahead = self.layout.unpack(word).0 > now / self.window.get();
         let v = self.view(word, now);
-        v.prev == 0 && v.curr == 0
+        !ahead && v.prev == 0 && v.curr == 0
     }
 }
 
