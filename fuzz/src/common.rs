@@ -316,6 +316,24 @@ pub enum Op {
         key: u8,
         units: Amount,
     },
+    /// `refund(n)` / `refund(&key, n)`: admitted work that did not happen. Not on a sliding log.
+    Refund {
+        key: u8,
+        n: Units,
+    },
+    /// `reserve(n, max_wait)` / `reserve(&key, n, max_wait)` (`max_wait` in ns): on a window
+    /// or a stock, exactly a check; the reservation joins the outstanding ones. Not on a
+    /// sliding log.
+    Reserve {
+        key: u8,
+        n: Units,
+        max_wait: u64,
+    },
+    /// `cancel` of the outstanding reservation `pick % outstanding` (each is cancelled at most
+    /// once, as its docs intend); nothing if none is outstanding. Not on a sliding log.
+    Cancel {
+        pick: u8,
+    },
 }
 
 /// Keys used: few enough that they collide and exceed small caps.
@@ -392,6 +410,20 @@ pub struct Stats {
     /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
     /// dropped a key.
     pub sweeps_at_backoff: u64,
+    /// Refunds that gave something back.
+    pub refunds: u64,
+    /// Reservations admitted (units held).
+    pub reserves: u64,
+    /// Cancels that gave something back.
+    pub cancels: u64,
+    /// Cancels of a holding reservation that gave nothing back (its window is over, its key
+    /// was dropped, ...).
+    pub cancels_nothing: u64,
+    /// Sweeps that dropped a zero count in a window later than the clock, let through by
+    /// `keyed_model::EXCUSE_ZERO_COUNT_AHEAD` (the lossless-eviction comparison ends there).
+    pub excused_zero_count_ahead: u64,
+    /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
+    pub excused_refund_zero: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -409,13 +441,25 @@ impl std::ops::AddAssign for Stats {
         self.shadow_checks += o.shadow_checks;
         self.restocks += o.restocks;
         self.sweeps_at_backoff += o.sweeps_at_backoff;
+        self.refunds += o.refunds;
+        self.reserves += o.reserves;
+        self.cancels += o.cancels;
+        self.cancels_nothing += o.cancels_nothing;
+        self.excused_zero_count_ahead += o.excused_zero_count_ahead;
+        self.excused_refund_zero += o.excused_refund_zero;
     }
+}
+
+/// Named counters of what an input exercised, for corpus statistics and seed picking.
+pub trait Counters: Default + std::ops::AddAssign {
+    /// Every counter with its name (`inputs` first).
+    fn fields(&self) -> Vec<(&'static str, u64)>;
 }
 
 /// Replays every file of `dir` through `run` (seeds must decode and pass); returns the sum of
 /// their stats. Panics if the directory holds no file.
-pub fn replay_dir<I: for<'a> Arbitrary<'a>>(dir: &str, run: impl Fn(&I) -> Stats) -> Stats {
-    let mut total = Stats::default();
+pub fn replay_dir<I: for<'a> Arbitrary<'a>, S: Counters>(dir: &str, run: impl Fn(&I) -> S) -> S {
+    let mut total = S::default();
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir}: {e}")) {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
@@ -429,10 +473,9 @@ pub fn replay_dir<I: for<'a> Arbitrary<'a>>(dir: &str, run: impl Fn(&I) -> Stats
     total
 }
 
-impl Stats {
-    /// Every counter with its name.
-    pub fn fields(&self) -> [(&'static str, u64); 13] {
-        [
+impl Counters for Stats {
+    fn fields(&self) -> Vec<(&'static str, u64)> {
+        vec![
             ("inputs", self.inputs),
             ("invalid_config", self.invalid_config),
             ("checks", self.checks),
@@ -446,6 +489,12 @@ impl Stats {
             ("shadow_checks", self.shadow_checks),
             ("restocks", self.restocks),
             ("sweeps_at_backoff", self.sweeps_at_backoff),
+            ("refunds", self.refunds),
+            ("reserves", self.reserves),
+            ("cancels", self.cancels),
+            ("cancels_nothing", self.cancels_nothing),
+            ("excused_zero_count_ahead", self.excused_zero_count_ahead),
+            ("excused_refund_zero", self.excused_refund_zero),
         ]
     }
 }
@@ -454,9 +503,9 @@ impl Stats {
 /// some input of `dir` exercises, the smallest such input; and the input that exercises the
 /// most counters at once. Returns `(counter, path)` pairs, one path possibly under several
 /// names.
-pub fn pick_seeds<I: for<'a> Arbitrary<'a>>(
+pub fn pick_seeds<I: for<'a> Arbitrary<'a>, S: Counters>(
     dir: &str,
-    run: impl Fn(&I) -> Stats,
+    run: impl Fn(&I) -> S,
 ) -> Vec<(&'static str, std::path::PathBuf)> {
     let mut best: Vec<(&'static str, usize, std::path::PathBuf)> = Vec::new();
     let mut widest: Option<(usize, usize, std::path::PathBuf)> = None;
@@ -496,7 +545,7 @@ pub fn pick_seeds<I: for<'a> Arbitrary<'a>>(
 /// The `pick_seeds` tool of every target: picks from `$CORPUS` (default `corpus/<target>`) as
 /// [`pick_seeds`] does and copies the picks into `corpus/seed_<target>/<counter>`, replacing
 /// the seeds there.
-pub fn refresh_seeds<I: for<'a> Arbitrary<'a>>(target: &str, run: impl Fn(&I) -> Stats) {
+pub fn refresh_seeds<I: for<'a> Arbitrary<'a>, S: Counters>(target: &str, run: impl Fn(&I) -> S) {
     let root = env!("CARGO_MANIFEST_DIR");
     let dir = std::env::var("CORPUS").unwrap_or_else(|_| format!("{root}/corpus/{target}"));
     let picks = pick_seeds(&dir, run);

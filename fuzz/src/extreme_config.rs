@@ -409,7 +409,7 @@ struct Built {
 }
 
 fn quota_max_burst(count: u32, period: Duration) -> u128 {
-    match gcra_model::validate(count, period, 1) {
+    match gcra_model::validate(count, period, 1, 0) {
         Ok(p) => U64 / p.t,
         Err(_) => U64,
     }
@@ -418,11 +418,13 @@ fn quota_max_burst(count: u32, period: Duration) -> u128 {
 fn resolve(ctor: Ctor, clock: &ManualClock) -> Built {
     let gcra = |quota: Quota| {
         let conf =
-            gcra_model::validate(quota.count(), quota.period(), quota.burst()).map(|p| Conf {
-                limit: p.burst,
-                stock: false,
-                gcra_dvt: Some(p.dvt),
-            });
+            gcra_model::validate(quota.count(), quota.period(), quota.burst(), quota.queue()).map(
+                |p| Conf {
+                    limit: p.burst,
+                    stock: false,
+                    gcra_dvt: Some(p.dvt),
+                },
+            );
         Built {
             conf,
             direct: Some(Limiter::gcra(quota).clock(clock.clone())),

@@ -394,8 +394,12 @@ pub fn run(input: &Input) -> Stats {
                     stats.keys_evicted += want as u64;
                 }
             }
-            // A sliding log has no stock.
-            Op::Restock { .. } | Op::SetStock { .. } => {}
+            // A sliding log has no stock, no refunds and no reservations.
+            Op::Restock { .. }
+            | Op::SetStock { .. }
+            | Op::Refund { .. }
+            | Op::Reserve { .. }
+            | Op::Cancel { .. } => {}
             _ => unreachable!("clock moves are handled above"),
         }
         assert_eq!(clock.now(), now);

@@ -143,6 +143,23 @@ impl CellModel for StockModel {
         self.put(st, u128::from(units));
         Some(())
     }
+
+    fn word(&self, st: &State) -> State {
+        *st
+    }
+
+    /// The units back (a stock has no other ceiling), saturating at `u64::MAX` remaining.
+    fn refund(&self, st: &mut State, _now: u64, n: u32) -> bool {
+        let r = self.remaining(st);
+        let back = (r + u128::from(n)).min(U64);
+        self.put(st, back);
+        back != r
+    }
+
+    /// A stock takes the units back whatever happened since.
+    fn uncount(&self, st: &mut State, now: u64, n: u32, _after: &State) -> bool {
+        self.refund(st, now, n)
+    }
 }
 
 impl StockModel {
@@ -201,6 +218,46 @@ mod tests {
         s.set_stock(&mut st, 0);
         assert!(!s.step(&mut st, 0, 1).allowed);
         assert!(s.step(&mut st, 0, 0).allowed, "n = 0 always fits");
+    }
+
+    #[test]
+    fn refund_and_cancel() {
+        use crate::keyed_model::cancel;
+        let s = StockModel { stock: 3 };
+        let mut st = None;
+        s.step(&mut st, 0, 2);
+        assert!(s.refund(&mut st, 0, 1));
+        assert_eq!(st, Some(2));
+        assert!(s.refund(&mut st, 0, 5), "a stock has no other ceiling");
+        assert_eq!(st, Some(7));
+        assert!(!s.refund(&mut st, 0, 0));
+        let mut full = Some(U64);
+        assert!(!s.refund(&mut full, 0, 1), "saturated");
+        // Cancel: the exact word back, or the units added back whatever happened since.
+        let (before, after) = (Some(5), Some(4));
+        let mut now_st = after;
+        assert!(cancel(&s, &mut now_st, 0, 1, true, &before, &after));
+        assert_eq!(now_st, before);
+        let mut now_st = Some(0);
+        assert!(cancel(&s, &mut now_st, 0, 1, true, &before, &after));
+        assert_eq!(now_st, Some(1));
+    }
+
+    /// Not a bug the target looks for (it cancels each reservation at most once, as the docs
+    /// intend), but a hazard of the API worth a tripwire: `Reservation` is `Copy`, and a second
+    /// `cancel` of the same reservation gives its units back again, so a stock of 1 sells 2.
+    /// When this test fails, cancelling twice no longer gives back twice.
+    #[test]
+    fn known_hazard_cancel_twice() {
+        let l = Limiter::stock(1).build().unwrap();
+        let r = l.reserve(1, std::time::Duration::ZERO);
+        assert!(r.is_allowed());
+        assert!(l.cancel(r));
+        assert!(
+            l.cancel(r),
+            "cancelling twice gives nothing the second time: fixed"
+        );
+        assert_eq!(l.peek().remaining(), 2, "a stock of 1 now has 2 to sell");
     }
 
     #[test]
