@@ -36,7 +36,7 @@ fn main() -> Result<(), ConfigError> {
     let upstream = Limiter::gcra(Quota::with_interval(ms(100)))
         .clock(clock.clone())
         .build()?;
-    let held: Vec<_> = (0..4).map(|_| upstream.reserve(1, ms(250))).collect();
+    let mut held: Vec<_> = (0..4).map(|_| upstream.reserve(1, ms(250))).collect();
     for (i, r) in held.iter().enumerate() {
         println!(
             "reservation {i}: allowed {:5}  delay {:?}",
@@ -47,7 +47,7 @@ fn main() -> Result<(), ConfigError> {
     // The last admitted caller gives up: its place is free again.
     println!(
         "cancel the last one: gave back {}",
-        upstream.cancel(held[2])
+        upstream.cancel(held.swap_remove(2))
     );
     println!(
         "a newcomer now waits {:?}",

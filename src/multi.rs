@@ -150,25 +150,26 @@ impl<const N: usize> MultiDecision<N> {
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<N> {
-    let mut taken: [Option<Reservation>; N] = [None; N];
+    let mut taken: [Option<Reservation>; N] = std::array::from_fn(|_| None);
     let mut denied_by = None;
     for (i, (gate, n)) in gates.iter().enumerate() {
         let r = gate.charge(*n);
+        let allowed = r.is_allowed();
         taken[i] = Some(r);
-        if !r.is_allowed() {
+        if !allowed {
             denied_by = Some(i);
             break;
         }
     }
     // The gates after a denial are only looked at, so that the caller learns the longest wait.
-    let decisions = std::array::from_fn(|i| match taken[i] {
+    let decisions = std::array::from_fn(|i| match &taken[i] {
         Some(r) => r.decision(),
         None => gates[i].0.peek_n(gates[i].1),
     });
     if denied_by.is_some() {
-        for (i, r) in taken.iter().enumerate().rev() {
+        for (i, r) in taken.into_iter().enumerate().rev() {
             if let Some(r) = r {
-                gates[i].0.cancel(*r);
+                gates[i].0.cancel(r);
             }
         }
     }

@@ -34,7 +34,11 @@ use crate::decision::Decision;
 /// assert_eq!(l.reserve(1, Duration::from_secs(5)).delay(), Duration::from_secs(1));
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// A `Reservation` is not `Copy`: `cancel` takes it by value, so it cannot be given back twice
+/// by accident. (It is `Clone`, for bookkeeping; cancelling a clone as well as the original
+/// gives counters' units back twice.)
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "an admitted reservation holds capacity: act after its delay, or cancel it"]
 pub struct Reservation {
     decision: Decision,

@@ -157,8 +157,10 @@ mod future {
 
     impl<G: Gate> Drop for UntilReady<G> {
         fn drop(&mut self) {
-            if let State::Sleeping(_, Some(r)) = &self.state {
-                self.gate.cancel(*r);
+            if let State::Sleeping(_, held) = &mut self.state {
+                if let Some(r) = held.take() {
+                    self.gate.cancel(r);
+                }
             }
         }
     }

@@ -256,7 +256,7 @@ fn cancel_of_a_shadowed_reservation_keeps_the_later_ones_places() {
     let a = l.reserve(1, wait);
     let b = l.reserve(1, wait);
     let c = l.reserve(1, wait);
-    let secs: Vec<u64> = [a, b, c].iter().map(|r| r.delay().as_secs()).collect();
+    let secs: Vec<u64> = [&a, &b, &c].iter().map(|r| r.delay().as_secs()).collect();
     assert_eq!(secs, [0, 1, 2]);
     // B gives up. C keeps its place at 2 s; handing B's place to a newcomer at the end of the
     // schedule would put it at 2 s beside C, so nothing comes back.

@@ -442,20 +442,17 @@ pub fn decide(
     (d, None)
 }
 
-/// `cancel` of `n` units whose admission left the TAT at `after`, on the stored `tat` at
-/// `now`; the new TAT, or `None` when nothing comes back.
-pub fn cancel(p: &Params, tat: Option<u64>, now: u64, n: u32, after: u64) -> Option<u64> {
-    let (tat, now, after) = (
-        u128::from(tat.unwrap_or(0)),
-        u128::from(now),
-        u128::from(after),
-    );
-    // Not the part later admissions were scheduled behind, nor the part already elapsed.
-    let back = (u128::from(n) * p.t)
-        .saturating_sub(tat.saturating_sub(after))
-        .min(after.saturating_sub(now));
-    let new = tat.saturating_sub(back).max(now);
-    (new < tat).then(|| new as u64)
+/// `cancel` of a reservation whose admission moved the TAT from `before` to `after`, on the
+/// stored `tat` at `now`: only the last place in the schedule comes back (`tat == after`), and
+/// then the TAT goes back to `before`, never below `now`. The new TAT, or `None` when nothing
+/// comes back.
+pub fn cancel(tat: Option<u64>, now: u64, before: u64, after: u64) -> Option<u64> {
+    let tat = tat.unwrap_or(0);
+    if tat != after {
+        return None;
+    }
+    let new = before.max(now);
+    (new < tat).then_some(new)
 }
 
 /// `refund(n)` on the stored `tat` at `now`: the new TAT, or `None` when nothing comes back.
@@ -670,7 +667,7 @@ impl std::ops::AddAssign for Stats {
 /// cancel, not what the reservation moved the TAT forward (`n * T` of the quota it was admitted
 /// under), so after a change to a longer interval a cancel moves the TAT back by more than its
 /// reservation moved it forward: other admissions' units come back with it.
-pub const EXCUSE_CANCEL_AFTER_SET_QUOTA: bool = true;
+pub const EXCUSE_CANCEL_AFTER_SET_QUOTA: bool = false;
 
 impl Period {
     /// The period, for a quota of `count` requests.
@@ -689,11 +686,13 @@ impl Period {
 
 /// A reservation as one subject (the direct or the keyed limiter) got it, and what the model
 /// recorded about it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Booked {
     reservation: Reservation,
     /// Admitted with `n > 0`: a cancel may give something back.
     holds: bool,
+    /// The TAT the admission started from (the stored TAT, or the fresh one).
+    before: u64,
     /// The TAT the admission wrote.
     after: u64,
     /// How far the admission moved the TAT forward: `after - max(before, now)`.
@@ -703,10 +702,9 @@ struct Booked {
 }
 
 /// An outstanding reservation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Outstanding {
     key: u8,
-    n: u32,
     /// `set_quota` calls before it.
     epoch: u64,
     direct: Booked,
@@ -962,6 +960,7 @@ pub fn run(input: &Input) -> Stats {
                         Booked {
                             reservation: r,
                             holds,
+                            before: before.unwrap_or(0),
                             after,
                             took: u128::from(after.saturating_sub(start)),
                             acting: None,
@@ -975,7 +974,7 @@ pub fn run(input: &Input) -> Stats {
                 }
                 let (want, swept, before_k, w) = model.admit(&params, &params, k, now, n, ceiling);
                 let r = keyed.reserve(&k, n, wait);
-                let mut kb = booked(r, &want, before_k, w);
+                let mut kb = booked(r.clone(), &want, before_k, w);
                 if w.is_some() {
                     let list = keyed_acting.entry(k).or_insert_with(|| Some(Vec::new()));
                     kb.acting = act(list, now + want.delay_ns, n);
@@ -999,7 +998,6 @@ pub fn run(input: &Input) -> Stats {
                 }
                 outstanding.push(Outstanding {
                     key: k,
-                    n,
                     epoch,
                     direct: d,
                     keyed: kb,
@@ -1010,11 +1008,14 @@ pub fn run(input: &Input) -> Stats {
                     continue;
                 }
                 let o = outstanding.remove(usize::from(pick) % outstanding.len());
-                let (k, n) = (o.key, o.n);
-                // Never further back than the reservation moved the TAT forward.
+                let k = o.key;
+                // Never further back than the state before the reservation (and, while the clock
+                // has not gone back since, never more than the reservation moved it forward).
                 let mut took = |old: u64, new: u64, b: &Booked, what: &str| {
                     let back = u128::from(old - new);
-                    if back <= b.took {
+                    if new >= b.before
+                        && (back <= b.took || now < old.saturating_sub(b.took as u64))
+                    {
                         return;
                     }
                     if EXCUSE_CANCEL_AFTER_SET_QUOTA && o.epoch != epoch {
@@ -1022,19 +1023,20 @@ pub fn run(input: &Input) -> Stats {
                         return;
                     }
                     panic!(
-                        "Inv: {what} cancel moved the TAT back {back} ns, its reservation moved \
-                         it forward {} ns: {o:?} {}",
+                        "Inv: {what} cancel moved the TAT back {back} ns to {new}, its reservation \
+                         moved it forward {} ns from {}: {o:?} {}",
                         b.took,
+                        b.before,
                         ctx(now, &params)
                     );
                 };
                 let want = if o.direct.holds {
-                    cancel(&params, direct_tat, now, n, o.direct.after)
+                    cancel(direct_tat, now, o.direct.before, o.direct.after)
                 } else {
                     None
                 };
                 assert_eq!(
-                    direct.cancel(o.direct.reservation),
+                    direct.cancel(o.direct.reservation.clone()),
                     want.is_some(),
                     "direct cancel of {o:?} on TAT {direct_tat:?}: {}",
                     ctx(now, &params)
@@ -1048,12 +1050,14 @@ pub fn run(input: &Input) -> Stats {
                 }
                 let held = model.tats.contains_key(&k);
                 let want = if o.keyed.holds {
-                    model.on_held(k, |tat| cancel(&params, Some(tat), now, n, o.keyed.after))
+                    model.on_held(k, |tat| {
+                        cancel(Some(tat), now, o.keyed.before, o.keyed.after)
+                    })
                 } else {
                     None
                 };
                 assert_eq!(
-                    keyed.cancel(&k, o.keyed.reservation),
+                    keyed.cancel(&k, o.keyed.reservation.clone()),
                     want.is_some(),
                     "keyed cancel of {o:?}, held={:?}: {}",
                     model.tats,
@@ -1071,7 +1075,7 @@ pub fn run(input: &Input) -> Stats {
                 }
                 // The shadow cancels where the keyed limiter held the key.
                 if let (true, true, Some(tat)) = (held, o.keyed.holds, shadow.get_mut(&k)) {
-                    if let Some(new) = cancel(&params, Some(*tat), now, n, o.keyed.after) {
+                    if let Some(new) = cancel(Some(*tat), now, o.keyed.before, o.keyed.after) {
                         *tat = new;
                     }
                 }
@@ -1469,18 +1473,17 @@ mod tests {
     }
 
     #[test]
-    fn cancel_gives_back_only_the_unspent_unshadowed_part() {
-        let p = params(1, 100, 1);
-        // Our admission moved the TAT to 1300; nobody came after; now = 1000: all 100 back.
-        assert_eq!(cancel(&p, Some(1300), 1000, 1, 1300), Some(1200));
+    fn cancel_gives_back_only_the_last_place() {
+        // Our admission moved the TAT from 1200 to 1300; nobody came after; now = 1000.
+        assert_eq!(cancel(Some(1300), 1000, 1200, 1300), Some(1200));
         // Someone was scheduled behind us: their place depends on ours.
-        assert_eq!(cancel(&p, Some(1400), 1000, 1, 1300), None);
-        assert_eq!(cancel(&p, Some(1350), 1000, 1, 1300), Some(1300));
+        assert_eq!(cancel(Some(1400), 1000, 1200, 1300), None);
+        assert_eq!(cancel(Some(1350), 1000, 1200, 1300), None);
         // Half of our place [1200, 1300] is over at 1250: only the rest comes back.
-        assert_eq!(cancel(&p, Some(1300), 1250, 1, 1300), Some(1250));
-        assert_eq!(cancel(&p, Some(1300), 1300, 1, 1300), None);
-        // A refund moved the TAT below our mark: never below now.
-        assert_eq!(cancel(&p, Some(1100), 1000, 2, 1300), Some(1000));
+        assert_eq!(cancel(Some(1300), 1250, 1200, 1300), Some(1250));
+        assert_eq!(cancel(Some(1300), 1300, 1200, 1300), None);
+        // A refund moved the TAT below our mark: nothing.
+        assert_eq!(cancel(Some(1100), 1000, 1200, 1300), None);
     }
 
     #[test]
@@ -1491,47 +1494,6 @@ mod tests {
         assert_eq!(refund(&p, Some(1000), 1000, 1), None);
         assert_eq!(refund(&p, Some(500), 1000, 1), None);
         assert_eq!(refund(&p, None, 1000, 1), None);
-    }
-
-    /// The input `fuzz/README.md` gives for the known bug that `EXCUSE_CANCEL_AFTER_SET_QUOTA`
-    /// lets through: T = 100 ns, burst 10; five units, then a reservation of one (the TAT moves
-    /// 1500 -> 1600), then the interval becomes 1000 ns, then the reservation is cancelled: the
-    /// TAT goes back to 1000, 600 ns for a reservation that took 100. When this test fails, the
-    /// bug is fixed: set the excuse to `false`, update the model's cancel, and delete this test.
-    #[test]
-    fn known_bug_cancel_after_set_quota() {
-        let input = Input {
-            count: 10,
-            period: Period::Ns(1000),
-            burst: None,
-            queue: None,
-            max_keys: None,
-            exact_keys: false,
-            ops: vec![
-                Op::SetNs(1000),
-                Op::Check {
-                    key: 0,
-                    n: Units::Small(5),
-                },
-                Op::Reserve {
-                    key: 0,
-                    n: Units::Small(1),
-                    max_wait: Wait::Zero,
-                },
-                Op::SetQuota(Tier::Small {
-                    count: 1,
-                    interval: 1000,
-                    burst: Some(8),
-                    queue: 0,
-                }),
-                Op::Cancel { pick: 0 },
-            ],
-        };
-        let stats = run(&input);
-        assert_eq!(
-            stats.excused_cancel_after_set_quota, 2,
-            "direct and keyed: the bug is still there (see fuzz/README.md)"
-        );
     }
 
     #[test]

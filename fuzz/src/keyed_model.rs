@@ -108,7 +108,7 @@ pub trait CellModel {
 /// sweep at that time drops it, and the key comes back counting in the clock's window, so the
 /// decisions after the sweep differ from those of a limiter that never evicts (lossless
 /// eviction is broken; the re-created key is *less* strict in the later window).
-pub const EXCUSE_ZERO_COUNT_AHEAD: bool = true;
+pub const EXCUSE_ZERO_COUNT_AHEAD: bool = false;
 
 /// A known bug in cellgate that the window targets let through (counting it in
 /// `Stats::excused_refund_zero`); see `fuzz/README.md`. Set it to `false` to see it fail.
@@ -116,7 +116,7 @@ pub const EXCUSE_ZERO_COUNT_AHEAD: bool = true;
 /// `refund(0)` on a sliding window whose stored current window is now's previous one, with a
 /// count in it, answers `true` ("something was given back") although nothing changed: the step
 /// asks to write the word it was given, and the cell reports the step's answer without a write.
-pub const EXCUSE_REFUND_ZERO: bool = true;
+pub const EXCUSE_REFUND_ZERO: bool = false;
 
 /// What a reservation recorded, for one subject: the model's state before and after it, and
 /// the real reservation.
@@ -636,19 +636,19 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let before = direct.clone();
                 let want = m.step(&mut direct, at, n);
                 let r = s.direct.reserve(n, wait);
-                let d = held(r, &want, before, direct.clone());
+                let d = held(r.clone(), &want, before, direct.clone());
                 check_reservation(&r, &want, d.holds, "direct reserve");
                 let (want, swept, before, after) = table.check_full(m, k, at, now, n);
                 let refused = s.table.refused();
                 let r = s.table.reserve(&k, n, wait);
                 stats.refused_by_cap += s.table.refused() - refused;
                 stats.keys_evicted += swept as u64;
-                let t = held(r, &want, before, after);
+                let t = held(r.clone(), &want, before, after);
                 check_reservation(&r, &want, t.holds, "table reserve");
                 let (want, swept, before, after) = map.check_full(m, k, at, now, n);
                 let r = s.map.reserve(&k, n, wait);
                 stats.keys_evicted += swept as u64;
-                let p = held(r, &want, before, after);
+                let p = held(r.clone(), &want, before, after);
                 check_reservation(&r, &want, p.holds, "map reserve");
                 stats.reserves += u64::from(p.holds);
                 if shadow_valid {
@@ -684,7 +684,7 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let want = cancel(m, &mut direct, at, n, d.holds, &d.before, &d.after);
                 let seen = s.direct.peek();
                 assert_eq!(
-                    s.direct.cancel(d.reservation),
+                    s.direct.cancel(d.reservation.clone()),
                     want,
                     "{}",
                     ctx(&format!("direct cancel {d:?}, model {direct:?}"), now)
@@ -698,7 +698,7 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                         model.on_held(k, |st| cancel(m, st, at, n, h.holds, &h.before, &h.after));
                     let seen = subject.peek(&k);
                     assert_eq!(
-                        subject.cancel(&k, h.reservation),
+                        subject.cancel(&k, h.reservation.clone()),
                         want,
                         "{}",
                         ctx(

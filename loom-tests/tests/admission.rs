@@ -120,7 +120,7 @@ enum Step {
 }
 
 /// What one step returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Got {
     Decision(Decision),
     Refunded(bool),
@@ -136,7 +136,7 @@ fn apply(lim: &Limiter<ManualClock>, step: Step, last: &mut Option<Reservation>)
         Step::Refund(n) => Got::Refunded(lim.refund(n)),
         Step::Reserve(n, wait) => {
             let r = lim.reserve(n, Duration::from_nanos(wait));
-            *last = Some(r);
+            *last = Some(r.clone());
             Got::Reserved(r)
         }
         Step::Cancel => Got::Cancelled(lim.cancel(last.take().expect("a reservation to cancel"))),
@@ -305,7 +305,7 @@ fn acting(programs: &[&[Step]], got: &Results, seen: &Observed) -> Vec<(u64, u32
     let mut out = Vec::new();
     for (program, results) in programs.iter().zip(got) {
         let mut held: Option<(u64, u32)> = None;
-        for (&step, &g) in program.iter().zip(results) {
+        for (&step, g) in program.iter().zip(results) {
             match (step, g) {
                 (Step::Check(n), Got::Decision(d)) if d.is_allowed() => {
                     out.push((NOW + d.delay_ns(), n));
@@ -583,7 +583,7 @@ enum Phase {
 /// The reference `check_all`, one atomic gate operation per step (from the `check_all` docs):
 /// charge each gate in order; if one denies, peek the gates after it (so the caller learns the
 /// longest wait), then cancel the charges made before it, in reverse order.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Reference {
     phase: Phase,
     taken: [Option<Reservation>; 3],
@@ -595,7 +595,7 @@ impl Reference {
     fn new() -> Self {
         Self {
             phase: Phase::Charge(0),
-            taken: [None; 3],
+            taken: [const { None }; 3],
             decisions: [None; 3],
             denied_by: None,
         }
@@ -611,8 +611,9 @@ impl Reference {
             Phase::Charge(i) => {
                 let r = g[i].charge(1);
                 self.decisions[i] = Some(r.decision());
+                let allowed = r.is_allowed();
                 self.taken[i] = Some(r);
-                match (r.is_allowed(), i + 1 < 3) {
+                match (allowed, i + 1 < 3) {
                     (true, true) => Phase::Charge(i + 1),
                     (true, false) => Phase::Done,
                     (false, more) => {
@@ -634,7 +635,7 @@ impl Reference {
                 }
             }
             Phase::Cancel(i) => {
-                g[i].cancel(self.taken[i].expect("a charge to cancel"));
+                g[i].cancel(self.taken[i].take().expect("a charge to cancel"));
                 Self::rollback(i)
             }
             Phase::Done => unreachable!("a finished check_all takes no step"),
@@ -654,7 +655,7 @@ impl Multi {
     /// far as it goes; returns the threads that can still step, and the outcome once none can.
     fn replay(&self, prefix: &[usize]) -> (Vec<usize>, Option<([Verdict; 2], ShopState)>) {
         let shop = Shop::new(self);
-        let mut refs = [Reference::new(); 2];
+        let mut refs = [Reference::new(), Reference::new()];
         for &t in prefix {
             shop.with_gates(t, self.order, |g| refs[t].step(g));
         }
