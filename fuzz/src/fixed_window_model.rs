@@ -170,10 +170,13 @@ impl CellModel for FixedModel {
 
     /// The units off the count of the window they were counted in, if that is still the stored
     /// window (whatever the time).
-    fn uncount(&self, st: &mut State, _now: u64, n: u32, after: &State) -> bool {
+    /// The units off the count of the window they were counted in, if that is still the
+    /// stored window and it still counts at `now` (not over).
+    fn uncount(&self, st: &mut State, now: u64, n: u32, after: &State) -> bool {
         let (k, count) = self.word(st).unwrap();
         let (k_after, _) = self.word(after).unwrap();
-        if k != k_after || count == 0 || n == 0 {
+        let over = k < u128::from(now) / u128::from(self.window);
+        if over || k != k_after || count == 0 || n == 0 {
             return false;
         }
         *st = Some((k, count - count.min(u128::from(n))));
@@ -331,9 +334,12 @@ mod tests {
         let mut now_st = after;
         assert!(cancel(&f, &mut now_st, 260, 1, true, &before, &after));
         assert_eq!(now_st, before);
-        // ... else the units off the same window's count, whatever the time ...
+        // ... else the units off the same window's count while it still counts ...
         let mut now_st = Some((2, 3));
-        assert!(cancel(&f, &mut now_st, 999, 1, true, &before, &after));
+        assert!(cancel(&f, &mut now_st, 260, 1, true, &before, &after));
+        assert_eq!(now_st, Some((2, 2)));
+        // ... (not once it is over) ...
+        assert!(!cancel(&f, &mut now_st, 999, 1, true, &before, &after));
         assert_eq!(now_st, Some((2, 2)));
         // ... and nothing once another window is stored, or for a reservation holding nothing.
         let mut now_st = Some((3, 1));

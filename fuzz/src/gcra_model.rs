@@ -467,6 +467,11 @@ pub fn refund(p: &Params, tat: Option<u64>, now: u64, n: u32) -> Option<u64> {
 struct KeyedModel {
     tats: HashMap<u8, u64>,
     max_keys: Option<usize>,
+    /// The bounded table (not the exact map): after a sweep made room for a new key, it reads
+    /// the fresh TAT again under its shard lock, so a reservation records the raised floor as
+    /// its `before`; the map records the floor it read before the sweep. (The decision is the
+    /// same either way.)
+    table: bool,
     refused: u64,
     evicted: u64,
     /// The latest `now` of any sweep (0: none yet): where a key not in the map starts.
@@ -517,6 +522,7 @@ impl KeyedModel {
             return (d, 0, before, None);
         };
         let mut swept = 0;
+        let mut did_sweep = false;
         if let Some(max) = self.max_keys {
             if self.tats.len() >= max {
                 let last = self.last_sweep;
@@ -524,6 +530,7 @@ impl KeyedModel {
                 if due {
                     swept = self.evict_idle(now);
                     self.last_sweep = now;
+                    did_sweep = true;
                 }
                 if self.tats.len() >= max {
                     self.refused += 1;
@@ -540,6 +547,11 @@ impl KeyedModel {
             }
         }
         self.tats.insert(k, w);
+        let before = if self.table && did_sweep {
+            self.fresh()
+        } else {
+            before
+        };
         (d, swept, before, Some(w))
     }
 
@@ -803,6 +815,7 @@ pub fn run(input: &Input) -> Stats {
 
     let mut model = KeyedModel {
         max_keys: input.max_keys.map(usize::from),
+        table: input.max_keys.is_some() && !input.exact_keys,
         last_sweep: u64::MAX,
         ..KeyedModel::default()
     };

@@ -242,11 +242,16 @@ impl CellModel for SlidingModel {
     /// The units off the count of the window they were counted in: the stored current window's
     /// if it is still the admission's, the stored previous window's if the stored window has
     /// moved on by one.
-    fn uncount(&self, st: &mut State, _now: u64, n: u32, after: &State) -> bool {
+    /// The units off the count of the window they were counted in (the stored current one, or
+    /// the stored previous one if the window moved on by one), unless both stored windows are
+    /// over at `now`.
+    fn uncount(&self, st: &mut State, now: u64, n: u32, after: &State) -> bool {
         let (k, p, c) = self.word(st).unwrap();
         let (k_after, _, _) = self.word(after).unwrap();
         let n = u128::from(n);
-        if k == k_after && c > 0 {
+        if k + 1 < u128::from(now) / u128::from(self.window) {
+            false
+        } else if k == k_after && c > 0 {
             *st = Some((k, p, c - c.min(n)));
             true
         } else if k == k_after + 1 && p > 0 {
