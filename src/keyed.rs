@@ -484,21 +484,17 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self.setting.unchanged() {
-            Some(algorithm) => self.check_on(algorithm, key, n),
-            None => self.check_changed(key, n),
-        }
-    }
-
-    /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
-    #[cold]
-    #[inline(never)]
-    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.check_on(&self.setting.load(), key, n)
+        // One inlined copy of the check, on the built algorithm or (after `set_quota`) on a
+        // copy of the current one.
+        let current;
+        let algorithm = match self.setting.unchanged() {
+            Some(algorithm) => algorithm,
+            None => {
+                current = self.setting.load_cold();
+                &current
+            }
+        };
+        self.check_on(algorithm, key, n)
     }
 
     #[inline(always)]

@@ -211,10 +211,17 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Decision {
-        match self.setting.unchanged() {
-            Some(algorithm) => self.check_on(algorithm, n),
-            None => self.check_changed(n),
-        }
+        // One inlined copy of the check, on the built algorithm or (after `set_quota`) on a
+        // copy of the current one.
+        let current;
+        let algorithm = match self.setting.unchanged() {
+            Some(algorithm) => algorithm,
+            None => {
+                current = self.setting.load_cold();
+                &current
+            }
+        };
+        self.check_on(algorithm, n)
     }
 
     #[inline(always)]
@@ -224,13 +231,6 @@ impl<C: Clock> Limiter<C> {
         // taken on, straight into the return value (see `Algorithm::decide`).
         let word = self.cell.update(|w| (w, algorithm.step(w, now, n).1));
         algorithm.decide(word, now, n)
-    }
-
-    /// A check after [`set_quota`](Self::set_quota): the configuration is read atomically.
-    #[cold]
-    #[inline(never)]
-    fn check_changed(&self, n: u32) -> Decision {
-        self.check_on(&self.setting.load(), n)
     }
 
     /// The decision a request would get now, consuming nothing.

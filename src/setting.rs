@@ -76,6 +76,13 @@ impl Setting {
         }
     }
 
+    /// [`load`](Self::load), kept out of line: the path of checks after a runtime change.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn load_cold(&self) -> Algorithm {
+        self.load()
+    }
+
     /// The algorithm as built: its kind (and, for every kind but GCRA, its parameters) never
     /// change, so what depends only on the kind may read this without a load.
     #[inline(always)]
