@@ -11,12 +11,16 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
+mod common;
+
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
+
+use common::permutations;
 
 /// Emission interval of every model, ns.
 const T: u64 = 100;
@@ -81,26 +85,6 @@ fn run_concurrently(burst: u32, ops: &[u32]) -> Outcome {
         .collect();
     let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
     (decisions, lim, clock)
-}
-
-/// All orderings of `0..n`.
-fn permutations(n: usize) -> Vec<Vec<usize>> {
-    fn go(prefix: &mut Vec<usize>, n: usize, out: &mut Vec<Vec<usize>>) {
-        if prefix.len() == n {
-            out.push(prefix.clone());
-            return;
-        }
-        for i in 0..n {
-            if !prefix.contains(&i) {
-                prefix.push(i);
-                go(prefix, n, out);
-                prefix.pop();
-            }
-        }
-    }
-    let mut out = Vec::new();
-    go(&mut Vec::new(), n, &mut out);
-    out
 }
 
 /// What a serial run of `ops` in `order` gives, per thread (indexed like `ops`), and the
