@@ -131,7 +131,8 @@ pub struct Held<S> {
 }
 
 /// `cancel` on `st` (the current state of the reservation's key) at `now` (from the `cancel`
-/// docs): nothing unless the reservation holds units; if the cell still holds the word the
+/// docs): nothing unless the reservation holds units and the state is not already idle (for
+/// the time-based algorithms); if the cell still holds the word the
 /// admission wrote, it goes back to the word before the admission, exactly; otherwise the
 /// algorithm gives back what it can prove unspent. Returns whether anything was given back.
 pub fn cancel<M: CellModel>(
@@ -144,6 +145,11 @@ pub fn cancel<M: CellModel>(
     after: &M::State,
 ) -> bool {
     if !holds {
+        return false;
+    }
+    // A time-based state already as good as fresh has nothing left to give back (a key that
+    // a sweep dropped is exactly such a state, and answers the same).
+    if m.uses_time() && m.is_idle(st, now) {
         return false;
     }
     if m.word(st) == m.word(after) {

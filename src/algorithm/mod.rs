@@ -129,6 +129,11 @@ impl Algorithm {
         before: u64,
         after: u64,
     ) -> Option<u64> {
+        // A time-based state that is already as good as fresh has nothing left to give back
+        // (and a key dropped by a sweep, which is exactly such a state, must answer the same).
+        if self.uses_time() && self.is_idle(word, now) {
+            return None;
+        }
         self.cancel_step(word, now, n, before, after)
             .filter(|&w| w != word)
     }
