@@ -111,7 +111,7 @@ impl Algorithm {
             Algorithm::Gcra(g) => g.refund(word, now, n),
             Algorithm::FixedWindow(f) => f.refund(word, now, n),
             Algorithm::SlidingWindow(s) => s.refund(word, now, n),
-            Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+            Algorithm::Stock(s) => s.restock(word, u64::from(n)).1,
             // Guava has no refunds; a warm-up state has no "units" to hand back.
             Algorithm::WarmUp(_) => None,
         }
@@ -145,7 +145,7 @@ impl Algorithm {
             _ if word == after => Some(before),
             Algorithm::FixedWindow(f) => f.cancel(word, now, n, after),
             Algorithm::SlidingWindow(s) => s.cancel(word, now, n, after),
-            Algorithm::Stock(s) => Some(s.restock(word, u64::from(n)).1?).filter(|&w| w != word),
+            Algorithm::Stock(s) => s.restock(word, u64::from(n)).1,
             // Only the last admission can be undone (exactly, above): its `next_free` only ever
             // grows, so a later admission's place depends on ours.
             Algorithm::WarmUp(_) => None,
