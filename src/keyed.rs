@@ -6,14 +6,13 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
-
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+// dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
+use crate::exact_map::{DashMap, Entry};
 use crate::quota::Quota;
 use crate::reservation::Reservation;
 use crate::setting::Setting;

@@ -89,6 +89,7 @@ mod cell;
 pub mod clock;
 mod decision;
 mod error;
+mod exact_map;
 mod keyed;
 mod limiter;
 mod multi;

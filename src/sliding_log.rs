@@ -4,18 +4,17 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
-
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
 
 use crate::algorithm::sliding_log::{Log, LogConfig};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+// dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
+use crate::exact_map::{DashMap, Entry};
 use crate::keyed::Hasher;
 use crate::sweep::SweepGate;
+use crate::sync::{Mutex, MutexGuard};
 
 /// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
 /// of the Redis `ZSET` sliding-log scripts, which no counter gives.
@@ -62,8 +61,9 @@ pub struct SlidingLog<K, C = DefaultClock> {
     held: AtomicUsize,
     refused: AtomicU64,
     sweeps: SweepGate,
-    /// The latest `now` at which a sweep dropped keys (see `Log::swept`).
-    swept: AtomicU64,
+    /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
+    /// shim, as `KeyedLimiter::swept`.
+    swept: crate::sync::AtomicU64,
 }
 
 /// Configures a [`SlidingLog`]; finish with [`build`](SlidingLogBuilder::build).
@@ -135,7 +135,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             held: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
             sweeps: SweepGate::new(),
-            swept: AtomicU64::new(0),
+            swept: crate::sync::AtomicU64::new(0),
         })
     }
 }
@@ -143,7 +143,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
 /// Locks a key's log. Nothing in the crate panics while holding it, so a poisoned lock can only
 /// come from a panic in the standard library; the log is still consistent then (every mutation
 /// completes before the next can start), so we keep using it.
-fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -227,7 +227,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// The log a key that is not in the map starts from.
     fn fresh_log(&self) -> Log {
         // Relaxed: ordered by the shard locks, as in `KeyedLimiter::fresh_word`.
-        match self.swept.load(Ordering::Relaxed) {
+        match self.swept.load(crate::sync::Ordering::Relaxed) {
             0 => Log::default(),
             swept => Log::swept(swept),
         }
@@ -235,7 +235,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_log`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, Ordering::Relaxed);
+        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
         let mut removed = 0usize;
         // The shard's write lock excludes every check on the shard while it is swept.
         self.map.retain(|_, log| {

@@ -1,20 +1,21 @@
 //! The atomics and locks the crate's concurrent cores use, swapped for loom's under `cfg(loom)`.
 //!
-//! [`crate::cell`], [`crate::table`], the sweep gate and the limiters' sweep floor go through
-//! this shim, so that `loom-tests/`
-//! model-checks the very code that ships rather than a copy.
+//! [`crate::cell`], [`crate::table`], the sweep gate, the limiters' sweep floor and the sliding
+//! log's per-key mutex go through this shim (and the exact maps through
+//! [`crate::exact_map`]), so that `loom-tests/` model-checks the very code that ships rather
+//! than a copy.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// loom has no 128-bit atomic; this stand-in gives loom a visible, atomic (lock-protected)
 /// 128-bit word with the operations the table uses. It models a 16-byte compare-and-swap as one

@@ -1,0 +1,393 @@
+//! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built without
+//! `max_keys` or with `exact_keys()`, whose cells live in a dashmap (`Store::Map` in
+//! `src/keyed.rs`), shared by loom threads.
+//!
+//! dashmap is not loom-aware; under `cfg(loom)` the store's map is a loom-visible stand-in
+//! (`src/exact_map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
+//! discipline (lookups under the read lock, kept while the caller updates the cell; `entry`
+//! under the write lock, kept while an occupied entry is decided on or a vacant one filled;
+//! `retain` judging and removing under the write lock). The keyed limiter's own code (the hit
+//! path, `map_insert`, `update_existing`, `evict_idle_at`, the cap and `make_room`) is the
+//! shipped source, and each cell is a loom `AtomicU64`, so loom explores the lock acquisitions
+//! against the cells' compare-and-swaps.
+//!
+//! The clock is a frozen `ManualClock`, set from the main thread before any thread is spawned.
+//! Hashing is made deterministic (`common::deterministic_hashing`) so that the map iterates its
+//! keys in the same order in every execution (a sweep loads each cell in that order).
+//!
+//! Every model checks that the run is *linearizable*: the results the threads got and the
+//! state left behind (keys held, refused and evicted, and every key's observable state: a peek,
+//! then checks until the first denial, now and one interval later) are exactly those of running
+//! the same operations one after another, in some order, on a fresh limiter. The serial
+//! outcomes are tabulated once before each model runs. Each model also asserts its quota
+//! directly (admitted never exceeds the burst, no admission is lost, one entry per key).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cellgate::clock::ManualClock;
+use cellgate::{Decision, KeyedLimiter, Quota};
+use loom::sync::Arc;
+use loom::thread;
+
+use common::{assert_serial, deterministic_hashing, model, permutations, serially};
+
+/// Emission interval, ns.
+const T: u64 = 100;
+/// The time the models start at.
+const NOW: u64 = 1_000;
+/// Two keys (the map stores them exactly: any two distinct keys will do).
+const K1: u64 = 1;
+const K2: u64 = 2;
+
+type Keyed = KeyedLimiter<u64, ManualClock>;
+
+/// What one thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check(u64),
+    EvictIdle,
+}
+
+/// What it got back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Got {
+    Decision(Decision),
+    Evicted(usize),
+}
+
+impl Got {
+    fn admitted(&self) -> bool {
+        matches!(self, Got::Decision(d) if d.is_allowed())
+    }
+}
+
+/// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
+#[derive(Clone)]
+struct Scenario {
+    burst: u32,
+    /// `None`: no bound (the map store by default); `Some(n)`: `max_keys(n).exact_keys()`.
+    max_keys: Option<usize>,
+    /// Runs on the main thread before the threads are spawned (and before each serial run).
+    setup: fn(&Keyed, &ManualClock),
+    /// The keys the scenario uses; the final state is observed on all of them.
+    keys: Vec<u64>,
+    ops: Vec<Op>,
+}
+
+/// The final state as far as the public API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    len: usize,
+    /// New keys refused because the map was full of live keys.
+    refused: u64,
+    /// Keys dropped as idle (by `evict_idle` or by a sweep at the bound).
+    evicted: u64,
+    /// Per key: peek now, then checks until the first denial.
+    now: Vec<Vec<Decision>>,
+    /// Per key, one interval later: peek, then checks until the first denial.
+    later: Vec<Vec<Decision>>,
+}
+
+/// One serial run: the order (indices into `ops`), the results (indexed like `ops`) and the
+/// final state.
+type Outcome = (Vec<usize>, Vec<Got>, Observed);
+
+impl Scenario {
+    fn limiter(&self, clock: &ManualClock) -> Keyed {
+        let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
+            .with_burst(self.burst);
+        let builder = KeyedLimiter::<u64>::gcra(q).clock(clock.clone());
+        let builder = match self.max_keys {
+            Some(n) => builder.max_keys(n).exact_keys(),
+            None => builder,
+        };
+        builder.build().expect("valid quota")
+    }
+
+    /// A fresh limiter with the setup applied, and its clock.
+    fn start(&self) -> (Keyed, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = self.limiter(&clock);
+        (self.setup)(&lim, &clock);
+        (lim, clock)
+    }
+
+    /// Every serial order's results (indexed like `ops`) and final state.
+    fn serial_outcomes(&self) -> Vec<Outcome> {
+        let s = self.clone();
+        serially(move || {
+            permutations(s.ops.len())
+                .into_iter()
+                .map(|order| {
+                    let (lim, clock) = s.start();
+                    let mut got = vec![None; s.ops.len()];
+                    for &i in &order {
+                        got[i] = Some(apply(&lim, s.ops[i]));
+                    }
+                    let got = got.into_iter().map(Option::unwrap).collect();
+                    let seen = observe(&lim, &clock, &s.keys, s.burst);
+                    (order, got, seen)
+                })
+                .collect()
+        })
+    }
+
+    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
+    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
+        let (lim, clock) = self.start();
+        let lim = Arc::new(lim);
+        let (last, spawned) = self.ops.split_last().expect("at least one op");
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|&op| {
+                let lim = Arc::clone(&lim);
+                thread::spawn(move || apply(&lim, op))
+            })
+            .collect();
+        let mine = apply(&lim, *last);
+        let mut got: Vec<Got> = handles
+            .into_iter()
+            .map(|h| h.join().expect("model thread panicked"))
+            .collect();
+        got.push(mine);
+        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
+        (got, lim, clock)
+    }
+
+    /// Model-checks the scenario: its results and final state must be one of `accepted`
+    /// (the serial outcomes, plus whatever the model documents), and `extra` (scenario-specific
+    /// invariants) must hold on each explored execution. Returns the labels matched.
+    fn check_against(
+        &self,
+        name: &str,
+        accepted: Vec<(String, Vec<Got>, Observed)>,
+        extra: fn(&[Got], &Observed),
+    ) -> BTreeSet<String> {
+        let s = self.clone();
+        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+        let seen_labels = std::sync::Arc::clone(&matched);
+        model(name, move || {
+            let (got, lim, clock) = s.run_concurrently();
+            let seen = observe(&lim, &clock, &s.keys, s.burst);
+            extra(&got, &seen);
+            let label = assert_serial(&accepted, &got, &seen);
+            seen_labels.lock().unwrap().insert(label);
+        });
+        let matched = matched.lock().unwrap().clone();
+        eprintln!("  {name}: outcomes matched {matched:?}");
+        matched
+    }
+
+    /// Model-checks the scenario against its serial outcomes (see `check_against`), and
+    /// asserts that loom reached at least two different serial orders' outcomes where the
+    /// serial runs have two different outcomes (the race went both ways).
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        let serial = labelled(self.serial_outcomes());
+        let distinct: BTreeSet<String> = serial
+            .iter()
+            .map(|(_, g, s)| format!("{g:?}{s:?}"))
+            .collect();
+        let matched = self.check_against(name, serial, extra);
+        if distinct.len() > 1 {
+            assert!(
+                matched.len() > 1,
+                "{name}: the race was explored one way only: {matched:?}"
+            );
+        }
+    }
+}
+
+/// Labels serial outcomes by their order.
+fn labelled(outcomes: Vec<Outcome>) -> Vec<(String, Vec<Got>, Observed)> {
+    outcomes
+        .into_iter()
+        .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
+        .collect()
+}
+
+fn apply(lim: &Keyed, op: Op) -> Got {
+    match op {
+        Op::Check(key) => Got::Decision(lim.check(&key)),
+        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+    }
+}
+
+/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
+fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
+    let mut seen = vec![lim.peek(&key)];
+    for _ in 0..=burst {
+        let d = lim.check(&key);
+        seen.push(d);
+        if !d.is_allowed() {
+            break;
+        }
+    }
+    seen
+}
+
+/// The observable state: keys held, refused and evicted, and for every key of `keys` a peek and
+/// checks until the first denial, now and one interval later (equal observations mean equal
+/// TATs: `peek().reset_after()` is `TAT - now` while `TAT > now`).
+fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
+    let len = lim.len();
+    let refused = lim.refused();
+    let evicted = lim.evicted();
+    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
+    clock.advance_ns(T);
+    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
+    Observed {
+        len,
+        refused,
+        evicted,
+        now,
+        later,
+    }
+}
+
+/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
+fn drained(seen: &[Decision]) -> usize {
+    seen[1..].iter().filter(|d| d.is_allowed()).count()
+}
+
+fn admitted(got: &[Got]) -> usize {
+    got.iter().filter(|g| g.admitted()).count()
+}
+
+fn no_setup(_: &Keyed, _: &ManualClock) {}
+
+/// (a) The insert race: two threads check the same new key at once, burst 1, no bound. Both
+/// miss the lookup (read lock) and decide on a fresh state; the one whose `entry` comes second
+/// finds the key occupied and must decide again on the winner's cell, under the write lock. So
+/// exactly one entry is created and exactly one check admitted.
+#[test]
+fn insert_race_same_new_key() {
+    Scenario {
+        burst: 1,
+        max_keys: None,
+        setup: no_setup,
+        keys: vec![K1],
+        ops: vec![Op::Check(K1), Op::Check(K1)],
+    }
+    .check("exact_map::insert_race_same_new_key", |got, seen| {
+        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
+        assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
+        // No admission lost: nothing left now; one interval later exactly one more.
+        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
+        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
+    });
+}
+
+/// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
+/// to its TAT) when thread A checks it (burst 1: A must be admitted) while thread B calls
+/// `evict_idle()`. The sweep judges and removes under the shard's write lock and A updates the
+/// cell under the read lock, so A's admission is never written into a cell that is then
+/// removed: afterwards a check at the same instant is denied, the key is held exactly once,
+/// and `evict_idle()` returned 1 exactly when it ran first.
+#[test]
+fn evict_idle_races_check() {
+    Scenario {
+        burst: 1,
+        max_keys: None,
+        setup: |lim, clock| {
+            assert!(lim.check(&K1).is_allowed());
+            clock.set_ns(NOW + T); // TAT == now: idle
+            assert_eq!(lim.len(), 1);
+        },
+        keys: vec![K1],
+        ops: vec![Op::Check(K1), Op::EvictIdle],
+    }
+    .check("exact_map::evict_idle_races_check", |got, seen| {
+        assert!(
+            got[0].admitted(),
+            "the idle key has its whole burst: {got:#?}"
+        );
+        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
+        assert_eq!(
+            drained(&seen.now[0]),
+            0,
+            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
+        );
+        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
+    });
+}
+
+/// (c) The sweep at the bound racing a check of the key it would evict:
+/// `max_keys(1).exact_keys()`, `K1` held and idle. Thread A checks a new key `K2`: the map is
+/// full, so A sweeps (`make_room`, through the sweep gate), which evicts `K1`, and inserts
+/// `K2`. Thread B checks `K1` meanwhile (burst 1).
+///
+/// Serially, one of the two is admitted and the other refused (the sweep's back-off makes the
+/// later request's miss a refusal rather than a second sweep). The map store reads its cap from
+/// a counter outside the shard lock, so, as `KeyedBuilder::max_keys` documents, the bound may
+/// be exceeded by the threads inserting at the same moment: when B's miss (after A's sweep
+/// removed `K1`) re-inserts `K1` between A's room check and A's insert, both are admitted and
+/// two keys are held. The model accepts exactly that outcome on top of the serial ones: both
+/// admitted, two keys held (one over the bound), nothing refused, `K1` evicted once, and each
+/// key's state that of one admission (the serial outcome with room for both keys, except for
+/// the eviction). Each key stays within its burst in every case.
+#[test]
+fn sweep_at_bound_races_check() {
+    deterministic_hashing();
+    let name = "exact_map::sweep_at_bound_races_check";
+    let at_bound = Scenario {
+        burst: 1,
+        max_keys: Some(1),
+        setup: |lim, clock| {
+            assert!(lim.check(&K1).is_allowed());
+            clock.set_ns(NOW + T); // K1 idle
+        },
+        keys: vec![K1, K2],
+        ops: vec![Op::Check(K2), Op::Check(K1)],
+    };
+    let serial = labelled(at_bound.serial_outcomes());
+    // The same requests with room for both keys, in the order B then A (B's hit, A's insert):
+    // both admitted, two keys held.
+    let room = Scenario {
+        max_keys: Some(2),
+        ..at_bound.clone()
+    };
+    let (order, got, mut seen) = room
+        .serial_outcomes()
+        .into_iter()
+        .find(|(order, _, _)| order == &[1, 0])
+        .expect("the order B, A");
+    assert_eq!(admitted(&got), 2, "{got:#?}");
+    // B re-created K1 after A's sweep evicted it.
+    seen.evicted = 1;
+    let mut accepted = serial;
+    accepted.push((
+        format!("over the bound by one inserter (as {order:?} with room for both)"),
+        got,
+        seen,
+    ));
+    let matched = at_bound.check_against(name, accepted, |got, seen| {
+        // Each key within its burst: admitted once at most, nothing left afterwards.
+        for (key, d) in [(0, &got[1]), (1, &got[0])] {
+            let admitted_here = usize::from(d.admitted());
+            assert!(
+                admitted_here + drained(&seen.now[key]) <= 1,
+                "key {key} admitted over its burst: {got:#?} {seen:#?}"
+            );
+        }
+        assert_eq!(
+            admitted(got) + seen.refused as usize,
+            2,
+            "every request admitted or refused: {got:#?} {seen:#?}"
+        );
+        assert!(
+            seen.len <= 1 + usize::from(admitted(got) == 2),
+            "over the bound by more than the one inserting thread: {seen:#?}"
+        );
+    });
+    assert!(
+        matched.iter().filter(|l| l.starts_with("serial")).count() == 2,
+        "{name}: both serial orders are reached: {matched:?}"
+    );
+}

@@ -1,0 +1,281 @@
+//! Loom models of the exact sliding log: the real `cellgate::SlidingLog`
+//! (`KeyedLimiter::sliding_log`), shared by loom threads.
+//!
+//! Each key's log sits behind its own mutex inside the exact map. Under `cfg(loom)` that mutex
+//! is a loom `Mutex` (`src/sync.rs`) and the map is the loom-visible stand-in for dashmap
+//! (`src/exact_map.rs`: one shard behind a loom `RwLock`), so loom explores the lookups (read
+//! lock), the per-key mutex, the insert of a new key (`entry`, write lock) and the sweep
+//! (`retain`, write lock, locking each log to judge it) against each other. The algorithm
+//! inside the lock (`Log::step`) is the shipped code.
+//!
+//! The clock is a frozen `ManualClock`, set from the main thread before any thread is spawned.
+//! Window `W = 100 ns`, the models start at `NOW = 1000`.
+//!
+//! Every model checks linearizability against the serial outcomes (results, keys held, keys
+//! refused, and per key a peek and checks until the first denial, now and one window later),
+//! and asserts the limit directly: never more than `limit` admitted, no admission lost.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cellgate::clock::ManualClock;
+use cellgate::{Decision, KeyedLimiter, SlidingLog};
+use loom::sync::Arc;
+use loom::thread;
+
+use common::{assert_serial, deterministic_hashing, model, permutations, serially};
+
+/// The window, ns.
+const W: u64 = 100;
+/// The time the models start at.
+const NOW: u64 = 1_000;
+/// The key.
+const KEY: u64 = 7;
+
+type Log = SlidingLog<u64, ManualClock>;
+
+/// What one thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check,
+    EvictIdle,
+}
+
+/// What it got back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Got {
+    Decision(Decision),
+    Evicted(usize),
+}
+
+impl Got {
+    fn admitted(&self) -> bool {
+        matches!(self, Got::Decision(d) if d.is_allowed())
+    }
+}
+
+/// A scenario: a limit, a prefix run before any thread starts, one operation per thread.
+#[derive(Clone)]
+struct Scenario {
+    limit: u32,
+    /// Runs on the main thread before the threads are spawned (and before each serial run).
+    setup: fn(&Log, &ManualClock),
+    ops: Vec<Op>,
+}
+
+/// The final state as far as the public API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    len: usize,
+    refused: u64,
+    /// Peek now, then checks until the first denial.
+    now: Vec<Decision>,
+    /// The same one window later.
+    later: Vec<Decision>,
+}
+
+impl Scenario {
+    fn start(&self) -> (Log, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let log = KeyedLimiter::<u64>::sliding_log(self.limit, Duration::from_nanos(W))
+            .clock(clock.clone())
+            .build()
+            .expect("valid limit and window");
+        (self.setup)(&log, &clock);
+        (log, clock)
+    }
+
+    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
+        let s = self.clone();
+        serially(move || {
+            permutations(s.ops.len())
+                .into_iter()
+                .map(|order| {
+                    let (log, clock) = s.start();
+                    let mut got = vec![None; s.ops.len()];
+                    for &i in &order {
+                        got[i] = Some(apply(&log, s.ops[i]));
+                    }
+                    let got = got.into_iter().map(Option::unwrap).collect();
+                    let seen = observe(&log, &clock, s.limit);
+                    (order, got, seen)
+                })
+                .collect()
+        })
+    }
+
+    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
+    fn run_concurrently(&self) -> (Vec<Got>, Log, ManualClock) {
+        let (log, clock) = self.start();
+        let log = Arc::new(log);
+        let (last, spawned) = self.ops.split_last().expect("at least one op");
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|&op| {
+                let log = Arc::clone(&log);
+                thread::spawn(move || apply(&log, op))
+            })
+            .collect();
+        let mine = apply(&log, *last);
+        let mut got: Vec<Got> = handles
+            .into_iter()
+            .map(|h| h.join().expect("model thread panicked"))
+            .collect();
+        got.push(mine);
+        let log = Arc::try_unwrap(log).unwrap_or_else(|_| panic!("threads still hold the log"));
+        (got, log, clock)
+    }
+
+    /// Model-checks the scenario: linearizability against the serial outcomes, `extra` on each
+    /// execution, and (where the serial orders differ in outcome) that the race went both ways.
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        let serial = self.serial_outcomes();
+        let distinct: BTreeSet<String> = serial
+            .iter()
+            .map(|(_, g, s)| format!("{g:?}{s:?}"))
+            .collect();
+        let s = self.clone();
+        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+        let seen_orders = std::sync::Arc::clone(&matched);
+        model(name, move || {
+            let (got, log, clock) = s.run_concurrently();
+            let seen = observe(&log, &clock, s.limit);
+            extra(&got, &seen);
+            let order = assert_serial(&serial, &got, &seen);
+            seen_orders.lock().unwrap().insert(order);
+        });
+        let matched = matched.lock().unwrap().clone();
+        eprintln!("  {name}: outcomes matched serial orders {matched:?}");
+        // `assert_serial` names the first matching order, so distinct orders matched are
+        // distinct outcomes reached.
+        if distinct.len() > 1 {
+            assert!(
+                matched.len() > 1,
+                "{name}: the race was explored one way only: {matched:?}"
+            );
+        }
+    }
+}
+
+fn apply(log: &Log, op: Op) -> Got {
+    match op {
+        Op::Check => Got::Decision(log.check(&KEY)),
+        Op::EvictIdle => Got::Evicted(log.evict_idle()),
+    }
+}
+
+/// Peek, then checks until the first denial (at most `limit + 1`).
+fn drain(log: &Log, limit: u32) -> Vec<Decision> {
+    let mut seen = vec![log.peek(&KEY)];
+    for _ in 0..=limit {
+        let d = log.check(&KEY);
+        seen.push(d);
+        if !d.is_allowed() {
+            break;
+        }
+    }
+    seen
+}
+
+fn observe(log: &Log, clock: &ManualClock, limit: u32) -> Observed {
+    let len = log.len();
+    let refused = log.refused();
+    let now = drain(log, limit);
+    clock.advance_ns(W);
+    let later = drain(log, limit);
+    Observed {
+        len,
+        refused,
+        now,
+        later,
+    }
+}
+
+/// Checks admitted in an observation (after the leading peek).
+fn drained(seen: &[Decision]) -> usize {
+    seen[1..].iter().filter(|d| d.is_allowed()).count()
+}
+
+fn admitted(got: &[Got]) -> usize {
+    got.iter().filter(|g| g.admitted()).count()
+}
+
+/// Two checks of a new key, limit 1: both miss the lookup and decide on a fresh log; the one
+/// whose `entry` comes second must find the key occupied and decide again on the winner's
+/// log, under its mutex. Exactly one admitted, one log.
+#[test]
+fn two_checks_new_key_limit_one() {
+    Scenario {
+        limit: 1,
+        setup: |_, _| {},
+        ops: vec![Op::Check, Op::Check],
+    }
+    .check("sliding_log::two_checks_new_key_limit_one", |got, seen| {
+        assert_eq!(admitted(got), 1, "limit 1: exactly one admitted: {got:#?}");
+        assert_eq!(seen.len, 1, "one log for the key: {seen:#?}");
+        assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
+        assert_eq!(drained(&seen.later), 1, "{seen:#?}");
+    });
+}
+
+/// Three checks of a held key, limit 2: the key was admitted once a window ago, so it is held
+/// with an expired entry and its whole limit. The three find it under the read lock and
+/// decide one after another under its mutex: exactly two admitted, and nothing fits at the same
+/// instant afterwards.
+#[test]
+fn three_checks_held_key_limit_two() {
+    Scenario {
+        limit: 2,
+        setup: |log, clock| {
+            clock.set_ns(NOW - W);
+            assert!(log.check(&KEY).is_allowed());
+            clock.set_ns(NOW); // that entry has just expired
+            assert_eq!(log.len(), 1);
+        },
+        ops: vec![Op::Check, Op::Check, Op::Check],
+    }
+    .check(
+        "sliding_log::three_checks_held_key_limit_two",
+        |got, seen| {
+            assert_eq!(admitted(got), 2, "limit 2: exactly two admitted: {got:#?}");
+            assert_eq!(seen.len, 1, "{seen:#?}");
+            assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
+            assert_eq!(drained(&seen.later), 2, "{seen:#?}");
+        },
+    );
+}
+
+/// Eviction racing a check: the key was admitted at `NOW` (limit 1) and the clock is then set
+/// to `NOW + W`, where that entry has expired and the key is idle. Thread A checks it (it must
+/// be admitted) while thread B calls `evict_idle()`, which locks each log to judge it under the
+/// shard's write lock. A's admission must never be recorded in a log that is then dropped: a
+/// further check at the same instant is denied, the key is held once, and `evict_idle()`
+/// returned 1 exactly when it ran first.
+#[test]
+fn evict_idle_races_check() {
+    Scenario {
+        limit: 1,
+        setup: |log, clock| {
+            assert!(log.check(&KEY).is_allowed());
+            clock.set_ns(NOW + W); // idle
+            assert_eq!(log.len(), 1);
+        },
+        ops: vec![Op::Check, Op::EvictIdle],
+    }
+    .check("sliding_log::evict_idle_races_check", |got, seen| {
+        assert!(got[0].admitted(), "the idle key has its limit: {got:#?}");
+        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
+        assert_eq!(
+            drained(&seen.now),
+            0,
+            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
+        );
+        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
+    });
+}
