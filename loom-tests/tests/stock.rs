@@ -1,7 +1,7 @@
-//! Loom models of the stock algorithm (flash-sale inventory), on both stores that loom can see:
-//! the direct `cellgate::Limiter` (one `Cell`, a loom `AtomicU64`) and the keyed limiter's
-//! bounded table (`max_keys`, loom mutex-backed slots; the exact-keys dashmap store is not
-//! loom-aware). Stock ignores time, so no clock is involved.
+//! Loom models of the stock algorithm (flash-sale inventory), on the direct `cellgate::Limiter`
+//! (one `Cell`, a loom `AtomicU64`) and the keyed limiter's bounded table (`max_keys`, loom
+//! mutex-backed slots; the exact map store's races are modelled in `exact_map.rs`). Stock
+//! ignores time, so no clock is involved.
 //!
 //! Each model checks that no unit is sold twice and none is lost: units sold plus units left
 //! equal the stock plus units restocked, and the threads' results and the state left behind
