@@ -31,7 +31,9 @@ pub(crate) use self::model::{Entry, ShardMap as DashMap};
 /// - [`entry`](ShardMap::entry) takes the write lock and holds it in the returned entry: an
 ///   occupied entry is decided on under it (`Entry::Occupied(e) => e.get().update(..)`), a
 ///   vacant one inserted under it (`VacantEntry::insert`), the lock released when the entry
-///   (or what `insert` returns) is dropped, as with dashmap;
+///   (or what `insert` returns) is dropped, as with dashmap. (A store's miss path decides on a
+///   fresh state with no lock held, before `entry`; that is the stores' code, not the map's,
+///   and runs unchanged here.)
 /// - [`retain`](ShardMap::retain) takes the write lock and judges and removes every entry under
 ///   it, as dashmap's `retain` does shard by shard.
 ///
