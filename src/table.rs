@@ -570,8 +570,12 @@ impl Table {
         counts.tombs += removed;
         // Relaxed: a count.
         self.held.fetch_sub(removed, CountOrdering::Relaxed);
-        Self::clear_tombs_locked(shard, counts);
-        Self::compact_if_crowded_locked(shard, counts);
+        // Only this sweep's TOMBs need a look (the others were cleared as far as they can be,
+        // or are bounded by compaction): a sweep that removed nothing costs one pass, not two.
+        if removed > 0 {
+            Self::clear_tombs_locked(shard, counts);
+            Self::compact_if_crowded_locked(shard, counts);
+        }
         removed
     }
 
