@@ -597,9 +597,11 @@ impl Table {
             .iter()
             .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
         else {
-            // Cannot happen: at most 3/4 of the slots are live and at most 1/16 are TOMBs when
-            // a compaction is due (it runs whenever they pass that), so a shard always has
-            // EMPTY slots. Leave the shard as it is rather than move keys without one.
+            // Cannot happen: an insert into an EMPTY slot needs fewer than `per_shard` (about
+            // 3/4 of the slots) live keys, and TOMBs outnumber 1/16 of the slots only until the
+            // eviction or sweep that made them compacts; removals turn live slots into TOMBs.
+            // So live and TOMB slots together never pass 13/16, and at least 3/16 are EMPTY.
+            // Leave the shard as it is rather than move keys without an EMPTY slot to start at.
             return;
         };
         // Each cluster (run of non-EMPTY slots) in probe order: a key's path never contains an
