@@ -831,9 +831,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let word = match &self.store {
-            Store::Table(table, hasher) => table
-                .find(Table::hash(hasher, key))
-                .map(|found| found.state()),
+            // A miss is confirmed under the shard's lock: see `Table::get`.
+            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
             Store::Map(map) => map.get(key).map(|cell| cell.load()),
         };
         word.unwrap_or_else(|| self.fresh_word())
@@ -846,10 +845,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         match &self.store {
-            Store::Table(table, hasher) => {
-                let h = Table::hash(hasher, key);
-                Table::update(table.find(h)?, h, step).ok()
-            }
+            // A miss is confirmed under the shard's lock: see `Table::update_existing`.
+            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
             Store::Map(map) => Some(map.get(key)?.update(step)),
         }
     }
@@ -1065,6 +1062,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// how many it dropped. Lossless: no future decision changes.
     ///
     /// Each shard is locked for writing while it is swept; checks on other shards proceed.
+    /// [`spawn_sweeper`](KeyedLimiter::spawn_sweeper) calls this periodically on a background
+    /// thread.
     ///
     /// ```
     /// use std::time::Duration;

@@ -20,7 +20,7 @@
 //! | all-or-nothing across limiters | [`check_all`], [`Gate`], [`KeyedLimiter::gate`], [`MultiDecision`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
 //! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
-//! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
+//! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::spawn_sweeper`] → [`Sweeper`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
 //! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
 //! | bad configuration | [`ConfigError`], returned by every `build()` |
 //! | nginx `limit_req` notation | [`nginx::LimitReq`]: `"rate=10r/s burst=20 delay=8"` to a [`Quota`] that decides like nginx |
@@ -99,6 +99,7 @@ mod reservation;
 mod setting;
 mod sliding_log;
 mod sweep;
+mod sweeper;
 mod sync;
 mod table;
 mod wait;
@@ -113,6 +114,7 @@ pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;
 pub use reservation::Reservation;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};
+pub use sweeper::Sweeper;
 #[cfg(feature = "async")]
 pub use wait::UntilReady;
 

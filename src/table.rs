@@ -39,6 +39,41 @@
 //! Readers rely on one invariant that writers keep under the lock: between a key's home slot and
 //! its slot there is no EMPTY slot. A reader that races an insert may miss the new key; it then
 //! takes the insert path, whose probe under the lock finds it.
+//!
+//! # Compaction
+//!
+//! Evicting live keys at the bound ([`InsertPolicy::eviction_cost`]) leaves a TOMB per eviction,
+//! while the new key fills the first free slot of *its* probe run, often an EMPTY one. Clearing
+//! only the TOMBs that an EMPTY follows cannot keep up: EMPTY slots turn into TOMBs until a shard
+//! has none left, and then every miss probes the whole shard. So when a shard's TOMBs pass
+//! `slots / 16` (after an eviction or a sweep), the writer that made them **compacts** the shard
+//! in place, under its lock (amortised: one pass over the shard per `slots / 16` tombstones):
+//!
+//! 1. Starting just after an EMPTY slot, every key is taken in probe order and moved to the
+//!    first TOMB on its path (from its home slot, computed from the fingerprint, to its slot),
+//!    if there is one. The TOMBs before a key's slot only ever get fewer as later keys are
+//!    processed (a move fills a TOMB; the TOMB it leaves is after the key's new slot), so
+//!    afterwards no TOMB lies on any key's path.
+//! 2. Every TOMB then becomes EMPTY.
+//!
+//! A move must not lose an update from a lock-free check, nor let a check see two copies:
+//!
+//! * It first turns the key's slot into a TOMB by compare-and-swap **from the exact value it
+//!   saw** (a check that changed the slot first makes the CAS fail; the mover looks again), and
+//!   so captures the key's final state: any later CAS of a check on the old slot fails on the
+//!   fingerprint.
+//! * Then it plain-stores (fingerprint, state) into the free slot, a TOMB, which no reader ever
+//!   CASes.
+//!
+//! Between the two steps a lock-free probe may miss the key. Every lock-free path treats a miss
+//! (or a CAS that failed on the fingerprint) only as "look again under the lock": a check takes
+//! the insert path, whose probe runs under the shard's lock; [`Table::get`] (peeks) and
+//! [`Table::update_existing`] (refunds, cancels) re-probe under the lock on a miss. The lock is
+//! held for the whole compaction and its release publishes the moved key, so that re-probe
+//! finds it. Misses of a key that is held are therefore never reported as "absent", and a miss
+//! of an absent key costs one uncontended lock (misses are the rare path). Moves, removals and
+//! inserts all run under the lock, so a probe under the lock sees a settled layout (lock-free
+//! checks only change states, never fingerprints).
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering as CountOrdering};
@@ -107,6 +142,12 @@ pub(crate) trait InsertPolicy {
     /// `live` unless it was idle (a lossless drop).
     fn evicted(&self, live: bool);
 }
+
+/// A shard is compacted (see the module docs) once more than `slots / COMPACT_TOMBS_DIVISOR` of
+/// its slots are TOMBs. With at most 3/4 of the slots live, this leaves at least 3/16 of them
+/// EMPTY, so probe runs stay short, and it makes compaction amortised O(16) slot visits per
+/// tombstone.
+const COMPACT_TOMBS_DIVISOR: usize = 16;
 
 /// How many slots an eviction of a live key looks at, from the new key's home slot on: a
 /// random sample (the home slot is a hash), as Redis samples keys for its approximate LRU.
@@ -275,6 +316,65 @@ impl Table {
         }
     }
 
+    /// The state word of the key with hash `h`, `None` if it is not held. A lock-free probe; a
+    /// miss is confirmed under the shard's lock (a compaction may be moving the key: see the
+    /// module docs).
+    #[inline]
+    pub(crate) fn get(&self, h: u64) -> Option<u64> {
+        match self.find(h) {
+            Some(found) => Some(found.state()),
+            None => self.get_locked(h),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_locked(&self, h: u64) -> Option<u64> {
+        let _counts = self
+            .shard(h)
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Under the lock no key is being moved, removed or inserted: the probe is exact.
+        self.find(h).map(|found| found.state())
+    }
+
+    /// Applies `step` to the key with hash `h` if it is held; `None` if it is not. Lock-free on
+    /// a hit; a miss, or a CAS that failed because the key left its slot, is retried under the
+    /// shard's lock (see the module docs), so a held key is never taken for absent.
+    #[inline]
+    pub(crate) fn update_existing<R>(
+        &self,
+        h: u64,
+        mut step: impl FnMut(u64) -> (R, Option<u64>),
+    ) -> Option<R> {
+        if let Some(found) = self.find(h) {
+            if let Ok(r) = Self::update(found, h, &mut step) {
+                return Some(r);
+            }
+        }
+        self.update_existing_locked(h, step)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn update_existing_locked<R>(
+        &self,
+        h: u64,
+        step: impl FnMut(u64) -> (R, Option<u64>),
+    ) -> Option<R> {
+        let _counts = self
+            .shard(h)
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let found = self.find(h)?;
+        // Under the lock the key cannot leave its slot (moves and removals hold the lock), so
+        // the CAS can only fail on a racing check, which keeps the fingerprint: `update` retries
+        // and never returns `Err` here.
+        Self::update(found, h, step).ok()
+    }
+
     /// The slow path for a key that a lock-free probe did not find: under the shard's lock,
     /// probe again; if the key appeared, update it; otherwise run `step` on the fresh word and
     /// insert the result if it writes and the policy admits one more key. `None` when refused.
@@ -429,12 +529,9 @@ impl Table {
                 counts.tombs += 1;
                 // Relaxed: a count.
                 self.held.fetch_sub(1, CountOrdering::Relaxed);
-                // Evictions leave tombstones that only a sweep would clear; without that, probes
-                // for absent keys would grow to the whole shard. Amortised: one pass per
-                // slots/8 evictions.
-                if counts.tombs > slots.len() / 8 {
-                    Self::clear_tombs_locked(shard, counts);
-                }
+                // Evictions leave tombstones; without compaction, probes for absent keys would
+                // grow to the whole shard (see the module docs).
+                Self::compact_if_crowded_locked(shard, counts);
                 policy.evicted(cost > 0 || !policy.is_idle(state_of(seen)));
                 return true;
             }
@@ -473,8 +570,94 @@ impl Table {
         counts.tombs += removed;
         // Relaxed: a count.
         self.held.fetch_sub(removed, CountOrdering::Relaxed);
-        Self::clear_tombs_locked(shard, counts);
+        // Only this sweep's TOMBs need a look (the others were cleared as far as they can be,
+        // or are bounded by compaction): a sweep that removed nothing costs one pass, not two.
+        if removed > 0 {
+            Self::clear_tombs_locked(shard, counts);
+            Self::compact_if_crowded_locked(shard, counts);
+        }
         removed
+    }
+
+    /// Compacts the shard if its TOMBs are past the threshold. Under the shard's lock.
+    fn compact_if_crowded_locked(shard: &Shard, counts: &mut Counts) {
+        if counts.tombs > shard.slots.len() / COMPACT_TOMBS_DIVISOR {
+            Self::compact_locked(shard, counts);
+        }
+    }
+
+    /// Moves every key to the first TOMB on its probe path, then turns every TOMB into EMPTY
+    /// (see "Compaction" in the module docs). Under the shard's lock.
+    fn compact_locked(shard: &Shard, counts: &mut Counts) {
+        let slots = &shard.slots;
+        let n = slots.len();
+        // Relaxed loads here and below: the lock excludes every other writer, and readers only
+        // change the states of live slots (the move's CAS re-validates those).
+        let Some(start) = slots
+            .iter()
+            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
+        else {
+            // Cannot happen: an insert into an EMPTY slot needs fewer than `per_shard` (about
+            // 3/4 of the slots) live keys, and TOMBs outnumber 1/16 of the slots only until the
+            // eviction or sweep that made them compacts; removals turn live slots into TOMBs.
+            // So live and TOMB slots together never pass 13/16, and at least 3/16 are EMPTY.
+            // Leave the shard as it is rather than move keys without an EMPTY slot to start at.
+            return;
+        };
+        // Each cluster (run of non-EMPTY slots) in probe order: a key's path never contains an
+        // EMPTY slot, so it lies inside the key's cluster, before the key.
+        for k in 1..n {
+            let p = (start + k) % n;
+            let seen = slots[p].load(Ordering::Relaxed);
+            let fp = fp_of(seen);
+            if fp < 2 {
+                continue;
+            }
+            // The fingerprint is the hash (hashes 0 and 1 became 2 and 3, which have the same
+            // home: the low 32 bits times fewer than 2^31 slots, shifted right by 32, are 0).
+            let mut j = Self::home(shard, fp);
+            while j != p && fp_of(slots[j].load(Ordering::Relaxed)) != TOMB {
+                j = if j + 1 == n { 0 } else { j + 1 };
+            }
+            if j != p {
+                Self::move_locked(&slots[p], &slots[j], seen);
+            }
+        }
+        for slot in slots.iter() {
+            if fp_of(slot.load(Ordering::Relaxed)) == TOMB {
+                // A plain store: no reader ever CASes a TOMB.
+                slot.store(0, Ordering::Relaxed);
+            }
+        }
+        counts.tombs = 0;
+    }
+
+    /// Moves a key from `from` (where it was seen as `seen`) to `to`, a TOMB on its path. Under
+    /// the shard's lock.
+    fn move_locked(from: &AtomicU128, to: &AtomicU128, mut seen: u128) {
+        // First take the key out, from the exact value seen: a check whose CAS lands first makes
+        // ours fail and we look again (the fingerprint cannot change: only lock holders change
+        // fingerprints); a check whose CAS comes later fails on the fingerprint and looks
+        // again under the lock. So `seen` is the key's final state. Relaxed: the CAS's
+        // atomicity is all that is needed (a read-modify-write always acts on the latest
+        // value), and readers that must find the key take the lock, whose release publishes
+        // the store below.
+        loop {
+            match from.compare_exchange_weak(
+                seen,
+                pack(TOMB, 0),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) if fp_of(actual) == fp_of(seen) => seen = actual,
+                // Not reachable (see above); never move a key we did not take out.
+                Err(_) => return,
+            }
+        }
+        // Then put it back, earlier on its path. A plain store: `to` is a TOMB, which no reader
+        // ever CASes, and other writers are excluded by the lock.
+        to.store(seen, Ordering::Relaxed);
     }
 
     /// Turns back into EMPTY every tombstone that no probe run continues past (walking
@@ -618,6 +801,245 @@ mod tests {
             assert_eq!(counts.live, 0);
             assert_eq!(counts.tombs, 0, "every TOMB went back to EMPTY");
             assert!(shard.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+        }
+    }
+
+    /// A policy with a global bound that evicts the live key with the smallest state in the
+    /// sample (idle: state 0), as `WhenFull::EvictNearestFresh` does with `reset_after`.
+    struct Evicting {
+        bound: usize,
+        evicted: std::cell::Cell<u64>,
+    }
+
+    impl Evicting {
+        fn new(bound: usize) -> Self {
+            Self {
+                bound,
+                evicted: std::cell::Cell::new(0),
+            }
+        }
+    }
+
+    impl InsertPolicy for Evicting {
+        fn fresh(&self) -> u64 {
+            0
+        }
+        fn is_idle(&self, word: u64) -> bool {
+            word == 0
+        }
+        fn before_sweep(&self) {}
+        fn has_room(&self, table: &Table) -> bool {
+            table.len() < self.bound
+        }
+        fn make_room(&self, _: &Table) -> bool {
+            false
+        }
+        fn eviction_cost(&self, word: u64) -> Option<u64> {
+            Some(word)
+        }
+        fn evicted(&self, _: bool) {
+            self.evicted.set(self.evicted.get() + 1);
+        }
+    }
+
+    /// Slots a lock-free probe for hash `h` loads before it stops (counting the last one).
+    fn probes(t: &Table, h: u64) -> usize {
+        let fp = fingerprint(h);
+        let shard = t.shard(h);
+        let n = shard.slots.len();
+        let mut i = Table::home(shard, h);
+        for count in 1..=n {
+            let f = fp_of(shard.slots[i].load(Ordering::Relaxed));
+            if f == fp || f == EMPTY {
+                return count;
+            }
+            i = (i + 1) % n;
+        }
+        n
+    }
+
+    /// (EMPTY, TOMB, live) slots of every shard, checked against the shard's counts.
+    fn census(t: &Table) -> Vec<(usize, usize, usize)> {
+        t.shards
+            .iter()
+            .map(|shard| {
+                let counts = shard.writer.lock().unwrap();
+                let fps: Vec<u64> = shard
+                    .slots
+                    .iter()
+                    .map(|s| fp_of(s.load(Ordering::Relaxed)))
+                    .collect();
+                let empty = fps.iter().filter(|&&f| f == EMPTY).count();
+                let tombs = fps.iter().filter(|&&f| f == TOMB).count();
+                let live = fps.len() - empty - tombs;
+                assert_eq!((counts.live, counts.tombs), (live, tombs), "shard counts");
+                (empty, tombs, live)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn evictions_at_the_cap_keep_empty_slots_and_short_probes() {
+        // A sustained flood of new keys at the bound, each insert evicting a live key: without
+        // compaction the evictions' tombstones crowd out every EMPTY slot and a miss probes the
+        // whole shard.
+        const CAP: usize = 5_000;
+        let t = Table::with_capacity(CAP);
+        let p = Evicting::new(CAP);
+        for k in 0..200_000u64 {
+            // States 1..=1000: every key is live, so each insert at the bound evicts one.
+            let v = 1 + k % 1_000;
+            assert_eq!(t.insert(h(k), |_| (v, Some(v)), &p), Some(v), "key {k}");
+        }
+        assert_eq!(t.len(), CAP);
+        assert_eq!(p.evicted.get(), 200_000 - CAP as u64);
+        for (empty, tombs, live) in census(&t) {
+            let slots = empty + tombs + live;
+            assert!(tombs <= slots / COMPACT_TOMBS_DIVISOR, "{tombs} of {slots}");
+            assert!(empty >= slots / 8, "only {empty} EMPTY of {slots}");
+        }
+        // Misses (keys never inserted) stop at an EMPTY slot soon.
+        let lens: Vec<usize> = (1u64 << 40..(1 << 40) + 10_000)
+            .map(|k| probes(&t, h(k)))
+            .collect();
+        let mean = lens.iter().sum::<usize>() as f64 / lens.len() as f64;
+        let max = *lens.iter().max().unwrap();
+        assert!(mean < 16.0, "mean miss probe {mean}");
+        assert!(max < 400, "longest miss probe {max}");
+        // And every key held is found.
+        let found = (0..200_000u64).filter(|&k| get(&t, k).is_some()).count();
+        assert_eq!(found, CAP);
+    }
+
+    #[test]
+    fn compaction_moves_a_key_to_its_home_and_empties_the_tombs() {
+        // Four keys share a home slot; the first three are swept away, leaving tombstones that
+        // the fourth key's probe must pass (so they cannot simply become EMPTY). Three is past
+        // the threshold, so the sweep compacts: the fourth key moves to its home and every
+        // other slot is EMPTY again.
+        let t = Table::with_capacity(4);
+        assert_eq!(t.shards.len(), 1);
+        let slots = t.shards[0].slots.len();
+        assert!(3 > slots / COMPACT_TOMBS_DIVISOR, "{slots} slots");
+        // Distinct fingerprints, the same low 32 bits: the same home, a quarter into the shard.
+        let hs: Vec<u64> = (0..4u64).map(|k| (k + 2) << 40 | 0x4000_0000).collect();
+        let home = Table::home(&t.shards[0], hs[0]);
+        let p = Plain { bound: usize::MAX };
+        for (i, &hk) in hs.iter().enumerate() {
+            let v = if i < 3 { 1 } else { 7 };
+            assert_eq!(t.insert(hk, |_| ((), Some(v)), &p), Some(()));
+        }
+        let fp_at = |i: usize| fp_of(t.shards[0].slots[i % slots].load(Ordering::Relaxed));
+        assert_eq!(
+            fp_at(home + 3),
+            fingerprint(hs[3]),
+            "the fourth key after the others"
+        );
+        assert_eq!(t.sweep(&|w| w == 1), 3);
+        assert_eq!(fp_at(home), fingerprint(hs[3]), "the fourth key moved home");
+        assert_eq!(t.get(hs[3]), Some(7));
+        assert_eq!(census(&t), vec![(slots - 1, 0, 1)]);
+        // With two tombstones (not past the threshold) nothing moves.
+        for &hk in &hs[..2] {
+            t.insert(hk, |_| ((), Some(1)), &p);
+        }
+        assert_eq!(t.sweep(&|w| w == 1), 2);
+        assert_eq!(
+            census(&t),
+            vec![(slots - 1, 0, 1)],
+            "trailing tombs just cleared"
+        );
+    }
+
+    /// One operation of the model test.
+    #[derive(Debug, Clone, Copy)]
+    enum Op {
+        /// Set key `k`'s state to `v` (inserting it, evicting another at the bound).
+        Set(u64, u64),
+        /// Make key `k` idle (state 0) if it is held.
+        Idle(u64),
+        /// Remove the idle keys.
+        Sweep,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0..120u64, 1..50u64).prop_map(|(k, v)| Op::Set(k, v)),
+            3 => (0..120u64).prop_map(Op::Idle),
+            1 => Just(Op::Sweep),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Random inserts, evictions at the bound, idles and sweeps against a `HashMap`: every
+        /// key the model holds is found with its state (also by `get` and `update_existing`),
+        /// no other key is found, and each eviction loses exactly one key. `clustered` gives
+        /// the keys only eight home slots, so clusters are long and wrap around the shard's end,
+        /// and compactions move many keys.
+        #[test]
+        fn every_key_stays_findable(
+            ops in proptest::collection::vec(op(), 1..600),
+            clustered in proptest::bool::ANY,
+            cap in 8..64usize,
+        ) {
+            let hash = |k: u64| if clustered {
+                (k + 2) << 32 | ((k % 8) << 29 | 0x0F00)
+            } else {
+                h(k)
+            };
+            let t = Table::with_capacity(64);
+            let p = Evicting::new(cap);
+            let mut model = std::collections::HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Set(k, v) => {
+                        let before = p.evicted.get();
+                        let done = t.insert(hash(k), |_| ((), Some(v)), &p);
+                        if done.is_none() {
+                            // At the bound with no key in the eviction sample: refused.
+                            assert!(!model.contains_key(&k) && model.len() == cap);
+                            assert_eq!(p.evicted.get(), before);
+                            assert!(t.find(hash(k)).is_none());
+                            continue;
+                        }
+                        if p.evicted.get() != before {
+                            // Exactly one other key was evicted: find which.
+                            let gone: Vec<u64> = model
+                                .keys()
+                                .copied()
+                                .filter(|&m| m != k && t.find(hash(m)).is_none())
+                                .collect();
+                            assert_eq!(gone.len(), 1, "evicted {gone:?}");
+                            model.remove(&gone[0]);
+                        }
+                        model.insert(k, v);
+                    }
+                    Op::Idle(k) => {
+                        let got = t.update_existing(hash(k), |w| (w, Some(0)));
+                        assert_eq!(got, model.get(&k).copied(), "key {k}");
+                        if let Some(w) = model.get_mut(&k) {
+                            *w = 0;
+                        }
+                    }
+                    Op::Sweep => {
+                        let idle = model.values().filter(|&&w| w == 0).count();
+                        assert_eq!(t.sweep(&|w| w == 0), idle);
+                        model.retain(|_, w| *w != 0);
+                    }
+                }
+                assert_eq!(t.len(), model.len());
+                assert!(model.len() <= cap);
+            }
+            census(&t);
+            for k in 0..120u64 {
+                assert_eq!(t.get(hash(k)), model.get(&k).copied(), "key {k}");
+                assert_eq!(
+                    t.find(hash(k)).map(|f| f.state()),
+                    model.get(&k).copied(),
+                    "key {k}"
+                );
+            }
         }
     }
 

@@ -224,3 +224,36 @@ fn held_keys_are_exact_under_a_flood() {
     // Ten keys at 10 a second for 14 s, plus their bursts.
     assert_eq!(admitted, 10 * (3 + 139));
 }
+
+/// A sustained flood of new keys at the cap under `EvictNearestFresh` (every insert evicts a
+/// live key, so the table keeps compacting its shards): afterwards exactly the keys counted by
+/// `len()` are found, with their state, by `peek` and `refund`, and every other key is fresh.
+#[test]
+fn evict_nearest_fresh_sustained_flood_keeps_every_held_key_reachable() {
+    const CAP: usize = 2_000;
+    const FLOOD: u64 = 60_000;
+    let (clock, l) = limiter(CAP, 10, WhenFull::EvictNearestFresh);
+    for k in 0..FLOOD {
+        assert!(l.check(&k).is_allowed(), "key {k}");
+    }
+    assert_eq!(l.len(), CAP);
+    assert_eq!(l.evicted_live(), FLOOD - CAP as u64);
+    // A held key has spent one unit of ten; an evicted one is fresh.
+    let held: Vec<u64> = (0..FLOOD)
+        .filter(|k| match l.peek(k).remaining() {
+            9 => true,
+            10 => false,
+            other => panic!("key {k}: remaining {other}"),
+        })
+        .collect();
+    assert_eq!(held.len(), CAP, "every held key is found, once");
+    for k in &held {
+        assert!(l.refund(k, 1), "key {k} is held");
+        assert_eq!(l.peek(k).remaining(), 10);
+    }
+    assert!(!l.refund(&(FLOOD + 1), 1));
+    // Time moves on: every key is idle and a sweep drops them all.
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(l.evict_idle(), CAP);
+    assert!(l.is_empty());
+}

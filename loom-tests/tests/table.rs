@@ -47,6 +47,8 @@ type Keyed = KeyedLimiter<u64, ManualClock>;
 enum Op {
     Check(u64),
     EvictIdle,
+    Peek(u64),
+    Refund(u64, u32),
 }
 
 /// What it got back.
@@ -54,6 +56,7 @@ enum Op {
 enum Got {
     Decision(Decision),
     Evicted(usize),
+    Refunded(bool),
 }
 
 impl Got {
@@ -176,6 +179,8 @@ fn apply(lim: &Keyed, op: Op) -> Got {
     match op {
         Op::Check(key) => Got::Decision(lim.check(&key)),
         Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+        Op::Peek(key) => Got::Decision(lim.peek(&key)),
+        Op::Refund(key, n) => Got::Refunded(lim.refund(&key, n)),
     }
 }
 
@@ -474,4 +479,125 @@ fn evict_with_check_behind_the_sweep() {
         }
         assert_serial(&serial, &got, &seen);
     });
+}
+
+/// Three keys with the same home slot and distinct fingerprints, in the order of `keys_near`
+/// in `common` (which this file cannot reach): the first keys from 0 up whose hashes' low 32
+/// bits lie in `[2^30, 2^30 + 2^20)`, so their home is a quarter into the shard in every run.
+fn three_colliding_keys() -> [u64; 3] {
+    let mut keys: Vec<u64> = Vec::new();
+    for key in 0u64.. {
+        let h = common::hash(key);
+        if (h as u32).wrapping_sub(1 << 30) < 1 << 20 && keys.iter().all(|&k| common::hash(k) != h)
+        {
+            keys.push(key);
+            if keys.len() == 3 {
+                break;
+            }
+        }
+    }
+    [keys[0], keys[1], keys[2]]
+}
+
+/// The layout of the compaction models. `max_keys(3)` gives one shard of 24 slots, compacted
+/// once more than 24 / 16 = 1 of them are TOMBs. Keys `a`, `x`, `k` share a home slot and sit
+/// in that order at it and the two slots after it. At `NOW` they take 1, 2 and 4 units (burst
+/// 4); at `NOW + T` a sweep drops `a`, leaving a TOMB that `x`'s and `k`'s probes pass (it
+/// stays a TOMB: a live slot follows). At the model's instant, `NOW + 2T`, `x` is idle and `k`
+/// has 2 units left. The racing `evict_idle()` drops `x`: two TOMBs, so it compacts the shard
+/// and moves `k` from the third slot to its home, the first TOMB on its path.
+fn compaction_setup(lim: &Keyed, clock: &ManualClock, keys: &[u64]) {
+    let [a, x, k] = [keys[0], keys[1], keys[2]];
+    assert!(lim.check_n(&a, 1).is_allowed());
+    assert!(lim.check_n(&x, 2).is_allowed());
+    assert!(lim.check_n(&k, 4).is_allowed());
+    clock.set_ns(NOW + T);
+    assert_eq!(lim.evict_idle(), 1, "a is idle");
+    clock.set_ns(NOW + 2 * T);
+    assert_eq!(lim.len(), 2);
+    assert_eq!(lim.peek(&k).remaining(), 2);
+}
+
+fn compaction_scenario(op: Op) -> Scenario {
+    let keys = three_colliding_keys();
+    Scenario {
+        burst: 4,
+        max_keys: 3,
+        setup: compaction_setup,
+        keys: keys.to_vec(),
+        ops: vec![op, Op::EvictIdle],
+    }
+}
+
+/// (h) A check racing the compaction that moves its key. The sweep's compaction takes `k` out
+/// of its slot (CAS to TOMB from the exact value it saw) and stores it at its home. A check of
+/// `k` may hit the old slot before the move (its CAS lands first, and the mover must carry the
+/// new state, or lands after and fails on the fingerprint), miss it in between (and find it
+/// under the shard's lock), or hit the new slot. The admission is never lost nor doubled: `k`
+/// is admitted with one unit left, and exactly one more check is admitted afterwards.
+#[test]
+fn check_races_compaction_moving_its_key() {
+    deterministic_hashing();
+    let [_, _, k] = three_colliding_keys();
+    compaction_scenario(Op::Check(k)).check(
+        "check_races_compaction_moving_its_key",
+        |got, seen| {
+            match got[0] {
+                Got::Decision(d) => {
+                    assert!(d.is_allowed(), "k has 2 units left: {d:?}");
+                    assert_eq!(d.remaining(), 1, "k was checked on a fresh state: {d:?}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(got[1], Got::Evicted(1), "x is idle and evicted");
+            assert_eq!(seen.len, 1, "only k is held, once: {seen:#?}");
+            assert_eq!(
+                drained(&seen.now[2]),
+                1,
+                "k's admission was lost or doubled: {seen:#?}"
+            );
+        },
+    );
+}
+
+/// (i) A peek racing the compaction that moves its key: between the move's two steps a
+/// lock-free probe misses `k`; the peek must confirm the miss under the shard's lock (and then
+/// find `k`), not report a fresh key.
+#[test]
+fn peek_races_compaction_moving_its_key() {
+    deterministic_hashing();
+    let [_, _, k] = three_colliding_keys();
+    compaction_scenario(Op::Peek(k)).check("peek_races_compaction_moving_its_key", |got, seen| {
+        match got[0] {
+            Got::Decision(d) => assert_eq!(d.remaining(), 2, "peek saw k as fresh: {d:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen.len, 1, "{seen:#?}");
+    });
+}
+
+/// (j) A refund racing the compaction that moves its key: a refund creates no key and gives
+/// nothing back for a key that is not held, so a miss during the move must be confirmed under
+/// the shard's lock; the unit comes back exactly once.
+#[test]
+fn refund_races_compaction_moving_its_key() {
+    deterministic_hashing();
+    let [_, _, k] = three_colliding_keys();
+    compaction_scenario(Op::Refund(k, 1)).check(
+        "refund_races_compaction_moving_its_key",
+        |got, seen| {
+            assert_eq!(got[0], Got::Refunded(true), "k is held: {got:#?}");
+            assert_eq!(seen.len, 1, "{seen:#?}");
+            assert_eq!(
+                drained(&seen.now[2]),
+                3,
+                "the unit came back once: {seen:#?}"
+            );
+            assert_eq!(
+                got[1],
+                Got::Evicted(1),
+                "x is idle and evicted; k stays live"
+            );
+        },
+    );
 }
