@@ -246,7 +246,7 @@ impl WarmModel {
             self.excess(missing + (u128::from(n) << self.frac)),
         );
         // P(m) - P(m') = (d0 - d1)(d0 + d1) / (2W * 4^F); d0 >= d1.
-        let q = 2 * self.warm_up << (2 * self.frac);
+        let q = (2 * self.warm_up) << (2 * self.frac);
         let (area, exact) = mul_div(d0 - d1, d0 + d1, q);
         u128::from(n) * self.interval + area + u128::from(!exact)
     }
@@ -570,11 +570,12 @@ pub enum WarmOp {
     Leap(u16),
     /// Set the clock to the horizon (`(2^48 - 1)` µs) `+ 2 ms - x % 4 ms`.
     Horizon(u32),
+    /// `check_n(n)`, or `check()` for `n = 1`.
     Check {
         key: u8,
         n: Units,
     },
-    /// `peek()` and `peek_n(n)`.
+    /// `peek_n(n)` (every key's `peek()` is compared after every operation).
     Peek {
         key: u8,
         n: Units,
@@ -752,15 +753,19 @@ pub fn run(input: &Input) -> Stats {
             }
             WarmOp::Check { key, n } => {
                 let (k, n) = (key % KEYS, n.get());
-                let want = direct[usize::from(k)].check_n(n);
+                // `check()` is `check_n(1)`: one unit goes through it.
+                let keyed = |l: &KeyedLimiter<u8, ManualClock>| {
+                    if n == 1 {
+                        l.check(&k)
+                    } else {
+                        l.check_n(&k, n)
+                    }
+                };
+                let d = &direct[usize::from(k)];
+                let want = if n == 1 { d.check() } else { d.check_n(n) };
                 sane(&want, "check");
                 assert_eq!(want.delay_ns(), 0, "a check never delays: {want:?}");
-                let got = [
-                    want,
-                    never.check_n(&k, n),
-                    table.check_n(&k, n),
-                    map.check_n(&k, n),
-                ];
+                let got = [want, keyed(&never), keyed(&table), keyed(&map)];
                 differential(&got, monotone, &|| ctx(&format!("check_n({k}, {n})")));
                 if use_model {
                     note_behind(&stores, k, now, &mut stats);
