@@ -151,6 +151,15 @@ pub fn index_bits(window_ns: u64) -> u32 {
     bits
 }
 
+/// The largest limit the layout of `window` holds, from the model's `max_limit`; `u64::MAX`
+/// for a window that is invalid (zero or past `u64::MAX` ns), where any limit is as good.
+pub fn layout_max(window: Duration, max_limit: fn(u64) -> u128) -> u128 {
+    u64::try_from(window.as_nanos())
+        .ok()
+        .filter(|&w| w > 0)
+        .map_or(U64, max_limit)
+}
+
 /// How a window length is chosen: every layout regime, plus invalid ones.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum WindowSel {

@@ -23,11 +23,10 @@
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use cellgate::clock::ManualClock;
 use cellgate::{ConfigError, KeyedLimiter, Limiter};
 
 use crate::common::{index_bits, wait_until, Expect, LimitSel, Op, Stats, WindowSel, U64};
-use crate::keyed_model::{bound, check_builds, run_cell, CellModel, Stores, Subjects};
+use crate::keyed_model::{run_window, CellModel, Stores};
 
 /// One fuzz input: a configuration (possibly invalid), the stores' bounds, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -142,8 +141,7 @@ impl CellModel for FixedModel {
     /// Nothing counts at `now`, and the stored window is not later than now's (an emptied
     /// window ahead of the clock still takes the checks made at `now`).
     fn is_idle(&self, st: &State, now: u64) -> bool {
-        let ahead =
-            st.is_some_and(|(k, _)| u128::from(k) > u128::from(now) / u128::from(self.window));
+        let ahead = st.is_some_and(|(k, _)| k > u128::from(now) / u128::from(self.window));
         !ahead && self.applies(st, now).1 == 0
     }
 
@@ -186,43 +184,16 @@ impl CellModel for FixedModel {
 
 /// Replays `input` against the real limiters and the model; panics on any difference.
 pub fn run(input: &Input) -> Stats {
-    let window = input.window.get();
-    let max = u64::try_from(window.as_nanos())
-        .ok()
-        .filter(|&w| w > 0)
-        .map_or(U64, max_limit);
-    let limit = input.limit.get(max);
-    let clock = ManualClock::new();
-    let direct = Limiter::fixed_window(limit, window)
-        .clock(clock.clone())
-        .build();
-    let (table, map) = bound(
-        KeyedLimiter::<u8>::fixed_window(limit, window).clock(clock.clone()),
-        KeyedLimiter::<u8>::fixed_window(limit, window).clock(clock.clone()),
+    run_window(
+        input.window,
+        input.limit,
         &input.stores,
-    );
-    let want = validate(limit, window);
-    let built = check_builds(
-        want.clone().map(|_| ()),
-        &input.stores,
-        direct,
-        table.build(),
-        map.build(),
-    );
-    let (Ok(model), Some((direct, table, map))) = (want, built) else {
-        return Stats {
-            inputs: 1,
-            invalid_config: 1,
-            ..Stats::default()
-        };
-    };
-    let subjects = Subjects {
-        clock: &clock,
-        direct: &direct,
-        table: &table,
-        map: &map,
-    };
-    run_cell(&model, &subjects, &input.stores, &input.ops)
+        &input.ops,
+        max_limit,
+        validate,
+        Limiter::fixed_window,
+        KeyedLimiter::<u8>::fixed_window,
+    )
 }
 
 #[cfg(test)]
@@ -230,6 +201,7 @@ mod tests {
     //! The model against hand-computed vectors (the crate's unit tests and DESIGN.md), so a
     //! model bug is not mistaken for an implementation bug.
     use super::*;
+    use cellgate::clock::ManualClock;
 
     fn m(limit: u32, w: u64) -> FixedModel {
         validate(limit, Duration::from_nanos(w)).unwrap()
@@ -362,7 +334,6 @@ mod tests {
     /// keeps deciding exactly as in a limiter that never evicts.
     #[test]
     fn an_emptied_window_ahead_of_the_clock_survives_a_sweep() {
-        use cellgate::clock::ManualClock;
         const W: u64 = 16_384;
         let clock = ManualClock::new();
         let build = || {

@@ -459,7 +459,7 @@ pub fn cancel(tat: Option<u64>, now: u64, before: u64, after: u64) -> Option<u64
 pub fn refund(p: &Params, tat: Option<u64>, now: u64, n: u32) -> Option<u64> {
     let tat = u128::from(tat.unwrap_or(0));
     let new = tat.saturating_sub(u128::from(n) * p.t).max(u128::from(now));
-    (new < tat).then(|| new as u64)
+    (new < tat).then_some(new as u64)
 }
 
 /// The keyed store, modelled: key -> TAT, plus the cap's bookkeeping.

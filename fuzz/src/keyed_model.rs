@@ -29,11 +29,12 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, KeyedLimiter, Limiter};
+use cellgate::clock::{Clock, DefaultClock, ManualClock};
+use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 
 use crate::common::{
-    apply_time, assert_decision, key, model_time, sweep_due, Expect, Op, Seen, Stats,
+    apply_time, assert_decision, key, layout_max, model_time, sweep_due, Expect, LimitSel, Op,
+    Seen, Stats, WindowSel,
 };
 
 /// A reference model of one single-cell algorithm: a state per key.
@@ -129,6 +130,10 @@ pub struct Held<S> {
     pub before: S,
     pub after: S,
 }
+
+/// An outstanding reservation: its key, its units, and what each subject (direct, table, map)
+/// recorded.
+type Outstanding<S> = (u8, u32, [Held<S>; 3]);
 
 /// `cancel` on `st` (the current state of the reservation's key) at `now` (from the `cancel`
 /// docs): nothing unless the reservation holds units and the state is not already idle (for
@@ -416,6 +421,67 @@ pub fn bound<C: Clock>(
     (table, map)
 }
 
+/// The `run` of every one-cell target: applies the stores' bounds to the keyed builders,
+/// checks the three builds against the model's verdict `want` (see [`check_builds`]), and
+/// replays `ops` with [`run_cell`] when all three are built; otherwise counts an invalid
+/// configuration. `clock` is the one every subject was given.
+pub fn run_built<M: CellModel>(
+    want: Result<M, ConfigError>,
+    stores: &Stores,
+    ops: &[Op],
+    clock: &ManualClock,
+    direct: Result<Limiter<ManualClock>, ConfigError>,
+    table: cellgate::KeyedBuilder<u8, ManualClock>,
+    map: cellgate::KeyedBuilder<u8, ManualClock>,
+) -> Stats {
+    let (table, map) = bound(table, map, stores);
+    let verdict = want.as_ref().map(|_| ()).map_err(Clone::clone);
+    let built = check_builds(verdict, stores, direct, table.build(), map.build());
+    let (Ok(model), Some((direct, table, map))) = (want, built) else {
+        return Stats {
+            inputs: 1,
+            invalid_config: 1,
+            ..Stats::default()
+        };
+    };
+    let subjects = Subjects {
+        clock,
+        direct: &direct,
+        table: &table,
+        map: &map,
+    };
+    run_cell(&model, &subjects, stores, ops)
+}
+
+/// The `run` of the window targets (fixed and sliding window): the limit is chosen relative to
+/// the layout's maximum for `window` (`max_limit`), the model is `validate`'s verdict, and the
+/// subjects are built with the algorithm's constructors (`Limiter::fixed_window`, ...); then as
+/// [`run_built`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_window<M: CellModel>(
+    window: WindowSel,
+    limit: LimitSel,
+    stores: &Stores,
+    ops: &[Op],
+    max_limit: fn(u64) -> u128,
+    validate: fn(u32, Duration) -> Result<M, ConfigError>,
+    direct: fn(u32, Duration) -> LimiterBuilder<DefaultClock>,
+    keyed: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>,
+) -> Stats {
+    let window = window.get();
+    let limit = limit.get(layout_max(window, max_limit));
+    let clock = ManualClock::new();
+    run_built(
+        validate(limit, window),
+        stores,
+        ops,
+        &clock,
+        direct(limit, window).clock(clock.clone()).build(),
+        keyed(limit, window).clock(clock.clone()),
+        keyed(limit, window).clock(clock.clone()),
+    )
+}
+
 /// Replays `ops` against the subjects and the model `m`; panics on the first difference.
 pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[Op]) -> Stats {
     let mut stats = Stats {
@@ -431,7 +497,7 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
     let mut shadow: BTreeMap<u8, M::State> = BTreeMap::new();
     let mut shadow_valid = stores.map.is_none();
     // Outstanding reservations: key, units, and what each subject (direct, table, map) got.
-    let mut outstanding: Vec<(u8, u32, [Held<M::State>; 3])> = Vec::new();
+    let mut outstanding: Vec<Outstanding<M::State>> = Vec::new();
     let mut now = 0u64;
     s.clock.set_ns(0);
 

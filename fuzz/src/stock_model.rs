@@ -25,7 +25,7 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Limiter};
 
 use crate::common::{Expect, Op, Stats, U64};
-use crate::keyed_model::{bound, check_builds, run_cell, CellModel, Stores, Subjects};
+use crate::keyed_model::{run_built, CellModel, Stores};
 
 /// One fuzz input: the stock per key, the stores' bounds, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -172,27 +172,15 @@ impl StockModel {
 pub fn run(input: &Input) -> Stats {
     let stock = input.stock.get();
     let clock = ManualClock::new();
-    let direct = Limiter::stock(stock).clock(clock.clone()).build();
-    let (table, map) = bound(
-        KeyedLimiter::<u8>::stock(stock).clock(clock.clone()),
-        KeyedLimiter::<u8>::stock(stock).clock(clock.clone()),
+    run_built(
+        Ok(StockModel { stock }),
         &input.stores,
-    );
-    let built = check_builds(Ok(()), &input.stores, direct, table.build(), map.build());
-    let Some((direct, table, map)) = built else {
-        return Stats {
-            inputs: 1,
-            invalid_config: 1,
-            ..Stats::default()
-        };
-    };
-    let subjects = Subjects {
-        clock: &clock,
-        direct: &direct,
-        table: &table,
-        map: &map,
-    };
-    run_cell(&StockModel { stock }, &subjects, &input.stores, &input.ops)
+        &input.ops,
+        &clock,
+        Limiter::stock(stock).clock(clock.clone()).build(),
+        KeyedLimiter::<u8>::stock(stock).clock(clock.clone()),
+        KeyedLimiter::<u8>::stock(stock).clock(clock.clone()),
+    )
 }
 
 #[cfg(test)]
