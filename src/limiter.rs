@@ -439,8 +439,7 @@ impl<C: Clock> Limiter<C> {
     /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
         self.setting.kind().gcra("set_quota")?;
-        self.setting
-            .store(Algorithm::Gcra(Gcra::new(quota.gcra_params()?)));
+        self.setting.store(Gcra::new(quota.gcra_params()?));
         Ok(())
     }
 

@@ -244,6 +244,17 @@ impl Table {
         None
     }
 
+    /// Loads the home slot of the key with hash `h` and returns it: a batch of these, issued
+    /// before the batch's probes, brings the slots into the cache with their misses overlapped
+    /// ([`KeyedLimiter::check_many`](crate::KeyedLimiter::check_many)). A plain atomic load, so
+    /// it is never elided and needs no `unsafe` prefetch intrinsic.
+    #[inline]
+    pub(crate) fn touch(&self, h: u64) -> u128 {
+        let shard = self.shard(h);
+        // Relaxed: nothing is decided on this value (the probe that follows loads again).
+        shard.slots[Self::home(shard, h)].load(Ordering::Relaxed)
+    }
+
     /// Applies `step` to a found slot. `Err(())` if the key was removed meanwhile (the caller
     /// starts over).
     #[inline(always)]

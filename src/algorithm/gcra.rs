@@ -56,6 +56,30 @@ impl Gcra {
         }
     }
 
+    /// The configuration as four words, for a tear-free runtime copy
+    /// ([`crate::setting`]); [`from_words`](Self::from_words) reverses it.
+    #[inline]
+    pub(crate) fn to_words(self) -> [u64; 4] {
+        [
+            self.interval.get(),
+            self.tolerance,
+            self.ceiling,
+            u64::from(self.limit),
+        ]
+    }
+
+    /// The configuration [`to_words`](Self::to_words) gave; `None` for words that no
+    /// configuration gives (a zero interval, a limit beyond `u32`).
+    #[inline]
+    pub(crate) fn from_words([interval, tolerance, ceiling, limit]: [u64; 4]) -> Option<Self> {
+        Some(Self {
+            interval: NonZeroU64::new(interval)?,
+            tolerance,
+            ceiling,
+            limit: u32::try_from(limit).ok()?,
+        })
+    }
+
     /// Decides `n` units at `now` against the stored `tat`, queueing up to the configured
     /// queue.
     #[inline(always)]
@@ -404,6 +428,14 @@ mod tests {
         // Whatever the interval is now (set_quota), only what the admission added comes back.
         let slower = gcra(1, 1_000, 1);
         assert_eq!(slower.cancel(1300, 1000, 1200, 1300), Some(1200));
+    }
+
+    #[test]
+    fn words_round_trip() {
+        let g = queued(3, 1_000, 2, 5);
+        assert_eq!(Gcra::from_words(g.to_words()), Some(g));
+        assert_eq!(Gcra::from_words([0, 1, 1, 1]), None);
+        assert_eq!(Gcra::from_words([1, 1, 1, u64::MAX]), None);
     }
 
     #[test]
