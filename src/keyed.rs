@@ -9,6 +9,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
+use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
@@ -529,24 +530,34 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     {
         // Every path runs its compare-and-swap loop on the word alone and returns the word the
         // decision is taken on; the decision is built once, at the end (see
-        // `Algorithm::decide`). Each path gets its own closure, called from exactly one place,
-        // so that LLVM inlines the step into the loop.
+        // `Algorithm::decide`; a GCRA admission's decision comes from its write, see
+        // `decision_after`). Each path gets its own closure, called from exactly one place,
+        // so that LLVM inlines the step into the loop. The closures are `move`: they hold
+        // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
+        // paths) and LLVM keeps them in registers and folds a constant `n` (about 15
+        // instructions per check; see examples/probe.rs).
         let word = match &self.store {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
-                    let word = cell.update(|w| (w, algorithm.step(w, now, n).1));
-                    return algorithm.decide(word, now, n);
+                    let (word, next) = cell.update(move |w| {
+                        let next = algorithm.step(w, now, n).1;
+                        ((w, next), next)
+                    });
+                    return decision_after(algorithm, word, next, now, n);
                 }
-                let step = |w| (w, algorithm.step(w, now, n).1);
+                let step = move |w| {
+                    let next = algorithm.step(w, now, n).1;
+                    ((w, next), next)
+                };
                 self.map_insert(map, key, step, now, true)
             }
         };
         match word {
-            Some(word) => algorithm.decide(word, now, n),
-            None => self.full(|w| algorithm.decide(w, now, n)),
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }
 
@@ -561,15 +572,21 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         n: u32,
     ) -> Decision {
         if let Some(found) = table.find(h) {
-            let hit = Table::update(found, h, |w| (w, algorithm.step(w, now, n).1));
-            if let Ok(word) = hit {
-                return algorithm.decide(word, now, n);
+            let hit = Table::update(found, h, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            if let Ok((word, next)) = hit {
+                return decision_after(algorithm, word, next, now, n);
             }
         }
-        let step = |w| (w, algorithm.step(w, now, n).1);
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
         match self.table_insert(table, h, now, step, true) {
-            Some(word) => algorithm.decide(word, now, n),
-            None => self.full(|w| algorithm.decide(w, now, n)),
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }
 
