@@ -206,8 +206,10 @@ impl Table {
 
     #[inline]
     fn shard(&self, h: u64) -> &Shard {
-        // The top `shard_bits` bits pick the shard (0 bits: `checked_shr` gives None -> 0).
-        let i = h.checked_shr(u64::BITS - self.shard_bits).unwrap_or(0) as usize;
+        // The top `shard_bits` bits (at most 16) pick the shard: of the top 16 bits, drop the
+        // low `16 - shard_bits` (all 16 when there is one shard: index 0). Two plain shifts,
+        // never by 64 or more.
+        let i = ((h >> 48) >> (16 - self.shard_bits)) as usize;
         &self.shards[i]
     }
 
