@@ -491,10 +491,12 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
-        // current algorithm is copied and checked by a second, out-of-line copy of the check.
-        // (One inlined copy serving both, through a reference to either, kept the algorithm's
-        // address and `n` in stack slots and made this function too large to inline: about 20
-        // instructions more per check than with no runtime change at all; see examples/probe.rs.)
+        // current algorithm is read and checked by a second, out-of-line copy of the check.
+        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
+        // inlining this function into its callers, and the call (the arguments, the 40-byte
+        // decision returned through memory) cost 15-20 instructions per check, all of the
+        // difference from a limiter with no runtime change at all (callgrind on
+        // examples/probe.rs); inlined, the flag costs a load and a predicted branch.
         match self.setting.unchanged() {
             Some(algorithm) => self.check_on(algorithm, key, n),
             None => self.check_changed(key, n),
