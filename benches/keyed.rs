@@ -6,8 +6,9 @@
 //! cargo bench --bench keyed -- --quick         # criterion's quick mode
 //! ```
 //!
-//! Every group has the same entries, doing the same work, one check per iteration, each result
-//! passed to `black_box`. All single-threaded (see `examples/throughput.rs` for threads):
+//! Every group but `keyed_1m_random_batch` (see its row) has the same entries, doing the same
+//! work, one check per iteration, each result passed to `black_box`. All single-threaded (see
+//! `examples/throughput.rs` for threads):
 //!
 //! | entry | what |
 //! |---|---|
@@ -20,6 +21,7 @@
 //! | `keyed_1k_hot` | 1000 pre-inserted `u64` keys, cycled in a fixed shuffled order | each library's default (quanta) |
 //! | `keyed_1k_hot_manual_clock` | the same | `ManualClock` / `FakeRelativeClock`, advanced 1 µs every 1024 checks: the clock read is one atomic load, so this separates clock cost |
 //! | `keyed_1m_random` | 1M pre-inserted `u64` keys, in a precomputed random permutation (no PRNG in the loop) | default |
+//! | `keyed_1m_random_batch` | the same keys, 64 checks per iteration: `cellgate_table_check_many_16` / `_64` (`check_many` in batches of 16 / 64), `cellgate_table` (`check` on each key) and `governor` (`check_key` on each key) | default |
 //! | `insert_new_key` | every check is the first for its key: 1M distinct keys per limiter, a fresh limiter (built and dropped outside the timing) whenever one is used up; the figure is the mean over fill levels 0 to 1M keys | default |
 //! | `string_keys_1m` | 1M pre-inserted `String` keys of 16 to 32 bytes, random permutation; cellgate looks up by `&str`, governor by `&String` (its API) | default |
 //! | `direct_coarse` | no key: `Limiter` + `CoarseClock` (`cellgate_coarse`) against governor's direct limiter + `QuantaUpkeepClock` at 1 ms (`governor_upkeep`) | coarse |
@@ -248,6 +250,84 @@ fn keyed_1m_random(c: &mut Criterion) {
     g.finish();
 }
 
+/// Checks per iteration in `keyed_1m_random_batch`, for every entry.
+const BATCH_ITER: usize = 64;
+
+/// Benches `run` on consecutive runs of `BATCH_ITER` keys from `keys`, cycling.
+fn cycle_chunks<K>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    keys: &[K],
+    mut run: impl FnMut(&[K]),
+) {
+    assert_eq!(keys.len() % BATCH_ITER, 0);
+    let mut i = 0;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            run(black_box(&keys[i..i + BATCH_ITER]));
+            i += BATCH_ITER;
+            if i == keys.len() {
+                i = 0;
+            }
+        })
+    });
+}
+
+/// `keyed_1m_random` in groups of 64 checks: `check_many` in batches of 16 and 64 beside the
+/// same keys checked one by one (cellgate's `check`, governor's `check_key`). Every entry does
+/// 64 checks per iteration; the throughput is in checks.
+fn keyed_1m_random_batch(c: &mut Criterion) {
+    let mut g = configure(c, "keyed_1m_random_batch");
+    g.throughput(Throughput::Elements(BATCH_ITER as u64));
+    g.measurement_time(Duration::from_secs(4));
+    let inserted = u64_keys(MANY_KEYS, 2);
+    let probes = u64_keys(MANY_KEYS, 3);
+
+    {
+        let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .max_keys(MANY_KEYS)
+            .build()
+            .expect("valid quota");
+        inserted
+            .iter()
+            .for_each(|k| assert!(table.check(k).is_allowed()));
+        assert_eq!(table.len(), MANY_KEYS);
+        let mut out = Vec::with_capacity(BATCH_ITER);
+        for batch in [16, 64] {
+            cycle_chunks(
+                &mut g,
+                &format!("cellgate_table_check_many_{batch}"),
+                &probes,
+                |keys| {
+                    for part in keys.chunks(batch) {
+                        out.clear();
+                        table.check_many(part, &mut out);
+                        black_box(&out);
+                    }
+                },
+            );
+        }
+        cycle_chunks(&mut g, "cellgate_table", &probes, |keys| {
+            for k in keys {
+                black_box(table.check(black_box(k)));
+            }
+        });
+    }
+    {
+        let gov = RateLimiter::keyed(governor_quota());
+        inserted
+            .iter()
+            .for_each(|k| assert!(gov.check_key(k).is_ok()));
+        assert_eq!(gov.len(), MANY_KEYS);
+        cycle_chunks(&mut g, "governor", &probes, |keys| {
+            for k in keys {
+                let _ = black_box(gov.check_key(black_box(k)));
+            }
+        });
+    }
+    g.finish();
+}
+
 /// Times `check` on never-seen keys: walks `keys` through a limiter from `build`, and builds a
 /// fresh one (untimed; the old one is dropped untimed too) each time all keys have been used.
 fn inserts<L, R>(
@@ -395,6 +475,7 @@ criterion_group!(
     keyed_1k_hot,
     keyed_1k_hot_manual_clock,
     keyed_1m_random,
+    keyed_1m_random_batch,
     insert_new_key,
     string_keys_1m,
     direct_coarse

@@ -6,6 +6,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
@@ -185,6 +186,11 @@ pub enum WhenFull {
 /// about 4 000 keys each, a few tens of microseconds of sweeping (dashmap's default, four per
 /// core, would hold 125 000 each on two cores: over a millisecond). Costs a few tens of KiB.
 const MAP_SHARDS: usize = 256;
+
+/// Keys [`KeyedLimiter::check_many`] hashes and touches before checking them: enough
+/// independent loads in flight to cover a miss's latency, few enough that the group's slots are
+/// still in the L1 cache when their checks run.
+const BATCH: usize = 16;
 
 /// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
 /// up front); larger bounds need [`KeyedBuilder::exact_keys`].
@@ -454,7 +460,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// Checks one request for `key`.
-    #[inline]
+    #[inline(always)]
     pub fn check<Q>(&self, key: &Q) -> Decision
     where
         K: Borrow<Q>,
@@ -477,23 +483,34 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// assert_eq!(l.len(), 1);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n<Q>(&self, key: &Q, n: u32) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // One inlined copy of the check, on the built algorithm or (after `set_quota`) on a
-        // copy of the current one.
-        let current;
-        let algorithm = match self.setting.unchanged() {
-            Some(algorithm) => algorithm,
-            None => {
-                current = self.setting.load_cold();
-                &current
-            }
-        };
-        self.check_on(algorithm, key, n)
+        // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
+        // current algorithm is read and checked by a second, out-of-line copy of the check.
+        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
+        // inlining this function into its callers, and the call (the arguments, the 40-byte
+        // decision returned through memory) cost 15-20 instructions per check, all of the
+        // difference from a limiter with no runtime change at all (callgrind on
+        // examples/probe.rs); inlined, the flag costs a load and a predicted branch.
+        match self.setting.unchanged() {
+            Some(algorithm) => self.check_on(algorithm, key, n),
+            None => self.check_changed(key, n),
+        }
+    }
+
+    /// [`check_n`](Self::check_n) after a runtime quota change.
+    #[cold]
+    #[inline(never)]
+    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_on(&self.setting.load(), key, n)
     }
 
     #[inline(always)]
@@ -502,35 +519,163 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.now();
+        self.check_at(algorithm, key, self.now(), n)
+    }
+
+    /// [`check_on`](Self::check_on) at a given instant.
+    #[inline(always)]
+    fn check_at<Q>(&self, algorithm: &Algorithm, key: &Q, now: u64, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         // Every path runs its compare-and-swap loop on the word alone and returns the word the
         // decision is taken on; the decision is built once, at the end (see
-        // `Algorithm::decide`). Each path gets its own closure, called from exactly one place,
-        // so that LLVM inlines the step into the loop.
+        // `Algorithm::decide`; a GCRA admission's decision comes from its write, see
+        // `decision_after`). Each path gets its own closure, called from exactly one place,
+        // so that LLVM inlines the step into the loop. The closures are `move`: they hold
+        // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
+        // paths) and LLVM keeps them in registers and folds a constant `n` (about 15
+        // instructions per check; see examples/probe.rs).
         let word = match &self.store {
             Store::Table(table, hasher) => {
-                let h = Table::hash(hasher, key);
-                if let Some(found) = table.find(h) {
-                    let hit = Table::update(found, h, |w| (w, algorithm.step(w, now, n).1));
-                    if let Ok(word) = hit {
-                        return algorithm.decide(word, now, n);
-                    }
-                }
-                let step = |w| (w, algorithm.step(w, now, n).1);
-                self.table_insert(table, h, now, step, true)
+                return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
             }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
-                    let word = cell.update(|w| (w, algorithm.step(w, now, n).1));
-                    return algorithm.decide(word, now, n);
+                    let (word, next) = cell.update(move |w| {
+                        let next = algorithm.step(w, now, n).1;
+                        ((w, next), next)
+                    });
+                    return decision_after(algorithm, word, next, now, n);
                 }
-                let step = |w| (w, algorithm.step(w, now, n).1);
+                let step = move |w| {
+                    let next = algorithm.step(w, now, n).1;
+                    ((w, next), next)
+                };
                 self.map_insert(map, key, step, now, true)
             }
         };
         match word {
-            Some(word) => algorithm.decide(word, now, n),
-            None => self.full(|w| algorithm.decide(w, now, n)),
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// The table store's check of the key with hash `h`.
+    #[inline(always)]
+    fn check_hashed(
+        &self,
+        table: &Table,
+        h: u64,
+        algorithm: &Algorithm,
+        now: u64,
+        n: u32,
+    ) -> Decision {
+        if let Some(found) = table.find(h) {
+            let hit = Table::update(found, h, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            if let Ok((word, next)) = hit {
+                return decision_after(algorithm, word, next, now, n);
+            }
+        }
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
+        match self.table_insert(table, h, now, step, true) {
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// Checks one request for each key of `keys`, in order, and appends the decisions to `out`
+    /// (one per key, in the same order). Each decision is the one [`check`](Self::check) would
+    /// give for that key if called for the keys one after another, **all at one instant**: the
+    /// clock is read once per call. A key that appears twice is charged twice; a new key is
+    /// created (or refused at [`max_keys`](KeyedBuilder::max_keys)) exactly as by `check`.
+    ///
+    /// With the bounded table this is faster than a loop of `check` when the keys are spread
+    /// over a store much larger than the CPU's caches: the keys are hashed and their slots
+    /// loaded in groups, so the cache misses of a group overlap instead of being paid one
+    /// after another. Allocation-free once `out` has room for the decisions (reuse it:
+    /// `out.clear()` keeps its capacity). The exact map store checks the keys one by one.
+    ///
+    /// Checks of other threads may interleave with the batch's; each check is atomic on its
+    /// own, as with `check`.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(2))
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(1_000)
+    ///     .build()?;
+    /// let mut out = Vec::with_capacity(64);
+    /// l.check_many(&[1, 2, 1, 1], &mut out);
+    /// let allowed: Vec<bool> = out.iter().map(|d| d.is_allowed()).collect();
+    /// assert_eq!(allowed, [true, true, true, false]); // key 1's burst of 2 is spent
+    ///
+    /// // Borrowed forms work as in `check`: `&str` for `String` keys.
+    /// let names = KeyedLimiter::<String>::gcra(Quota::per_second(1)).build()?;
+    /// out.clear();
+    /// names.check_many(["alice", "bob", "alice"], &mut out);
+    /// assert_eq!(out.iter().filter(|d| d.is_allowed()).count(), 2);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn check_many<'q, Q, I>(&self, keys: I, out: &mut Vec<Decision>)
+    where
+        I: IntoIterator<Item = &'q Q>,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'q,
+    {
+        let changed;
+        let algorithm = match self.setting.unchanged() {
+            Some(algorithm) => algorithm,
+            None => {
+                changed = self.setting.load();
+                &changed
+            }
+        };
+        let now = self.now();
+        let keys = keys.into_iter();
+        match &self.store {
+            Store::Table(table, hasher) => {
+                let mut keys = keys.fuse();
+                let mut hashes = [0u64; BATCH];
+                loop {
+                    // First pass: hash a group of keys and touch each one's home slot. The
+                    // loads are independent of each other, so the CPU overlaps their misses.
+                    let mut len = 0;
+                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+                        let h = Table::hash(hasher, key);
+                        table.touch(h);
+                        *slot = h;
+                        len += 1;
+                    }
+                    if len == 0 {
+                        break;
+                    }
+                    // Second pass: the checks themselves, in order, each probing afresh (the
+                    // slots are in cache now). Probing afresh, not from the first pass's
+                    // values, keeps every decision exactly `check`'s: an earlier check of the
+                    // batch may have changed a later key's slot (the same key twice, a new key
+                    // inserted, or a key swept or evicted to make room).
+                    out.reserve(len);
+                    for &h in &hashes[..len] {
+                        out.push(self.check_hashed(table, h, algorithm, now, 1));
+                    }
+                }
+            }
+            Store::Map(_) => {
+                out.reserve(keys.size_hint().0);
+                for key in keys {
+                    out.push(self.check_at(algorithm, key, now, 1));
+                }
+            }
         }
     }
 
@@ -819,8 +964,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
         self.setting.kind().gcra("set_quota")?;
-        self.setting
-            .store(Algorithm::Gcra(Gcra::new(quota.gcra_params()?)));
+        self.setting.store(Gcra::new(quota.gcra_params()?));
         Ok(())
     }
 

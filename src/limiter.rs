@@ -4,6 +4,7 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
+use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
@@ -227,10 +228,16 @@ impl<C: Clock> Limiter<C> {
     #[inline(always)]
     fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
         let now = self.now();
-        // The CAS loop carries only the word; the decision is built once, from the word it was
-        // taken on, straight into the return value (see `Algorithm::decide`).
-        let word = self.cell.update(|w| (w, algorithm.step(w, now, n).1));
-        algorithm.decide(word, now, n)
+        // The CAS loop carries only the word (and the step's write); the decision is built
+        // once, from them, straight into the return value (see `Algorithm::decide` and
+        // `decision_after`).
+        // `move`: the closure holds copies of `now` and `n`, so that no address of theirs
+        // escapes and LLVM keeps them in registers (and folds `n` when it is a constant).
+        let (word, next) = self.cell.update(move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        });
+        decision_after(algorithm, word, next, now, n)
     }
 
     /// The decision a request would get now, consuming nothing.
@@ -439,8 +446,7 @@ impl<C: Clock> Limiter<C> {
     /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
         self.setting.kind().gcra("set_quota")?;
-        self.setting
-            .store(Algorithm::Gcra(Gcra::new(quota.gcra_params()?)));
+        self.setting.store(Gcra::new(quota.gcra_params()?));
         Ok(())
     }
 

@@ -1,38 +1,110 @@
 //! A limiter's algorithm, changeable at runtime without slowing the checks of limiters whose
 //! quota never changes.
 //!
-//! The algorithm a limiter was built with stays in a plain field. The first
-//! `set_quota` raises a flag; from then on checks read the current configuration from a
-//! [`crossbeam_utils::atomic::AtomicCell`] (an optimistic, write-free read of a seqlock-guarded
-//! copy). Until then a check costs one load of a read-only flag more than it would with no
-//! runtime change at all.
+//! The algorithm a limiter was built with stays in a plain field. Only GCRA can change at
+//! runtime (`set_quota`), and only its four parameter words: those live in a small seqlock
+//! beside it. The first `set_quota` raises a flag; from then on checks read the current
+//! parameters from the seqlock (four relaxed loads between two loads of its sequence number:
+//! no write, no lock, no copy of the whole algorithm). Until then a check costs one load of a
+//! read-only flag more than it would with no runtime change at all.
+//!
+//! A reader never sees a mix of two quotas: it retries until the sequence number was even (no
+//! write in progress) and unchanged around its four loads. `loom-tests/tests/setting.rs`
+//! model-checks this (the words and the sequence number are loom atomics under `cfg(loom)`).
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Gcra};
 
 #[cfg(not(loom))]
-use crossbeam_utils::atomic::AtomicCell;
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
-/// loom cannot see inside crossbeam's `AtomicCell`; this lock-based stand-in gives it an
-/// atomic copy with the same interface.
-#[cfg(loom)]
-#[derive(Debug)]
-struct AtomicCell<T>(loom::sync::Mutex<T>);
+/// Waits a moment in a retry loop (under loom: lets the other threads run).
+#[inline]
+fn back_off() {
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
 
-#[cfg(loom)]
-impl<T: Copy> AtomicCell<T> {
-    fn new(v: T) -> Self {
-        Self(loom::sync::Mutex::new(v))
+/// The GCRA parameter words ([`Gcra::to_words`]) under a sequence lock.
+///
+/// Writers make the sequence number odd (one writer at a time: the compare-and-swap that makes
+/// it odd is the writer lock), store the words, and make it even again. Readers load it, the
+/// words, and it again; the copy is consistent iff both loads saw the same even number.
+struct GcraWords {
+    seq: AtomicU64,
+    words: [AtomicU64; 4],
+}
+
+impl GcraWords {
+    fn new(words: [u64; 4]) -> Self {
+        Self {
+            seq: AtomicU64::new(0),
+            words: words.map(AtomicU64::new),
+        }
     }
-    fn load(&self) -> T {
-        *self.0.lock().unwrap()
+
+    #[inline]
+    fn load(&self) -> Gcra {
+        loop {
+            // Acquire: pairs with the Release store that ended a write, so that the words
+            // loaded below are no older than that write's.
+            let before = self.seq.load(Ordering::Acquire);
+            // Relaxed: whether these values belong together is decided by the check below.
+            let words = [0, 1, 2, 3].map(|i| self.words[i].load(Ordering::Relaxed));
+            // Acquire fence: orders the word loads above before the second load of `seq`. If
+            // any of them read a value stored by a write that began after `before`, this fence
+            // synchronises with that write's Release fence, so the second load sees its odd
+            // (or a later) number and the copy is discarded.
+            fence(Ordering::Acquire);
+            // Relaxed: ordered by the fence above.
+            let after = self.seq.load(Ordering::Relaxed);
+            if before == after && before % 2 == 0 {
+                // Words of one write only, so always a valid configuration (`None` cannot
+                // happen; it would be retried like a torn copy).
+                if let Some(g) = Gcra::from_words(words) {
+                    return g;
+                }
+            }
+            back_off();
+        }
     }
-    fn store(&self, v: T) {
-        *self.0.lock().unwrap() = v;
+
+    fn store(&self, g: Gcra) {
+        // Take the writer's turn: make `seq` odd from an even value.
+        let mut seq = self.seq.load(Ordering::Relaxed);
+        loop {
+            if seq % 2 == 0 {
+                // Acquire on success: the previous write's words (published by its Release
+                // store of `seq`, which this reads) happen before ours, so ours come later in
+                // each word's modification order. Relaxed on failure: we try again.
+                match self.seq.compare_exchange_weak(
+                    seq,
+                    seq + 1,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => seq = actual,
+                }
+            } else {
+                back_off();
+                // Relaxed: only a hint of when to try; the compare-and-swap decides.
+                seq = self.seq.load(Ordering::Relaxed);
+            }
+        }
+        // Release fence: a reader whose word loads see any of the stores below synchronises
+        // with it through its Acquire fence, and then sees `seq` odd (see `load`).
+        fence(Ordering::Release);
+        for (word, value) in self.words.iter().zip(g.to_words()) {
+            // Relaxed: published by the fences and the Release store below.
+            word.store(value, Ordering::Relaxed);
+        }
+        // Release: a reader that loads this even number (Acquire) sees all four words.
+        self.seq.store(seq + 2, Ordering::Release);
     }
 }
 
@@ -40,15 +112,21 @@ impl<T: Copy> AtomicCell<T> {
 pub(crate) struct Setting {
     built: Algorithm,
     changed: AtomicBool,
-    current: AtomicCell<Algorithm>,
+    current: GcraWords,
 }
 
 impl Setting {
     pub(crate) fn new(algorithm: Algorithm) -> Self {
+        // Algorithms other than GCRA never change; their words (a valid GCRA configuration
+        // all the same: interval 1) are never read.
+        let words = match algorithm {
+            Algorithm::Gcra(g) => g.to_words(),
+            _ => [1, 0, 0, 0],
+        };
         Self {
             built: algorithm,
             changed: AtomicBool::new(false),
-            current: AtomicCell::new(algorithm),
+            current: GcraWords::new(words),
         }
     }
 
@@ -72,7 +150,7 @@ impl Setting {
     pub(crate) fn load(&self) -> Algorithm {
         match self.unchanged() {
             Some(a) => *a,
-            None => self.current.load(),
+            None => Algorithm::Gcra(self.current.load()),
         }
     }
 
@@ -90,13 +168,11 @@ impl Setting {
         &self.built
     }
 
-    /// Replaces the current algorithm (which must be of the built kind).
-    pub(crate) fn store(&self, algorithm: Algorithm) {
-        debug_assert_eq!(
-            std::mem::discriminant(&algorithm),
-            std::mem::discriminant(&self.built)
-        );
-        self.current.store(algorithm);
+    /// Replaces the current GCRA configuration (of a GCRA limiter). Concurrent calls are
+    /// serialised; the last to take the seqlock wins.
+    pub(crate) fn store(&self, gcra: Gcra) {
+        debug_assert!(matches!(self.built, Algorithm::Gcra(_)));
+        self.current.store(gcra);
         // Release: see `unchanged`.
         self.changed.store(true, Ordering::Release);
     }
@@ -105,5 +181,58 @@ impl Setting {
 impl std::fmt::Debug for Setting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&self.load(), f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::Quota;
+
+    fn gcra(per_second: u32, burst: u32) -> Gcra {
+        Gcra::new(
+            Quota::per_second(per_second)
+                .with_burst(burst)
+                .gcra_params()
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn store_then_load() {
+        let s = Setting::new(Algorithm::Gcra(gcra(10, 1)));
+        assert!(s.unchanged().is_some());
+        assert_eq!(s.load(), Algorithm::Gcra(gcra(10, 1)));
+        s.store(gcra(20, 5));
+        assert!(s.unchanged().is_none());
+        assert_eq!(s.load(), Algorithm::Gcra(gcra(20, 5)));
+        assert_eq!(s.kind(), &Algorithm::Gcra(gcra(10, 1)));
+    }
+
+    #[test]
+    fn readers_never_see_a_mix() {
+        // Two configurations whose four words all differ; readers racing writers must only
+        // ever see one or the other.
+        let (a, b) = (gcra(10, 1), gcra(1_000, 7));
+        let s = Setting::new(Algorithm::Gcra(a));
+        s.store(a);
+        std::thread::scope(|scope| {
+            for w in 0..2 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..20_000 {
+                        s.store(if (i + w) % 2 == 0 { a } else { b });
+                    }
+                });
+            }
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    for _ in 0..50_000 {
+                        let got = s.load();
+                        assert!(got == Algorithm::Gcra(a) || got == Algorithm::Gcra(b));
+                    }
+                });
+            }
+        });
     }
 }

@@ -247,8 +247,10 @@ impl Table {
 
     #[inline]
     fn shard(&self, h: u64) -> &Shard {
-        // The top `shard_bits` bits pick the shard (0 bits: `checked_shr` gives None -> 0).
-        let i = h.checked_shr(u64::BITS - self.shard_bits).unwrap_or(0) as usize;
+        // The top `shard_bits` bits (at most 16) pick the shard: of the top 16 bits, drop the
+        // low `16 - shard_bits` (all 16 when there is one shard: index 0). Two plain shifts,
+        // never by 64 or more.
+        let i = ((h >> 48) >> (16 - self.shard_bits)) as usize;
         &self.shards[i]
     }
 
@@ -283,6 +285,17 @@ impl Table {
             }
         }
         None
+    }
+
+    /// Loads the home slot of the key with hash `h` and returns it: a batch of these, issued
+    /// before the batch's probes, brings the slots into the cache with their misses overlapped
+    /// ([`KeyedLimiter::check_many`](crate::KeyedLimiter::check_many)). A plain atomic load, so
+    /// it is never elided and needs no `unsafe` prefetch intrinsic.
+    #[inline]
+    pub(crate) fn touch(&self, h: u64) -> u128 {
+        let shard = self.shard(h);
+        // Relaxed: nothing is decided on this value (the probe that follows loads again).
+        shard.slots[Self::home(shard, h)].load(Ordering::Relaxed)
     }
 
     /// Applies `step` to a found slot. `Err(())` if the key was removed meanwhile (the caller

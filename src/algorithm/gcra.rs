@@ -30,6 +30,7 @@
 
 use std::num::NonZeroU64;
 
+use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::quota::GcraParams;
 
@@ -54,6 +55,30 @@ impl Gcra {
             ceiling: p.ceiling,
             limit: p.limit,
         }
+    }
+
+    /// The configuration as four words, for a tear-free runtime copy
+    /// ([`crate::setting`]); [`from_words`](Self::from_words) reverses it.
+    #[inline]
+    pub(crate) fn to_words(self) -> [u64; 4] {
+        [
+            self.interval.get(),
+            self.tolerance,
+            self.ceiling,
+            u64::from(self.limit),
+        ]
+    }
+
+    /// The configuration [`to_words`](Self::to_words) gave; `None` for words that no
+    /// configuration gives (a zero interval, a limit beyond `u32`).
+    #[inline]
+    pub(crate) fn from_words([interval, tolerance, ceiling, limit]: [u64; 4]) -> Option<Self> {
+        Some(Self {
+            interval: NonZeroU64::new(interval)?,
+            tolerance,
+            ceiling,
+            limit: u32::try_from(limit).ok()?,
+        })
     }
 
     /// Decides `n` units at `now` against the stored `tat`, queueing up to the configured
@@ -125,6 +150,21 @@ impl Gcra {
         )
     }
 
+    /// The decision of an admission that [`step`](Self::step) made at `now` by writing
+    /// `new_tat`: the same decision `step` returned with that write (which is `now + ahead`), in
+    /// a few instructions instead of a second run of the step.
+    #[inline(always)]
+    pub(crate) fn admitted(&self, new_tat: u64, now: u64) -> Decision {
+        let ahead = new_tat.saturating_sub(now);
+        Decision::allow_after(
+            self.limit,
+            self.ceiling.saturating_sub(ahead),
+            self.interval,
+            ahead.saturating_sub(self.tolerance),
+            ahead,
+        )
+    }
+
     /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`.
     #[inline]
     pub(crate) fn reserve_ceiling(&self, max_wait_ns: u64) -> u64 {
@@ -168,6 +208,24 @@ impl Gcra {
     #[inline]
     pub(crate) fn is_idle(&self, tat: u64, now: u64) -> bool {
         tat <= now
+    }
+}
+
+/// The decision of a check of `n` units at `now` whose step, run on `word`, asked to write
+/// `next`: what [`Algorithm::decide`] gives on `word`, without running a GCRA admission's step
+/// a second time (the checks' compare-and-swap loops carry only the words; see
+/// `Algorithm::decide`).
+#[inline(always)]
+pub(crate) fn decision_after(
+    algorithm: &Algorithm,
+    word: u64,
+    next: Option<u64>,
+    now: u64,
+    n: u32,
+) -> Decision {
+    match (algorithm, next) {
+        (Algorithm::Gcra(g), Some(new_tat)) => g.admitted(new_tat, now),
+        _ => algorithm.decide(word, now, n),
     }
 }
 
@@ -404,6 +462,30 @@ mod tests {
         // Whatever the interval is now (set_quota), only what the admission added comes back.
         let slower = gcra(1, 1_000, 1);
         assert_eq!(slower.cancel(1300, 1000, 1200, 1300), Some(1200));
+    }
+
+    #[test]
+    fn admitted_equals_the_steps_decision() {
+        for g in [gcra(1, 100, 3), queued(1, 100, 2, 2), gcra(7, 1_000, 1)] {
+            let alg = Algorithm::Gcra(g);
+            for tat in [0, 900, 1_000, 1_050, 1_150, 1_300] {
+                for n in 0..=4 {
+                    let (d, next) = g.step(tat, 1_000, n);
+                    if let Some(new_tat) = next {
+                        assert_eq!(g.admitted(new_tat, 1_000), d, "tat {tat} n {n}");
+                    }
+                    assert_eq!(decision_after(&alg, tat, next, 1_000, n), d);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn words_round_trip() {
+        let g = queued(3, 1_000, 2, 5);
+        assert_eq!(Gcra::from_words(g.to_words()), Some(g));
+        assert_eq!(Gcra::from_words([0, 1, 1, 1]), None);
+        assert_eq!(Gcra::from_words([1, 1, 1, u64::MAX]), None);
     }
 
     #[test]

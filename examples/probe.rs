@@ -1,0 +1,181 @@
+//! A small, deterministic workload runner for instruction-count A/B comparisons under
+//! callgrind (wall-clock timing on a shared machine is too noisy for a few-percent change).
+//!
+//! ```sh
+//! cargo build --release --example probe
+//! valgrind --tool=callgrind --toggle-collect='probe::run*' \
+//!     target/release/examples/probe table1k 1000000
+//! ```
+//!
+//! Only the timed loop (`run_*`) is counted, so `Ir / checks` is the cost of one check,
+//! including its clock read. The workload names (first argument):
+//!
+//! | name | what |
+//! |---|---|
+//! | `table1k`, `map1k` | 1000 pre-inserted `u64` keys cycled in a shuffled order, bounded table / exact map |
+//! | `table1k_changed` | `table1k` after a `set_quota` (the same quota again) |
+//! | `table1k_manual` | `table1k` with a `ManualClock` (no clock cost) |
+//! | `table1m`, `map1m` | 1M pre-inserted keys in a random order |
+//! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
+//! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
+//! | `direct` | the direct `Limiter` with a `CoarseClock` |
+//!
+//! The quota is the benches' (10^9 per second, burst 10^7): every check is admitted. Without
+//! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use cellgate::clock::{Clock, CoarseClock, ManualClock};
+use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
+
+fn quota() -> Quota {
+    Quota::per_second(1_000_000_000).with_burst(10_000_000)
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn keys(n: usize, seed: u64) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
+    let mut state = seed;
+    for i in (1..keys.len()).rev() {
+        state = state.wrapping_add(1);
+        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
+        keys.swap(i, j);
+    }
+    keys
+}
+
+#[inline(never)]
+fn run_single<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64], checks: usize) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks {
+        let d = l.check(black_box(&keys[i]));
+        allowed += usize::from(black_box(d).is_allowed());
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+#[inline(never)]
+fn run_batch<C: Clock>(
+    l: &KeyedLimiter<u64, C>,
+    keys: &[u64],
+    checks: usize,
+    batch: usize,
+) -> usize {
+    let mut out: Vec<Decision> = Vec::with_capacity(batch);
+    let mut allowed = 0;
+    let mut i = 0;
+    let mut done = 0;
+    while done < checks {
+        let take = batch.min(keys.len() - i);
+        out.clear();
+        l.check_many(black_box(&keys[i..i + take]), &mut out);
+        allowed += black_box(&out).iter().filter(|d| d.is_allowed()).count();
+        done += take;
+        i += take;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+#[inline(never)]
+fn run_direct<C: Clock>(l: &Limiter<C>, checks: usize) -> usize {
+    let mut allowed = 0;
+    for _ in 0..checks {
+        allowed += usize::from(black_box(l.check()).is_allowed());
+    }
+    allowed
+}
+
+fn keyed<C: Clock>(clock: C, bound: Option<usize>) -> KeyedLimiter<u64, C> {
+    let b = KeyedLimiter::<u64>::gcra(quota()).clock(clock);
+    match bound {
+        Some(n) => b.max_keys(n),
+        None => b,
+    }
+    .build()
+    .expect("valid quota")
+}
+
+fn fill<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64]) {
+    for k in keys {
+        assert!(l.check(k).is_allowed());
+    }
+    assert_eq!(l.len(), keys.len());
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let name = args.get(1).map_or("table1k", String::as_str);
+    let checks: usize = args
+        .get(2)
+        .map_or(1_000_000, |s| s.parse().expect("a number of checks"));
+
+    let start;
+    let allowed = match name {
+        "table1k" | "map1k" | "table1k_changed" | "batch1k_16" => {
+            let table = name != "map1k";
+            let ks = keys(1_000, 1);
+            let l = keyed(cellgate::clock::QuantaClock::new(), table.then_some(1_000));
+            fill(&l, &ks);
+            if name == "table1k_changed" {
+                l.set_quota(quota()).expect("a GCRA limiter");
+            }
+            start = Instant::now();
+            if name == "batch1k_16" {
+                run_batch(&l, &ks, checks, 16)
+            } else {
+                run_single(&l, &ks, checks)
+            }
+        }
+        "table1k_manual" => {
+            let ks = keys(1_000, 1);
+            let l = keyed(ManualClock::new(), Some(1_000));
+            fill(&l, &ks);
+            start = Instant::now();
+            run_single(&l, &ks, checks)
+        }
+        "table1m" | "map1m" | "batch1m_16" | "batch1m_64" => {
+            let table = name != "map1m";
+            let l = keyed(
+                cellgate::clock::QuantaClock::new(),
+                table.then_some(1_000_000),
+            );
+            fill(&l, &keys(1_000_000, 2));
+            let probes = keys(1_000_000, 3);
+            start = Instant::now();
+            match name {
+                "batch1m_16" => run_batch(&l, &probes, checks, 16),
+                "batch1m_64" => run_batch(&l, &probes, checks, 64),
+                _ => run_single(&l, &probes, checks),
+            }
+        }
+        "direct" => {
+            let l = Limiter::gcra(quota())
+                .clock(CoarseClock::new())
+                .build()
+                .expect("valid quota");
+            start = Instant::now();
+            run_direct(&l, checks)
+        }
+        other => {
+            eprintln!("unknown workload {other}");
+            std::process::exit(2);
+        }
+    };
+    let ns = start.elapsed().as_nanos() as f64 / checks as f64;
+    println!("{name}: {checks} checks, {allowed} allowed, {ns:.1} ns/check (wall, noisy)");
+}
