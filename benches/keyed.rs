@@ -20,6 +20,7 @@
 //! |---|---|---|
 //! | `keyed_1k_hot` | 1000 pre-inserted `u64` keys, cycled in a fixed shuffled order | each library's default (quanta) |
 //! | `keyed_1k_hot_manual_clock` | the same | `ManualClock` / `FakeRelativeClock`, advanced 1 µs every 1024 checks: the clock read is one atomic load, so this separates clock cost |
+//! | `keyed_1k_hot_coarse_clock` | the same; `cellgate_table` (the table) and `governor_upkeep` (governor's dashmap) | `CoarseClock` / `QuantaUpkeepClock`, both refreshed every 1 ms |
 //! | `keyed_1m_random` | 1M pre-inserted `u64` keys, in a precomputed random permutation (no PRNG in the loop) | default |
 //! | `keyed_1m_random_batch` | the same keys, 64 checks per iteration: `cellgate_table_check_many_16` / `_64` (`check_many` in batches of 16 / 64), `cellgate_table` (`check` on each key) and `governor` (`check_key` on each key) | default |
 //! | `insert_new_key` | every check is the first for its key: 1M distinct keys per limiter, a fresh limiter (built and dropped outside the timing) whenever one is used up; the figure is the mean over fill levels 0 to 1M keys | default |
@@ -470,10 +471,39 @@ fn direct_coarse(c: &mut Criterion) {
     g.finish();
 }
 
+/// The 1k-hot-keys workload with both libraries on their coarse clocks (cellgate's
+/// `CoarseClock`, governor's `QuantaUpkeepClock`, both refreshed every millisecond): the cost of
+/// a keyed check without a time-stamp-counter read. A stale (earlier) `now` only makes a
+/// decision stricter; with this group's quota (burst 10^7) every check is still admitted.
+fn keyed_1k_hot_coarse_clock(c: &mut Criterion) {
+    let mut g = configure(c, "keyed_1k_hot_coarse_clock");
+    let keys = u64_keys(HOT_KEYS, 1);
+    {
+        let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .clock(CoarseClock::new())
+            .max_keys(HOT_KEYS)
+            .build()
+            .expect("valid quota");
+        keys.iter()
+            .for_each(|k| assert!(table.check(k).is_allowed()));
+        cycle(&mut g, "cellgate_table", &keys, |k| table.check(k));
+    }
+    match QuantaUpkeepClock::from_interval(Duration::from_millis(1)) {
+        Ok(clock) => {
+            let gov = RateLimiter::dashmap_with_clock(governor_quota(), clock);
+            keys.iter().for_each(|k| assert!(gov.check_key(k).is_ok()));
+            cycle(&mut g, "governor_upkeep", &keys, |k| gov.check_key(k));
+        }
+        Err(e) => eprintln!("skipping keyed_1k_hot_coarse_clock/governor_upkeep: {e}"),
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     keyed_1k_hot,
     keyed_1k_hot_manual_clock,
+    keyed_1k_hot_coarse_clock,
     keyed_1m_random,
     keyed_1m_random_batch,
     insert_new_key,
