@@ -257,7 +257,7 @@ fn assert_schedule(ops: &[Op], got: &[Got], seen: &Observed, most: usize) {
 /// Runs `ops` (the last on the main thread) on a target built by `make` at `NOW` and set up by
 /// `setup`; model-checks linearizability against every serial order, the schedule
 /// (`assert_schedule`) and `extra` on each execution, and that every distinct serial outcome
-/// is reached.
+/// is reached (at preemption bound 2 or more, or unbounded).
 fn check_model<T: Target>(
     name: &str,
     make: fn(&ManualClock) -> T,
@@ -331,11 +331,16 @@ fn check_model<T: Target>(
         "  {name}: {reached} of {} distinct serial outcomes reached",
         distinct.len()
     );
-    assert_eq!(
-        reached,
-        distinct.len(),
-        "{name}: some serial outcome was never reached"
-    );
+    // At bound 1 loom does not reach every outcome of the three-thread model (4 of 5,
+    // measured), so the coverage is asserted at bound 2 or more and in the exhaustive search,
+    // as in `admission.rs`.
+    if !matches!(loom::model::Builder::new().preemption_bound, Some(b) if b < 2) {
+        assert_eq!(
+            reached,
+            distinct.len(),
+            "{name}: some serial outcome was never reached"
+        );
+    }
 }
 
 fn no_setup<T>(_: &T, _: &ManualClock) {}
@@ -433,5 +438,124 @@ fn evict_idle_races_check_keyed() {
                 "the admission was lost: {seen:#?}"
             );
         },
+    );
+}
+
+/// (d) Eviction with a clock that moves while a check reads it: the sweep floor (table,
+/// `max_keys(2)`). The key was admitted at `NOW` (its next permit is free at `NOW + 25 µs`,
+/// and it is idle again at `NOW + 35 µs`, once its missing permit has accrued); the clock
+/// stands at `BEFORE = NOW + 30 µs`, where the key is free but still half a permit warm.
+/// Thread A checks the key, thread B calls `evict_idle()`, and the main thread moves the clock
+/// (a `common::LoomClock`) to `AFTER = NOW + 35 µs`. If B reads `AFTER` and drops the key
+/// while A, having read `BEFORE`, has not reached it yet, A re-creates the key from the sweep
+/// floor: the most conservative word a key idle at `AFTER` could have held (`next_free =
+/// AFTER`, cold), so A is denied until `AFTER` (a fresh key would have admitted it at
+/// `BEFORE`, and a dropped key may have had its next permit as late as `AFTER`). Every outcome
+/// is a serial run of {check, evict} with each at either instant (the check's instant may be
+/// the earlier one although it lands after the sweep: that is the race); directly, an
+/// admission on a key the sweep dropped is the cold one from `AFTER`.
+#[test]
+fn evict_with_check_behind_the_sweep_keyed() {
+    use common::LoomClock;
+
+    const BEFORE: u64 = NOW + 30_000;
+    const AFTER: u64 = NOW + 35_000;
+    type Lim = KeyedLimiter<u64, LoomClock>;
+    deterministic_hashing();
+    let [key, _] = distant_keys();
+    let build = move |clock: &LoomClock| {
+        let lim = KeyedLimiter::<u64>::warm_up(quota(), Duration::from_nanos(W))
+            .max_keys(2)
+            .clock(clock.clone())
+            .build()
+            .expect("valid warm-up");
+        clock.set(NOW);
+        let first = lim.check(&key);
+        assert!(first.is_allowed());
+        assert_eq!(NOW + first.reset_after_ns(), AFTER, "idle exactly at AFTER");
+        clock.set(BEFORE);
+        lim
+    };
+    // At `AFTER`: keys held, a peek (both fields of the state), then the next reservation.
+    let observe = move |lim: &Lim, clock: &LoomClock| {
+        clock.set(AFTER);
+        (
+            lim.len(),
+            lim.peek(&key),
+            lim.reserve(&key, 1, Duration::MAX).decision(),
+        )
+    };
+    let serial = serially(move || {
+        let mut out = Vec::new();
+        for times in [
+            [BEFORE, BEFORE],
+            [BEFORE, AFTER],
+            [AFTER, BEFORE],
+            [AFTER, AFTER],
+        ] {
+            for order in permutations(2) {
+                let clock = LoomClock::at(0);
+                let lim = build(&clock);
+                let mut got = (None, None);
+                for &i in &order {
+                    clock.set(times[i]);
+                    match i {
+                        0 => got.0 = Some(lim.check(&key)),
+                        _ => got.1 = Some(lim.evict_idle()),
+                    }
+                }
+                let got = (got.0.unwrap(), got.1.unwrap());
+                out.push((
+                    format!("order {order:?} at {times:?}"),
+                    got,
+                    observe(&lim, &clock),
+                ));
+            }
+        }
+        out
+    });
+    let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let seen_labels = std::sync::Arc::clone(&matched);
+    model("evict_with_check_behind_the_sweep_keyed", move || {
+        let clock = LoomClock::at(0);
+        let lim = Arc::new(build(&clock));
+        let checker = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&key))
+        };
+        let sweeper = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.evict_idle())
+        };
+        clock.set(AFTER);
+        let got = (checker.join().unwrap(), sweeper.join().unwrap());
+        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
+        let seen = observe(&lim, &clock);
+        assert!(got.1 <= 1, "{got:#?}");
+        if got.0.is_allowed() && got.1 == 1 {
+            // The sweep dropped the key before A reached it: A's admission is the cold one
+            // from the sweep's instant, `next_free = AFTER + cost(0, 1)`.
+            assert_eq!(
+                seen.1.retry_after_ns(),
+                Some(cost(0, 1)),
+                "the key came back less strict than the dropped one could have been: \
+                 {got:#?} {seen:#?}"
+            );
+        }
+        if !got.0.is_allowed() {
+            // Only a check that read `BEFORE` and found the key dropped at `AFTER` is denied,
+            // and only until `AFTER`.
+            assert_eq!(got.1, 1, "{got:#?}");
+            assert_eq!(got.0.retry_after_ns(), Some(AFTER - BEFORE), "{got:#?}");
+        }
+        let label = assert_serial(&serial, &got, &seen);
+        seen_labels.lock().unwrap().insert(label);
+    });
+    let matched = matched.lock().unwrap().clone();
+    eprintln!("  evict_with_check_behind_the_sweep_keyed: outcomes matched {matched:?}");
+    // The race the model is about: the sweep at `AFTER`, then the check at `BEFORE`.
+    assert!(
+        matched.contains(&format!("order [1, 0] at {:?}", [BEFORE, AFTER])),
+        "the check behind the sweep was never reached: {matched:?}"
     );
 }
