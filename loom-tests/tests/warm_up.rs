@@ -538,7 +538,8 @@ fn evict_with_check_behind_the_sweep_keyed() {
             assert_eq!(
                 seen.1.retry_after_ns(),
                 Some(cost(0, 1)),
-                "the key came back less strict than the dropped one could have been: \
+                "the key was dropped, and A's admission is not the cold one from AFTER (lost, \
+                 or the key came back less strict than the dropped one could have been): \
                  {got:#?} {seen:#?}"
             );
         }
