@@ -14,12 +14,14 @@
 //! Every model checks that the run is *linearizable*: the results the threads got and the
 //! state left behind (keys held and refused, a peek, which at a frozen instant reads both
 //! fields of the state, `next_free - now` as its `retry_after` and the missing permits in its
-//! `reset_after`, then the schedule of two more one-unit reservations, and a peek once the
-//! key has idled back to cold) are exactly those of running the same operations one after
-//! another, in some order, on a fresh limiter; and that every distinct serial outcome is
-//! reached (the race went every way). Each model also asserts the schedule directly: admitted
-//! requests hold distinct places, each at the cost of the units admitted before it, and the
-//! final `next_free` is the cost of all admitted units (none lost, none counted twice).
+//! `reset_after`, then the schedule of two more one-unit reservations, and a peek `W` after
+//! the last one's place) are exactly those of running the same operations one after another,
+//! in some order, on a fresh limiter; and that every distinct serial outcome is reached (the
+//! race went every way; at preemption bound 2 or more). The frozen-clock models also assert
+//! the schedule directly: admitted requests hold distinct places, each at the cost of the
+//! units admitted before it, and the final `next_free` is the cost of all admitted units and
+//! the missing permits their number (none lost, none counted twice). The moving-clock model
+//! (`evict_with_check_behind_the_sweep_keyed`) compares with every order × instant instead.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test warm_up`.
 
