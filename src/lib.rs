@@ -13,6 +13,7 @@
 //! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); bounded table or exact map ([`KeyedBuilder::max_keys`], [`KeyedBuilder::exact_keys`]) |
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
+//! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the bounded table |
 //! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after, delay |
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
