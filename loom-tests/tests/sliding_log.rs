@@ -27,7 +27,10 @@ use cellgate::{Decision, KeyedLimiter, SlidingLog};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{assert_serial, deterministic_hashing, model, permutations, serially, LoomClock};
+use common::{
+    assert_serial, check_behind_the_sweep, deterministic_hashing, model, permutations, serially,
+    LoomClock,
+};
 
 /// The window, ns.
 const W: u64 = 100;
@@ -322,54 +325,14 @@ fn evict_with_check_behind_the_sweep() {
         }
         (log.len(), seen)
     };
-    let serial = serially(move || {
-        let mut out = Vec::new();
-        for times in [
-            [BEFORE, BEFORE],
-            [BEFORE, AFTER],
-            [AFTER, BEFORE],
-            [AFTER, AFTER],
-        ] {
-            for order in permutations(2) {
-                let clock = LoomClock::at(0);
-                let log = build(&clock);
-                let mut got = (None, None);
-                for &i in &order {
-                    clock.set(times[i]);
-                    match i {
-                        0 => got.0 = Some(log.check(&KEY)),
-                        _ => got.1 = Some(log.evict_idle()),
-                    }
-                }
-                let got = (got.0.unwrap(), got.1.unwrap());
-                out.push((
-                    format!("order {order:?} at {times:?}"),
-                    got,
-                    observe(&log, &clock),
-                ));
-            }
-        }
-        out
-    });
-    let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let seen_labels = std::sync::Arc::clone(&matched);
-    model(
+    check_behind_the_sweep(
         "sliding_log::evict_with_check_behind_the_sweep",
-        move || {
-            let clock = LoomClock::at(0);
-            let log = Arc::new(build(&clock));
-            let checker = {
-                let log = Arc::clone(&log);
-                thread::spawn(move || log.check(&KEY))
-            };
-            let sweeper = {
-                let log = Arc::clone(&log);
-                thread::spawn(move || log.evict_idle())
-            };
-            clock.set(AFTER);
-            let got = (checker.join().unwrap(), sweeper.join().unwrap());
-            let log = Arc::try_unwrap(log).unwrap_or_else(|_| panic!("threads still hold the log"));
-            let seen = observe(&log, &clock);
+        [BEFORE, AFTER],
+        build,
+        |log: &SlidingLog<u64, LoomClock>| log.check(&KEY),
+        |log: &SlidingLog<u64, LoomClock>| log.evict_idle(),
+        observe,
+        |got, seen| {
             // Limit 1 in any window of W: A may be admitted only once the entry of `NOW` has
             // expired, so its own entry (seen by the peek at `AFTER`) expires at `AFTER + W`.
             if got.0.is_allowed() {
@@ -379,12 +342,8 @@ fn evict_with_check_behind_the_sweep() {
                     "admitted with the entry of NOW still in its window: {got:#?} {seen:#?}"
                 );
             }
-            let label = assert_serial(&serial, &got, &seen);
-            seen_labels.lock().unwrap().insert(label);
         },
     );
-    let matched = matched.lock().unwrap().clone();
-    eprintln!("  sliding_log::evict_with_check_behind_the_sweep: outcomes matched {matched:?}");
     // The interleaving the model is about (the sweep at the new time, then the check at the
     // old one) has the outcome of the check first: both deny at `BEFORE`. That loom reaches it
     // shows under mutation (see the README).

@@ -31,8 +31,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use common::{
-    assert_serial, colliding_keys, deterministic_hashing, distant_keys, model, permutations,
-    serially, LoomClock,
+    assert_serial, check_behind_the_sweep, colliding_keys, deterministic_hashing, distant_keys,
+    model, permutations, serially, LoomClock,
 };
 
 /// Emission interval, ns.
@@ -425,60 +425,25 @@ fn evict_with_check_behind_the_sweep() {
         }
         (lim.len(), seen)
     };
-    let serial = serially(move || {
-        let mut out = Vec::new();
-        for times in [
-            [BEFORE, BEFORE],
-            [BEFORE, AFTER],
-            [AFTER, BEFORE],
-            [AFTER, AFTER],
-        ] {
-            for order in permutations(2) {
-                let clock = LoomClock::at(0);
-                let lim = build(&clock);
-                let mut got = (None, None);
-                for &i in &order {
-                    clock.set(times[i]);
-                    match i {
-                        0 => got.0 = Some(lim.check(&key)),
-                        _ => got.1 = Some(lim.evict_idle()),
-                    }
-                }
-                let got = (got.0.unwrap(), got.1.unwrap());
-                out.push((
-                    format!("order {order:?} at {times:?}"),
-                    got,
-                    observe(&lim, &clock),
-                ));
+    check_behind_the_sweep(
+        "evict_with_check_behind_the_sweep",
+        [BEFORE, AFTER],
+        build,
+        move |lim: &KeyedLimiter<u64, LoomClock>| lim.check(&key),
+        |lim: &KeyedLimiter<u64, LoomClock>| lim.evict_idle(),
+        observe,
+        |got, seen| {
+            // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
+            // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
+            if got.0.is_allowed() {
+                assert!(
+                    seen.1[0].reset_after_ns() >= T,
+                    "admitted less than one interval after the previous admission: \
+                     {got:#?} {seen:#?}"
+                );
             }
-        }
-        out
-    });
-    model("evict_with_check_behind_the_sweep", move || {
-        let clock = LoomClock::at(0);
-        let lim = Arc::new(build(&clock));
-        let checker = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&key))
-        };
-        let sweeper = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.evict_idle())
-        };
-        clock.set(AFTER);
-        let got = (checker.join().unwrap(), sweeper.join().unwrap());
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        let seen = observe(&lim, &clock);
-        // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
-        // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
-        if got.0.is_allowed() {
-            assert!(
-                seen.1[0].reset_after_ns() >= T,
-                "admitted less than one interval after the previous admission: {got:#?} {seen:#?}"
-            );
-        }
-        assert_serial(&serial, &got, &seen);
-    });
+        },
+    );
 }
 
 /// Three keys with the same home slot and distinct fingerprints, in the order of `keys_near`

@@ -35,7 +35,10 @@ use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{assert_serial, deterministic_hashing, distant_keys, model, permutations, serially};
+use common::{
+    assert_serial, check_behind_the_sweep, deterministic_hashing, distant_keys, model,
+    permutations, serially,
+};
 
 /// Stable interval `I`, ns (10 µs).
 const I: u64 = 10_000;
@@ -487,75 +490,34 @@ fn evict_with_check_behind_the_sweep_keyed() {
             lim.reserve(&key, 1, Duration::MAX).decision(),
         )
     };
-    let serial = serially(move || {
-        let mut out = Vec::new();
-        for times in [
-            [BEFORE, BEFORE],
-            [BEFORE, AFTER],
-            [AFTER, BEFORE],
-            [AFTER, AFTER],
-        ] {
-            for order in permutations(2) {
-                let clock = LoomClock::at(0);
-                let lim = build(&clock);
-                let mut got = (None, None);
-                for &i in &order {
-                    clock.set(times[i]);
-                    match i {
-                        0 => got.0 = Some(lim.check(&key)),
-                        _ => got.1 = Some(lim.evict_idle()),
-                    }
-                }
-                let got = (got.0.unwrap(), got.1.unwrap());
-                out.push((
-                    format!("order {order:?} at {times:?}"),
-                    got,
-                    observe(&lim, &clock),
-                ));
+    let matched = check_behind_the_sweep(
+        "evict_with_check_behind_the_sweep_keyed",
+        [BEFORE, AFTER],
+        build,
+        move |lim: &Lim| lim.check(&key),
+        |lim: &Lim| lim.evict_idle(),
+        observe,
+        |got, seen| {
+            assert!(got.1 <= 1, "{got:#?}");
+            if got.0.is_allowed() && got.1 == 1 {
+                // The sweep dropped the key before A reached it: A's admission is the cold one
+                // from the sweep's instant, `next_free = AFTER + cost(0, 1)`.
+                assert_eq!(
+                    seen.1.retry_after_ns(),
+                    Some(cost(0, 1)),
+                    "the key was dropped, and A's admission is not the cold one from AFTER \
+                     (lost, or the key came back less strict than the dropped one could have \
+                     been): {got:#?} {seen:#?}"
+                );
             }
-        }
-        out
-    });
-    let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let seen_labels = std::sync::Arc::clone(&matched);
-    model("evict_with_check_behind_the_sweep_keyed", move || {
-        let clock = LoomClock::at(0);
-        let lim = Arc::new(build(&clock));
-        let checker = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&key))
-        };
-        let sweeper = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.evict_idle())
-        };
-        clock.set(AFTER);
-        let got = (checker.join().unwrap(), sweeper.join().unwrap());
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        let seen = observe(&lim, &clock);
-        assert!(got.1 <= 1, "{got:#?}");
-        if got.0.is_allowed() && got.1 == 1 {
-            // The sweep dropped the key before A reached it: A's admission is the cold one
-            // from the sweep's instant, `next_free = AFTER + cost(0, 1)`.
-            assert_eq!(
-                seen.1.retry_after_ns(),
-                Some(cost(0, 1)),
-                "the key was dropped, and A's admission is not the cold one from AFTER (lost, \
-                 or the key came back less strict than the dropped one could have been): \
-                 {got:#?} {seen:#?}"
-            );
-        }
-        if !got.0.is_allowed() {
-            // Only a check that read `BEFORE` and found the key dropped at `AFTER` is denied,
-            // and only until `AFTER`.
-            assert_eq!(got.1, 1, "{got:#?}");
-            assert_eq!(got.0.retry_after_ns(), Some(AFTER - BEFORE), "{got:#?}");
-        }
-        let label = assert_serial(&serial, &got, &seen);
-        seen_labels.lock().unwrap().insert(label);
-    });
-    let matched = matched.lock().unwrap().clone();
-    eprintln!("  evict_with_check_behind_the_sweep_keyed: outcomes matched {matched:?}");
+            if !got.0.is_allowed() {
+                // Only a check that read `BEFORE` and found the key dropped at `AFTER` is
+                // denied, and only until `AFTER`.
+                assert_eq!(got.1, 1, "{got:#?}");
+                assert_eq!(got.0.retry_after_ns(), Some(AFTER - BEFORE), "{got:#?}");
+            }
+        },
+    );
     // The race the model is about: the sweep at `AFTER`, then the check at `BEFORE`.
     assert!(
         matched.contains(&format!("order [1, 0] at {:?}", [BEFORE, AFTER])),

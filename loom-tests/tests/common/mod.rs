@@ -2,6 +2,7 @@
 //! module with `mod common;`, so not every helper is used by every file).
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -195,4 +196,101 @@ impl Clock for LoomClock {
     fn now(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+}
+
+/// The "check behind the sweep" model shared by the keyed stores: a limiter built on a
+/// [`LoomClock`] (`build` leaves the clock at `before`), one thread runs `check` on it, another
+/// `evict` (its `evict_idle()`), while the main thread moves the clock to `after`.
+///
+/// First tabulates the serial runs of {check, evict}: both orders, each operation at either
+/// instant (a check that lands after the sweep may still have read the earlier time: that is the
+/// race these models are about), each labelled `order [i, j] at [t_check, t_evict]`, with
+/// `observe`'s view of the state afterwards. Then model-checks the concurrent run: `assert_run`
+/// gets its results `(check, evicted)` and the observed state for the model's own assertions,
+/// and the run must be one of the serial ones ([`assert_serial`]). Returns the labels of the
+/// serial runs the concurrent runs matched (also printed).
+pub fn check_behind_the_sweep<L, D, O>(
+    name: &str,
+    [before, after]: [u64; 2],
+    build: impl Fn(&LoomClock) -> L + Send + Sync + 'static,
+    check: impl Fn(&L) -> D + Send + Sync + 'static,
+    evict: impl Fn(&L) -> usize + Send + Sync + 'static,
+    observe: impl Fn(&L, &LoomClock) -> O + Send + Sync + 'static,
+    assert_run: impl Fn(&(D, usize), &O) + Send + Sync + 'static,
+) -> BTreeSet<String>
+where
+    L: Send + Sync + 'static,
+    D: PartialEq + Debug + Send + Sync + 'static,
+    O: PartialEq + Debug + Send + Sync + 'static,
+{
+    let (build, check, evict, observe) = (
+        Arc::new(build),
+        Arc::new(check),
+        Arc::new(evict),
+        Arc::new(observe),
+    );
+    let serial = {
+        let (build, check, evict, observe) = (
+            Arc::clone(&build),
+            Arc::clone(&check),
+            Arc::clone(&evict),
+            Arc::clone(&observe),
+        );
+        serially(move || {
+            let mut out = Vec::new();
+            for times in [
+                [before, before],
+                [before, after],
+                [after, before],
+                [after, after],
+            ] {
+                for order in permutations(2) {
+                    let clock = LoomClock::at(0);
+                    let lim = build(&clock);
+                    let mut got = (None, None);
+                    for &i in &order {
+                        clock.set(times[i]);
+                        match i {
+                            0 => got.0 = Some(check(&lim)),
+                            _ => got.1 = Some(evict(&lim)),
+                        }
+                    }
+                    let got = (got.0.unwrap(), got.1.unwrap());
+                    out.push((
+                        format!("order {order:?} at {times:?}"),
+                        got,
+                        observe(&lim, &clock),
+                    ));
+                }
+            }
+            out
+        })
+    };
+    let matched = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen_labels = Arc::clone(&matched);
+    model(name, move || {
+        let clock = LoomClock::at(0);
+        let lim = loom::sync::Arc::new(build(&clock));
+        let checker = {
+            let lim = loom::sync::Arc::clone(&lim);
+            let check = Arc::clone(&check);
+            loom::thread::spawn(move || check(&lim))
+        };
+        let sweeper = {
+            let lim = loom::sync::Arc::clone(&lim);
+            let evict = Arc::clone(&evict);
+            loom::thread::spawn(move || evict(&lim))
+        };
+        clock.set(after);
+        let got = (checker.join().unwrap(), sweeper.join().unwrap());
+        let lim = loom::sync::Arc::try_unwrap(lim)
+            .unwrap_or_else(|_| panic!("threads still hold the limiter"));
+        let seen = observe(&lim, &clock);
+        assert_run(&got, &seen);
+        let label = assert_serial(&serial, &got, &seen);
+        seen_labels.lock().unwrap().insert(label);
+    });
+    let matched = matched.lock().unwrap().clone();
+    eprintln!("  {name}: outcomes matched {matched:?}");
+    matched
 }
