@@ -212,6 +212,19 @@ fn keyed_1k_hot_manual_clock(c: &mut Criterion) {
     g.finish();
 }
 
+/// A bounded table holding every key of `inserted` (each admitted once).
+fn filled_table(inserted: &[u64]) -> KeyedLimiter<u64> {
+    let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .max_keys(inserted.len())
+        .build()
+        .expect("valid quota");
+    inserted
+        .iter()
+        .for_each(|k| assert!(table.check(k).is_allowed()));
+    assert_eq!(table.len(), inserted.len());
+    table
+}
+
 fn keyed_1m_random(c: &mut Criterion) {
     let mut g = configure(c, "keyed_1m_random");
     g.measurement_time(Duration::from_secs(4));
@@ -220,14 +233,7 @@ fn keyed_1m_random(c: &mut Criterion) {
     let probes = u64_keys(MANY_KEYS, 3);
 
     {
-        let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
-            .max_keys(MANY_KEYS)
-            .build()
-            .expect("valid quota");
-        inserted
-            .iter()
-            .for_each(|k| assert!(table.check(k).is_allowed()));
-        assert_eq!(table.len(), MANY_KEYS);
+        let table = filled_table(&inserted);
         cycle(&mut g, "cellgate_table", &probes, |k| table.check(k));
     }
     {
@@ -285,14 +291,7 @@ fn keyed_1m_random_batch(c: &mut Criterion) {
     let probes = u64_keys(MANY_KEYS, 3);
 
     {
-        let table = KeyedLimiter::<u64>::gcra(cellgate_quota())
-            .max_keys(MANY_KEYS)
-            .build()
-            .expect("valid quota");
-        inserted
-            .iter()
-            .for_each(|k| assert!(table.check(k).is_allowed()));
-        assert_eq!(table.len(), MANY_KEYS);
+        let table = filled_table(&inserted);
         let mut out = Vec::with_capacity(BATCH_ITER);
         for batch in [16, 64] {
             cycle_chunks(

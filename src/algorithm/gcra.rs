@@ -112,16 +112,7 @@ impl Gcra {
             let ahead = ahead as u64;
             if let Some(new_tat) = now.checked_add(ahead) {
                 let write = if n == 0 { None } else { Some(new_tat) };
-                return (
-                    Decision::allow_after(
-                        self.limit,
-                        self.ceiling.saturating_sub(ahead),
-                        self.interval,
-                        ahead.saturating_sub(self.tolerance),
-                        ahead,
-                    ),
-                    write,
-                );
+                return (self.allowed_ahead(ahead), write);
             }
             // Past the representable horizon: fail closed.
             return (
@@ -155,7 +146,13 @@ impl Gcra {
     /// a few instructions instead of a second run of the step.
     #[inline(always)]
     pub(crate) fn admitted(&self, new_tat: u64, now: u64) -> Decision {
-        let ahead = new_tat.saturating_sub(now);
+        self.allowed_ahead(new_tat.saturating_sub(now))
+    }
+
+    /// The decision of an admission whose TAT ends up `ahead` ns after now (shared by
+    /// [`step`](Self::step) and [`admitted`](Self::admitted)).
+    #[inline(always)]
+    fn allowed_ahead(&self, ahead: u64) -> Decision {
         Decision::allow_after(
             self.limit,
             self.ceiling.saturating_sub(ahead),
