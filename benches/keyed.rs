@@ -25,7 +25,16 @@
 //! | `keyed_1m_random_batch` | the same keys, 64 checks per iteration: `cellgate_table_check_many_16` / `_64` (`check_many` in batches of 16 / 64), `cellgate_table` (`check` on each key) and `governor` (`check_key` on each key) | default |
 //! | `insert_new_key` | every check is the first for its key: 1M distinct keys per limiter, a fresh limiter (built and dropped outside the timing) whenever one is used up; the figure is the mean over fill levels 0 to 1M keys | default |
 //! | `string_keys_1m` | 1M pre-inserted `String` keys of 16 to 32 bytes, random permutation; cellgate looks up by `&str`, governor by `&String` (its API) | default |
+//! | `hardware_floor` | no limiter: the least work any keyed check must do, as lower bounds for the rows above (see below) | quanta where said |
 //! | `direct_coarse` | no key: `Limiter` + `CoarseClock` (`cellgate_coarse`) against governor's direct limiter + `QuantaUpkeepClock` at 1 ms (`governor_upkeep`) | coarse |
+//!
+//! `hardware_floor` entries, each one iteration per access, indices precomputed (no hash, no
+//! probe, no decision): `clock_cas8_1k` / `clock_cas16_1k`: a quanta clock read, then a load and
+//! a compare-and-swap of one of 1000 8-byte (`AtomicU64`) / 16-byte (portable-atomic's
+//! `AtomicU128`, as in the table) cells, in a shuffled order; `cas8_21mb` / `cas16_21mb`: a load
+//! and a compare-and-swap at a random index of a 21 MB array of such cells (the size of the
+//! table's slots for 1M keys), no clock. A keyed check of a hot key does at least the first; a
+//! check of one of 1M keys, or the insert of a new one, at least the second.
 //!
 //! Quota, everywhere: 10^9 per second (interval 1 ns) with a burst of 10 million, so that
 //! practically every check is allowed (the path that writes), also with a coarse clock that
@@ -498,6 +507,75 @@ fn keyed_1k_hot_coarse_clock(c: &mut Criterion) {
     g.finish();
 }
 
+/// Like [`cycle`] over indices, but each access waits for the one before: its index depends on
+/// the value the previous access read (by adding `last >> 63`, zero here since the cells hold
+/// small counters, which the compiler cannot know). This is the latency of one access, where
+/// [`cycle`] lets the processor overlap the misses of many.
+fn chained(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    order: &[usize],
+    access: impl Fn(usize) -> u64,
+) {
+    let (mut k, mut last) = (0usize, 0u64);
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            let i = order[k] + (last >> 63) as usize;
+            k += 1;
+            if k == order.len() {
+                k = 0;
+            }
+            last = access(black_box(i));
+            black_box(last)
+        })
+    });
+}
+
+/// The least work of a keyed check, without a limiter (see the module docs).
+fn hardware_floor(c: &mut Criterion) {
+    use cellgate::clock::{Clock, QuantaClock};
+    use portable_atomic::AtomicU128;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    let mut g = configure(c, "hardware_floor");
+    let clock = QuantaClock::new();
+    let mut hot: Vec<usize> = (0..HOT_KEYS).collect();
+    shuffle(&mut hot, 1);
+    // As many 16-byte cells as the 1M-key table has slots (4/3 per key).
+    let cells = MANY_KEYS * 4 / 3;
+    let mut random: Vec<usize> = (0..cells).collect();
+    shuffle(&mut random, 2);
+    random.truncate(MANY_KEYS);
+
+    let c8: Vec<AtomicU64> = (0..cells * 2).map(|_| AtomicU64::new(0)).collect();
+    let c16: Vec<AtomicU128> = (0..cells).map(|_| AtomicU128::new(0)).collect();
+    // Each access: read the cell and write a larger value, as an admitted check does; returns
+    // the value read.
+    let cas8 = |cell: &AtomicU64, now: u64| {
+        let seen = cell.load(Relaxed);
+        let _ = cell.compare_exchange(seen, seen.max(now) + 1, Relaxed, Relaxed);
+        seen
+    };
+    let cas16 = |cell: &AtomicU128, now: u64| {
+        let seen = cell.load(Relaxed);
+        let _ = cell.compare_exchange(seen, seen.max(u128::from(now)) + 1, Relaxed, Relaxed);
+        seen as u64
+    };
+    cycle(&mut g, "clock_cas8_1k", &hot, |&i| {
+        cas8(&c8[2 * i], clock.now())
+    });
+    cycle(&mut g, "clock_cas16_1k", &hot, |&i| {
+        cas16(&c16[i], clock.now())
+    });
+    cycle(&mut g, "cas8_21mb", &random, |&i| cas8(&c8[2 * i], 0));
+    cycle(&mut g, "cas16_21mb", &random, |&i| cas16(&c16[i], 0));
+    chained(&mut g, "cas8_21mb_chained", &random, |i| {
+        cas8(&c8[2 * i], 0)
+    });
+    chained(&mut g, "cas16_21mb_chained", &random, |i| cas16(&c16[i], 0));
+    g.finish();
+}
+
 criterion_group!(
     benches,
     keyed_1k_hot,
@@ -507,6 +585,7 @@ criterion_group!(
     keyed_1m_random_batch,
     insert_new_key,
     string_keys_1m,
-    direct_coarse
+    direct_coarse,
+    hardware_floor
 );
 criterion_main!(benches);

@@ -18,6 +18,7 @@
 //! | `table1m`, `map1m` | 1M pre-inserted keys in a random order |
 //! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
+//! | `insert1m`, `insert1m_map` | first checks of up to 1M new keys, table sized for 1M / exact map |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
 //!
 //! The quota is the benches' (10^9 per second, burst 10^7): every check is admitted. Without
@@ -162,6 +163,17 @@ fn main() {
                 "batch1m_64" => run_batch(&l, &probes, checks, 64),
                 _ => run_single(&l, &probes, checks),
             }
+        }
+        "insert1m" | "insert1m_map" => {
+            // Every check is the first for its key: `checks` new keys (at most 1M) into a
+            // table sized for 1M, built before the timing.
+            let l = keyed(
+                cellgate::clock::QuantaClock::new(),
+                (name == "insert1m").then_some(1_000_000),
+            );
+            let ks = keys(checks.min(1_000_000), 4);
+            start = Instant::now();
+            run_single(&l, &ks, ks.len())
         }
         "direct" => {
             let l = Limiter::gcra(quota())

@@ -118,6 +118,16 @@ impl Decision {
         }
     }
 
+    /// The same decision with `limit` as its [`limit`](Self::limit) (a striped limiter reports
+    /// its whole limit, not the deciding stripe's share).
+    #[inline(always)]
+    pub(crate) const fn with_limit(self, limit: u32) -> Self {
+        Self {
+            verdict: (self.verdict & ALLOWED) | limit as u64,
+            ..self
+        }
+    }
+
     /// Whether the request was admitted (and its units consumed).
     #[inline]
     #[must_use]

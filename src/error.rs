@@ -116,6 +116,14 @@ pub enum ConfigError {
         /// The most the state holds.
         max: u64,
     },
+    /// A striped GCRA limiter with more stripes than its burst: every stripe needs a burst of
+    /// at least one.
+    TooManyStripes {
+        /// Stripes asked for.
+        stripes: usize,
+        /// The quota's burst.
+        burst: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -172,6 +180,10 @@ impl fmt::Display for ConfigError {
             ConfigError::WarmUpTooLong { permits, max } => write!(
                 f,
                 "the warm-up period holds {permits} stored permits (warm-up / stable interval): at most {max} are supported"
+            ),
+            ConfigError::TooManyStripes { stripes, burst } => write!(
+                f,
+                "{stripes} stripes for a burst of {burst}: every stripe needs a burst of at least 1, so at most {burst} stripes"
             ),
         }
     }

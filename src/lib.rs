@@ -99,6 +99,7 @@ mod quota;
 mod reservation;
 mod setting;
 mod sliding_log;
+mod striped;
 mod sweep;
 mod sweeper;
 mod sync;
@@ -115,6 +116,7 @@ pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;
 pub use reservation::Reservation;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};
+pub use striped::{StripedBuilder, StripedLimiter};
 pub use sweeper::Sweeper;
 #[cfg(feature = "async")]
 pub use wait::UntilReady;

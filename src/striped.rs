@@ -1,0 +1,715 @@
+//! Hot-key mode: one limit split over several cache-padded cells, so that the threads checking
+//! a single very hot key (a flash-sale SKU, a global API rate) do not all serialise on one
+//! cache line.
+//!
+//! # How the limit is split
+//!
+//! A [`StripedLimiter`] with `s` stripes holds `s` independent cells, each with its own share of
+//! the limit, each updated by the same compare-and-swap as a [`Limiter`](crate::Limiter):
+//!
+//! * **stock** of `u` units: stripe `i` holds `u / s` units, plus one for the first `u % s`
+//!   stripes. Every unit is in exactly one stripe and leaves it by one CAS, so **exactly `u`
+//!   units are ever admitted**, under any concurrency, never one more.
+//! * **GCRA** with emission interval `T` and burst `b` (and queue `q`): stripe `i` runs GCRA with
+//!   interval `s * T` and burst `b / s` (plus one for the first `b % s` stripes; the queue is
+//!   split the same way). In any stretch of time `t`, GCRA admits at most its burst plus one
+//!   per interval elapsed, so all stripes together admit at most
+//!   `sum(b_i) + s * t / (s * T) = b + t / T`: **the same ceiling as one GCRA cell** with the
+//!   whole quota.
+//!
+//! # Which stripe a check takes
+//!
+//! Each thread starts at its own stripe (a per-thread ticket spread over the stripes, so `s`
+//! threads started one after another start on different stripes), or at the stripe a caller
+//! names ([`check_n_from`](StripedLimiter::check_n_from), e.g. a worker index). If that stripe
+//! denies, the check tries every other stripe in turn, at the same instant, before it denies:
+//! a request is refused only when no stripe could admit it. A refused check reads the other
+//! stripes and writes nothing, so the sold-out rush of a flash sale costs reads of lines that
+//! nobody writes any more.
+//!
+//! # What striping costs
+//!
+//! * A request for `n` units is admitted from one stripe. A **GCRA** request can therefore
+//!   take at most the largest stripe's burst, `ceil(b / s)`; larger ones are refused with no
+//!   `retry_after`. Pick fewer stripes (or a plain [`Limiter`](crate::Limiter)) where requests
+//!   carry many units. A **stock** request that no single stripe can fill gathers units from
+//!   several stripes, one CAS each, and gives them all back if it cannot gather `n`: all or
+//!   nothing, still never more than the stock. While a gathering request holds units it may
+//!   go on to give back, a concurrent request can be refused for want of them (stricter, never
+//!   looser).
+//! * Time is split too: each stripe refills at `1 / (s * T)`. A drained limiter admits again
+//!   when some stripe has refilled a whole unit, which can take up to `s * T` where one cell
+//!   takes `T` (each stripe holds a fraction meanwhile); the long-run rate is the quota's.
+//! * A decision's [`limit`](Decision::limit) is the whole limiter's; its
+//!   [`remaining`](Decision::remaining) is what the stripe that decided has left, a lower
+//!   bound of the total (reading every stripe would touch every core's line on every check).
+//!   [`remaining`](StripedLimiter::remaining) sums all stripes.
+
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::algorithm::gcra::decision_after;
+use crate::algorithm::{Algorithm, Gcra, Stock};
+use crate::cell::Cell;
+use crate::clock::{Clock, DefaultClock};
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::quota::{GcraParams, Quota};
+
+/// A limit for one very hot key, split over several cells. See the [module docs](self).
+///
+/// ```
+/// use cellgate::StripedLimiter;
+/// // 1000 units of one SKU, split over 4 stripes: exactly 1000 sales, whatever the threads.
+/// let sku = StripedLimiter::stock(1000).stripes(4).build()?;
+/// let sold = std::thread::scope(|s| {
+///     let workers: Vec<_> = (0..4)
+///         .map(|_| s.spawn(|| (0..400).filter(|_| sku.check().is_allowed()).count()))
+///         .collect();
+///     workers.into_iter().map(|w| w.join().unwrap()).sum::<usize>()
+/// });
+/// assert_eq!(sold, 1000);
+/// assert_eq!(sku.remaining(), 0);
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct StripedLimiter<C = DefaultClock> {
+    stripes: Box<[CachePadded<Stripe>]>,
+    /// The whole limit (burst + queue, or the stock): every decision's `limit`.
+    limit: u32,
+    /// Stock limiters read no clock.
+    uses_time: bool,
+    clock: C,
+}
+
+/// One share of the limit: its cell and the algorithm with its share's parameters, side by
+/// side (the algorithm is only read; it shares the line the stripe's checks write anyway).
+#[derive(Debug)]
+struct Stripe {
+    cell: Cell,
+    algorithm: Algorithm,
+}
+
+/// What to split, before the stripe count is known.
+#[derive(Debug, Clone, Copy)]
+enum Whole {
+    Gcra(GcraParams),
+    Stock(u32),
+}
+
+/// Builds a [`StripedLimiter`]: pick the algorithm with [`StripedLimiter::gcra`] or
+/// [`StripedLimiter::stock`], then optionally the stripes and the clock.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct StripedBuilder<C> {
+    whole: Result<Whole, ConfigError>,
+    stripes: Option<usize>,
+    clock: C,
+}
+
+impl StripedLimiter<DefaultClock> {
+    /// A GCRA limiter for `quota`, split over stripes (see the [module docs](self) for the
+    /// ceiling it keeps).
+    ///
+    /// ```
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    /// let l = StripedLimiter::gcra(Quota::per_second(100).with_burst(8))
+    ///     .stripes(4)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// // The whole burst, whichever stripes the checks land on, and not one more.
+    /// assert_eq!((0..20).filter(|_| l.check().is_allowed()).count(), 8);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn gcra(quota: Quota) -> StripedBuilder<DefaultClock> {
+        StripedBuilder {
+            whole: quota.gcra_params().map(Whole::Gcra),
+            stripes: None,
+            clock: DefaultClock::new(),
+        }
+    }
+
+    /// A stock of `units` (flash-sale inventory), split over stripes: exactly `units`
+    /// admissions in all.
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let sku = StripedLimiter::stock(3).stripes(2).build()?;
+    /// assert!(sku.check_n(2).is_allowed()); // 2 units: more than one stripe holds, gathered
+    /// assert!(sku.check().is_allowed());
+    /// assert!(!sku.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stock(units: u32) -> StripedBuilder<DefaultClock> {
+        StripedBuilder {
+            whole: Ok(Whole::Stock(units)),
+            stripes: None,
+            clock: DefaultClock::new(),
+        }
+    }
+}
+
+impl<C> StripedBuilder<C> {
+    /// How many stripes (default: the machine's available parallelism, at most the GCRA
+    /// burst). More stripes spread the writes over more cache lines; each costs 128 bytes.
+    ///
+    /// ```
+    /// use cellgate::{ConfigError, Quota, StripedLimiter};
+    /// assert_eq!(StripedLimiter::stock(10).stripes(3).build()?.stripes(), 3);
+    /// // Every GCRA stripe needs a burst of at least one.
+    /// assert_eq!(
+    ///     StripedLimiter::gcra(Quota::per_second(10).with_burst(2)).stripes(3).build().unwrap_err(),
+    ///     ConfigError::TooManyStripes { stripes: 3, burst: 2 }
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn stripes(mut self, stripes: usize) -> Self {
+        self.stripes = Some(stripes);
+        self
+    }
+
+    /// Uses `clock` instead of the default clock.
+    ///
+    /// ```
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    /// let l = StripedLimiter::gcra(Quota::per_second(1)).clock(ManualClock::new()).build()?;
+    /// assert!(l.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> StripedBuilder<C2> {
+        StripedBuilder {
+            whole: self.whole,
+            stripes: self.stripes,
+            clock,
+        }
+    }
+
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// The quota's [`ConfigError`]; [`ConfigError::Zero`] for zero stripes;
+    /// [`ConfigError::TooManyStripes`] for more GCRA stripes than the burst; the quota's
+    /// overflow errors when a stripe's interval (`stripes * T`) or tolerance does not fit in
+    /// `u64` nanoseconds.
+    ///
+    /// ```
+    /// use cellgate::{ConfigError, StripedLimiter};
+    /// assert_eq!(
+    ///     StripedLimiter::stock(5).stripes(0).build().unwrap_err(),
+    ///     ConfigError::Zero { field: "stripes" }
+    /// );
+    /// ```
+    pub fn build(self) -> Result<StripedLimiter<C>, ConfigError> {
+        let whole = self.whole?;
+        let stripes = match self.stripes {
+            Some(0) => return Err(ConfigError::Zero { field: "stripes" }),
+            Some(s) => s,
+            None => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                match whole {
+                    Whole::Gcra(p) => cores.min(p.burst as usize),
+                    Whole::Stock(_) => cores,
+                }
+            }
+        };
+        let (algorithms, limit, uses_time) = match whole {
+            Whole::Gcra(p) => (split_gcra(p, stripes)?, p.limit, true),
+            Whole::Stock(units) => (
+                (0..stripes)
+                    .map(|i| Algorithm::Stock(Stock::new(share(units, stripes, i))))
+                    .collect(),
+                units,
+                false,
+            ),
+        };
+        Ok(StripedLimiter {
+            stripes: algorithms
+                .into_iter()
+                .map(|algorithm| {
+                    CachePadded::new(Stripe {
+                        cell: Cell::new(Algorithm::FRESH),
+                        algorithm,
+                    })
+                })
+                .collect(),
+            limit,
+            uses_time,
+            clock: self.clock,
+        })
+    }
+}
+
+/// Stripe `i`'s share of `whole` split over `stripes`: the quotient, plus one for the first
+/// `whole % stripes` stripes, so the shares add up to `whole` exactly.
+fn share(whole: u32, stripes: usize, i: usize) -> u32 {
+    // A share is at most `whole`, and `stripes > whole` only leaves shares of 0 or 1.
+    let stripes = u32::try_from(stripes).unwrap_or(u32::MAX);
+    let i = u32::try_from(i).unwrap_or(u32::MAX);
+    whole / stripes + u32::from(i < whole % stripes)
+}
+
+/// GCRA stripes: interval `stripes * T`, burst and queue split by [`share`].
+fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigError> {
+    if stripes > p.burst as usize {
+        return Err(ConfigError::TooManyStripes {
+            stripes,
+            burst: p.burst,
+        });
+    }
+    let queue = p.limit - p.burst;
+    let too_large = ConfigError::BurstTooLarge {
+        burst: p.burst,
+        interval_ns: p.interval.get(),
+    };
+    let interval = u64::try_from(stripes)
+        .ok()
+        .and_then(|s| p.interval.get().checked_mul(s))
+        .and_then(NonZeroU64::new)
+        .ok_or_else(|| too_large.clone())?;
+    (0..stripes)
+        .map(|i| {
+            let burst = share(p.burst, stripes, i);
+            let queue = share(queue, stripes, i);
+            let tolerance = interval.get().checked_mul(u64::from(burst));
+            let ceiling = tolerance
+                .zip(interval.get().checked_mul(u64::from(queue)))
+                .and_then(|(t, q)| t.checked_add(q));
+            match (tolerance, ceiling) {
+                (Some(tolerance), Some(ceiling)) => Ok(Algorithm::Gcra(Gcra::new(GcraParams {
+                    interval,
+                    tolerance,
+                    ceiling,
+                    burst,
+                    limit: burst + queue,
+                }))),
+                _ => Err(too_large.clone()),
+            }
+        })
+        .collect()
+}
+
+/// The next thread's ticket: successive multiples of 2^32 / golden ratio, which spread any
+/// number of consecutive tickets evenly over `[0, 2^32)`.
+static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    // Relaxed: a ticket only spreads threads over stripes; any value is correct.
+    static TICKET: u32 = NEXT_TICKET.fetch_add(0x9E37_79B9, TicketOrdering::Relaxed);
+}
+
+impl<C: Clock> StripedLimiter<C> {
+    /// Checks one request, starting at this thread's stripe.
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let l = StripedLimiter::stock(1).stripes(8).build()?;
+    /// assert!(l.check().is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check(&self) -> Decision {
+        self.check_n(1)
+    }
+
+    /// Checks a request for `n` units, starting at this thread's stripe: all are admitted or
+    /// none (see the [module docs](self) for how many units one request can take).
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let l = StripedLimiter::stock(10).stripes(2).build()?;
+    /// assert!(l.check_n(7).is_allowed());
+    /// assert!(!l.check_n(4).is_allowed());
+    /// assert_eq!(l.remaining(), 3); // a refused request takes nothing
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, n: u32) -> Decision {
+        let ticket = TICKET.with(|t| *t);
+        // Multiply-shift: the ticket's position in [0, 2^32) scaled onto the stripes.
+        let start = ((u64::from(ticket) * self.stripes.len() as u64) >> 32) as usize;
+        self.check_from(start, n)
+    }
+
+    /// Checks a request for `n` units, starting at stripe `hint % stripes` (for example a
+    /// worker thread's index, where the caller has one).
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let l = StripedLimiter::stock(4).stripes(4).build()?;
+    /// assert_eq!(l.check_n_from(2, 1).remaining(), 0); // stripe 2 held one unit
+    /// assert!(l.check_n_from(2, 1).is_allowed()); // taken from another stripe
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n_from(&self, hint: usize, n: u32) -> Decision {
+        self.check_from(hint % self.stripes.len(), n)
+    }
+
+    #[inline]
+    fn check_from(&self, start: usize, n: u32) -> Decision {
+        let now = self.now();
+        let first = self.stripes[start].check(now, n);
+        if first.is_allowed() {
+            return first.with_limit(self.limit);
+        }
+        self.check_others(start, now, n, first)
+    }
+
+    /// The rest of a check whose first stripe refused it: every other stripe in turn, then
+    /// (stock only) a gathering of units from several stripes.
+    #[cold]
+    #[inline(never)]
+    fn check_others(&self, start: usize, now: u64, n: u32, first: Decision) -> Decision {
+        let len = self.stripes.len();
+        let mut denied = first;
+        for k in 1..len {
+            let d = self.stripes[(start + k) % len].check(now, n);
+            if d.is_allowed() {
+                return d.with_limit(self.limit);
+            }
+            // Report the soonest retry any stripe offers (`None` only if none offers one).
+            if let Some(ns) = d.retry_after_ns() {
+                if denied.retry_after_ns().map_or(true, |best| ns < best) {
+                    denied = d;
+                }
+            }
+        }
+        if n > 1 && !self.uses_time {
+            if let Some(d) = self.gather(start, n) {
+                return d;
+            }
+        }
+        denied.with_limit(self.limit)
+    }
+
+    /// A stock request that no single stripe could fill: takes what each stripe has, one CAS
+    /// each, until `n` units are held; if the stripes run out first, gives every taken unit
+    /// back and returns `None`.
+    fn gather(&self, start: usize, n: u32) -> Option<Decision> {
+        let len = self.stripes.len();
+        let mut need = n;
+        let mut taken: Vec<(usize, u32)> = Vec::new();
+        for k in 0..len {
+            let i = (start + k) % len;
+            let stripe = &self.stripes[i];
+            let Algorithm::Stock(stock) = stripe.algorithm else {
+                return None;
+            };
+            let (got, left) = stripe.cell.update(|w| {
+                let have = stock.remaining(w);
+                let got = have.min(u64::from(need));
+                ((got, have - got), (got > 0).then(|| stock.word(have - got)))
+            });
+            if got > 0 {
+                // `got <= need`, a u32.
+                let got = got as u32;
+                taken.push((i, got));
+                need -= got;
+                if need == 0 {
+                    return Some(Decision::allow(
+                        self.limit,
+                        left,
+                        NonZeroU64::MIN,
+                        crate::algorithm::stock::NEVER,
+                    ));
+                }
+            }
+        }
+        for (i, got) in taken {
+            let stripe = &self.stripes[i];
+            if let Algorithm::Stock(stock) = stripe.algorithm {
+                stripe.cell.update(|w| {
+                    let back = stock.remaining(w).saturating_add(u64::from(got));
+                    ((), Some(stock.word(back)))
+                });
+            }
+        }
+        None
+    }
+
+    /// Units (stock) or unit requests (GCRA) all stripes would admit now, summed: a snapshot
+    /// that reads every stripe.
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let l = StripedLimiter::stock(10).stripes(3).build()?;
+    /// l.check_n(4);
+    /// assert_eq!(l.remaining(), 6);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn remaining(&self) -> u64 {
+        let now = self.now();
+        self.stripes
+            .iter()
+            .map(|s| u64::from(s.algorithm.peek(s.cell.load(), now).remaining()))
+            .sum()
+    }
+
+    /// How many stripes the limit is split over.
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// assert_eq!(StripedLimiter::stock(10).stripes(5).build()?.stripes(), 5);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stripes(&self) -> usize {
+        self.stripes.len()
+    }
+
+    /// The limiter's clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    /// let l = StripedLimiter::gcra(Quota::per_second(1).with_burst(2))
+    ///     .stripes(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(l.check().is_allowed() && l.check().is_allowed() && !l.check().is_allowed());
+    /// // Each stripe refills at 1 per 2 s: after 1 s, half a unit in each, none to admit.
+    /// l.clock().advance(Duration::from_secs(1));
+    /// assert!(!l.check().is_allowed());
+    /// l.clock().advance(Duration::from_secs(1));
+    /// assert!(l.check().is_allowed() && l.check().is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        if self.uses_time {
+            self.clock.now()
+        } else {
+            0
+        }
+    }
+}
+
+impl Stripe {
+    /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.
+    #[inline(always)]
+    fn check(&self, now: u64, n: u32) -> Decision {
+        let algorithm = &self.algorithm;
+        // `move`: copies of `now` and `n`, kept in registers (see `Limiter::check_on`).
+        let (word, next) = self.cell.update(move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        });
+        decision_after(algorithm, word, next, now, n)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    fn gcra(quota: Quota, stripes: usize) -> StripedLimiter<ManualClock> {
+        StripedLimiter::gcra(quota)
+            .stripes(stripes)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn shares_add_up_to_the_whole() {
+        for whole in [0, 1, 2, 7, 100, 101, u32::MAX] {
+            for stripes in [1, 2, 3, 7, 64, 1000] {
+                let shares: Vec<u64> = (0..stripes)
+                    .map(|i| u64::from(share(whole, stripes, i)))
+                    .collect();
+                assert_eq!(shares.iter().sum::<u64>(), u64::from(whole));
+                let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{whole} over {stripes}: {shares:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_errors() {
+        let q = Quota::per_second(10).with_burst(4);
+        assert_eq!(
+            StripedLimiter::gcra(q).stripes(0).build().unwrap_err(),
+            ConfigError::Zero { field: "stripes" }
+        );
+        assert_eq!(
+            StripedLimiter::gcra(q).stripes(5).build().unwrap_err(),
+            ConfigError::TooManyStripes {
+                stripes: 5,
+                burst: 4
+            }
+        );
+        assert!(StripedLimiter::gcra(q).stripes(4).build().is_ok());
+        // T = u64::MAX / 5 ns and burst 4 fit (tolerance 0.8 * u64::MAX), but over 3 stripes
+        // the first stripe's tolerance is 2 * 3T: it does not.
+        let t = u64::MAX / 5;
+        let slow = Quota::new(1, Duration::from_nanos(t)).with_burst(4);
+        assert!(StripedLimiter::gcra(slow).stripes(1).build().is_ok());
+        assert_eq!(
+            StripedLimiter::gcra(slow).stripes(3).build().unwrap_err(),
+            ConfigError::BurstTooLarge {
+                burst: 4,
+                interval_ns: t
+            }
+        );
+        assert_eq!(
+            StripedLimiter::gcra(Quota::per_second(0))
+                .build()
+                .unwrap_err(),
+            ConfigError::Zero { field: "count" }
+        );
+        // The default stripe count never exceeds the burst.
+        let one = StripedLimiter::gcra(Quota::per_second(5).with_burst(1))
+            .build()
+            .unwrap();
+        assert_eq!(one.stripes(), 1);
+    }
+
+    #[test]
+    fn a_frozen_clock_admits_exactly_the_burst_from_any_start() {
+        for stripes in 1..=6 {
+            for start in 0..stripes {
+                let l = gcra(Quota::per_second(1000).with_burst(6), stripes);
+                let admitted = (0..20)
+                    .filter(|_| l.check_n_from(start, 1).is_allowed())
+                    .count();
+                assert_eq!(admitted, 6, "{stripes} stripes from {start}");
+                let d = l.check_n_from(start, 1);
+                assert_eq!(d.limit(), 6);
+                // The soonest any stripe refills: one stripe interval (stripes * 1 ms).
+                assert_eq!(d.retry_after(), Some(Duration::from_millis(stripes as u64)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_is_served_by_one_gcra_stripe() {
+        // Burst 5 over 2 stripes: 3 + 2. Three units fit the first stripe only.
+        let l = gcra(Quota::per_second(10).with_burst(5), 2);
+        assert!(!l.check_n_from(0, 4).is_allowed());
+        assert_eq!(l.check_n_from(0, 4).retry_after(), None);
+        assert!(l.check_n_from(1, 3).is_allowed()); // stripe 1 holds 2: stripe 0 serves it
+        assert!(!l.check_n_from(1, 3).is_allowed());
+        assert!(l.check_n_from(0, 2).is_allowed());
+        assert_eq!(l.remaining(), 0);
+    }
+
+    #[test]
+    fn stock_gathers_all_or_nothing() {
+        let l = StripedLimiter::stock(10).stripes(4).build().unwrap(); // 3 3 2 2
+        assert!(l.check_n_from(3, 9).is_allowed());
+        assert_eq!(l.remaining(), 1);
+        let d = l.check_n_from(0, 2);
+        assert!(!d.is_allowed());
+        assert_eq!((d.limit(), d.retry_after()), (10, None));
+        assert_eq!(l.remaining(), 1, "a refused gather gives every unit back");
+        assert!(l.check_n_from(1, 1).is_allowed());
+        assert_eq!(l.remaining(), 0);
+    }
+
+    #[test]
+    fn threads_sell_the_stock_exactly() {
+        for stripes in [1, 2, 3, 8] {
+            let l = StripedLimiter::stock(10_000)
+                .stripes(stripes)
+                .build()
+                .unwrap();
+            let sold: u64 = std::thread::scope(|s| {
+                let workers: Vec<_> = (0..4u32)
+                    .map(|t| {
+                        let l = &l;
+                        s.spawn(move || {
+                            let mut sold = 0u64;
+                            for i in 0..6_000u32 {
+                                // 1 to 3 units, some starting at a named stripe.
+                                let n = 1 + (i + t) % 3;
+                                let d = if i % 2 == 0 {
+                                    l.check_n(n)
+                                } else {
+                                    l.check_n_from((i * 7 + t) as usize, n)
+                                };
+                                if d.is_allowed() {
+                                    sold += u64::from(n);
+                                }
+                            }
+                            sold
+                        })
+                    })
+                    .collect();
+                workers.into_iter().map(|w| w.join().unwrap()).sum()
+            });
+            // Demand (4 threads x ~12 000 units) far exceeds the stock: all of it sells, and
+            // never a unit more; leftovers are only what no request size could still take.
+            assert!(sold <= 10_000, "{stripes} stripes: sold {sold}");
+            assert_eq!(sold + l.remaining(), 10_000, "{stripes} stripes");
+            assert_eq!(
+                l.remaining(),
+                0,
+                "{stripes} stripes: unit requests drain it"
+            );
+        }
+    }
+
+    proptest! {
+        /// Over any sequence of checks and clock steps, a striped GCRA limiter admits at most
+        /// `burst + elapsed / T` units, as one GCRA cell with the whole quota would.
+        #[test]
+        fn gcra_stripes_keep_the_whole_quota_ceiling(
+            burst in 1u32..20,
+            stripes in 1usize..8,
+            ops in proptest::collection::vec((0u64..3_000_000, 0usize..16, 1u32..4), 1..200),
+        ) {
+            let stripes = stripes.min(burst as usize);
+            let interval_ns = 1_000_000u64; // 1000 per second
+            let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
+            let mut admitted = 0u64;
+            let mut elapsed = 0u64;
+            for (step, hint, n) in ops {
+                l.clock().advance(Duration::from_nanos(step));
+                elapsed += step;
+                let d = l.check_n_from(hint, n);
+                if d.is_allowed() {
+                    admitted += u64::from(n);
+                }
+                prop_assert_eq!(d.limit(), burst);
+                prop_assert!(
+                    admitted <= u64::from(burst) + elapsed / interval_ns,
+                    "admitted {} after {} ns", admitted, elapsed
+                );
+            }
+        }
+
+        /// Stock over stripes, one thread: a request is admitted iff the total holds `n`
+        /// units (no single stripe needs to), exactly as one stock cell decides.
+        #[test]
+        fn stock_stripes_decide_as_one_stock(
+            units in 0u32..50,
+            stripes in 1usize..8,
+            ops in proptest::collection::vec((0usize..16, 0u32..6), 1..60),
+        ) {
+            let l = StripedLimiter::stock(units).stripes(stripes).build().unwrap();
+            let mut left = u64::from(units);
+            for (hint, n) in ops {
+                let d = l.check_n_from(hint, n);
+                prop_assert_eq!(d.is_allowed(), u64::from(n) <= left);
+                if d.is_allowed() {
+                    left -= u64::from(n);
+                }
+                prop_assert_eq!(l.remaining(), left);
+            }
+        }
+    }
+}
