@@ -21,14 +21,17 @@
 //! * `N threads, disjoint random keys`: thread `t` owns keys `[t*K/N, (t+1)*K/N)` and walks
 //!   them in a precomputed random order; no two threads share a key.
 //! * `1 thread, one hot key` and `N threads, one hot key`: every check is on the same key.
+//!   These two scenarios also run `cellgate_striped`: the hot-key mode, a `StripedLimiter` with
+//!   the same quota split over N stripes (`StripedLimiter::gcra(q).stripes(N)`), standing for
+//!   the hot key (it has no keys; each thread starts at its own stripe).
 //!
 //! In a cell, the threads start together at a barrier; each runs for `--seconds` of wall time
 //! (reading the clock once every 1024 checks) and counts its checks. The cell's rate is the
 //! sum over threads of checks / elapsed; `ns/check/thread` is threads / rate. Each cell is run
 //! `--reps` times (default 3) after one untimed warm-up of a tenth of `--seconds` (at most
 //! 0.2 s), and the median rate is printed with the spread (max - min) / median. Repetitions of
-//! the three limiters are interleaved (table, map, governor, table, ...) so that drift in a
-//! shared machine's load hits all three alike.
+//! the limiters are interleaved (table, map, [striped,] governor, table, ...) so that drift in a
+//! shared machine's load hits them all alike.
 //!
 //! Ratios: `vs governor` is this limiter's rate over governor's in the same scenario (above 1:
 //! faster than governor); `scaling` is the N-thread rate over the same limiter's 1-thread rate
@@ -50,7 +53,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use cellgate::clock::Clock;
-use cellgate::{KeyedLimiter, Quota};
+use cellgate::{KeyedLimiter, Quota, StripedLimiter};
 
 /// One unit per nanosecond: faster than any check, so every check is allowed.
 const RATE: u32 = 1_000_000_000;
@@ -116,6 +119,17 @@ impl<C: Clock> Check for KeyedLimiter<u64, C> {
     }
 }
 
+/// The hot-key mode stands for one key: it ignores the key it is given.
+impl<C: Clock> Check for StripedLimiter<C> {
+    #[inline]
+    fn allow(&self, _key: &u64) -> bool {
+        self.check().is_allowed()
+    }
+    fn held(&self) -> usize {
+        1
+    }
+}
+
 impl Check for governor::DefaultKeyedRateLimiter<u64> {
     #[inline]
     fn allow(&self, key: &u64) -> bool {
@@ -126,7 +140,14 @@ impl Check for governor::DefaultKeyedRateLimiter<u64> {
     }
 }
 
-const IMPLS: [&str; 3] = ["cellgate_table", "cellgate_map", "governor"];
+const IMPLS: [&str; 4] = [
+    "cellgate_table",
+    "cellgate_map",
+    "cellgate_striped",
+    "governor",
+];
+/// The index of `cellgate_striped` in [`IMPLS`]: run in the one-hot-key scenarios only.
+const STRIPED: usize = 2;
 
 fn table(keys: usize) -> KeyedLimiter<u64> {
     KeyedLimiter::<u64>::gcra(cellgate_quota())
@@ -139,6 +160,13 @@ fn map() -> KeyedLimiter<u64> {
     KeyedLimiter::<u64>::gcra(cellgate_quota())
         .build()
         .expect("valid quota")
+}
+
+fn striped(threads: usize) -> StripedLimiter {
+    StripedLimiter::gcra(cellgate_quota())
+        .stripes(threads)
+        .build()
+        .expect("valid quota and stripes")
 }
 
 fn gov() -> governor::DefaultKeyedRateLimiter<u64> {
@@ -270,6 +298,11 @@ impl Scenario {
             Scenario::OneHot => "1 thread, one hot key".into(),
             Scenario::ManyHot => format!("{threads} threads, one hot key"),
         }
+    }
+
+    /// Whether every check is on the one hot key (the scenarios `cellgate_striped` runs).
+    fn is_hot(self) -> bool {
+        matches!(self, Scenario::OneHot | Scenario::ManyHot)
     }
 
     /// The 1-thread scenario that an N-thread one is scaled against.
@@ -420,7 +453,7 @@ fn throughput(o: &Options) {
 
     let t0 = Instant::now();
     let walks = Walks::new(o.keys, o.threads);
-    let (table, map, gov) = (table(o.keys), map(), gov());
+    let (table, map, striped, gov) = (table(o.keys), map(), striped(o.threads), gov());
     for (name, allowed, held) in [
         ("cellgate_table", fill(&table, o.keys), table.held()),
         ("cellgate_map", fill(&map, o.keys), map.held()),
@@ -443,6 +476,7 @@ fn throughput(o: &Options) {
         match which {
             0 => run_cell(&table, w, d),
             1 => run_cell(&map, w, d),
+            STRIPED => run_cell(&striped, w, d),
             _ => run_cell(&gov, w, d),
         }
     };
@@ -450,14 +484,15 @@ fn throughput(o: &Options) {
     let mut results: Vec<Vec<Cell>> = Vec::new();
     for s in Scenario::ALL {
         eprint!("{} ...", s.label(o.threads));
-        for which in 0..IMPLS.len() {
+        let runs = |which: &usize| s.is_hot() || *which != STRIPED;
+        for which in (0..IMPLS.len()).filter(runs) {
             run(which, s, warmup);
         }
         let mut row: Vec<Cell> = (0..IMPLS.len())
             .map(|_| Cell { runs: Vec::new() })
             .collect();
         for _ in 0..o.reps {
-            for (which, cell) in row.iter_mut().enumerate() {
+            for (which, cell) in row.iter_mut().enumerate().filter(|(w, _)| runs(w)) {
                 cell.runs.push(run(which, s, dur));
             }
         }
@@ -481,6 +516,9 @@ fn throughput(o: &Options) {
         let gov_rate = results[si][IMPLS.len() - 1].median();
         for (which, name) in IMPLS.iter().enumerate() {
             let cell = &results[si][which];
+            if cell.runs.is_empty() {
+                continue; // `cellgate_striped` outside the hot-key scenarios
+            }
             let rate = cell.median();
             let vs_gov = if which == IMPLS.len() - 1 {
                 "-".to_string()

@@ -116,13 +116,14 @@ pub enum ConfigError {
         /// The most the state holds.
         max: u64,
     },
-    /// A striped GCRA limiter with more stripes than its burst: every stripe needs a burst of
-    /// at least one.
+    /// A striped limiter with more stripes than it can have: a GCRA stripe needs a burst of at
+    /// least one (at most `burst` stripes), and no limiter has more than
+    /// [`MAX_STRIPES`](crate::MAX_STRIPES).
     TooManyStripes {
         /// Stripes asked for.
         stripes: usize,
-        /// The quota's burst.
-        burst: u32,
+        /// The most this configuration allows.
+        max: usize,
     },
 }
 
@@ -181,9 +182,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "the warm-up period holds {permits} stored permits (warm-up / stable interval): at most {max} are supported"
             ),
-            ConfigError::TooManyStripes { stripes, burst } => write!(
+            ConfigError::TooManyStripes { stripes, max } => write!(
                 f,
-                "{stripes} stripes for a burst of {burst}: every stripe needs a burst of at least 1, so at most {burst} stripes"
+                "{stripes} stripes: at most {max} (a GCRA stripe needs a burst of at least 1)"
             ),
         }
     }

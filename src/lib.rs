@@ -116,7 +116,7 @@ pub use multi::{check_all, Gate, MultiDecision};
 pub use quota::Quota;
 pub use reservation::Reservation;
 pub use sliding_log::{SlidingLog, SlidingLogBuilder};
-pub use striped::{StripedBuilder, StripedLimiter};
+pub use striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
 pub use sweeper::Sweeper;
 #[cfg(feature = "async")]
 pub use wait::UntilReady;

@@ -81,6 +81,8 @@ pub struct StripedLimiter<C = DefaultClock> {
     limit: u32,
     /// Stock limiters read no clock.
     uses_time: bool,
+    /// `u64::MAX / stripes + 1` (wrapping): [`fast_mod`]'s constant for the stripe count.
+    mod_magic: u64,
     clock: C,
 }
 
@@ -162,7 +164,7 @@ impl<C> StripedBuilder<C> {
     /// // Every GCRA stripe needs a burst of at least one.
     /// assert_eq!(
     ///     StripedLimiter::gcra(Quota::per_second(10).with_burst(2)).stripes(3).build().unwrap_err(),
-    ///     ConfigError::TooManyStripes { stripes: 3, burst: 2 }
+    ///     ConfigError::TooManyStripes { stripes: 3, max: 2 }
     /// );
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -193,7 +195,8 @@ impl<C> StripedBuilder<C> {
     /// # Errors
     ///
     /// The quota's [`ConfigError`]; [`ConfigError::Zero`] for zero stripes;
-    /// [`ConfigError::TooManyStripes`] for more GCRA stripes than the burst; the quota's
+    /// [`ConfigError::TooManyStripes`] for more GCRA stripes than the burst, or more than
+    /// [`MAX_STRIPES`](crate::MAX_STRIPES) of any kind; the quota's
     /// overflow errors when a stripe's interval (`stripes * T`) or tolerance does not fit in
     /// `u64` nanoseconds.
     ///
@@ -217,6 +220,12 @@ impl<C> StripedBuilder<C> {
                 }
             }
         };
+        if stripes > MAX_STRIPES {
+            return Err(ConfigError::TooManyStripes {
+                stripes,
+                max: MAX_STRIPES,
+            });
+        }
         let (algorithms, limit, uses_time) = match whole {
             Whole::Gcra(p) => (split_gcra(p, stripes)?, p.limit, true),
             Whole::Stock(units) => (
@@ -227,7 +236,9 @@ impl<C> StripedBuilder<C> {
                 false,
             ),
         };
+        let len = algorithms.len();
         Ok(StripedLimiter {
+            mod_magic: mod_magic(len),
             stripes: algorithms
                 .into_iter()
                 .map(|algorithm| {
@@ -258,7 +269,7 @@ fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigErr
     if stripes > p.burst as usize {
         return Err(ConfigError::TooManyStripes {
             stripes,
-            burst: p.burst,
+            max: p.burst as usize,
         });
     }
     let queue = p.limit - p.burst;
@@ -293,13 +304,36 @@ fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigErr
         .collect()
 }
 
-/// The next thread's ticket: successive multiples of 2^32 / golden ratio, which spread any
-/// number of consecutive tickets evenly over `[0, 2^32)`.
+/// The most stripes a limiter may have (8 MiB of cells; far more than cores on any machine).
+///
+/// ```
+/// use cellgate::{StripedLimiter, MAX_STRIPES};
+/// assert!(StripedLimiter::stock(1).stripes(MAX_STRIPES + 1).build().is_err());
+/// ```
+pub const MAX_STRIPES: usize = 1 << 16;
+
+/// The next thread's ticket. Threads take tickets in the order they first check a striped
+/// limiter, and start at stripe `ticket % stripes`, so any `stripes` consecutive threads start
+/// on distinct stripes.
 static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
     // Relaxed: a ticket only spreads threads over stripes; any value is correct.
-    static TICKET: u32 = NEXT_TICKET.fetch_add(0x9E37_79B9, TicketOrdering::Relaxed);
+    static TICKET: u32 = NEXT_TICKET.fetch_add(1, TicketOrdering::Relaxed);
+}
+
+/// [`fast_mod`]'s constant for divisor `d >= 1`.
+const fn mod_magic(d: usize) -> u64 {
+    (u64::MAX / d as u64).wrapping_add(1)
+}
+
+/// `a % d` for a 32-bit `a` and `1 <= d <= 2^32`, given `magic = mod_magic(d)`, by two
+/// multiplications instead of a division (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019: exact for all 32-bit numerators).
+#[inline(always)]
+fn fast_mod(a: u32, magic: u64, d: usize) -> usize {
+    let low = magic.wrapping_mul(u64::from(a));
+    ((u128::from(low) * d as u128) >> 64) as usize
 }
 
 impl<C: Clock> StripedLimiter<C> {
@@ -331,9 +365,7 @@ impl<C: Clock> StripedLimiter<C> {
     #[inline]
     pub fn check_n(&self, n: u32) -> Decision {
         let ticket = TICKET.with(|t| *t);
-        // Multiply-shift: the ticket's position in [0, 2^32) scaled onto the stripes.
-        let start = ((u64::from(ticket) * self.stripes.len() as u64) >> 32) as usize;
-        self.check_from(start, n)
+        self.check_from(fast_mod(ticket, self.mod_magic, self.stripes.len()), n)
     }
 
     /// Checks a request for `n` units, starting at stripe `hint % stripes` (for example a
@@ -539,6 +571,27 @@ mod tests {
     }
 
     #[test]
+    fn fast_mod_is_the_remainder() {
+        let mut a = 0x1234_5678u32;
+        for d in (1..70).chain([255, 256, 1000, 4099, MAX_STRIPES]) {
+            let magic = mod_magic(d);
+            for x in [0, 1, d as u32 - 1, d as u32, u32::MAX, u32::MAX - 1] {
+                assert_eq!(fast_mod(x, magic, d), x as usize % d, "{x} % {d}");
+            }
+            for _ in 0..1000 {
+                a ^= a << 13;
+                a ^= a >> 17;
+                a ^= a << 5;
+                assert_eq!(fast_mod(a, magic, d), a as usize % d, "{a} % {d}");
+            }
+            // Consecutive tickets start on distinct stripes.
+            let starts: std::collections::HashSet<usize> =
+                (7..7 + d as u32).map(|t| fast_mod(t, magic, d)).collect();
+            assert_eq!(starts.len(), d);
+        }
+    }
+
+    #[test]
     fn bad_configurations_are_errors() {
         let q = Quota::per_second(10).with_burst(4);
         assert_eq!(
@@ -547,9 +600,16 @@ mod tests {
         );
         assert_eq!(
             StripedLimiter::gcra(q).stripes(5).build().unwrap_err(),
+            ConfigError::TooManyStripes { stripes: 5, max: 4 }
+        );
+        assert_eq!(
+            StripedLimiter::stock(10)
+                .stripes(MAX_STRIPES + 1)
+                .build()
+                .unwrap_err(),
             ConfigError::TooManyStripes {
-                stripes: 5,
-                burst: 4
+                stripes: MAX_STRIPES + 1,
+                max: MAX_STRIPES
             }
         );
         assert!(StripedLimiter::gcra(q).stripes(4).build().is_ok());
