@@ -15,4 +15,5 @@ pub mod keyed_model;
 pub mod sliding_log_model;
 pub mod sliding_window_model;
 pub mod stock_model;
+pub mod striped_model;
 pub mod warm_up_model;
