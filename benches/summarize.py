@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Prints criterion's medians from target/criterion as Markdown tables, one per group, with
 each entry's ratio to the group's governor entry (governor median / entry median: above 1 means
-faster than governor). Usage: python3 benches/summarize.py [GROUP_PREFIX ...]"""
+faster than governor). Usage: python3 benches/summarize.py [GROUP_PREFIX ...]; with
+CARGO_TARGET_DIR set (a build with other RUSTFLAGS), reads $CARGO_TARGET_DIR/criterion."""
 import json
+import os
 import pathlib
 import sys
 
-root = pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
+target = os.environ.get("CARGO_TARGET_DIR")
+root = (
+    pathlib.Path(target)
+    if target
+    else pathlib.Path(__file__).resolve().parent.parent / "target"
+) / "criterion"
 prefixes = sys.argv[1:]
 groups = {}
 for bench in sorted(root.glob("**/new/benchmark.json")):
