@@ -4,7 +4,6 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
-use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
@@ -227,17 +226,9 @@ impl<C: Clock> Limiter<C> {
 
     #[inline(always)]
     fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
-        let now = self.now();
         // The CAS loop carries only the word (and the step's write); the decision is built
-        // once, from them, straight into the return value (see `Algorithm::decide` and
-        // `decision_after`).
-        // `move`: the closure holds copies of `now` and `n`, so that no address of theirs
-        // escapes and LLVM keeps them in registers (and folds `n` when it is a constant).
-        let (word, next) = self.cell.update(move |w| {
-            let next = algorithm.step(w, now, n).1;
-            ((w, next), next)
-        });
-        decision_after(algorithm, word, next, now, n)
+        // once, from them, straight into the return value (see `Cell::check`).
+        self.cell.check(algorithm, self.now(), n)
     }
 
     /// The decision a request would get now, consuming nothing.

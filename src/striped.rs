@@ -50,7 +50,6 @@ use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, Gcra, Stock};
 use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
@@ -531,13 +530,7 @@ impl Stripe {
     /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.
     #[inline(always)]
     fn check(&self, now: u64, n: u32) -> Decision {
-        let algorithm = &self.algorithm;
-        // `move`: copies of `now` and `n`, kept in registers (see `Limiter::check_on`).
-        let (word, next) = self.cell.update(move |w| {
-            let next = algorithm.step(w, now, n).1;
-            ((w, next), next)
-        });
-        decision_after(algorithm, word, next, now, n)
+        self.cell.check(&self.algorithm, now, n)
     }
 }
 
