@@ -19,13 +19,14 @@
 //! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_map` | first checks of up to 1M new keys, table sized for 1M / exact map |
+//! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
 //!
 //! The quota is the benches' (10^9 per second, burst 10^7): every check is admitted. Without
 //! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cellgate::clock::{Clock, CoarseClock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
@@ -97,6 +98,18 @@ fn run_direct<C: Clock>(l: &Limiter<C>, checks: usize) -> usize {
     let mut allowed = 0;
     for _ in 0..checks {
         allowed += usize::from(black_box(l.check()).is_allowed());
+    }
+    allowed
+}
+
+#[inline(never)]
+fn run_direct_manual(checks: usize, advance: impl Fn(), check: impl Fn() -> bool) -> usize {
+    let mut allowed = 0;
+    for i in 1..=checks {
+        if i % 64 == 0 {
+            advance();
+        }
+        allowed += usize::from(black_box(check()));
     }
     allowed
 }
@@ -174,6 +187,25 @@ fn main() {
             let ks = keys(checks.min(1_000_000), 4);
             start = Instant::now();
             run_single(&l, &ks, ks.len())
+        }
+        "direct_manual" | "gov_direct_manual" => {
+            // As `direct/manual_clock` in benches/gcra.rs: 1 unit per µs, burst 1000.
+            let advance = Duration::from_micros(60);
+            start = Instant::now();
+            if name == "direct_manual" {
+                let clock = ManualClock::new();
+                let l = Limiter::gcra(Quota::per_second(1_000_000).with_burst(1000))
+                    .clock(clock.clone())
+                    .build()
+                    .expect("valid quota");
+                run_direct_manual(checks, || clock.advance(advance), || l.check().is_allowed())
+            } else {
+                let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
+                let clock = governor::clock::FakeRelativeClock::default();
+                let q = governor::Quota::per_second(nz(1_000_000)).allow_burst(nz(1000));
+                let l = governor::RateLimiter::direct_with_clock(q, clock.clone());
+                run_direct_manual(checks, || clock.advance(advance), || l.check().is_ok())
+            }
         }
         "direct" => {
             let l = Limiter::gcra(quota())

@@ -227,7 +227,12 @@ impl<C: Clock> Limiter<C> {
     #[inline(always)]
     fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
         // The CAS loop carries only the word (and the step's write); the decision is built
-        // once, from them, straight into the return value (see `Cell::check`).
+        // once, from them, straight into the return value (see `Cell::check`). GCRA is tested
+        // first: it reads the clock whatever happens, so the clock read needs no second test
+        // of the kind (`now` tests for stock).
+        if let Algorithm::Gcra(g) = algorithm {
+            return self.cell.check_gcra(g, self.clock.now(), n);
+        }
         self.cell.check(algorithm, self.now(), n)
     }
 
