@@ -44,6 +44,8 @@
 //!   [`remaining`](Decision::remaining) is what the stripe that decided has left, a lower
 //!   bound of the total (reading every stripe would touch every core's line on every check).
 //!   [`remaining`](StripedLimiter::remaining) sums all stripes.
+//! * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
+//!   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
@@ -464,7 +466,39 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
-    /// Units (stock) or unit requests (GCRA) all stripes would admit now, summed: a snapshot
+    /// Adds `units` to a striped stock, split over the stripes as the stock was (`units / s`
+    /// each, plus one for the first `units % s`), each stripe's share by one CAS (saturating);
+    /// returns the units then remaining, summed over the stripes right after each one's
+    /// restock (exact when nothing else runs meanwhile). Buyers see the units as each stripe
+    /// gets its share.
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let sku = StripedLimiter::stock(2).stripes(4).build()?;
+    /// assert!(sku.check_n(2).is_allowed());
+    /// assert_eq!(sku.restock(5)?, 5); // 2 + 1 + 1 + 1
+    /// assert!(sku.check_n(5).is_allowed()); // gathered from all four stripes
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Unsupported`] if this is not a [`stock`](StripedLimiter::stock) limiter
+    /// (nothing changes).
+    pub fn restock(&self, units: u64) -> Result<u64, ConfigError> {
+        // Every stripe runs the same algorithm: the first one decides whether this is a stock.
+        self.stripes[0].algorithm.stock("restock")?;
+        let s = self.stripes.len() as u64;
+        let mut left = 0u64;
+        for (i, stripe) in self.stripes.iter().enumerate() {
+            let stock = *stripe.algorithm.stock("restock")?;
+            let add = units / s + u64::from((i as u64) < units % s);
+            left = left.saturating_add(stripe.cell.update(|w| stock.restock(w, add)));
+        }
+        Ok(left)
+    }
+
+    /// Units (stock) or unit requests (GCRA) all stripes would admit now, summed (saturating): a snapshot
     /// that reads every stripe.
     ///
     /// ```
@@ -478,8 +512,12 @@ impl<C: Clock> StripedLimiter<C> {
         let now = self.now();
         self.stripes
             .iter()
-            .map(|s| u64::from(s.algorithm.peek(s.cell.load(), now).remaining()))
-            .sum()
+            .map(|s| match s.algorithm {
+                // A stock's count, which a restock may take past what a decision reports.
+                Algorithm::Stock(stock) => stock.remaining(s.cell.load()),
+                ref other => u64::from(other.peek(s.cell.load(), now).remaining()),
+            })
+            .fold(0, u64::saturating_add)
     }
 
     /// How many stripes the limit is split over.
@@ -582,6 +620,22 @@ mod tests {
                 (7..7 + d as u32).map(|t| fast_mod(t, magic, d)).collect();
             assert_eq!(starts.len(), d);
         }
+    }
+
+    #[test]
+    fn restock_is_for_stock_only() {
+        let l = gcra(Quota::per_second(10), 2);
+        assert_eq!(
+            l.restock(3).unwrap_err(),
+            ConfigError::Unsupported {
+                operation: "restock",
+                algorithm: "gcra"
+            }
+        );
+        let sku = StripedLimiter::stock(0).stripes(3).build().unwrap();
+        assert!(!sku.check().is_allowed());
+        assert_eq!(sku.restock(u64::MAX).unwrap(), u64::MAX);
+        assert_eq!(sku.restock(7).unwrap(), u64::MAX, "saturates");
     }
 
     #[test]
@@ -751,11 +805,15 @@ mod tests {
         fn stock_stripes_decide_as_one_stock(
             units in 0u32..50,
             stripes in 1usize..8,
-            ops in proptest::collection::vec((0usize..16, 0u32..6), 1..60),
+            ops in proptest::collection::vec((0usize..16, 0u32..6, 0u64..4), 1..60),
         ) {
             let l = StripedLimiter::stock(units).stripes(stripes).build().unwrap();
             let mut left = u64::from(units);
-            for (hint, n) in ops {
+            for (hint, n, restock) in ops {
+                if restock > 0 && hint % 4 == 0 {
+                    left += restock;
+                    prop_assert_eq!(l.restock(restock).unwrap(), left);
+                }
                 let d = l.check_n_from(hint, n);
                 prop_assert_eq!(d.is_allowed(), u64::from(n) <= left);
                 if d.is_allowed() {

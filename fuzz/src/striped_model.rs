@@ -14,7 +14,9 @@
 //! denied: the first stripe's decision, unless a later stripe offers a strictly sooner
 //!   retry_after (the soonest; the first of equals)
 //! every decision's limit: the whole limit (burst + queue, or the stock)
-//! remaining(): the sum over stripes of what each would admit now
+//! remaining(): the sum over stripes of what each would admit now (saturating)
+//! restock(u), stock only: stripe i gains its share of u (saturating at u64::MAX); returns the
+//!   sum of the stripes' units (saturating); GCRA: Unsupported { "restock", "gcra" }
 //! ```
 //!
 //! and the ceiling of the module docs, while the clock never goes back: all GCRA admissions
@@ -70,6 +72,8 @@ pub enum Op {
     /// Moves the clock back (no credit may come of it).
     Back(u32),
     Remaining,
+    /// `restock(units)`: stock only (a GCRA limiter must refuse it).
+    Restock(u64),
 }
 
 /// A GCRA stripe: `(T_i, DVT_i, CEIL_i, tat)`.
@@ -424,7 +428,26 @@ impl Model {
                     ))
                 })
                 .sum(),
-            Model::Stock { stripes, .. } => stripes.iter().map(|x| cap64(x.1)).sum(),
+            Model::Stock { stripes, .. } => stripes
+                .iter()
+                .map(|x| cap64(x.1))
+                .fold(0, u64::saturating_add),
+        }
+    }
+
+    fn restock(&mut self, units: u64) -> Result<u64, ConfigError> {
+        match self {
+            Model::Gcra { .. } => Err(ConfigError::Unsupported {
+                operation: "restock",
+                algorithm: "gcra",
+            }),
+            Model::Stock { stripes, .. } => {
+                let s = stripes.len() as u128;
+                for (i, x) in stripes.iter_mut().enumerate() {
+                    x.1 = (x.1 + share(u128::from(units), s, i as u128)).min(HORIZON);
+                }
+                Ok(self.remaining(0))
+            }
         }
     }
 }
@@ -502,6 +525,13 @@ pub fn run(input: &Input) {
                 admitted = 0;
                 origin = now;
             }
+            Op::Restock(units) => {
+                assert_eq!(
+                    real.restock(units),
+                    model.restock(units),
+                    "step {step}: restock({units})"
+                );
+            }
             Op::Remaining => {
                 let clock_now = if matches!(model, Model::Stock { .. }) {
                     0
@@ -541,6 +571,12 @@ mod tests {
                 Op::Check { hint: 1, n: 2 },
                 Op::Check { hint: 1, n: 1 },
                 Op::Remaining,
+                Op::Restock(5),
+                Op::Check { hint: 2, n: 5 },
+                Op::Restock(u64::MAX),
+                Op::Restock(4),
+                Op::Check { hint: 0, n: 7 },
+                Op::Remaining,
             ]),
         });
     }
@@ -568,6 +604,7 @@ mod tests {
                 Op::Remaining,
                 Op::Advance(u32::MAX),
                 Op::Check { hint: 5, n: 7 },
+                Op::Restock(1),
             ]),
         });
     }
