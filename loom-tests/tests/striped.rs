@@ -114,3 +114,36 @@ fn frozen_gcra_admits_exactly_the_burst() {
         assert_eq!(l.remaining(), 0);
     });
 }
+
+/// Stock 1 over two stripes (1 + 0). A asks for 2 units from stripe 1 (a gather: no stripe
+/// holds 2) while B restocks 1 unit (to stripe 0). Whatever the order, no unit is lost or sold
+/// twice: sold + left == 1 + 1; A gets its 2 units only if the restock landed before its gather
+/// looked at stripe 0, and then nothing is left. Both ways are reached.
+#[test]
+fn restock_races_a_gather() {
+    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = std::sync::Arc::clone(&outcomes);
+    model("striped restock vs gather", move || {
+        let l = stock(1, 2);
+        let a = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.check_n_from(1, 2).is_allowed())
+        };
+        l.restock(1).expect("a stock");
+        let a = a.join().expect("thread A");
+        let left = l.remaining();
+        let sold = if a { 2 } else { 0 };
+        assert_eq!(
+            sold + left,
+            2,
+            "a unit was lost or sold twice: A {a}, left {left}"
+        );
+        seen.lock().unwrap().insert(a);
+    });
+    let outcomes = outcomes.lock().unwrap();
+    assert_eq!(
+        *outcomes,
+        BTreeSet::from([true, false]),
+        "the race went every way"
+    );
+}
