@@ -9,18 +9,19 @@
 //!
 //! * **stock** of `u` units: stripe `i` holds `u / s` units, plus one for the first `u % s`
 //!   stripes. Every unit is in exactly one stripe and leaves it by one CAS, so **exactly `u`
-//!   units are ever admitted**, under any concurrency, never one more.
+//!   units are ever admitted** (plus any restocked), under any concurrency, never one more.
 //! * **GCRA** with emission interval `T` and burst `b` (and queue `q`): stripe `i` runs GCRA with
 //!   interval `s * T` and burst `b / s` (plus one for the first `b % s` stripes; the queue is
-//!   split the same way). In any stretch of time `t`, GCRA admits at most its burst plus one
-//!   per interval elapsed, so all stripes together admit at most
-//!   `sum(b_i) + s * t / (s * T) = b + t / T`: **the same ceiling as one GCRA cell** with the
-//!   whole quota.
+//!   split the same way). In any stretch of time `t`, GCRA admits at most its burst (plus its
+//!   queue) and one more per interval elapsed, so all stripes together admit at most
+//!   `sum(b_i + q_i) + s * t / (s * T) = b + q + t / T`: **the same ceiling as one GCRA cell**
+//!   with the whole quota.
 //!
 //! # Which stripe a check takes
 //!
-//! Each thread starts at its own stripe (a per-thread ticket spread over the stripes, so `s`
-//! threads started one after another start on different stripes), or at the stripe a caller
+//! Each thread starts at its own stripe (threads take tickets in the order of their first
+//! check of any striped limiter and start at `ticket % s`, so any `s` consecutive threads start
+//! on different stripes), or at the stripe a caller
 //! names ([`check_n_from`](StripedLimiter::check_n_from), e.g. a worker index). If that stripe
 //! denies, the check tries every other stripe in turn, at the same instant, before it denies:
 //! a request is refused only when no stripe could admit it. A refused check reads the other
