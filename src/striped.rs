@@ -2,51 +2,8 @@
 //! a single very hot key (a flash-sale SKU, a global API rate) do not all serialise on one
 //! cache line.
 //!
-//! # How the limit is split
-//!
-//! A [`StripedLimiter`] with `s` stripes holds `s` independent cells, each with its own share of
-//! the limit, each updated by the same compare-and-swap as a [`Limiter`](crate::Limiter):
-//!
-//! * **stock** of `u` units: stripe `i` holds `u / s` units, plus one for the first `u % s`
-//!   stripes. Every unit is in exactly one stripe and leaves it by one CAS, so **exactly `u`
-//!   units are ever admitted** (plus any restocked), under any concurrency, never one more.
-//! * **GCRA** with emission interval `T` and burst `b` (and queue `q`): stripe `i` runs GCRA with
-//!   interval `s * T` and burst `b / s` (plus one for the first `b % s` stripes; the queue is
-//!   split the same way). In any stretch of time `t`, GCRA admits at most its burst (plus its
-//!   queue) and one more per interval elapsed, so all stripes together admit at most
-//!   `sum(b_i + q_i) + s * t / (s * T) = b + q + t / T`: **the same ceiling as one GCRA cell**
-//!   with the whole quota.
-//!
-//! # Which stripe a check takes
-//!
-//! Each thread starts at its own stripe (threads take tickets in the order of their first
-//! check of any striped limiter and start at `ticket % s`, so any `s` consecutive threads start
-//! on different stripes), or at the stripe a caller
-//! names ([`check_n_from`](StripedLimiter::check_n_from), e.g. a worker index). If that stripe
-//! denies, the check tries every other stripe in turn, at the same instant, before it denies:
-//! a request is refused only when no stripe could admit it. A refused check reads the other
-//! stripes and writes nothing, so the sold-out rush of a flash sale costs reads of lines that
-//! nobody writes any more.
-//!
-//! # What striping costs
-//!
-//! * A request for `n` units is admitted from one stripe. A **GCRA** request can therefore
-//!   take at most the largest stripe's burst, `ceil(b / s)`; larger ones are refused with no
-//!   `retry_after`. Pick fewer stripes (or a plain [`Limiter`](crate::Limiter)) where requests
-//!   carry many units. A **stock** request that no single stripe can fill gathers units from
-//!   several stripes, one CAS each, and gives them all back if it cannot gather `n`: all or
-//!   nothing, still never more than the stock. While a gathering request holds units it may
-//!   go on to give back, a concurrent request can be refused for want of them (stricter, never
-//!   looser).
-//! * Time is split too: each stripe refills at `1 / (s * T)`. A drained limiter admits again
-//!   when some stripe has refilled a whole unit, which can take up to `s * T` where one cell
-//!   takes `T` (each stripe holds a fraction meanwhile); the long-run rate is the quota's.
-//! * A decision's [`limit`](Decision::limit) is the whole limiter's; its
-//!   [`remaining`](Decision::remaining) is what the stripe that decided has left, a lower
-//!   bound of the total (reading every stripe would touch every core's line on every check).
-//!   [`remaining`](StripedLimiter::remaining) sums all stripes.
-//! * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
-//!   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
+//! See [`StripedLimiter`] for how the limit is split, which stripe a check takes and what
+//! striping costs.
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
@@ -60,7 +17,55 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::quota::{GcraParams, Quota};
 
-/// A limit for one very hot key, split over several cells. See the [module docs](self).
+/// A limit for one very hot key, split over several cache-padded cells.
+///
+/// # How the limit is split
+///
+/// A [`StripedLimiter`] with `s` stripes holds `s` independent cells, each with its own share of
+/// the limit, each updated by the same compare-and-swap as a [`Limiter`](crate::Limiter):
+///
+/// * **stock** of `u` units: stripe `i` holds `u / s` units, plus one for the first `u % s`
+///   stripes. Every unit is in exactly one stripe and leaves it by one CAS, so **exactly `u`
+///   units are ever admitted** (plus any restocked), under any concurrency, never one more.
+/// * **GCRA** with emission interval `T` and burst `b` (and queue `q`): stripe `i` runs GCRA with
+///   interval `s * T` and burst `b / s` (plus one for the first `b % s` stripes; the queue is
+///   split the same way). In any stretch of time `t`, GCRA admits at most its burst (plus its
+///   queue) and one more per interval elapsed, so all stripes together admit at most
+///   `sum(b_i + q_i) + s * t / (s * T) = b + q + t / T`: **the same ceiling as one GCRA cell**
+///   with the whole quota.
+///
+/// # Which stripe a check takes
+///
+/// Each thread starts at its own stripe (threads take tickets in the order of their first
+/// check of any striped limiter and start at `ticket % s`, so any `s` consecutive threads start
+/// on different stripes), or at the stripe a caller
+/// names ([`check_n_from`](StripedLimiter::check_n_from), e.g. a worker index). If that stripe
+/// denies, the check tries every other stripe in turn, at the same instant, before it denies:
+/// a request is refused only when no stripe could admit it. A refused check reads the other
+/// stripes and writes nothing, so the sold-out rush of a flash sale costs reads of lines that
+/// nobody writes any more.
+///
+/// # What striping costs
+///
+/// * A request for `n` units is admitted from one stripe. A **GCRA** request can therefore
+///   take at most the largest stripe's burst, `ceil(b / s)`; larger ones are refused with no
+///   `retry_after`. Pick fewer stripes (or a plain [`Limiter`](crate::Limiter)) where requests
+///   carry many units. A **stock** request that no single stripe can fill gathers units from
+///   several stripes, one CAS each, and gives them all back if it cannot gather `n`: all or
+///   nothing, still never more than the stock. While a gathering request holds units it may
+///   go on to give back, a concurrent request can be refused for want of them (stricter, never
+///   looser).
+/// * Time is split too: each stripe refills at `1 / (s * T)`. A drained limiter admits again
+///   when some stripe has refilled a whole unit, which can take up to `s * T` where one cell
+///   takes `T` (each stripe holds a fraction meanwhile); the long-run rate is the quota's.
+/// * A decision's [`limit`](Decision::limit) is the whole limiter's; its
+///   [`remaining`](Decision::remaining) is what the stripe that decided has left, a lower
+///   bound of the total (reading every stripe would touch every core's line on every check).
+///   [`remaining`](StripedLimiter::remaining) sums all stripes.
+/// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
+///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
+///
+/// # Example
 ///
 /// ```
 /// use cellgate::StripedLimiter;
@@ -114,8 +119,8 @@ pub struct StripedBuilder<C> {
 }
 
 impl StripedLimiter<DefaultClock> {
-    /// A GCRA limiter for `quota`, split over stripes (see the [module docs](self) for the
-    /// ceiling it keeps).
+    /// A GCRA limiter for `quota`, split over stripes (see [`StripedLimiter`] for the ceiling
+    /// it keeps).
     ///
     /// ```
     /// use cellgate::{Quota, StripedLimiter};
@@ -354,7 +359,7 @@ impl<C: Clock> StripedLimiter<C> {
     }
 
     /// Checks a request for `n` units, starting at this thread's stripe: all are admitted or
-    /// none (see the [module docs](self) for how many units one request can take).
+    /// none (see [`StripedLimiter`] for how many units one request can take).
     ///
     /// ```
     /// use cellgate::StripedLimiter;
