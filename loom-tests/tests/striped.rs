@@ -32,15 +32,33 @@ fn stock(units: u32, stripes: usize) -> Arc<StripedLimiter<ManualClock>> {
     )
 }
 
+/// Runs `f` as a loom model and checks that the outcomes it returns over all interleavings are
+/// exactly `expected` (the race went every way it can).
+fn model_reaching<T>(name: &str, expected: BTreeSet<T>, f: impl Fn() -> T + Sync + Send + 'static)
+where
+    T: Ord + std::fmt::Debug + Send + 'static,
+{
+    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = std::sync::Arc::clone(&outcomes);
+    model(name, move || {
+        let outcome = f();
+        seen.lock().unwrap().insert(outcome);
+    });
+    assert_eq!(
+        *outcomes.lock().unwrap(),
+        expected,
+        "the race went every way"
+    );
+}
+
 /// Stock 2 over two stripes (1 + 1). A asks for 2 units from stripe 0, which must gather them
 /// from both stripes; B asks for 1 from stripe 1. Serially either A gets both (B is refused) or
 /// B gets one and A, finding one unit, gives it back (1 left). A gather holding a unit while B
 /// looks must never let both through, lose a unit, or refuse both.
 #[test]
 fn gather_races_a_unit_request() {
-    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
-    let seen = std::sync::Arc::clone(&outcomes);
-    model("striped gather vs unit", move || {
+    let expected = BTreeSet::from([(true, false), (false, true)]);
+    model_reaching("striped gather vs unit", expected, || {
         let l = stock(2, 2);
         let a = {
             let l = Arc::clone(&l);
@@ -59,14 +77,8 @@ fn gather_races_a_unit_request() {
             (a, b, left) == (true, false, 0) || (a, b, left) == (false, true, 1),
             "no serial order gives A {a}, B {b}, left {left}"
         );
-        seen.lock().unwrap().insert((a, b));
+        (a, b)
     });
-    let outcomes = outcomes.lock().unwrap();
-    assert_eq!(
-        *outcomes,
-        BTreeSet::from([(true, false), (false, true)]),
-        "the race went every way"
-    );
 }
 
 /// Stock 1 over two stripes (1 + 0): both threads start at the empty stripe and fall back to
@@ -121,29 +133,25 @@ fn frozen_gcra_admits_exactly_the_burst() {
 /// looked at stripe 0, and then nothing is left. Both ways are reached.
 #[test]
 fn restock_races_a_gather() {
-    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
-    let seen = std::sync::Arc::clone(&outcomes);
-    model("striped restock vs gather", move || {
-        let l = stock(1, 2);
-        let a = {
-            let l = Arc::clone(&l);
-            thread::spawn(move || l.check_n_from(1, 2).is_allowed())
-        };
-        l.restock(1).expect("a stock");
-        let a = a.join().expect("thread A");
-        let left = l.remaining();
-        let sold = if a { 2 } else { 0 };
-        assert_eq!(
-            sold + left,
-            2,
-            "a unit was lost or sold twice: A {a}, left {left}"
-        );
-        seen.lock().unwrap().insert(a);
-    });
-    let outcomes = outcomes.lock().unwrap();
-    assert_eq!(
-        *outcomes,
+    model_reaching(
+        "striped restock vs gather",
         BTreeSet::from([true, false]),
-        "the race went every way"
+        || {
+            let l = stock(1, 2);
+            let a = {
+                let l = Arc::clone(&l);
+                thread::spawn(move || l.check_n_from(1, 2).is_allowed())
+            };
+            l.restock(1).expect("a stock");
+            let a = a.join().expect("thread A");
+            let left = l.remaining();
+            let sold = if a { 2 } else { 0 };
+            assert_eq!(
+                sold + left,
+                2,
+                "a unit was lost or sold twice: A {a}, left {left}"
+            );
+            a
+        },
     );
 }
