@@ -86,7 +86,8 @@ pub struct StripedLimiter<C = DefaultClock> {
     stripes: Box<[CachePadded<Stripe>]>,
     /// The whole limit (burst + queue, or the stock): every decision's `limit`.
     limit: u32,
-    /// Stock limiters read no clock.
+    /// Stock limiters read no clock. Kept here rather than read off a stripe's algorithm: the
+    /// stripes' lines are written by other cores' checks, this one only read.
     uses_time: bool,
     /// `u64::MAX / stripes + 1` (wrapping): [`fast_mod`]'s constant for the stripe count.
     mod_magic: u64,
@@ -492,11 +493,11 @@ impl<C: Clock> StripedLimiter<C> {
     /// [`ConfigError::Unsupported`] if this is not a [`stock`](StripedLimiter::stock) limiter
     /// (nothing changes).
     pub fn restock(&self, units: u64) -> Result<u64, ConfigError> {
-        // Every stripe runs the same algorithm: the first one decides whether this is a stock.
-        self.stripes[0].algorithm.stock("restock")?;
         let s = self.stripes.len() as u64;
         let mut left = 0u64;
         for (i, stripe) in self.stripes.iter().enumerate() {
+            // Every stripe runs the same algorithm, so a limiter that is not a stock fails here
+            // on stripe 0, before anything changed.
             let stock = *stripe.algorithm.stock("restock")?;
             let add = units / s + u64::from((i as u64) < units % s);
             left = left.saturating_add(stripe.cell.update(|w| stock.restock(w, add)));

@@ -715,12 +715,35 @@ fn isqrt(n: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// A policy with no bound and no time: idle means state 0.
-    struct Plain {
+    /// The tests' policy: no time, idle means state 0, a global bound; `evicts` picks
+    /// `WhenFull::EvictNearestFresh`'s behaviour (at the bound, evict the live key with the
+    /// smallest state in the sample, as it does with `reset_after`) or never evicting live keys.
+    struct Policy {
         bound: usize,
+        evicts: bool,
+        evicted: std::cell::Cell<u64>,
     }
 
-    impl InsertPolicy for Plain {
+    impl Policy {
+        /// Never evicts live keys.
+        fn plain(bound: usize) -> Self {
+            Self {
+                bound,
+                evicts: false,
+                evicted: std::cell::Cell::new(0),
+            }
+        }
+
+        /// Evicts the live key nearest to fresh when full.
+        fn evicting(bound: usize) -> Self {
+            Self {
+                evicts: true,
+                ..Self::plain(bound)
+            }
+        }
+    }
+
+    impl InsertPolicy for Policy {
         fn fresh(&self) -> u64 {
             0
         }
@@ -734,10 +757,12 @@ mod tests {
         fn make_room(&self, _: &Table) -> bool {
             false
         }
-        fn eviction_cost(&self, _: u64) -> Option<u64> {
-            None
+        fn eviction_cost(&self, word: u64) -> Option<u64> {
+            self.evicts.then_some(word)
         }
-        fn evicted(&self, _: bool) {}
+        fn evicted(&self, _: bool) {
+            self.evicted.set(self.evicted.get() + 1);
+        }
     }
 
     /// Spreads small integers over the hash space (an odd multiplier is a bijection).
@@ -746,7 +771,7 @@ mod tests {
     }
 
     fn set(t: &Table, k: u64, v: u64) -> Option<u64> {
-        t.insert(h(k), |_| (v, Some(v)), &Plain { bound: usize::MAX })
+        t.insert(h(k), |_| (v, Some(v)), &Policy::plain(usize::MAX))
     }
 
     fn get(t: &Table, k: u64) -> Option<u64> {
@@ -819,44 +844,6 @@ mod tests {
         }
     }
 
-    /// A policy with a global bound that evicts the live key with the smallest state in the
-    /// sample (idle: state 0), as `WhenFull::EvictNearestFresh` does with `reset_after`.
-    struct Evicting {
-        bound: usize,
-        evicted: std::cell::Cell<u64>,
-    }
-
-    impl Evicting {
-        fn new(bound: usize) -> Self {
-            Self {
-                bound,
-                evicted: std::cell::Cell::new(0),
-            }
-        }
-    }
-
-    impl InsertPolicy for Evicting {
-        fn fresh(&self) -> u64 {
-            0
-        }
-        fn is_idle(&self, word: u64) -> bool {
-            word == 0
-        }
-        fn before_sweep(&self) {}
-        fn has_room(&self, table: &Table) -> bool {
-            table.len() < self.bound
-        }
-        fn make_room(&self, _: &Table) -> bool {
-            false
-        }
-        fn eviction_cost(&self, word: u64) -> Option<u64> {
-            Some(word)
-        }
-        fn evicted(&self, _: bool) {
-            self.evicted.set(self.evicted.get() + 1);
-        }
-    }
-
     /// Slots a lock-free probe for hash `h` loads before it stops (counting the last one).
     fn probes(t: &Table, h: u64) -> usize {
         let fp = fingerprint(h);
@@ -900,7 +887,7 @@ mod tests {
         // whole shard.
         const CAP: usize = 5_000;
         let t = Table::with_capacity(CAP);
-        let p = Evicting::new(CAP);
+        let p = Policy::evicting(CAP);
         for k in 0..200_000u64 {
             // States 1..=1000: every key is live, so each insert at the bound evicts one.
             let v = 1 + k % 1_000;
@@ -939,7 +926,7 @@ mod tests {
         // Distinct fingerprints, the same low 32 bits: the same home, a quarter into the shard.
         let hs: Vec<u64> = (0..4u64).map(|k| (k + 2) << 40 | 0x4000_0000).collect();
         let home = Table::home(&t.shards[0], hs[0]);
-        let p = Plain { bound: usize::MAX };
+        let p = Policy::plain(usize::MAX);
         for (i, &hk) in hs.iter().enumerate() {
             let v = if i < 3 { 1 } else { 7 };
             assert_eq!(t.insert(hk, |_| ((), Some(v)), &p), Some(()));
@@ -1004,7 +991,7 @@ mod tests {
                 h(k)
             };
             let t = Table::with_capacity(64);
-            let p = Evicting::new(cap);
+            let p = Policy::evicting(cap);
             let mut model = std::collections::HashMap::new();
             for op in ops {
                 match op {
@@ -1061,7 +1048,7 @@ mod tests {
     #[test]
     fn bound_refuses_new_keys_but_not_old_ones() {
         let t = Table::with_capacity(100);
-        let p = Plain { bound: 10 };
+        let p = Policy::plain(10);
         for k in 0..10 {
             assert!(t.insert(h(k), |_| ((), Some(1)), &p).is_some());
         }
