@@ -70,6 +70,10 @@ impl std::fmt::Debug for Decision {
 }
 
 impl Decision {
+    /// A placeholder: denied, limit 0, no retry. Fills arrays before a check writes them
+    /// (see [`check_all_in`](crate::check_all_in)); no limiter returns it.
+    pub const NONE: Decision = Decision::deny(0, 0, NonZeroU64::MIN, None, 0);
+
     /// An admitted request, to act on at once.
     #[inline]
     pub(crate) const fn allow(limit: u32, slack: u64, unit: NonZeroU64, reset_ns: u64) -> Self {

@@ -1287,6 +1287,20 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.len() < self.max_keys
     }
 
+    /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, PolicyKind};
+    /// let l = KeyedLimiter::<u64>::fixed_window(100, Duration::from_secs(60)).build()?;
+    /// let p = l.policy();
+    /// assert_eq!((p.kind(), p.limit(), p.window()), (PolicyKind::FixedWindow, 100, Some(Duration::from_secs(60))));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn policy(&self) -> crate::Policy {
+        self.setting.load().policy()
+    }
+
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock
@@ -1326,6 +1340,37 @@ where
 
     fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
         self.limiter.reserve(self.key, n, max_wait)
+    }
+}
+
+impl<K, Q, C> crate::RateLimiter<Q> for KeyedLimiter<K, C>
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    C: Clock,
+{
+    fn check_n(&self, key: &Q, n: u32) -> Decision {
+        KeyedLimiter::check_n(self, key, n)
+    }
+
+    fn peek_n(&self, key: &Q, n: u32) -> Decision {
+        KeyedLimiter::peek_n(self, key, n)
+    }
+
+    fn charge(&self, key: &Q, n: u32) -> Reservation {
+        KeyedLimiter::charge(self, key, n)
+    }
+
+    fn cancel(&self, key: &Q, reservation: Reservation) -> bool {
+        KeyedLimiter::cancel(self, key, reservation)
+    }
+
+    fn reserve(&self, key: &Q, n: u32, max_wait: Duration) -> Reservation {
+        KeyedLimiter::reserve(self, key, n, max_wait)
+    }
+
+    fn policy(&self) -> crate::Policy {
+        KeyedLimiter::policy(self)
     }
 }
 

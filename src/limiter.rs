@@ -485,9 +485,47 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
+    /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).
+    ///
+    /// ```
+    /// use cellgate::{Limiter, PolicyKind, Quota};
+    /// let l = Limiter::gcra(Quota::per_second(10)).build()?;
+    /// assert_eq!((l.policy().kind(), l.policy().limit()), (PolicyKind::Gcra, 10));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn policy(&self) -> crate::Policy {
+        self.setting.load().policy()
+    }
+
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+impl<C: Clock> crate::RateLimiter for Limiter<C> {
+    fn check_n(&self, _key: &(), n: u32) -> Decision {
+        Limiter::check_n(self, n)
+    }
+
+    fn peek_n(&self, _key: &(), n: u32) -> Decision {
+        Limiter::peek_n(self, n)
+    }
+
+    fn charge(&self, _key: &(), n: u32) -> Reservation {
+        Limiter::charge(self, n)
+    }
+
+    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
+        Limiter::cancel(self, reservation)
+    }
+
+    fn reserve(&self, _key: &(), n: u32, max_wait: Duration) -> Reservation {
+        Limiter::reserve(self, n, max_wait)
+    }
+
+    fn policy(&self) -> crate::Policy {
+        Limiter::policy(self)
     }
 }
 

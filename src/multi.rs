@@ -150,31 +150,61 @@ impl<const N: usize> MultiDecision<N> {
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<N> {
-    let mut taken: [Option<Reservation>; N] = std::array::from_fn(|_| None);
+    let mut decisions = [Decision::NONE; N];
+    let denied_by = check_all_in(&gates, &mut decisions);
+    MultiDecision {
+        decisions,
+        denied_by,
+    }
+}
+
+/// [`check_all`] for a number of gates known only at run time (an HTTP layer's policies):
+/// admits `n` units on every gate or on none, writes what each said into `decisions` (as
+/// [`MultiDecision::decisions`]) and returns the index of the gate that denied, `None` when
+/// all admitted.
+///
+/// `decisions` must be at least as long as `gates` (extra entries are left as they are); with
+/// fewer, the gates beyond it are still charged and rolled back alike, only their decisions
+/// are not written.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{check_all_in, Decision, Gate, Limiter, Quota};
+///
+/// let a = Limiter::gcra(Quota::per_second(5)).build()?;
+/// let b = Limiter::stock(0).build()?;
+/// let gates: Vec<(&dyn Gate, u32)> = vec![(&a, 1), (&b, 1)];
+/// let mut decisions = vec![Decision::NONE; gates.len()];
+/// assert_eq!(check_all_in(&gates, &mut decisions), Some(1));
+/// assert_eq!(a.peek().remaining(), 5); // rolled back
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> Option<usize> {
+    let mut taken: Vec<Reservation> = Vec::with_capacity(gates.len());
     let mut denied_by = None;
     for (i, (gate, n)) in gates.iter().enumerate() {
         let r = gate.charge(*n);
         let allowed = r.is_allowed();
-        taken[i] = Some(r);
+        taken.push(r);
         if !allowed {
             denied_by = Some(i);
             break;
         }
     }
     // The gates after a denial are only looked at, so that the caller learns the longest wait.
-    let decisions = std::array::from_fn(|i| match &taken[i] {
-        Some(r) => r.decision(),
-        None => gates[i].0.peek_n(gates[i].1),
-    });
-    if denied_by.is_some() {
-        for (i, r) in taken.into_iter().enumerate().rev() {
-            if let Some(r) = r {
-                gates[i].0.cancel(r);
-            }
+    for (i, (gate, n)) in gates.iter().enumerate() {
+        if let Some(slot) = decisions.get_mut(i) {
+            *slot = match taken.get(i) {
+                Some(r) => r.decision(),
+                None => gate.peek_n(*n),
+            };
         }
     }
-    MultiDecision {
-        decisions,
-        denied_by,
+    if denied_by.is_some() {
+        for (i, r) in taken.into_iter().enumerate().rev() {
+            gates[i].0.cancel(r);
+        }
     }
+    denied_by
 }

@@ -48,6 +48,19 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
+    /// The policy this configuration enforces (see [`crate::Policy`]).
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        let t = self.interval.get();
+        crate::policy::Policy::new(
+            crate::policy::PolicyKind::Gcra,
+            self.limit,
+            Some(std::time::Duration::from_nanos(
+                t.saturating_mul(u64::from(self.limit)),
+            )),
+            Some(std::time::Duration::from_nanos(t)),
+        )
+    }
+
     pub(crate) fn new(p: GcraParams) -> Self {
         Self {
             interval: p.interval,

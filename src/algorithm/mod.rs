@@ -201,6 +201,17 @@ impl Algorithm {
         !matches!(self, Algorithm::Stock(_))
     }
 
+    /// The policy this algorithm enforces, as the public [`crate::Policy`] describes it.
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        match self {
+            Algorithm::Gcra(g) => g.policy(),
+            Algorithm::FixedWindow(f) => f.policy(),
+            Algorithm::SlidingWindow(s) => s.policy(),
+            Algorithm::Stock(s) => s.policy(),
+            Algorithm::WarmUp(w) => w.policy(),
+        }
+    }
+
     /// The algorithm's name, for error messages.
     pub(crate) fn name(&self) -> &'static str {
         match self {

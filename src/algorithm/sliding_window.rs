@@ -119,6 +119,16 @@ struct View {
 }
 
 impl SlidingWindow {
+    /// The policy this configuration enforces (see [`crate::Policy`]).
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(
+            crate::policy::PolicyKind::SlidingWindow,
+            self.limit,
+            Some(std::time::Duration::from_nanos(self.window.get())),
+            None,
+        )
+    }
+
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
         let (limit, w) =
             super::window::validate(limit, window, |w| Layout::for_window(w).max_count())?;

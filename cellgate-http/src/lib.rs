@@ -1,0 +1,1 @@
+//! HTTP support for cellgate (placeholder; see issue 16).

@@ -1,0 +1,1 @@
+//! Fleet mode for cellgate (placeholder; see issue 17).
