@@ -251,6 +251,43 @@ proptest! {
         }
     }
 
+    /// A sweep at or past the horizon (where every key is idle, whatever it holds) gives no
+    /// credit to a clock set back before it: the evicting limiter is at least as strict as one
+    /// that never evicts, for every key, in the last windows before the horizon.
+    #[test]
+    fn a_sweep_past_the_horizon_gives_no_credit_before_it(
+        (w, limit) in configs().prop_filter("a horizon", |&(w, l)| horizon_of(count_bits(l), w).is_some()),
+        history in steps_of(actions(), 1..=30),
+        (before, frac) in (any::<u8>(), 0u16..1000),
+        (after, back) in (0u64..3, 0u64..3000),
+        n in n_sels(),
+    ) {
+        let h = u64::try_from(horizon_of(count_bits(limit), w).unwrap()).unwrap();
+        let n = n.resolve(limit);
+        let history = from(start_near_horizon(w, limit, before, frac), &history);
+        for store in [keyed, table] {
+            let clock = ManualClock::new();
+            let (a, b) = (store(limit, w, &clock), store(limit, w, &clock));
+            let model = HorizonModel::new(limit, w);
+            drive(&model, w, limit, &clock, &[&a, &b], &history, true)?;
+            let swept = clock_now(&clock).max(h).saturating_add(after);
+            clock.set_ns(swept);
+            a.evict_idle();
+            prop_assert!(a.is_empty(), "every key is idle past the horizon");
+            // Back into the last three windows before the horizon.
+            // `h >= 4 * w`: the index holds at least 2 bits.
+            let back = u64::try_from(u128::from(back) * u128::from(w) / 1000).unwrap();
+            clock.set_ns(h - 1 - back);
+            for key in 0..3u8 {
+                let (pa, pb) = (a.peek(&key), b.peek(&key));
+                prop_assert!(pa.remaining() <= pb.remaining(), "key {}: {:?} vs {:?}", key, pa, pb);
+                if n >= 1 && a.check_n(&key, n).is_allowed() {
+                    prop_assert!(b.check_n(&key, n).is_allowed(), "key {}: admitted after the sweep only", key);
+                }
+            }
+        }
+    }
+
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
     fn layout_bounds(w in all_windows()) {
