@@ -37,11 +37,11 @@
 //!
 //! A limit is accepted if its horizon is at least [`MIN_HORIZON_NS`] (180 days) or there is
 //! none; a larger one is a [`ConfigError::LimitTooLarge`] naming the largest that is. For
-//! example: 1 048 575 per second (horizon 2^24 s, 194 days), 2 097 151 per 10 s (243 days),
-//! 8 388 607 per minute (2^18 min, 182 days), 33 554 431 per hour (341 days), 268 435 455 per
-//! day (256 days). Building a limiter starts its default clock, so the horizon counts from
-//! the limiter's creation; rebuild it (or use a longer window, or GCRA, whose horizon is 584
-//! years) if it must run longer.
+//! example: 1 048 575 per second (horizon 2^24 s, 194 days), 2 097 151 per 10 s (2^22 windows,
+//! 485 days), 8 388 607 per minute (2^18 min, 182 days), 33 554 431 per hour (2^14 h, 683
+//! days), 268 435 455 per day (256 days). Building a limiter starts its default clock, so the
+//! horizon counts from the limiter's creation; rebuild it (or use a longer window, or GCRA,
+//! whose horizon is 584 years) if it must run longer.
 //!
 //! ## Why one 64-bit word cannot do better by much
 //!
