@@ -21,6 +21,8 @@
 //! | `insert1m`, `insert1m_map` | first checks of up to 1M new keys, table sized for 1M / exact map |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
+//! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
+//! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
 //!
 //! The quota is the benches' (10^9 per second, burst 10^7): every check is admitted. Without
 //! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
@@ -98,6 +100,37 @@ fn run_direct<C: Clock>(l: &Limiter<C>, checks: usize) -> usize {
     let mut allowed = 0;
     for _ in 0..checks {
         allowed += usize::from(black_box(l.check()).is_allowed());
+    }
+    allowed
+}
+
+#[inline(never)]
+fn run_sliding_manual(l: &Limiter<ManualClock>, clock: &ManualClock, checks: usize) -> usize {
+    let mut allowed = 0;
+    for _ in 0..checks {
+        clock.advance_ns(4_000);
+        allowed += usize::from(black_box(l.check()).is_allowed());
+    }
+    allowed
+}
+
+#[inline(never)]
+fn run_sliding_keyed(
+    l: &KeyedLimiter<u64, ManualClock>,
+    clock: &ManualClock,
+    keys: &[u64],
+    checks: usize,
+) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks {
+        let d = l.check(black_box(&keys[i]));
+        allowed += usize::from(black_box(d).is_allowed());
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+            clock.advance_ns(4_000);
+        }
     }
     allowed
 }
@@ -214,6 +247,27 @@ fn main() {
                 .expect("valid quota");
             start = Instant::now();
             run_direct(&l, checks)
+        }
+        "sliding_manual" => {
+            let clock = ManualClock::new();
+            let l = Limiter::sliding_window(2_000, Duration::from_millis(10))
+                .clock(clock.clone())
+                .build()
+                .expect("valid limit");
+            start = Instant::now();
+            run_sliding_manual(&l, &clock, checks)
+        }
+        "sliding1k_manual" => {
+            let clock = ManualClock::new();
+            let l = KeyedLimiter::<u64>::sliding_window(200, Duration::from_millis(1))
+                .clock(clock.clone())
+                .max_keys(1_000)
+                .build()
+                .expect("valid limit");
+            let ks = keys(1_000, 1);
+            fill(&l, &ks);
+            start = Instant::now();
+            run_sliding_keyed(&l, &clock, &ks, checks)
         }
         other => {
             eprintln!("unknown workload {other}");

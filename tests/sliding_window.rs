@@ -37,13 +37,122 @@ fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
         .unwrap()
 }
 
-/// A window whose layout holds at least a limit of 1, and a limit for it.
+// ---------------------------------------------------------------------------------------------
+// Layout bounds and the horizon (from `src/algorithm/sliding_window.rs`'s module docs),
+// computed here without the crate's helpers
+// ---------------------------------------------------------------------------------------------
+
+/// The shortest horizon a configuration may have: 180 days.
+const MIN_HORIZON_NS: u128 = 180 * 86_400 * 1_000_000_000;
+
+/// The width of one count field for `limit`: the bits of the limit (1 to 31).
+fn count_bits(limit: u32) -> u32 {
+    let mut bits = 1;
+    while bits < 31 && (1u64 << bits) <= u64::from(limit) {
+        bits += 1;
+    }
+    bits
+}
+
+/// The first instant past the last window the index field (`64 - 2C` bits) holds, or `None`
+/// when that is past every `u64` time.
+fn horizon_of(count_bits: u32, window_ns: u64) -> Option<u128> {
+    let end = (1u128 << (64 - 2 * count_bits)) * u128::from(window_ns);
+    (end <= U64).then_some(end)
+}
+
+/// The largest limit a sliding window of `window_ns` accepts: `2^C - 1` for the widest count
+/// field whose horizon is at least 180 days (or absent).
+fn max_limit(window_ns: u64) -> u32 {
+    (1..=31u32)
+        .rev()
+        .find(|&c| horizon_of(c, window_ns).map_or(true, |h| h >= MIN_HORIZON_NS))
+        .map(|c| u32::try_from((1u64 << c) - 1).unwrap())
+        .unwrap()
+}
+
+/// The model with the horizon: DESIGN.md's formula (`SlidingWindowModel`) before it; from it
+/// on every request is denied with nothing remaining, no wait and no state, and a wait that
+/// would end at or past it is no wait.
+#[derive(Debug, Clone, Copy)]
+struct HorizonModel {
+    inner: SlidingWindowModel,
+    horizon: Option<u128>,
+}
+
+impl HorizonModel {
+    fn new(limit: u32, window: u64) -> Self {
+        Self {
+            inner: SlidingWindowModel { limit, window },
+            horizon: horizon_of(count_bits(limit), window),
+        }
+    }
+
+    fn past(&self, now: u64) -> bool {
+        self.horizon.is_some_and(|h| u128::from(now) >= h)
+    }
+}
+
+impl Model for HorizonModel {
+    type State = SlidingState;
+
+    fn step(&self, st: &mut SlidingState, now: u64, n: u32) -> Expect {
+        if self.past(now) {
+            return Expect {
+                allowed: false,
+                limit: self.inner.limit,
+                remaining: 0,
+                retry_ns: None,
+                reset_ns: 0,
+            };
+        }
+        let mut e = self.inner.step(st, now, n);
+        if let (Some(wait), Some(h)) = (e.retry_ns, self.horizon) {
+            if u128::from(now) + wait >= h {
+                e.retry_ns = None;
+            }
+        }
+        e
+    }
+
+    fn is_idle(&self, st: &SlidingState, now: u64) -> bool {
+        self.past(now) || self.inner.is_idle(st, now)
+    }
+}
+
+/// Window lengths: the shared ones (every layout regime) and 1 s to 1 day, with the round ones.
+fn all_windows() -> impl Strategy<Value = u64> {
+    const S: u64 = 1_000_000_000;
+    prop_oneof![
+        3 => windows(),
+        1 => prop::sample::select(vec![S, 10 * S, 60 * S, 3_600 * S, 86_400 * S]),
+        1 => S..=86_400 * S,
+    ]
+}
+
+/// A window and a limit for it: small ones, the maximum, and everything in between.
 fn configs() -> impl Strategy<Value = (u64, u32)> {
-    windows()
-        .prop_filter("the layout must hold a count", |&w| {
-            sliding_max_limit(w) >= 1
-        })
-        .prop_flat_map(|w| (Just(w), limits(sliding_max_limit(w))))
+    all_windows().prop_flat_map(|w| (Just(w), limits(u128::from(max_limit(w)))))
+}
+
+/// Where a test's clock starts: at 0, or a few windows before the horizon (the last `u64`
+/// time's window when there is none), so that steps cross it.
+fn start_near_horizon(w: u64, limit: u32, windows_before: u8, frac: u16) -> u64 {
+    let end = horizon_of(count_bits(limit), w).unwrap_or(U64 + 1);
+    let back =
+        u128::from(w) * u128::from(windows_before % 4) + u128::from(w) * u128::from(frac) / 1000;
+    u64::try_from(end.saturating_sub(back + 1).min(U64)).unwrap()
+}
+
+/// `steps`, after a first jump to `start` (a peek there).
+fn from(start: u64, steps: &[Step]) -> Vec<Step> {
+    let first = Step {
+        time: TimeOp::Jump(start),
+        action: Action::Peek { key: 0 },
+    };
+    std::iter::once(first)
+        .chain(steps.iter().copied())
+        .collect()
 }
 
 proptest! {
@@ -52,19 +161,31 @@ proptest! {
     /// Every field of every decision, keyed and direct, for random sequences of checks and
     /// peeks with time moving forwards, backwards, across boundaries and over huge gaps.
     #[test]
-    fn matches_the_model((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
+    fn matches_the_model(
+        (w, limit) in configs(),
+        steps in steps_of(actions(), 1..=60),
+        near in any::<bool>(),
+        (before, frac) in (any::<u8>(), 0u16..1000),
+    ) {
         let clock = ManualClock::new();
         let (k, t, d) = (keyed(limit, w, &clock), table(limit, w, &clock), direct(limit, w, &clock));
-        let model = SlidingWindowModel { limit, window: w };
+        let model = HorizonModel::new(limit, w);
+        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
         drive(&model, w, limit, &clock, &[&k, &t, &d], &steps, false)?;
     }
 
     /// A limiter that evicts idle keys after every step decides exactly like one that never
     /// does, and keeps exactly the live keys.
     #[test]
-    fn evict_idle_is_lossless((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
+    fn evict_idle_is_lossless(
+        (w, limit) in configs(),
+        steps in steps_of(actions(), 1..=60),
+        near in any::<bool>(),
+        (before, frac) in (any::<u8>(), 0u16..1000),
+    ) {
         let clock = ManualClock::new();
-        let model = SlidingWindowModel { limit, window: w };
+        let model = HorizonModel::new(limit, w);
+        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
         let (a, b) = (keyed(limit, w, &clock), table(limit, w, &clock));
         drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
         let (a, b) = (table(limit, w, &clock), keyed(limit, w, &clock));
@@ -78,9 +199,16 @@ proptest! {
         history in steps_of(actions(), 1..=40),
         back in 0u16..1000,
         n in n_sels(),
+        near in any::<bool>(),
+        (before, frac) in (any::<u8>(), 0u16..1000),
     ) {
         let clock = ManualClock::new();
         let n = n.resolve(limit);
+        let history = if near {
+            from(start_near_horizon(w, limit, before, frac), &history)
+        } else {
+            history
+        };
         let (a, b) = (keyed(limit, w, &clock), keyed(limit, w, &clock));
         evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
         let (a, b) = (table(limit, w, &clock), table(limit, w, &clock));
@@ -94,10 +222,13 @@ proptest! {
         (w, limit) in configs(),
         steps in steps_of(actions(), 1..=30),
         n in n_sels(),
+        near in any::<bool>(),
+        (before, frac) in (any::<u8>(), 0u16..1000),
     ) {
         let clock = ManualClock::new();
         let l = keyed(limit, w, &clock);
-        let model = SlidingWindowModel { limit, window: w };
+        let model = HorizonModel::new(limit, w);
+        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
         drive(&model, w, limit, &clock, &[&l], &steps, false)?;
         let n = n.resolve(limit);
         let now = clock_now(&clock);
@@ -112,21 +243,60 @@ proptest! {
             prop_assert!(fits.remaining() >= n, "{:?} does not fit at retry_after: {:?}", n, fits);
             prop_assert!(l.check_n(&0, n).is_allowed());
         } else if !asked.is_allowed() && n <= limit {
-            // No wait helps within the clock's range: still denied at its last instant.
-            clock.set_ns(u64::MAX);
-            prop_assert!(!l.check_n(&0, n).is_allowed(), "no retry_after, but admitted at u64::MAX");
+            // No wait helps within the clock's range and before the horizon: still denied at
+            // the last instant of both.
+            let last = horizon_of(count_bits(limit), w).map_or(U64, |h| h - 1);
+            clock.set_ns(u64::try_from(last).unwrap().max(now));
+            prop_assert!(!l.check_n(&0, n).is_allowed(), "no retry_after, but admitted at {}", last);
+        }
+    }
+
+    /// A sweep at or past the horizon (where every key is idle, whatever it holds) gives no
+    /// credit to a clock set back before it: the evicting limiter is at least as strict as one
+    /// that never evicts, for every key, in the last windows before the horizon.
+    #[test]
+    fn a_sweep_past_the_horizon_gives_no_credit_before_it(
+        (w, limit) in configs().prop_filter("a horizon", |&(w, l)| horizon_of(count_bits(l), w).is_some()),
+        history in steps_of(actions(), 1..=30),
+        (before, frac) in (any::<u8>(), 0u16..1000),
+        (after, back) in (0u64..3, 0u64..3000),
+        n in n_sels(),
+    ) {
+        let h = u64::try_from(horizon_of(count_bits(limit), w).unwrap()).unwrap();
+        let n = n.resolve(limit);
+        let history = from(start_near_horizon(w, limit, before, frac), &history);
+        for store in [keyed, table] {
+            let clock = ManualClock::new();
+            let (a, b) = (store(limit, w, &clock), store(limit, w, &clock));
+            let model = HorizonModel::new(limit, w);
+            drive(&model, w, limit, &clock, &[&a, &b], &history, true)?;
+            let swept = clock_now(&clock).max(h).saturating_add(after);
+            clock.set_ns(swept);
+            a.evict_idle();
+            prop_assert!(a.is_empty(), "every key is idle past the horizon");
+            // Back into the last three windows before the horizon.
+            // `h >= 4 * w`: the index holds at least 2 bits.
+            let back = u64::try_from(u128::from(back) * u128::from(w) / 1000).unwrap();
+            clock.set_ns(h - 1 - back);
+            for key in 0..3u8 {
+                let (pa, pb) = (a.peek(&key), b.peek(&key));
+                prop_assert!(pa.remaining() <= pb.remaining(), "key {}: {:?} vs {:?}", key, pa, pb);
+                if n >= 1 && a.check_n(&key, n).is_allowed() {
+                    prop_assert!(b.check_n(&key, n).is_allowed(), "key {}: admitted after the sweep only", key);
+                }
+            }
         }
     }
 
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
-    fn layout_bounds(w in windows()) {
-        let max = u32::try_from(sliding_max_limit(w)).unwrap();
+    fn layout_bounds(w in all_windows()) {
+        let max = max_limit(w);
         let window = Duration::from_nanos(w);
-        if max >= 1 {
-            prop_assert!(KeyedLimiter::<u8>::sliding_window(max, window).build().is_ok());
-            prop_assert!(Limiter::sliding_window(max, window).build().is_ok());
-        }
+        prop_assert!(KeyedLimiter::<u8>::sliding_window(max, window).build().is_ok());
+        prop_assert!(Limiter::sliding_window(max, window).build().is_ok());
+        // The old bound, kept with no horizon, is never more than the new one.
+        prop_assert!(sliding_max_limit(w) <= u128::from(max));
         let want = ConfigError::LimitTooLarge { limit: max + 1, max: u64::from(max), window };
         prop_assert_eq!(
             KeyedLimiter::<u8>::sliding_window(max + 1, window).build().unwrap_err(),
@@ -216,6 +386,63 @@ fn boundaries_are_exact() {
     assert_eq!(l.peek().remaining(), 4);
 }
 
+/// The tenant of issue 15: six million a minute builds, is exact up to its horizon (2^18
+/// minutes after the clock's origin, 182 days), and is closed from it on, for every store.
+#[test]
+fn six_million_a_minute_up_to_the_horizon() {
+    let (limit, w) = (6_000_000u32, 60_000_000_000u64);
+    let h = (1u64 << 18) * w;
+    let clock = ManualClock::new();
+    let (k, t, d) = (
+        keyed(limit, w, &clock),
+        table(limit, w, &clock),
+        direct(limit, w, &clock),
+    );
+    let subjects: [&dyn Fn(u32) -> Decision; 3] =
+        [&|n| k.check_n(&7, n), &|n| t.check_n(&7, n), &|n| {
+            d.check_n(n)
+        }];
+    for check in subjects {
+        // The whole limit in the window before the last; a third into the last window, the
+        // previous count weighs 4 000 000 of the 6 000 000.
+        at(&clock, h - 2 * w + 1);
+        assert!(check(limit).is_allowed());
+        at(&clock, h - w + w / 3);
+        let denied = check(2_000_001);
+        assert!(!denied.is_allowed());
+        assert_eq!(denied.remaining(), 2_000_000);
+        assert!(check(2_000_000).is_allowed());
+        // At the last instant, the previous count weighs ceil(6 000 000 / W) = 1; once the
+        // rest is taken, no wait helps before the horizon.
+        at(&clock, h - 1);
+        assert_eq!(check(0).remaining(), 3_999_999);
+        assert!(check(3_999_999).is_allowed());
+        let last = check(1);
+        assert!(!last.is_allowed());
+        assert_eq!(last.retry_after(), None);
+        // From the horizon on: closed, even for a fresh key, and a peek too.
+        for now in [h, h + w / 2, u64::MAX] {
+            at(&clock, now);
+            let past = check(1);
+            assert!(!past.is_allowed() && past.retry_after().is_none());
+            assert_eq!((past.remaining(), past.reset_after_ns()), (0, 0));
+            assert!(!check(0).is_allowed());
+        }
+        at(&clock, h - 1);
+        assert_eq!(
+            check(0).remaining(),
+            0,
+            "the state before the horizon is kept"
+        );
+    }
+    at(&clock, h);
+    assert!(!k.check(&99).is_allowed(), "a new key past the horizon");
+    let held = k.len();
+    assert!(held >= 1);
+    assert_eq!(k.evict_idle(), held, "every key is idle past the horizon");
+    assert!(k.is_empty());
+}
+
 #[test]
 fn idle_gaps_beyond_2_pow_32_windows_start_fresh() {
     let clock = ManualClock::new();
@@ -291,7 +518,13 @@ fn config_errors() {
         );
     }
     // The documented maxima.
-    for (secs, max) in [(1u64, 16_383u32), (60, 131_071), (3600, 1_048_575)] {
+    for (secs, max) in [
+        (1u64, 1_048_575u32),
+        (10, 2_097_151),
+        (60, 8_388_607),
+        (3_600, 33_554_431),
+        (86_400, 268_435_455),
+    ] {
         let window = Duration::from_secs(secs);
         assert!(Limiter::sliding_window(max, window).build().is_ok());
         assert_eq!(

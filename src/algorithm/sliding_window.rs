@@ -17,10 +17,46 @@
 //! +---------------------+-------------------+-------------------+
 //! ```
 //!
-//! `I = index_bits(W)` holds every index a `u64` time can have, so the index never wraps (see
-//! [`super::window`]); `C = (64 - I) / 2`. Limits up to `2^C - 1` fit: for example 16 383 for a
-//! 1 s window, 131 071 for a minute, 1 048 575 for an hour. A larger limit is a
-//! [`ConfigError::LimitTooLarge`].
+//! Each count field is exactly as wide as the limit needs (`C` = bits of `limit`, so a count
+//! never overflows: no admission takes a count past the limit), and the index gets the rest,
+//! `I = 64 - 2C` bits. The layout depends on the limit, not the window.
+//!
+//! # The horizon
+//!
+//! The index field holds windows `0 ..= last`, `last = min(2^I - 1, u64::MAX / W)`. When
+//! `2^I - 1 >= u64::MAX / W` that is every window a `u64` time can be in, and there is no
+//! horizon (every limit up to `2^((64 - bits(u64::MAX / W)) / 2) - 1`: 16 383 for a 1 s window,
+//! 131 071 for a minute, 1 048 575 for an hour). A larger limit takes index bits the `u64`
+//! time range would need, so the limiter has a *horizon*: the start of window `2^I`, that is
+//! `2^I * W` after the clock's origin. Before it, every decision is exactly the formula above
+//! (the stored index is the true index, never truncated, so no idle gap can make an old count
+//! look current). From it on, every request is denied with no `retry_after` (fail closed, as
+//! GCRA and warm-up do at theirs), and a denied request whose admission would need a time past
+//! it gets no `retry_after` either. Nothing wraps: the check is `now / W > last`, made before
+//! anything else, and the word is never written past the horizon.
+//!
+//! A limit is accepted if its horizon is at least [`MIN_HORIZON_NS`] (180 days) or there is
+//! none; a larger one is a [`ConfigError::LimitTooLarge`] naming the largest that is. For
+//! example: 1 048 575 per second (horizon 2^24 s, 194 days), 2 097 151 per 10 s (2^22 windows,
+//! 485 days), 8 388 607 per minute (2^18 min, 182 days), 33 554 431 per hour (2^14 h, 683
+//! days), 268 435 455 per day (256 days). Building a limiter starts its default clock, so the
+//! horizon counts from the limiter's creation; rebuild it (or use a longer window, or GCRA,
+//! whose horizon is 584 years) if it must run longer.
+//!
+//! ## Why one 64-bit word cannot do better by much
+//!
+//! An exact word must tell apart every state a key can be in. Take the states "`p` units
+//! admitted at the start of window `j - 1`, `c` at the start of window `j`" for an even `j` and
+//! `p + c <= limit`, not both zero: reading at the start of window `j` gives
+//! `remaining = limit - p - c`, at the start of `j + 1` gives `limit - c`, so `(p, c)` is
+//! recovered; and two such states of even windows `j < j'` differ at the start of `j'`, where
+//! the older one is fresh (`remaining = limit`) and the newer is not. So a horizon of `N`
+//! windows needs at least `N/2 * ((limit + 1)(limit + 2)/2 - 1)` distinct words, which must be
+//! at most `2^64`: for 10^6 per window, `N < 7.4 * 10^7` windows (854 days of 1 s windows),
+//! whatever the encoding. The layout here (2^24 windows at 10^6) is within a factor of 4.4 of
+//! that bound; an index that wraps instead (storing `k mod 2^I`) is not exact at all, since a
+//! key untouched for `2^I` windows would read as current. For more range, the state must be
+//! wider than 64 bits.
 //!
 //! # Rolling and time going backwards
 //!
@@ -43,17 +79,30 @@ use super::window::clamp_ns;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 
+/// The shortest horizon a configuration may have: 180 days, in nanoseconds. It admits a
+/// million per second (horizon 194 days) and 8 million per minute (182 days); anything
+/// shorter would be a limiter that stops admitting within months of its creation.
+pub(crate) const MIN_HORIZON_NS: u64 = 180 * 86_400 * 1_000_000_000;
+
 /// The packed layout of one configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
-    /// Width of each count field.
+    /// Width of each count field, 1 to 31: the index keeps at least 2 bits.
     pub(crate) count_bits: u32,
 }
 
 impl Layout {
-    pub(crate) fn for_window(window: NonZeroU64) -> Self {
+    /// Count fields just wide enough for `limit` (a count never exceeds the limit).
+    pub(crate) const fn for_limit(limit: u32) -> Self {
+        let bits = u32::BITS - limit.leading_zeros();
         Self {
-            count_bits: (u64::BITS - super::window::index_bits(window)) / 2,
+            count_bits: if bits < 1 {
+                1
+            } else if bits > 31 {
+                31
+            } else {
+                bits
+            },
         }
     }
 
@@ -69,16 +118,54 @@ impl Layout {
         self.count_mask()
     }
 
-    /// Shift of the window index: above both counts.
+    /// Shift of the window index: above both counts (at most 62).
     #[inline]
     const fn index_shift(self) -> u32 {
         2 * self.count_bits
     }
 
+    /// The last window index the layout holds for windows of `w` ns: all the index field
+    /// holds, or every index a `u64` time can have if that is fewer.
+    pub(crate) const fn last_index(self, w: NonZeroU64) -> u64 {
+        let field = u64::MAX >> self.index_shift();
+        let times = u64::MAX / w.get();
+        if field < times {
+            field
+        } else {
+            times
+        }
+    }
+
+    /// The first instant (ns since the clock's origin) in a window the layout cannot hold, or
+    /// `None` if every `u64` time is in a window it holds.
+    pub(crate) fn horizon(self, w: NonZeroU64) -> Option<u64> {
+        let end = (u128::from(self.last_index(w)) + 1) * u128::from(w.get());
+        u64::try_from(end).ok()
+    }
+
+    /// Whether this layout's horizon for windows of `w` is acceptable: none, or at least
+    /// [`MIN_HORIZON_NS`].
+    fn horizon_is_long_enough(self, w: NonZeroU64) -> bool {
+        match self.horizon(w) {
+            None => true,
+            Some(h) => h >= MIN_HORIZON_NS,
+        }
+    }
+
+    /// The largest limit a sliding window of `w` ns accepts: the widest count fields whose
+    /// horizon is long enough (a narrower field only lengthens the horizon).
+    pub(crate) fn max_limit(w: NonZeroU64) -> u64 {
+        let mut bits = 31;
+        while bits > 1 && !(Layout { count_bits: bits }).horizon_is_long_enough(w) {
+            bits -= 1;
+        }
+        Layout { count_bits: bits }.max_count()
+    }
+
     #[inline]
     pub(crate) const fn pack(self, index: u64, prev: u64, curr: u64) -> u64 {
-        // `index_shift` is at most 62 (I >= 1), so the shift is defined; `checked_shl` keeps
-        // it so even for a hypothetical 64.
+        // `index_shift` is at most 62, so the shift is defined; `checked_shl` keeps it so even
+        // for a hypothetical 64.
         let hi = match index.checked_shl(self.index_shift()) {
             Some(v) => v,
             None => 0,
@@ -106,6 +193,9 @@ pub(crate) struct SlidingWindow {
     window: NonZeroU64,
     limit: u32,
     layout: Layout,
+    /// The last window index the layout holds (see [`Layout::last_index`]): a `now` in a later
+    /// window is past the horizon.
+    last: u64,
 }
 
 /// The state as it applies at one instant.
@@ -130,13 +220,27 @@ impl SlidingWindow {
     }
 
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
-        let (limit, w) =
-            super::window::validate(limit, window, |w| Layout::for_window(w).max_count())?;
+        let (limit, w) = super::window::validate(limit, window, Layout::max_limit)?;
+        let layout = Layout::for_limit(limit);
         Ok(Self {
             window: w,
             limit,
-            layout: Layout::for_window(w),
+            layout,
+            last: layout.last_index(w),
         })
+    }
+
+    /// The first instant (ns since the clock's origin) from which every request is denied, or
+    /// `None` if the configuration has no horizon (see the module docs).
+    #[allow(dead_code)] // For `Policy` and the docs' figures; the tests check it.
+    pub(crate) fn horizon(&self) -> Option<u64> {
+        self.layout.horizon(self.window)
+    }
+
+    /// Whether `now` is past the horizon: in a window the layout cannot hold.
+    #[inline]
+    fn past_horizon(&self, now: u64) -> bool {
+        now / self.window.get() > self.last
     }
 
     #[inline]
@@ -164,6 +268,9 @@ impl SlidingWindow {
 
     #[inline]
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+        if self.past_horizon(now) {
+            return self.beyond_horizon();
+        }
         let v = self.view(word, now);
         let w = u128::from(self.window.get());
         let limit = u64::from(self.limit);
@@ -185,6 +292,7 @@ impl SlidingWindow {
         };
         let reset = clamp_ns(reset - u128::from(now));
         if allowed {
+            // `counted <= limit < 2^count_bits` and `v.k <= last`: the fields hold them.
             let write = (n > 0).then(|| self.layout.pack(v.k, v.prev, curr));
             return (
                 Decision::allow(self.limit, remaining, NonZeroU64::MIN, reset),
@@ -193,7 +301,7 @@ impl SlidingWindow {
         }
         let retry = if n <= self.limit {
             self.earliest(&v, n)
-                .filter(|&t| t <= u128::from(u64::MAX))
+                .filter(|&t| t <= u128::from(u64::MAX) && t / w <= u128::from(self.last))
                 .map(|t| clamp_ns(t - u128::from(now)))
         } else {
             None
@@ -204,9 +312,23 @@ impl SlidingWindow {
         )
     }
 
+    /// The decision past the horizon: denied, nothing remaining, no wait helps, and no state
+    /// (every word decides the same from here on).
+    #[cold]
+    fn beyond_horizon(&self) -> (Decision, Option<u64>) {
+        (
+            Decision::deny(self.limit, 0, NonZeroU64::MIN, None, 0),
+            None,
+        )
+    }
+
     /// Takes up to `n` units off the counts that apply at `now`: the current window's first,
-    /// then the previous window's. Nothing once both are over. Never below zero.
+    /// then the previous window's. Nothing once both are over, or past the horizon. Never below
+    /// zero.
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        if self.past_horizon(now) {
+            return None;
+        }
         let (ks, p, c) = self.layout.unpack(word);
         let k = now / self.window.get();
         let n = u64::from(n);
@@ -224,12 +346,12 @@ impl SlidingWindow {
 
     /// Undoes an admission of `n` that wrote `after`: its units are taken off the count of
     /// the window they were counted in, as long as the stored state still holds it and it
-    /// still weighs at `now`.
+    /// still weighs at `now` (never past the horizon).
     pub(crate) fn cancel(&self, word: u64, now: u64, n: u32, after: u64) -> Option<u64> {
         let (ks, p, c) = self.layout.unpack(word);
         let ka = self.layout.unpack(after).0;
         let n = u64::from(n);
-        if ks.saturating_add(1) < now / self.window.get() {
+        if self.past_horizon(now) || ks.saturating_add(1) < now / self.window.get() {
             // Both stored windows are over: nothing counts any more.
             None
         } else if ks == ka && c > 0 {
@@ -241,8 +363,8 @@ impl SlidingWindow {
         }
     }
 
-    /// The earliest absolute time (ns, possibly past `u64::MAX`) at which `n <= limit` units
-    /// fit, given the state `v` and no other requests.
+    /// The earliest absolute time (ns, possibly past `u64::MAX` or the horizon) at which
+    /// `n <= limit` units fit, given the state `v` and no other requests.
     fn earliest(&self, v: &View, n: u32) -> Option<u128> {
         let w = u128::from(self.window.get());
         let limit = u128::from(self.limit);
@@ -270,16 +392,26 @@ impl SlidingWindow {
 
     /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key has no count in
     /// the sweep's window or the one before, but may have used the whole limit in the window
-    /// before that, which is the previous count of the window before the sweep's.
+    /// before that, which is the previous count of the window before the sweep's. Past the
+    /// horizon every key is idle, whatever it holds, so the strictest word there is stands in
+    /// for it: both counts full in the last window.
     pub(crate) fn swept_word(&self, swept: u64) -> u64 {
+        let limit = u64::from(self.limit);
+        if self.past_horizon(swept) {
+            return self.layout.pack(self.last, limit, limit);
+        }
         match (swept / self.window.get()).checked_sub(1) {
-            Some(k) => self.layout.pack(k, u64::from(self.limit), 0),
+            Some(k) => self.layout.pack(k, limit, 0),
             None => 0,
         }
     }
 
     #[inline]
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
+        if self.past_horizon(now) {
+            // Every request is denied from here on, whatever the word holds.
+            return true;
+        }
         // A stored window later than now's (the clock went back) is never idle, even with no
         // counts (a refund can empty it): checks at `now` would still count in that later
         // window, which a fresh key would not.
@@ -387,22 +519,106 @@ mod tests {
 
     #[test]
     fn layout_bounds() {
-        let l = Layout::for_window(NonZeroU64::new(1_000_000_000).unwrap());
-        assert_eq!(l.max_count(), 16_383);
-        let l = Layout::for_window(NonZeroU64::new(60_000_000_000).unwrap());
-        assert_eq!(l.max_count(), 131_071);
-        assert!(SlidingWindow::new(16_383, Duration::from_secs(1)).is_ok());
+        let secs = |s: u64| NonZeroU64::new(s * 1_000_000_000).unwrap();
+        // The documented maxima, and their horizons.
+        let day = 86_400;
+        for (window, max, horizon_windows) in [
+            (1, 1_048_575, 1u64 << 24),
+            (10, 2_097_151, 1 << 22),
+            (60, 8_388_607, 1 << 18),
+            (3_600, 33_554_431, 1 << 14),
+            (day, 268_435_455, 1 << 8),
+        ] {
+            assert_eq!(Layout::max_limit(secs(window)), max, "{window} s");
+            let l = Layout::for_limit(u32::try_from(max).unwrap());
+            let h = l.horizon(secs(window));
+            assert_eq!(h, Some(horizon_windows * secs(window).get()), "{window} s");
+            assert!(h.unwrap() >= MIN_HORIZON_NS);
+            // One more bit of count would put the horizon under the minimum.
+            let wider = Layout {
+                count_bits: l.count_bits + 1,
+            };
+            assert!(wider.horizon(secs(window)).unwrap() < MIN_HORIZON_NS);
+        }
+        // Limits the full-range layout held before have no horizon at all.
+        for (window, full) in [(1, 16_383u32), (60, 131_071), (3_600, 1_048_575)] {
+            assert_eq!(Layout::for_limit(full).horizon(secs(window)), None);
+            assert!(Layout::for_limit(full + 1).horizon(secs(window)).is_some());
+        }
+        assert!(SlidingWindow::new(1_048_575, Duration::from_secs(1)).is_ok());
         assert!(matches!(
-            SlidingWindow::new(16_384, Duration::from_secs(1)),
-            Err(ConfigError::LimitTooLarge { max: 16_383, .. })
+            SlidingWindow::new(1_048_576, Duration::from_secs(1)),
+            Err(ConfigError::LimitTooLarge { max: 1_048_575, .. })
         ));
+        // Tiny windows: the horizon is what bounds them, never a zero-width count.
+        let one = NonZeroU64::new(1).unwrap();
+        assert_eq!(Layout::max_limit(one), 31);
+        assert_eq!(Layout::for_limit(31).horizon(one), Some(1 << 54));
+        // Huge windows: every limit below 2^31 fits with no horizon.
+        let huge = NonZeroU64::new(u64::MAX).unwrap();
+        assert_eq!(Layout::max_limit(huge), (1 << 31) - 1);
+        assert_eq!(Layout::for_limit((1 << 31) - 1).horizon(huge), None);
+        assert_eq!(Layout::for_limit(u32::MAX).count_bits, 31);
+        assert_eq!(Layout::for_limit(1).count_bits, 1);
         // Round trip at the extremes of every field.
-        let l = Layout::for_window(NonZeroU64::new(1_000).unwrap());
-        let max_index = u64::MAX / 1_000;
+        let l = Layout::for_limit(1_000_000);
+        let last = l.last_index(secs(1));
+        assert_eq!(last, (1 << 24) - 1);
         let m = l.max_count();
-        for (i, p, c) in [(0, 0, 0), (max_index, m, m), (max_index, 0, m), (1, m, 0)] {
+        for (i, p, c) in [(0, 0, 0), (last, m, m), (last, 0, m), (1, m, 0)] {
             assert_eq!(l.unpack(l.pack(i, p, c)), (i, p, c));
         }
+    }
+
+    /// A million per second, exact up to the horizon (2^24 s) and closed from it on.
+    #[test]
+    fn a_million_per_second_up_to_the_horizon() {
+        let (limit, w) = (1_000_000u32, 1_000_000_000u64);
+        let s = SlidingWindow::new(limit, Duration::from_nanos(w)).unwrap();
+        let h = (1u64 << 24) * w;
+        assert_eq!(s.horizon(), Some(h));
+        // The whole limit in the window before the last; a quarter into the last window the
+        // previous count weighs 750 000.
+        let mut st = 0;
+        let last = h - w;
+        assert!(run(&s, &mut st, last - w + 10, limit).is_allowed());
+        let d = run(&s, &mut st, last + w / 4, 250_001);
+        assert!(!d.is_allowed());
+        assert_eq!(d.remaining(), 250_000);
+        // 250 001 fit once 10^6 * (W - e) <= 749 999 * W: e >= W/4 + 1000 ns.
+        assert_eq!(d.retry_after_ns(), Some(1_000));
+        assert!(!run(&s, &mut st.clone(), last + w / 4 + 999, 250_001).is_allowed());
+        assert!(run(&s, &mut st.clone(), last + w / 4 + 1_000, 250_001).is_allowed());
+        assert!(run(&s, &mut st, h - 1, limit - 1).is_allowed());
+        // Past the horizon: closed, with no wait and no write, whatever the word.
+        for word in [0, st, u64::MAX] {
+            for now in [h, h + 1, u64::MAX] {
+                let (d, write) = s.step(word, now, 1);
+                assert!(!d.is_allowed() && d.retry_after().is_none() && write.is_none());
+                assert_eq!((d.remaining(), d.reset_after_ns()), (0, 0));
+                assert!(!s.step(word, now, 0).0.is_allowed(), "even a peek");
+                assert!(s.is_idle(word, now));
+                assert_eq!(s.refund(word, now, 5), None);
+                assert_eq!(s.cancel(word, now, 5, word), None);
+            }
+        }
+        // A wait that would end past the horizon is no wait: the last window is full.
+        let d = run(&s, &mut st, h - 1, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
+        // Back before the horizon, the stored state is as it was.
+        assert_eq!(s.step(st, h - 1, 0).0.remaining(), 0);
+        assert!(!s.is_idle(st, h - 1));
+        // A sweep past the horizon leaves the strictest word: nothing fits before it.
+        let swept = s.swept_word(h + 5);
+        for now in [0, w, last, h - 1] {
+            assert_eq!(s.step(swept, now, 0).0.remaining(), 0, "at {now}");
+            assert!(!s.step(swept, now, 1).0.is_allowed(), "at {now}");
+        }
+        assert_eq!(
+            s.swept_word(h - 1),
+            s.layout.pack((1 << 24) - 2, 1_000_000, 0)
+        );
     }
 }
 
@@ -413,21 +629,33 @@ mod layout_props {
     use std::num::NonZeroU64;
 
     proptest! {
-        /// Every (index, prev, curr) a window's layout must hold packs and unpacks unchanged.
+        /// Every (index, prev, curr) a configuration can write packs and unpacks unchanged:
+        /// indices up to the last one the layout holds for the window, counts up to the limit.
         #[test]
         fn pack_unpack_round_trips(
             w in prop_oneof![1u64..4096, 1u64..],
+            limit in prop_oneof![1u32..64, 1u32.., Just(u32::MAX)],
             i in any::<u64>(),
             p in any::<u64>(),
             c in any::<u64>(),
         ) {
             let w = NonZeroU64::new(w).unwrap();
-            let l = Layout::for_window(w);
-            let index = (u64::MAX / w.get()).checked_add(1).map_or(i, |m| i % m);
-            let (prev, curr) = (p & l.count_mask(), c & l.count_mask());
+            let l = Layout::for_limit(limit);
+            let last = l.last_index(w);
+            prop_assert!(last <= u64::MAX / w.get());
+            let index = last.checked_add(1).map_or(i, |m| i % m);
+            let m = l.max_count().min(u64::from(limit));
+            let (prev, curr) = (p % (m + 1), c % (m + 1));
             prop_assert_eq!(l.unpack(l.pack(index, prev, curr)), (index, prev, curr));
-            let (top, m) = (u64::MAX / w.get(), l.max_count());
-            prop_assert_eq!(l.unpack(l.pack(top, m, m)), (top, m, m));
+            prop_assert_eq!(l.unpack(l.pack(last, m, m)), (last, m, m));
+            // The horizon is the start of the window after the last, when the clock shows it.
+            match l.horizon(w) {
+                Some(h) => {
+                    let end = (u128::from(last) + 1) * u128::from(w.get());
+                    prop_assert_eq!(u128::from(h), end);
+                }
+                None => prop_assert_eq!(last, u64::MAX / w.get()),
+            }
         }
     }
 }

@@ -5,11 +5,13 @@
 //! # Why the index never wraps
 //!
 //! A window counter must know whether its count belongs to the current window. cellgate stores
-//! the *whole* window index, not a truncated one: the index field is exactly as wide as the
-//! largest index any `u64` time can have, `u64::MAX / W`. So no idle gap, however long, can make
-//! an old count look current; there is no wrap-around to document because there is none. The
-//! price is that short windows leave fewer bits for counts: each algorithm's `Layout` gives the
-//! largest limit a window can hold, and a larger limit is a [`ConfigError`] at build.
+//! the *whole* window index, never a truncated one, so no idle gap, however long, can make an
+//! old count look current. The fixed window's index field is exactly as wide as the largest
+//! index any `u64` time can have, `u64::MAX / W`: short windows leave fewer bits for the count,
+//! and a larger limit than the rest holds is a [`ConfigError`] at build. The sliding window
+//! sizes its counts by the limit instead and, when the index field left is narrower than the
+//! `u64` time range needs, has a *horizon*: the first window its index cannot hold, checked on
+//! every step, from which every request is denied (see `sliding_window`'s module docs).
 
 use std::num::NonZeroU64;
 use std::time::Duration;
