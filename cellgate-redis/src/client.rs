@@ -74,6 +74,9 @@ pub struct Reply {
     pub fallback_burst: u64,
     /// Stock: units left on the server; rate: units grantable right now.
     pub info: i64,
+    /// Rate: the burst leases may use (the global burst less the fallback reservations);
+    /// stock: 0.
+    pub leasable_burst: u64,
 }
 
 /// One process's connection to one fleet limit: the lease protocol, without any policy.
@@ -217,16 +220,17 @@ impl LeaseClient {
             .arg(ttl_us);
         // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
         // reload (two round trips) and a reconnect in progress.
-        let reply: Vec<i64> =
-            tokio::time::timeout(self.timeout.saturating_mul(2), inv.invoke_async(&mut self.conn))
-                .await
-                .map_err(|_| FleetError::Timeout)??;
-        let [value, live, flag, fb, info] = reply[..] else {
+        let reply: Vec<i64> = tokio::time::timeout(
+            self.timeout.saturating_mul(2),
+            inv.invoke_async(&mut self.conn),
+        )
+        .await
+        .map_err(|_| FleetError::Timeout)??;
+        let [value, live, flag, fb, info, leasable] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
-        let non_negative = |x: i64| {
-            u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")))
-        };
+        let non_negative =
+            |x: i64| u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")));
         Ok(Reply {
             value: non_negative(value)?,
             live: non_negative(live)?,
@@ -234,6 +238,7 @@ impl LeaseClient {
             stale: flag == 2,
             fallback_burst: non_negative(fb)?,
             info,
+            leasable_burst: non_negative(leasable)?,
         })
     }
 }

@@ -686,8 +686,8 @@ impl Task {
                 self.failures = self.failures.saturating_add(1);
                 let backoff = Duration::from_millis(10 << self.failures.min(5));
                 self.retry_at = Instant::now() + backoff;
-                let can_fall_back = self.shared.fallback.is_some()
-                    && Instant::now() < self.fallback_deadline();
+                let can_fall_back =
+                    self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
                 let state = if can_fall_back { FALLBACK } else { PARTITIONED };
                 self.shared.state.store(state, Ordering::Relaxed);
             }
@@ -699,8 +699,7 @@ impl Task {
             self.live = r.live.max(1);
             self.fallback_burst = r.fallback_burst;
             self.shared.live.store(self.live, Ordering::Relaxed);
-            if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind)
-            {
+            if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind) {
                 if r.fallback_burst > 0 {
                     let _ = f.set_quota(share(interval_us, self.live, r.fallback_burst));
                 }
@@ -728,11 +727,14 @@ impl Task {
                     Kind::Rate { interval_us, .. } if got < p.n => {
                         // The fleet is short: wait until the fleet accrues a minimum lease for
                         // every live holder, so each command carries a worthwhile grant.
+                        // But come back before the leasable burst could fill up even if
+                        // nobody else asks, or the fleet would lose capacity.
                         let us = self
                             .cfg
                             .min_lease
                             .saturating_mul(interval_us)
-                            .saturating_mul(self.live);
+                            .saturating_mul(self.live)
+                            .min(r.leasable_burst.saturating_mul(interval_us) * 3 / 4);
                         now + Duration::from_micros(us).min(self.cfg.lease_lifetime / 2)
                     }
                     Kind::Stock { .. } if got == 0 => {

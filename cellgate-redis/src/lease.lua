@@ -9,7 +9,8 @@
 -- Every number is an integer below 2^53 (times in microseconds), so Lua's doubles hold them
 -- exactly; they are written back with %d, never with Lua's float formatting.
 -- Reply: { value, live holders, flag (0 new, 1 repeated sequence, 2 stale sequence),
---          fallback burst of this holder, info (stock: units left; rate: units grantable now) }
+--          fallback burst of this holder, info (stock: units left; rate: units grantable now),
+--          leasable burst (rate: the burst less the fallback reservations; stock: 0) }
 
 local S, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local op, pid = ARGV[1], ARGV[2]
@@ -41,10 +42,10 @@ end
 -- older sequence than the newest executed one changes nothing.
 local last = redis.call('HGET', Q, pid)
 if last then
-  local ls, lv, ll, lf, li = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
+  local ls, lv, ll, lf, li, lb = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
   ls = tonumber(ls)
-  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li) } end
-  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li) } end
+  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb) } end
+  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb) } end
 end
 
 -- Live holders. A holder silent for longer than the ttl is reconciled: its fallback burst is
@@ -86,7 +87,7 @@ if not seen[pid] or seen[pid] + ttl < now then
 end
 redis.call('HSET', H, 's:' .. pid, int(now))
 
-local v, info = 0, 0
+local v, info, leasable = 0, 0, 0
 if mode == 'stock' then
   local rem = tonumber(redis.call('HGET', S, 'rem'))
   if op == 'grant' then
@@ -106,6 +107,7 @@ if mode == 'stock' then
 else
   -- GCRA over the fleet: tat in microseconds, leases debit n emission intervals up front.
   local T, B = c1, c2
+  leasable = B - reserved
   local tat = math.max(tonumber(redis.call('HGET', S, 'tat')), now)
   if op == 'grant' then
     local room = now + (B - reserved) * T - tat
@@ -126,5 +128,6 @@ else
   redis.call('HSET', S, 'tat', int(tat))
 end
 
-redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb) .. ' ' .. int(info))
-return { v, live, 0, fb, info }
+redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
+  .. ' ' .. int(info) .. ' ' .. int(leasable))
+return { v, live, 0, fb, info, leasable }
