@@ -63,6 +63,7 @@ impl RedisServer {
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("starting redis-server");
         self.child = Some(child);
