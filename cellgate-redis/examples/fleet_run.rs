@@ -91,8 +91,8 @@ fn main() -> ExitCode {
         let text = String::from_utf8_lossy(&out.stdout);
         let last = text
             .lines()
-            .filter_map(|l| l.strip_prefix("admitted ")?.parse::<u64>().ok())
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix("admitted ")?.parse::<u64>().ok())
             .unwrap_or(0);
         ok &= out.status.success();
         println!("node {i}: admitted {last} ({})", out.status);
