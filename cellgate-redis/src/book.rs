@@ -25,8 +25,17 @@ impl Book {
 
     /// Records that the pool now holds `remaining` units; returns how many were admitted since
     /// the last look (the pool only goes down between the ledger's own changes).
-    pub(crate) fn observe(&mut self, remaining: u64) -> u64 {
-        let spent = self.level.saturating_sub(remaining);
+    ///
+    /// Units can also come back (a caller cancelled a charge): they are put first in line with
+    /// `returned` as their deadline, so a rate limit withdraws them at once rather than let
+    /// them outlive the grant they came from.
+    pub(crate) fn observe(&mut self, remaining: u64, returned: Option<Instant>) -> u64 {
+        if remaining > self.level {
+            self.grants.push_front((returned, remaining - self.level));
+            self.level = remaining;
+            return 0;
+        }
+        let spent = self.level - remaining;
         self.take_front(spent);
         spent
     }
@@ -77,18 +86,22 @@ mod tests {
         let mut b = Book::default();
         b.add(Some(t0), 5);
         b.add(Some(t0 + Duration::from_secs(1)), 5);
-        assert_eq!(b.observe(7), 3);
+        assert_eq!(b.observe(7, None), 3);
         assert_eq!(b.expired(t0), 2);
         assert_eq!(b.expired(t0 + Duration::from_secs(1)), 7);
         b.take_front(2);
         assert_eq!((b.level(), b.expired(t0)), (5, 0));
+        // Two units cancelled back into the pool: first in line, due at once.
+        assert_eq!(b.observe(7, Some(t0)), 0);
+        assert_eq!((b.level(), b.expired(t0)), (7, 2));
     }
 
     proptest! {
         /// Against a model that tracks each unit: the level is the sum of grants, and what
-        /// expires is exactly the units of expired grants not yet spent or withdrawn.
+        /// expires is exactly the units of expired grants not yet spent or withdrawn (units
+        /// cancelled back are due at once).
         #[test]
-        fn ledger_matches_a_unit_model(ops in proptest::collection::vec((0u8..3, 0u64..20), 0..60)) {
+        fn ledger_matches_a_unit_model(ops in proptest::collection::vec((0u8..4, 0u64..20), 0..60)) {
             let t0 = Instant::now();
             let mut b = Book::default();
             let mut units: VecDeque<u64> = VecDeque::new(); // deadline (s) of each unit, in order
@@ -103,8 +116,16 @@ mod tests {
                     1 => {
                         let spent = x.min(units.len() as u64);
                         let remaining = units.len() as u64 - spent;
-                        prop_assert_eq!(b.observe(remaining), spent);
+                        prop_assert_eq!(b.observe(remaining, None), spent);
                         units.drain(..spent as usize);
+                    }
+                    2 => {
+                        // `x` units cancelled back into the pool: due at once.
+                        let remaining = units.len() as u64 + x;
+                        prop_assert_eq!(b.observe(remaining, Some(t0)), 0);
+                        for _ in 0..x {
+                            units.push_front(0);
+                        }
                     }
                     _ => {
                         let at = t0 + Duration::from_secs(x);

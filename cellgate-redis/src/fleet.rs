@@ -557,7 +557,7 @@ impl Task {
     fn withdraw(&mut self, target: impl Fn(&Book) -> u64) -> u64 {
         loop {
             let remaining = self.pool_remaining();
-            let spent = self.book.observe(remaining);
+            let spent = self.book.observe(remaining, self.returned_deadline());
             self.note_spent(spent);
             let x = target(&self.book).min(u64::from(u32::MAX));
             if x == 0 {
@@ -571,6 +571,15 @@ impl Task {
         }
     }
 
+    /// Units cancelled back into the pool: a rate limit gives them back at once (their grant's
+    /// lifetime is unknown); a stock keeps them.
+    fn returned_deadline(&self) -> Option<Instant> {
+        match self.kind {
+            Kind::Rate { .. } => Some(Instant::now()),
+            Kind::Stock { .. } => None,
+        }
+    }
+
     fn note_spent(&mut self, spent: u64) {
         if spent > 0 {
             self.window_spent += spent;
@@ -580,7 +589,9 @@ impl Task {
 
     async fn step(&mut self) {
         let now = Instant::now();
-        let spent = self.book.observe(self.pool_remaining());
+        let spent = self
+            .book
+            .observe(self.pool_remaining(), self.returned_deadline());
         self.note_spent(spent);
         let elapsed = now.duration_since(self.window_start);
         if elapsed >= RATE_WINDOW {
