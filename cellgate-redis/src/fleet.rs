@@ -188,7 +188,9 @@ impl FleetBuilder {
     }
 
     /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
-    /// the window bound `R·(w + L) + burst`. Ignored for a stock (its units never expire).
+    /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
+    /// units at 3/4 of it, leaving the rest as slack for its thread to be scheduled. Ignored
+    /// for a stock (its units never expire).
     pub fn lease_lifetime(mut self, lifetime: Duration) -> Self {
         self.lease_lifetime = lifetime;
         self
@@ -219,6 +221,15 @@ impl FleetBuilder {
     pub fn connect(self, url: &str) -> Result<Fleet, FleetError> {
         check_name(&self.name)?;
         let kind = self.kind.clone().map_err(FleetError::Config)?;
+        if let Kind::Rate { interval_us, burst } = kind {
+            // The server's GCRA room is burst·interval µs past now: all of it below 2^52 so
+            // Lua's doubles stay exact.
+            if burst == 0 || burst.saturating_mul(interval_us) >= 1 << 50 {
+                return Err(FleetError::Config(format!(
+                    "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
+                )));
+            }
+        }
         let descriptor = match kind {
             Kind::Stock { units } => {
                 Limiter::stock(u32::try_from(units).unwrap_or(u32::MAX)).build()
@@ -725,7 +736,9 @@ impl Task {
                 let got = if r.stale { 0 } else { r.value };
                 if got > 0 {
                     let deadline = match self.kind {
-                        Kind::Rate { .. } => Some(first_sent + self.cfg.lease_lifetime),
+                        // Withdrawn at 3/4 of the lifetime: the rest is slack for this
+                        // thread to be scheduled, so no unit is admitted past the lifetime.
+                        Kind::Rate { .. } => Some(first_sent + self.cfg.lease_lifetime * 3 / 4),
                         Kind::Stock { .. } => None,
                     };
                     // Cannot fail on a stock limiter; the units are this process's either way.

@@ -109,6 +109,8 @@ fn bad_configurations_are_errors() {
     for b in [
         Fleet::rate("x", 0, Duration::from_secs(1)),
         Fleet::rate("x", 1, Duration::ZERO),
+        Fleet::rate("x", 1, Duration::from_secs(1)).burst(0),
+        Fleet::rate("x", 1, Duration::from_secs(1)).burst(1 << 40),
         Fleet::stock("", 1),
         Fleet::stock("a{b}", 1),
         Fleet::stock("x", 1 << 53),
