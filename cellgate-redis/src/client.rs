@@ -162,14 +162,17 @@ impl LeaseClient {
         check_name(name)?;
         let client = redis::Client::open(url)
             .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
+        // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
+        // reconnects run in the background, and each command stays bounded by `timeout`.
+        let connect_timeout = timeout.max(Duration::from_secs(1));
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
+            .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(Some(timeout))
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(200))
             .set_number_of_retries(2);
         let conn = tokio::time::timeout(
-            timeout.saturating_mul(4),
+            connect_timeout.saturating_mul(2),
             ConnectionManager::new_with_config(client, config),
         )
         .await

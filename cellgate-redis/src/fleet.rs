@@ -249,7 +249,16 @@ impl FleetBuilder {
         let timeout = self.command_timeout;
         let (client, first) = runtime.block_on(async {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
-            let first = c.call(Op::Grant, 1, 0).await?;
+            // Registration: a few tries, the same sequence each time (idempotent).
+            let mut tries = 0;
+            let first = loop {
+                match c.call(Op::Grant, 1, 0).await {
+                    Ok(r) => break r,
+                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                    Err(e) => return Err(e),
+                }
+            };
             Ok::<_, FleetError>((c, first))
         })?;
         let fallback = match kind {
