@@ -47,12 +47,16 @@
 #![warn(missing_docs)]
 
 mod book;
+mod builder;
 mod client;
 mod error;
 mod fleet;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod shared;
+mod task;
 
+pub use builder::FleetBuilder;
 pub use client::{keys, Kind, LeaseClient, Op, Reply};
 pub use error::FleetError;
-pub use fleet::{Fleet, FleetBuilder, FleetState, FleetStats};
+pub use fleet::{Fleet, FleetState, FleetStats};
