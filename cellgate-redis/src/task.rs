@@ -267,14 +267,15 @@ impl Task {
                     Kind::Rate { interval_us, .. } if got < p.n => {
                         // The fleet is short: wait until the fleet accrues a minimum lease for
                         // every live holder, so each command carries a worthwhile grant.
-                        // But come back before the leasable burst could fill up even if
-                        // nobody else asks, or the fleet would lose capacity.
+                        // But come back within half the time the leasable burst takes to
+                        // fill up, even if nobody else asks (and this thread is late), or
+                        // the fleet would lose capacity.
                         let us = self
                             .cfg
                             .min_lease
                             .saturating_mul(interval_us)
                             .saturating_mul(self.live)
-                            .min(r.leasable_burst.saturating_mul(interval_us) * 3 / 4);
+                            .min(r.leasable_burst.saturating_mul(interval_us) / 2);
                         now + Duration::from_micros(us).min(self.cfg.lease_lifetime / 2)
                     }
                     Kind::Stock { .. } if got == 0 => {
