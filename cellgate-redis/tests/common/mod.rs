@@ -139,7 +139,12 @@ pub struct Node {
     pub ready: bool,
 }
 
-pub fn node(url: &str, limit: &[&str], seconds: &str, threads: usize) -> Node {
+pub fn node<S: AsRef<std::ffi::OsStr>>(
+    url: &str,
+    limit: &[S],
+    seconds: &str,
+    threads: usize,
+) -> Node {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_node"))
         .args(["--redis", url])
         .args(limit)
