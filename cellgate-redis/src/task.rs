@@ -46,7 +46,7 @@ pub(crate) struct Task {
     pub(crate) fallback_burst: u64,
     /// Units withdrawn from the pool, to give back.
     pub(crate) to_give: u64,
-    /// Fallback admissions charged (or being charged) so far.
+    /// Fallback admissions charged so far.
     pub(crate) charged: u64,
     pub(crate) want: u64,
     pub(crate) next_grant: Instant,
@@ -139,6 +139,14 @@ impl Task {
         if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
             self.shared.state.store(PARTITIONED, Ordering::Relaxed);
         }
+        // Outage admissions are charged before anything more is granted: a grant still
+        // waiting from before the outage would otherwise take room they already used. Dropping
+        // it is safe: if it ran and only its reply was lost, its units are never sold.
+        if let Some(Pending { op: Op::Grant, .. }) = self.pending {
+            if self.debt() > 0 {
+                self.pending = None;
+            }
+        }
         if self.pending.is_none() {
             self.pending = self.next_command(now);
         }
@@ -150,6 +158,14 @@ impl Task {
         self.publish();
     }
 
+    /// Units admitted by the fallback and not yet charged.
+    fn debt(&self) -> u64 {
+        self.shared
+            .fallback_admitted
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.charged)
+    }
+
     /// The fallback must end before the server may reconcile this holder.
     fn fallback_deadline(&self) -> Instant {
         let ttl = self.client.holder_ttl();
@@ -159,14 +175,8 @@ impl Task {
     fn next_command(&mut self, now: Instant) -> Option<Pending> {
         let op_n = if self.to_give > 0 {
             Some((Op::Give, std::mem::take(&mut self.to_give)))
-        } else if let Some(debt) = self
-            .shared
-            .fallback_admitted
-            .load(Ordering::Relaxed)
-            .checked_sub(self.charged)
-            .filter(|d| *d > 0)
-        {
-            Some((Op::Charge, debt))
+        } else if self.debt() > 0 {
+            Some((Op::Charge, self.debt()))
         } else {
             let want = self.lease_size();
             let low = self.book.level() <= want / 2 || self.dry_since_grant;
@@ -345,11 +355,7 @@ impl Task {
     }
 
     fn next_command_final(&mut self) -> Option<Pending> {
-        let debt = self
-            .shared
-            .fallback_admitted
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.charged);
+        let debt = self.debt();
         let (op, n) = if self.to_give > 0 {
             (Op::Give, std::mem::take(&mut self.to_give))
         } else if debt > 0 {

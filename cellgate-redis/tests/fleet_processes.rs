@@ -175,10 +175,19 @@ fn redis_restart_mid_run_causes_no_overshoot() {
     r.stop();
     let during = run_until(&mut nodes, Duration::from_millis(2200));
     r.start();
-    let total: u64 = nodes
-        .into_iter()
-        .map(|n| n.finish(Duration::from_secs(30)))
-        .sum();
+    let mut total = 0;
+    for n in nodes {
+        let (admitted, counters) = n.finish_with_counters(Duration::from_secs(30));
+        total += admitted;
+        let charged: u64 = counters
+            .get("charged_back")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            charged > 0,
+            "a node admitted in fallback but charged nothing back: {counters:?}"
+        );
+    }
     let elapsed = start.elapsed().as_secs_f64();
     let bound = RATE as f64 * elapsed + BURST as f64;
     eprintln!("restart: {before} before the outage, {during} at its end, {total} in {elapsed:.3} s, bound {bound:.0}");

@@ -137,6 +137,8 @@ pub struct Node {
     pub lines: std::sync::mpsc::Receiver<String>,
     pub last: u64,
     pub ready: bool,
+    /// What the node wrote to stderr (its closing counters), once it has exited.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 pub fn node<S: AsRef<std::ffi::OsStr>>(
@@ -150,9 +152,19 @@ pub fn node<S: AsRef<std::ffi::OsStr>>(
         .args(limit)
         .args(["--seconds", seconds, "--threads", &threads.to_string()])
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("starting fleet_node");
     let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = std::io::BufReader::new(err).read_to_string(&mut text);
+        *sink.lock().unwrap() = text;
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
@@ -167,6 +179,7 @@ pub fn node<S: AsRef<std::ffi::OsStr>>(
         lines: rx,
         last: 0,
         ready: false,
+        stderr,
     }
 }
 
@@ -204,7 +217,16 @@ impl Node {
     }
 
     /// Waits for the process to exit 0 (within `limit`); returns its final total.
-    pub fn finish(mut self, limit: Duration) -> u64 {
+    pub fn finish(self, limit: Duration) -> u64 {
+        self.finish_with_counters(limit).0
+    }
+
+    /// As [`finish`](Self::finish), with the counters the node printed on stderr at exit
+    /// (`name value` pairs of its `fleet_node: ...` line).
+    pub fn finish_with_counters(
+        mut self,
+        limit: Duration,
+    ) -> (u64, std::collections::HashMap<String, String>) {
         let deadline = Instant::now() + limit;
         while self.poll(Duration::from_millis(50)) {
             assert!(
@@ -215,7 +237,29 @@ impl Node {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "fleet_node exited with {status}");
         assert!(self.ready, "fleet_node never printed ready");
-        self.last
+        // The stderr reader ends when the process does.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let text = loop {
+            let t = self.stderr.lock().unwrap().clone();
+            if !t.is_empty() || Instant::now() > deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("fleet_node: state"))
+            .unwrap_or("");
+        let words: Vec<&str> = line
+            .trim_start_matches("fleet_node: ")
+            .split_whitespace()
+            .collect();
+        let counters = words
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| (c[0].to_owned(), c[1].to_owned()))
+            .collect();
+        (self.last, counters)
     }
 }
 
