@@ -1,1 +1,62 @@
-//! Fleet mode for cellgate (placeholder; see issue 17).
+//! # cellgate-redis: one limit across a fleet, with every check local
+//!
+//! The usual way to share a rate limit or a stock across processes is a Redis round trip and
+//! a Lua script per request; the usual way to avoid that round trip ("admit locally, report
+//! later") over-admits by about one local allowance per process per sync, without bound while
+//! the backend is down. This crate takes capacity from Redis **before** admitting it: each
+//! process holds a *lease* of pre-debited units in a local `cellgate` stock, so a check is one
+//! compare-and-swap, and the global bound holds by construction.
+//!
+//! | item | what |
+//! |---|---|
+//! | [`Fleet::stock`] | a global stock (flash-sale inventory): Σ sold ≤ stock |
+//! | [`Fleet::rate`] | a global GCRA rate `R`, burst `B`: Σ admitted over `[0, T]` ≤ `R·T + B` |
+//! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::RateLimiter`] |
+//! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only) |
+//! | [`LeaseClient`] | the wire protocol alone (for tests and tools) |
+//!
+//! ## The protocol
+//!
+//! One Lua script (run with EVALSHA, loaded again on NOSCRIPT) over three keys that share the
+//! hash tag `{name}`, so a cluster keeps a limit on one slot. Time is the server's `TIME` in
+//! integer microseconds, every number stays below 2^53, so Lua's doubles are exact. Every
+//! command carries the process id and a sequence number; the server keeps the answer to each
+//! process's newest sequence, so a retried or duplicated command never grants twice.
+//!
+//! - **grant** `n`: up to `n` units (a stock: at most `remaining / (2·live)` near the end, so
+//!   the last units spread; a rate: what the fleet's GCRA has room for).
+//! - **give** `n`: unadmitted units back (when idle about 1 s, when a rate lease's lifetime
+//!   ends, at shutdown).
+//! - **charge** `n`: units admitted during an outage, debited whatever the room.
+//!
+//! ## Examples
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use cellgate_redis::Fleet;
+//!
+//! let api = Fleet::rate("api", 10_000, Duration::from_secs(1))
+//!     .burst(1_000)
+//!     .connect("redis://127.0.0.1:6379")?;
+//! if api.check().is_allowed() {
+//!     // serve
+//! }
+//! # Ok::<(), cellgate_redis::FleetError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod book;
+mod builder;
+mod client;
+mod error;
+mod fleet;
+#[cfg(feature = "metrics")]
+mod metrics;
+mod shared;
+mod task;
+
+pub use builder::FleetBuilder;
+pub use client::{keys, Kind, LeaseClient, Op, Reply};
+pub use error::FleetError;
+pub use fleet::{Fleet, FleetState, FleetStats};

@@ -1,0 +1,224 @@
+//! Configuring a fleet limiter and connecting it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cellgate::{Limiter, Quota};
+use tokio::sync::Notify;
+
+use crate::book::Book;
+use crate::client::{check_name, Kind, LeaseClient, Op};
+use crate::error::FleetError;
+use crate::fleet::Fleet;
+use crate::shared::{Shared, CONNECTED};
+use crate::task::Task;
+
+/// Configures a [`Fleet`]; see [`Fleet::stock`] and [`Fleet::rate`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use cellgate_redis::Fleet;
+///
+/// let api = Fleet::rate("api", 10_000, Duration::from_secs(1))
+///     .burst(2_000)
+///     .command_timeout(Duration::from_millis(100))
+///     .connect("redis://127.0.0.1:6379")?;
+/// # Ok::<(), cellgate_redis::FleetError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct FleetBuilder {
+    pub(crate) name: String,
+    pub(crate) kind: Result<Kind, String>,
+    pub(crate) command_timeout: Duration,
+    pub(crate) lease_lifetime: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) min_lease: u64,
+    pub(crate) horizon: Duration,
+}
+
+impl FleetBuilder {
+    pub(crate) fn new(name: &str, kind: Result<Kind, String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            command_timeout: Duration::from_millis(200),
+            lease_lifetime: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+            min_lease: 128,
+            horizon: Duration::from_millis(200),
+        }
+    }
+
+    /// The burst of a rate limit (default: its count). Ignored for a stock.
+    pub fn burst(mut self, burst: u64) -> Self {
+        if let Ok(Kind::Rate { burst: b, .. }) = &mut self.kind {
+            *b = burst;
+        }
+        self
+    }
+
+    /// The longest Redis may take to answer one command (default 200 ms); past it the
+    /// process counts Redis as unreachable and retries in the background.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
+    /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
+    /// units at 3/4 of it, leaving the rest as slack for its thread to be scheduled. Ignored
+    /// for a stock (its units never expire).
+    pub fn lease_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lease_lifetime = lifetime;
+        self
+    }
+
+    /// After this long without an admission the process gives its leftovers back (default
+    /// 1 s).
+    pub fn idle_return(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    /// The smallest lease asked for (default 128): under contention each Redis command then
+    /// carries at least about this many units.
+    pub fn min_lease(mut self, units: u64) -> Self {
+        self.min_lease = units.max(1);
+        self
+    }
+
+    /// Connects to the Redis at `url`, registers this process, and starts the background
+    /// task. Blocks for at most a few command timeouts.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Config`] for an invalid configuration or URL; [`FleetError::Redis`] or
+    /// [`FleetError::Timeout`] when Redis cannot be reached or holds this name with another
+    /// configuration.
+    pub fn connect(self, url: &str) -> Result<Fleet, FleetError> {
+        check_name(&self.name)?;
+        let kind = self.kind.clone().map_err(FleetError::Config)?;
+        if let Kind::Rate { interval_us, burst } = kind {
+            // The server's GCRA room is burst·interval µs past now: all of it below 2^52 so
+            // Lua's doubles stay exact.
+            if burst == 0 || burst.saturating_mul(interval_us) >= 1 << 50 {
+                return Err(FleetError::Config(format!(
+                    "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
+                )));
+            }
+        }
+        let descriptor = match kind {
+            Kind::Stock { units } => {
+                Limiter::stock(u32::try_from(units).unwrap_or(u32::MAX)).build()
+            }
+            Kind::Rate { interval_us, burst } => Limiter::gcra(
+                Quota::with_interval(Duration::from_micros(interval_us))
+                    .with_burst(u32::try_from(burst).unwrap_or(u32::MAX)),
+            )
+            .build(),
+        }
+        .map_err(|e| FleetError::Config(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
+        let pid = process_id();
+        let timeout = self.command_timeout;
+        let (client, first) = runtime.block_on(async {
+            let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
+            // Registration: a few tries, the same sequence each time (idempotent).
+            let mut tries = 0;
+            let first = loop {
+                match c.call(Op::Grant, 1, 0).await {
+                    Ok(r) => break r,
+                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                    Err(e) => return Err(e),
+                }
+            };
+            Ok::<_, FleetError>((c, first))
+        })?;
+        let fallback = match kind {
+            Kind::Rate { interval_us, .. } if first.fallback_burst > 0 => Some(
+                Limiter::gcra(share(interval_us, first.live, first.fallback_burst))
+                    .build()
+                    .map_err(|e| FleetError::Config(e.to_string()))?,
+            ),
+            _ => None,
+        };
+        let shared = Arc::new(Shared {
+            pool: Limiter::stock(0)
+                .build()
+                .map_err(|e| FleetError::Config(e.to_string()))?,
+            fallback,
+            state: AtomicU8::new(CONNECTED),
+            dry: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            wake: Notify::new(),
+            fallback_admitted: AtomicU64::new(0),
+            lease_requests: AtomicU64::new(0),
+            backend_errors: AtomicU64::new(0),
+            charged_back: AtomicU64::new(0),
+            commands: AtomicU64::new(1),
+            live: AtomicU64::new(first.live),
+        });
+        let now = Instant::now();
+        let task = Task {
+            client,
+            shared: shared.clone(),
+            kind,
+            name: self.name.clone(),
+            book: Book::default(),
+            seq: 1,
+            pending: None,
+            retry_at: now,
+            failures: 0,
+            last_ok_sent: now,
+            last_contact: now,
+            live: first.live.max(1),
+            fallback_burst: first.fallback_burst,
+            to_give: 0,
+            charged: 0,
+            want: self.min_lease,
+            next_grant: now,
+            stock_backoff: Duration::ZERO,
+            dry_since_grant: false,
+            window_start: now,
+            window_spent: 0,
+            rate: 0.0,
+            last_use: now,
+            cfg: self.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("cellgate-fleet-{}", self.name))
+            .spawn(move || runtime.block_on(task.run()))
+            .map_err(|e| FleetError::Config(format!("spawning the lease thread: {e}")))?;
+        Ok(Fleet {
+            shared,
+            thread: Mutex::new(Some(thread)),
+            descriptor,
+            name: self.name,
+        })
+    }
+}
+
+/// A process id unique across the fleet and across restarts of one process.
+fn process_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // Relaxed: only uniqueness of the returned values matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}-{:x}-{n}", std::process::id(), nanos)
+}
+
+/// The outage share of one of `live` processes: `R / live`, with its reserved burst.
+pub(crate) fn share(interval_us: u64, live: u64, burst: u64) -> Quota {
+    let interval = Duration::from_micros(interval_us.saturating_mul(live.max(1)));
+    Quota::with_interval(interval).with_burst(u32::try_from(burst).unwrap_or(u32::MAX))
+}

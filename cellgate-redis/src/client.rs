@@ -1,0 +1,247 @@
+//! The wire side of the lease protocol: one Lua script, three keys under one hash tag, and an
+//! idempotent `(process id, sequence)` on every command.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
+
+use crate::error::FleetError;
+
+/// The script every command runs (see `lease.lua` for the protocol).
+const LEASE_LUA: &str = include_str!("lease.lua");
+
+/// What a limit is on the server: a stock of units, or a GCRA rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A stock of `units` that only goes down.
+    Stock {
+        /// The initial stock (the first process to touch the limit sets it).
+        units: u64,
+    },
+    /// A rate of one unit per `interval_us` microseconds, at most `burst` at once.
+    Rate {
+        /// The emission interval in microseconds (rounded up, so the fleet is never faster
+        /// than asked).
+        interval_us: u64,
+        /// The burst.
+        burst: u64,
+    },
+}
+
+impl Kind {
+    fn wire(self) -> (&'static str, u64, u64) {
+        match self {
+            Kind::Stock { units } => ("stock", units, 0),
+            Kind::Rate { interval_us, burst } => ("rate", interval_us, burst),
+        }
+    }
+}
+
+/// A lease command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Take up to `n` units (fewer when fewer are available; `n = 0` is a heartbeat).
+    Grant,
+    /// Give back `n` unadmitted units.
+    Give,
+    /// Debit `n` units admitted without a lease (during an outage), whatever the room.
+    Charge,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Grant => "grant",
+            Op::Give => "give",
+            Op::Charge => "charge",
+        }
+    }
+}
+
+/// The server's answer to one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// Units granted, given back or charged.
+    pub value: u64,
+    /// Live holders of this limit (this process included).
+    pub live: u64,
+    /// `true` when the sequence was already executed: `value` is the first execution's.
+    pub repeated: bool,
+    /// `true` when a newer sequence of this process was executed first: nothing changed.
+    pub stale: bool,
+    /// This process's fallback burst (rate limits; reserved out of the global burst).
+    pub fallback_burst: u64,
+    /// Stock: units left on the server; rate: units grantable right now.
+    pub info: i64,
+    /// Rate: the burst leases may use (the global burst less the fallback reservations);
+    /// stock: 0.
+    pub leasable_burst: u64,
+}
+
+/// One process's connection to one fleet limit: the lease protocol, without any policy.
+///
+/// Every command carries this client's process id and a sequence number chosen by the
+/// caller; the server keeps the answer to each process's newest sequence, so sending the
+/// same `(op, seq, n)` again (after a timeout, on a new connection) gets the same answer and
+/// changes nothing, and a sequence older than the newest executed one changes nothing.
+/// [`Fleet`](crate::Fleet) drives this; it is public for tests and tools.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> Result<(), cellgate_redis::FleetError> {
+/// use std::time::Duration;
+/// use cellgate_redis::{Kind, LeaseClient, Op};
+///
+/// let mut c = LeaseClient::connect(
+///     "redis://127.0.0.1:6379", "sale", Kind::Stock { units: 100 }, "me", Duration::from_millis(200),
+/// ).await?;
+/// let got = c.call(Op::Grant, 1, 10).await?;
+/// assert_eq!(c.call(Op::Grant, 1, 10).await?.value, got.value); // same sequence, same answer
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaseClient {
+    conn: ConnectionManager,
+    script: Script,
+    keys: [String; 3],
+    pid: String,
+    kind: Kind,
+    holder_ttl: Duration,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for LeaseClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseClient")
+            .field("keys", &self.keys)
+            .field("pid", &self.pid)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The keys of limit `name`: one hash tag, so a cluster keeps them on one slot.
+pub fn keys(name: &str) -> [String; 3] {
+    [
+        format!("cellgate:{{{name}}}:state"),
+        format!("cellgate:{{{name}}}:holders"),
+        format!("cellgate:{{{name}}}:replies"),
+    ]
+}
+
+/// A limit name must be non-empty and free of braces (they would change the hash tag).
+pub(crate) fn check_name(name: &str) -> Result<(), FleetError> {
+    if name.is_empty() || name.contains(['{', '}']) {
+        return Err(FleetError::Config(format!(
+            "limit name {name:?} must be non-empty and contain no braces"
+        )));
+    }
+    Ok(())
+}
+
+/// How long a holder may stay silent before the server reconciles it.
+pub(crate) const DEFAULT_HOLDER_TTL: Duration = Duration::from_secs(10);
+
+impl LeaseClient {
+    /// Connects to `url` (a `redis://` URL) for limit `name` as process `pid`, with every
+    /// command bounded by `timeout`; the connection reconnects in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Config`] for a bad name or URL, [`FleetError::Redis`] or
+    /// [`FleetError::Timeout`] when the first connection fails.
+    pub async fn connect(
+        url: &str,
+        name: &str,
+        kind: Kind,
+        pid: &str,
+        timeout: Duration,
+    ) -> Result<Self, FleetError> {
+        check_name(name)?;
+        let client = redis::Client::open(url)
+            .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
+        // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
+        // reconnects run in the background, and each command stays bounded by `timeout`.
+        let connect_timeout = timeout.max(Duration::from_secs(1));
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(timeout))
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200))
+            .set_number_of_retries(2);
+        let conn = tokio::time::timeout(
+            connect_timeout.saturating_mul(2),
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| FleetError::Timeout)??;
+        Ok(Self {
+            conn,
+            script: Script::new(LEASE_LUA),
+            keys: keys(name),
+            pid: pid.to_owned(),
+            kind,
+            holder_ttl: DEFAULT_HOLDER_TTL,
+            timeout,
+        })
+    }
+
+    /// This client's process id.
+    pub fn pid(&self) -> &str {
+        &self.pid
+    }
+
+    /// How long the server keeps a silent holder before reconciling it.
+    pub fn holder_ttl(&self) -> Duration {
+        self.holder_ttl
+    }
+
+    /// Sends `op` of `n` units as sequence `seq` (EVALSHA, loading the script on NOSCRIPT),
+    /// waiting at most the client's timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Timeout`], [`FleetError::Redis`] (a refused configuration included), or
+    /// [`FleetError::Protocol`] for a reply of the wrong shape. After an error the command may
+    /// or may not have been executed: send the same sequence again to find out.
+    pub async fn call(&mut self, op: Op, seq: u64, n: u64) -> Result<Reply, FleetError> {
+        let (mode, c1, c2) = self.kind.wire();
+        let ttl_us = u64::try_from(self.holder_ttl.as_micros()).unwrap_or(u64::MAX);
+        let mut inv = self.script.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k);
+        }
+        inv.arg(op.name())
+            .arg(&self.pid)
+            .arg(seq)
+            .arg(n)
+            .arg(mode)
+            .arg(c1)
+            .arg(c2)
+            .arg(ttl_us);
+        // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
+        // reload (two round trips) and a reconnect in progress.
+        let reply: Vec<i64> = tokio::time::timeout(
+            self.timeout.saturating_mul(2),
+            inv.invoke_async(&mut self.conn),
+        )
+        .await
+        .map_err(|_| FleetError::Timeout)??;
+        let [value, live, flag, fb, info, leasable] = reply[..] else {
+            return Err(FleetError::Protocol(format!("reply {reply:?}")));
+        };
+        let non_negative =
+            |x: i64| u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")));
+        Ok(Reply {
+            value: non_negative(value)?,
+            live: non_negative(live)?,
+            repeated: flag == 1,
+            stale: flag == 2,
+            fallback_burst: non_negative(fb)?,
+            info,
+            leasable_burst: non_negative(leasable)?,
+        })
+    }
+}

@@ -1,0 +1,133 @@
+-- cellgate fleet lease script: one limit's whole server side, run atomically by Redis.
+--
+-- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost
+-- KEYS[2] holders hash  s:<pid> last seen (us), f:<pid> fallback burst, n:<pid> net units held
+-- KEYS[3] replies hash  <pid> -> "seq value live fb info" (the answer to the newest sequence)
+-- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us)
+--   stock: c1 = initial units, c2 = 0;   rate: c1 = emission interval (us), c2 = burst
+--
+-- Every number is an integer below 2^53 (times in microseconds), so Lua's doubles hold them
+-- exactly; they are written back with %d, never with Lua's float formatting.
+-- Reply: { value, live holders, flag (0 new, 1 repeated sequence, 2 stale sequence),
+--          fallback burst of this holder, info (stock: units left; rate: units grantable now),
+--          leasable burst (rate: the burst less the fallback reservations; stock: 0) }
+
+local S, H, Q = KEYS[1], KEYS[2], KEYS[3]
+local op, pid = ARGV[1], ARGV[2]
+local seq, n = tonumber(ARGV[3]), tonumber(ARGV[4])
+local mode = ARGV[5]
+local c1, c2 = tonumber(ARGV[6]), tonumber(ARGV[7])
+local ttl = tonumber(ARGV[8])
+
+local function int(x) return string.format('%d', x) end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- The first holder fixes the configuration; a different one is refused, not merged.
+local m = redis.call('HGET', S, 'mode')
+if not m then
+  redis.call('HSET', S, 'mode', mode, 'c1', int(c1), 'c2', int(c2), 'lost', '0')
+  if mode == 'stock' then
+    redis.call('HSET', S, 'rem', int(c1))
+  else
+    redis.call('HSET', S, 'tat', '0')
+  end
+elseif m ~= mode or tonumber(redis.call('HGET', S, 'c1')) ~= c1
+    or tonumber(redis.call('HGET', S, 'c2')) ~= c2 then
+  return redis.error_reply('CELLGATE limit exists with another configuration')
+end
+
+-- Idempotency: a retried or duplicated command gets the answer of its first execution, and an
+-- older sequence than the newest executed one changes nothing.
+local last = redis.call('HGET', Q, pid)
+if last then
+  local ls, lv, ll, lf, li, lb = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
+  ls = tonumber(ls)
+  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb) } end
+  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb) } end
+end
+
+-- Live holders. A holder silent for longer than the ttl is reconciled: its fallback burst is
+-- freed and whatever it still held (stock) is counted lost, never put back on sale: it may
+-- have sold those units before it died.
+local seen, fbs = {}, {}
+local all = redis.call('HGETALL', H)
+for i = 1, #all, 2 do
+  local kind, p = string.sub(all[i], 1, 2), string.sub(all[i], 3)
+  if kind == 's:' then seen[p] = tonumber(all[i + 1]) end
+  if kind == 'f:' then fbs[p] = tonumber(all[i + 1]) end
+end
+local live, reserved = 0, 0
+for p, s in pairs(seen) do
+  if s + ttl < now and p ~= pid then
+    local held = tonumber(redis.call('HGET', H, 'n:' .. p) or '0')
+    if mode == 'stock' and held > 0 then redis.call('HINCRBY', S, 'lost', int(held)) end
+    redis.call('HDEL', H, 's:' .. p, 'f:' .. p, 'n:' .. p)
+  else
+    live = live + 1
+    reserved = reserved + (fbs[p] or 0)
+  end
+end
+
+-- Registration: a rate holder's fallback burst is fixed once and reserved out of the global
+-- burst (B/16 each while half the burst is unreserved), so an outage cannot overshoot it.
+local fb = fbs[pid]
+if not seen[pid] or seen[pid] + ttl < now then
+  if not seen[pid] then live = live + 1 end
+  if not fb then
+    fb = 0
+    if mode == 'rate' then
+      fb = math.min(math.floor(c2 / 16), math.floor(c2 / 2) - reserved)
+      if fb < 0 then fb = 0 end
+    end
+    reserved = reserved + fb
+    redis.call('HSET', H, 'f:' .. pid, int(fb))
+  end
+end
+redis.call('HSET', H, 's:' .. pid, int(now))
+
+local v, info, leasable = 0, 0, 0
+if mode == 'stock' then
+  local rem = tonumber(redis.call('HGET', S, 'rem'))
+  if op == 'grant' then
+    -- Near the end of a stock every holder gets at most remaining/(2 live) so the last units
+    -- spread over the fleet instead of sitting unsold in one lease.
+    local cap = math.max(1, math.floor(rem / (2 * live)))
+    v = math.min(n, rem, cap)
+    rem = rem - v
+    redis.call('HINCRBY', H, 'n:' .. pid, int(v))
+  elseif op == 'give' then
+    v = n
+    rem = rem + n
+    redis.call('HINCRBY', H, 'n:' .. pid, int(-n))
+  end
+  redis.call('HSET', S, 'rem', int(rem))
+  info = rem
+else
+  -- GCRA over the fleet: tat in microseconds, leases debit n emission intervals up front.
+  local T, B = c1, c2
+  leasable = B - reserved
+  local tat = math.max(tonumber(redis.call('HGET', S, 'tat')), now)
+  if op == 'grant' then
+    local room = now + (B - reserved) * T - tat
+    local avail = 0
+    if room > 0 then avail = math.floor(room / T) end
+    v = math.min(n, avail)
+    tat = tat + v * T
+    info = avail - v
+  elseif op == 'give' then
+    v = n
+    tat = tat - n * T
+  elseif op == 'charge' then
+    -- Admissions made during an outage: debited whatever the room, so the fleet pays them
+    -- back before anything more is granted.
+    v = n
+    tat = tat + n * T
+  end
+  redis.call('HSET', S, 'tat', int(tat))
+end
+
+redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
+  .. ' ' .. int(info) .. ' ' .. int(leasable))
+return { v, live, 0, fb, info, leasable }

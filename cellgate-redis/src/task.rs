@@ -1,0 +1,374 @@
+//! The background task: accounts the pool, withdraws expired and idle leases, and talks to
+//! Redis one command at a time (see the [`Fleet`](crate::Fleet) module docs).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::book::Book;
+use crate::builder::{share, FleetBuilder};
+use crate::client::{Kind, LeaseClient, Op, Reply};
+use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
+
+/// How often the background task looks at the pool.
+const TICK: Duration = Duration::from_millis(2);
+/// A process silent this long still heartbeats, so the server counts it live.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The period over which the spending rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
+/// The largest lease: the pool's decisions report `u32` remaining counts.
+const MAX_LEASE: u64 = 1 << 30;
+
+/// A command being sent, retried as the same sequence until answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    op: Op,
+    seq: u64,
+    n: u64,
+    first_sent: Option<Instant>,
+}
+
+/// The background side: owns the Redis client and the ledger.
+pub(crate) struct Task {
+    pub(crate) client: LeaseClient,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) kind: Kind,
+    pub(crate) name: String,
+    pub(crate) book: Book,
+    pub(crate) seq: u64,
+    pub(crate) pending: Option<Pending>,
+    pub(crate) retry_at: Instant,
+    pub(crate) failures: u32,
+    /// When the last answered command was first sent: the server saw this holder no earlier.
+    pub(crate) last_ok_sent: Instant,
+    pub(crate) last_contact: Instant,
+    pub(crate) live: u64,
+    pub(crate) fallback_burst: u64,
+    /// Units withdrawn from the pool, to give back.
+    pub(crate) to_give: u64,
+    /// Fallback admissions charged so far.
+    pub(crate) charged: u64,
+    pub(crate) want: u64,
+    pub(crate) next_grant: Instant,
+    pub(crate) stock_backoff: Duration,
+    pub(crate) dry_since_grant: bool,
+    pub(crate) window_start: Instant,
+    pub(crate) window_spent: u64,
+    /// Spending rate, units per second.
+    pub(crate) rate: f64,
+    pub(crate) last_use: Instant,
+    pub(crate) cfg: FleetBuilder,
+}
+
+impl Task {
+    pub(crate) async fn run(mut self) {
+        while !self.shared.stop.load(Ordering::Acquire) {
+            tokio::select! {
+                () = self.shared.wake.notified() => {}
+                () = tokio::time::sleep(TICK) => {}
+            }
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            self.step().await;
+        }
+        self.finish().await;
+    }
+
+    fn pool_remaining(&self) -> u64 {
+        u64::from(self.shared.pool.peek_n(0).remaining())
+    }
+
+    /// Withdraws from the pool the units `target` names (given the ledger after a fresh
+    /// look), so no check can admit them; returns how many.
+    fn withdraw(&mut self, target: impl Fn(&Book) -> u64) -> u64 {
+        loop {
+            let remaining = self.pool_remaining();
+            let spent = self.book.observe(remaining, self.returned_deadline());
+            self.note_spent(spent);
+            let x = target(&self.book).min(u64::from(u32::MAX));
+            if x == 0 {
+                return 0;
+            }
+            // Units are interchangeable: if checks took some meanwhile, look again.
+            if self.shared.pool.check_n(x as u32).is_allowed() {
+                self.book.take_front(x);
+                return x;
+            }
+        }
+    }
+
+    /// Units cancelled back into the pool: a rate limit gives them back at once (their grant's
+    /// lifetime is unknown); a stock keeps them.
+    fn returned_deadline(&self) -> Option<Instant> {
+        match self.kind {
+            Kind::Rate { .. } => Some(Instant::now()),
+            Kind::Stock { .. } => None,
+        }
+    }
+
+    fn note_spent(&mut self, spent: u64) {
+        if spent > 0 {
+            self.window_spent += spent;
+            self.last_use = Instant::now();
+        }
+    }
+
+    async fn step(&mut self) {
+        let now = Instant::now();
+        let spent = self
+            .book
+            .observe(self.pool_remaining(), self.returned_deadline());
+        self.note_spent(spent);
+        let elapsed = now.duration_since(self.window_start);
+        if elapsed >= RATE_WINDOW {
+            let r = self.window_spent as f64 / elapsed.as_secs_f64();
+            self.rate = 0.5 * self.rate + 0.5 * r;
+            self.window_start = now;
+            self.window_spent = 0;
+        }
+        if self.shared.dry.swap(false, Ordering::Relaxed) {
+            self.dry_since_grant = true;
+        }
+        if matches!(self.kind, Kind::Rate { .. }) {
+            self.to_give += self.withdraw(|b| b.expired(now));
+        }
+        if self.book.level() > 0 && now.duration_since(self.last_use) >= self.cfg.idle {
+            self.to_give += self.withdraw(Book::level);
+        }
+        if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
+            self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+        }
+        // Outage admissions are charged before anything more is granted: a grant still
+        // waiting from before the outage would otherwise take room they already used. Dropping
+        // it is safe: if it ran and only its reply was lost, its units are never sold.
+        if let Some(Pending { op: Op::Grant, .. }) = self.pending {
+            if self.debt() > 0 {
+                self.pending = None;
+            }
+        }
+        if self.pending.is_none() {
+            self.pending = self.next_command(now);
+        }
+        if let Some(p) = self.pending {
+            if now >= self.retry_at {
+                self.send(p).await;
+            }
+        }
+        self.publish();
+    }
+
+    /// Units admitted by the fallback and not yet charged.
+    fn debt(&self) -> u64 {
+        self.shared
+            .fallback_admitted
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.charged)
+    }
+
+    /// The fallback must end before the server may reconcile this holder.
+    fn fallback_deadline(&self) -> Instant {
+        let ttl = self.client.holder_ttl();
+        self.last_ok_sent + ttl - ttl / 5
+    }
+
+    fn next_command(&mut self, now: Instant) -> Option<Pending> {
+        let op_n = if self.to_give > 0 {
+            Some((Op::Give, std::mem::take(&mut self.to_give)))
+        } else if self.debt() > 0 {
+            Some((Op::Charge, self.debt()))
+        } else {
+            let want = self.lease_size();
+            let low = self.book.level() <= want / 2 || self.dry_since_grant;
+            if low && now >= self.next_grant && self.book.level() + want <= u64::from(u32::MAX) {
+                self.want = want;
+                Some((Op::Grant, want))
+            } else if now.duration_since(self.last_contact) >= HEARTBEAT {
+                Some((Op::Grant, 0))
+            } else {
+                None
+            }
+        };
+        op_n.map(|(op, n)| {
+            self.seq += 1;
+            Pending {
+                op,
+                seq: self.seq,
+                n,
+                first_sent: None,
+            }
+        })
+    }
+
+    /// The next lease: about `horizon` of the observed spending, at least `min_lease`,
+    /// doubled while the pool keeps running dry.
+    fn lease_size(&self) -> u64 {
+        let mut want = (self.rate * self.cfg.horizon.as_secs_f64()) as u64;
+        want = want.max(self.cfg.min_lease);
+        if self.dry_since_grant {
+            want = want.max(self.want.saturating_mul(2));
+        }
+        let cap = match self.kind {
+            Kind::Rate { burst, .. } => burst.max(1),
+            Kind::Stock { .. } => MAX_LEASE,
+        };
+        want.min(cap).min(MAX_LEASE)
+    }
+
+    async fn send(&mut self, mut p: Pending) {
+        let sent = Instant::now();
+        let first_sent = *p.first_sent.get_or_insert(sent);
+        self.pending = Some(p);
+        self.shared.commands.fetch_add(1, Ordering::Relaxed);
+        match self.client.call(p.op, p.seq, p.n).await {
+            Ok(reply) => {
+                self.pending = None;
+                self.failures = 0;
+                self.last_ok_sent = first_sent;
+                self.last_contact = Instant::now();
+                self.shared.state.store(CONNECTED, Ordering::Relaxed);
+                self.apply(p, first_sent, reply);
+            }
+            Err(_) => {
+                self.shared.backend_errors.fetch_add(1, Ordering::Relaxed);
+                self.failures = self.failures.saturating_add(1);
+                let backoff = Duration::from_millis(10 << self.failures.min(5));
+                self.retry_at = Instant::now() + backoff;
+                let can_fall_back =
+                    self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
+                let state = if can_fall_back { FALLBACK } else { PARTITIONED };
+                self.shared.state.store(state, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn apply(&mut self, p: Pending, first_sent: Instant, r: Reply) {
+        if r.live != self.live || r.fallback_burst != self.fallback_burst {
+            self.live = r.live.max(1);
+            self.fallback_burst = r.fallback_burst;
+            self.shared.live.store(self.live, Ordering::Relaxed);
+            if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind) {
+                if r.fallback_burst > 0 {
+                    let _ = f.set_quota(share(interval_us, self.live, r.fallback_burst));
+                }
+            }
+        }
+        match p.op {
+            Op::Grant => {
+                if p.n == 0 {
+                    return;
+                }
+                self.shared.lease_requests.fetch_add(1, Ordering::Relaxed);
+                let got = if r.stale { 0 } else { r.value };
+                if got > 0 {
+                    let deadline = match self.kind {
+                        // Withdrawn at 3/4 of the lifetime: the rest is slack for this
+                        // thread to be scheduled, so no unit is admitted past the lifetime.
+                        Kind::Rate { .. } => Some(first_sent + self.cfg.lease_lifetime * 3 / 4),
+                        Kind::Stock { .. } => None,
+                    };
+                    // Cannot fail on a stock limiter; the units are this process's either way.
+                    let _ = self.shared.pool.restock(got);
+                    self.book.add(deadline, got);
+                }
+                self.dry_since_grant = false;
+                let now = Instant::now();
+                self.next_grant = match self.kind {
+                    Kind::Rate { interval_us, .. } if got < p.n => {
+                        // The fleet is short: wait until the fleet accrues a minimum lease for
+                        // every live holder, so each command carries a worthwhile grant.
+                        // But come back within half the time the leasable burst takes to
+                        // fill up, even if nobody else asks (and this thread is late), or
+                        // the fleet would lose capacity.
+                        let us = self
+                            .cfg
+                            .min_lease
+                            .saturating_mul(interval_us)
+                            .saturating_mul(self.live)
+                            .min(r.leasable_burst.saturating_mul(interval_us) / 2);
+                        now + Duration::from_micros(us).min(self.cfg.lease_lifetime / 2)
+                    }
+                    Kind::Stock { .. } if got == 0 => {
+                        self.stock_backoff = (self.stock_backoff * 2)
+                            .clamp(Duration::from_millis(10), Duration::from_millis(500));
+                        now + self.stock_backoff
+                    }
+                    _ => {
+                        self.stock_backoff = Duration::ZERO;
+                        now
+                    }
+                };
+            }
+            Op::Give => {}
+            Op::Charge => {
+                if r.stale {
+                    // Not executed: the debt stays and is charged by a later command.
+                    return;
+                }
+                self.charged += p.n;
+                self.shared.charged_back.fetch_add(p.n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn publish(&self) {
+        #[cfg(feature = "metrics")]
+        crate::metrics::publish(&self.name, &self.shared_stats(), self.shared.state());
+        #[cfg(not(feature = "metrics"))]
+        let _ = &self.name;
+    }
+
+    #[cfg(feature = "metrics")]
+    fn shared_stats(&self) -> crate::fleet::FleetStats {
+        let s = &self.shared;
+        crate::fleet::FleetStats {
+            leased: self.book.level(),
+            lease_requests: s.lease_requests.load(Ordering::Relaxed),
+            backend_errors: s.backend_errors.load(Ordering::Relaxed),
+            charged_back: s.charged_back.load(Ordering::Relaxed),
+            commands: s.commands.load(Ordering::Relaxed),
+            live: s.live.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Shutdown: finish the command in flight, withdraw the pool, give it back, charge the
+    /// outage debt, each retried within a bounded time.
+    async fn finish(&mut self) {
+        let give_up = Instant::now() + self.cfg.command_timeout * 8;
+        // No more outage admissions: what was admitted so far is charged below.
+        self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+        loop {
+            if self.pending.is_none() {
+                self.to_give += self.withdraw(Book::level);
+                self.pending = self.next_command_final();
+            }
+            let Some(p) = self.pending else { break };
+            if Instant::now() >= give_up {
+                break;
+            }
+            self.send(p).await;
+            if self.pending.is_some() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        self.publish();
+    }
+
+    fn next_command_final(&mut self) -> Option<Pending> {
+        let debt = self.debt();
+        let (op, n) = if self.to_give > 0 {
+            (Op::Give, std::mem::take(&mut self.to_give))
+        } else if debt > 0 {
+            (Op::Charge, debt)
+        } else {
+            return None;
+        };
+        self.seq += 1;
+        Some(Pending {
+            op,
+            seq: self.seq,
+            n,
+            first_sent: None,
+        })
+    }
+}

@@ -1,0 +1,271 @@
+//! A real `redis-server` for the tests: started on a free loopback port in a temp dir, with
+//! an append-only file fsynced on every write so a restart keeps the limits' state.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// `None` (after one loud line) when `redis-server` is not installed, unless `CI=true`, where
+/// a missing server fails the test.
+pub fn redis() -> Option<RedisServer> {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("redis-server is not installed, and CI=true requires the Redis tests to run");
+        }
+        eprintln!("!!!!! SKIPPED: redis-server not found; install it (apt-get install -y redis-server) to run the fleet tests !!!!!");
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("cellgate-redis-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut s = RedisServer {
+        port,
+        dir,
+        child: None,
+    };
+    s.start();
+    Some(s)
+}
+
+impl RedisServer {
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again) on the same port and directory, and waits until it answers.
+    pub fn start(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut c) = self.connection() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server the way an operator would (SHUTDOWN: the AOF is flushed) and waits.
+    pub fn stop(&mut self) {
+        if let Ok(mut c) = self.connection() {
+            let _ = redis::cmd("SHUTDOWN").query::<()>(&mut c);
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+
+    pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    /// Calls made by clients to run scripts (EVAL/EVALSHA/SCRIPT), from `INFO commandstats`:
+    /// the round trips; the commands a script runs inside Redis are not round trips.
+    pub fn script_calls(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection().unwrap())
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    pub fn hgetall(&self, key: &str) -> std::collections::HashMap<String, String> {
+        redis::cmd("HGETALL")
+            .arg(key)
+            .query(&mut self.connection().unwrap())
+            .unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One `fleet_node` process, its stdout read line by line on a thread.
+pub struct Node {
+    pub child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+    pub last: u64,
+    pub ready: bool,
+    /// What the node wrote to stderr (its closing counters), once it has exited.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+pub fn node<S: AsRef<std::ffi::OsStr>>(
+    url: &str,
+    limit: &[S],
+    seconds: &str,
+    threads: usize,
+) -> Node {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_node"))
+        .args(["--redis", url])
+        .args(limit)
+        .args(["--seconds", seconds, "--threads", &threads.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting fleet_node");
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = std::io::BufReader::new(err).read_to_string(&mut text);
+        *sink.lock().unwrap() = text;
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Node {
+        child,
+        lines: rx,
+        last: 0,
+        ready: false,
+        stderr,
+    }
+}
+
+impl Node {
+    /// Reads the lines printed so far (waiting up to `wait` for one); returns whether the
+    /// output is still open.
+    pub fn poll(&mut self, wait: Duration) -> bool {
+        let mut first = true;
+        loop {
+            let line = if first {
+                first = false;
+                self.lines.recv_timeout(wait)
+            } else {
+                self.lines.try_recv().map_err(|e| match e {
+                    std::sync::mpsc::TryRecvError::Empty => {
+                        std::sync::mpsc::RecvTimeoutError::Timeout
+                    }
+                    std::sync::mpsc::TryRecvError::Disconnected => {
+                        std::sync::mpsc::RecvTimeoutError::Disconnected
+                    }
+                })
+            };
+            match line {
+                Ok(l) if l == "ready" => self.ready = true,
+                Ok(l) => {
+                    let n = l.strip_prefix("admitted ").and_then(|n| n.parse().ok());
+                    let n = n.unwrap_or_else(|| panic!("unexpected line {l:?}"));
+                    assert!(n >= self.last, "the running total went down");
+                    self.last = n;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return true,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+    }
+
+    /// Waits for the process to exit 0 (within `limit`); returns its final total.
+    pub fn finish(self, limit: Duration) -> u64 {
+        self.finish_with_counters(limit).0
+    }
+
+    /// As [`finish`](Self::finish), with the counters the node printed on stderr at exit
+    /// (`name value` pairs of its `fleet_node: ...` line).
+    pub fn finish_with_counters(
+        mut self,
+        limit: Duration,
+    ) -> (u64, std::collections::HashMap<String, String>) {
+        let deadline = Instant::now() + limit;
+        while self.poll(Duration::from_millis(50)) {
+            assert!(
+                Instant::now() < deadline,
+                "fleet_node did not finish in time"
+            );
+        }
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "fleet_node exited with {status}");
+        assert!(self.ready, "fleet_node never printed ready");
+        // The stderr reader ends when the process does.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let text = loop {
+            let t = self.stderr.lock().unwrap().clone();
+            if !t.is_empty() || Instant::now() > deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("fleet_node: state"))
+            .unwrap_or("");
+        let words: Vec<&str> = line
+            .trim_start_matches("fleet_node: ")
+            .split_whitespace()
+            .collect();
+        let counters = words
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| (c[0].to_owned(), c[1].to_owned()))
+            .collect();
+        (self.last, counters)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

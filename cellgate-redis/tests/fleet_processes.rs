@@ -1,0 +1,203 @@
+//! Four `fleet_node` OS processes against one real `redis-server`: the fleet's bounds, end to
+//! end. Each test starts its own server; they run one at a time (the machine has 2 cores).
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{node, redis, Node};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const RATE: u64 = 10_000;
+const BURST: u64 = 1_000;
+/// The steady-load test's burst: 200 ms of the rate, so a background thread that a loaded
+/// machine schedules late does not let the fleet's bucket overflow.
+const STEADY_BURST: u64 = 2_000;
+
+fn rate_limit(name: &str, burst: u64) -> Vec<String> {
+    [
+        "--name",
+        name,
+        "--rate",
+        "10000/1",
+        "--burst",
+        &burst.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The holders hash field of a process, `<tag>:<pid hex>-...`.
+fn holder_field<'a>(
+    holders: &'a std::collections::HashMap<String, String>,
+    tag: &str,
+    pid: u32,
+) -> Option<&'a String> {
+    let prefix = format!("{tag}:{pid:x}-");
+    holders
+        .iter()
+        .find(|(k, _)| k.starts_with(&prefix))
+        .map(|(_, v)| v)
+}
+
+#[test]
+fn stock_is_exact_through_a_kill_9_mid_sale() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = redis() else { return };
+    let stock: u64 = 300_000;
+    let stock_arg = stock.to_string();
+    let args = ["--name", "sale", "--stock", &stock_arg];
+    let mut nodes: Vec<Node> = (0..4).map(|_| node(&r.url(), &args, "3", 1)).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while nodes[0].last == 0 {
+        assert!(
+            nodes[0].poll(Duration::from_millis(20)),
+            "node 0 ended early"
+        );
+        assert!(Instant::now() < deadline, "node 0 never sold anything");
+    }
+    let mut victim = nodes.remove(0);
+    let victim_pid = victim.child.id();
+    victim.child.kill().unwrap(); // SIGKILL: no chance to give anything back
+    victim.child.wait().unwrap();
+    while victim.poll(Duration::from_millis(10)) {}
+    let printed = victim.last;
+    let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
+    let sold: Vec<u64> = nodes
+        .into_iter()
+        .map(|n| n.finish(Duration::from_secs(30)))
+        .collect();
+
+    let state = r.hgetall("cellgate:{sale}:state");
+    let holders = r.hgetall("cellgate:{sale}:holders");
+    let num = |s: Option<&String>| s.map_or(0, |v| v.parse::<u64>().unwrap());
+    let remaining = num(state.get("rem"));
+    // What the victim still held is counted lost once the server reconciles it.
+    let victim_held = num(holder_field(&holders, "n", victim_pid)) + num(state.get("lost"));
+    for (pid, sold) in pids.iter().zip(&sold) {
+        assert_eq!(
+            num(holder_field(&holders, "n", *pid)),
+            *sold,
+            "a survivor's net lease is exactly what it sold (it gave the rest back)"
+        );
+    }
+    let survivors: u64 = sold.iter().sum();
+    assert_eq!(
+        survivors + victim_held + remaining,
+        stock,
+        "every unit is accounted for"
+    );
+    assert!(
+        printed <= victim_held,
+        "the victim sold {printed} of {victim_held} leased"
+    );
+    assert_eq!(remaining, 0, "the survivors sold out");
+    eprintln!("stock {stock}: survivors sold {survivors}, victim printed {printed} of {victim_held} it held");
+}
+
+#[test]
+fn rate_bound_holds_under_uneven_load() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = redis() else { return };
+    let args = rate_limit("uneven", BURST);
+    let start = Instant::now();
+    let mut nodes = Vec::new();
+    for (threads, seconds) in [(1, "1"), (2, "2.5"), (1, "2"), (1, "3")] {
+        nodes.push(node(&r.url(), &args, seconds, threads));
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let total: u64 = nodes
+        .into_iter()
+        .map(|n| n.finish(Duration::from_secs(30)))
+        .sum();
+    let elapsed = start.elapsed().as_secs_f64();
+    let bound = RATE as f64 * elapsed + BURST as f64;
+    eprintln!("uneven: admitted {total} in {elapsed:.3} s, bound {bound:.0}");
+    assert!(
+        total as f64 <= bound,
+        "admitted {total} > R·T + B = {bound:.0}"
+    );
+    assert!(
+        total as f64 >= 0.5 * RATE as f64 * 3.0,
+        "the limit was barely used: {total}"
+    );
+}
+
+#[test]
+fn steady_load_uses_the_rate_with_one_command_per_hundred_units() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = redis() else { return };
+    let args = rate_limit("steady", STEADY_BURST);
+    let seconds = 3.0;
+    let start = Instant::now();
+    let nodes: Vec<Node> = (0..4).map(|_| node(&r.url(), &args, "3", 1)).collect();
+    let total: u64 = nodes
+        .into_iter()
+        .map(|n| n.finish(Duration::from_secs(30)))
+        .sum();
+    let elapsed = start.elapsed().as_secs_f64();
+    let calls = r.script_calls();
+    eprintln!("steady: admitted {total} in {elapsed:.3} s with {calls} script calls");
+    let bound = RATE as f64 * elapsed + STEADY_BURST as f64;
+    assert!(
+        total as f64 <= bound,
+        "admitted {total} > R·T + B = {bound:.0}"
+    );
+    assert!(
+        total as f64 >= 0.97 * RATE as f64 * seconds,
+        "admitted {total} < 97% of R·T = {}",
+        0.97 * RATE as f64 * seconds
+    );
+    assert!(
+        calls * 100 <= total,
+        "{calls} Redis calls for {total} units"
+    );
+}
+
+#[test]
+fn redis_restart_mid_run_causes_no_overshoot() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut r) = redis() else { return };
+    let args = rate_limit("restart", BURST);
+    let start = Instant::now();
+    let mut nodes: Vec<Node> = (0..4).map(|_| node(&r.url(), &args, "4", 1)).collect();
+    let run_until = |nodes: &mut Vec<Node>, t: Duration| {
+        while start.elapsed() < t {
+            for n in nodes.iter_mut() {
+                n.poll(Duration::from_millis(5));
+            }
+        }
+        nodes.iter().map(|n| n.last).sum::<u64>()
+    };
+    let before = run_until(&mut nodes, Duration::from_millis(1200));
+    r.stop();
+    let during = run_until(&mut nodes, Duration::from_millis(2200));
+    r.start();
+    let mut total = 0;
+    for n in nodes {
+        let (admitted, counters) = n.finish_with_counters(Duration::from_secs(30));
+        total += admitted;
+        let charged: u64 = counters
+            .get("charged_back")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            charged > 0,
+            "a node admitted in fallback but charged nothing back: {counters:?}"
+        );
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let bound = RATE as f64 * elapsed + BURST as f64;
+    eprintln!("restart: {before} before the outage, {during} at its end, {total} in {elapsed:.3} s, bound {bound:.0}");
+    assert!(
+        during > before,
+        "nothing admitted during the outage (no fallback)"
+    );
+    assert!(
+        total as f64 <= bound,
+        "admitted {total} > R·T + B = {bound:.0}"
+    );
+    assert!(total > during, "nothing admitted after Redis came back");
+}

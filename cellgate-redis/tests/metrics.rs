@@ -1,0 +1,71 @@
+//! The fleet's counters through the `metrics` facade (feature `metrics`), against a real
+//! `redis-server`.
+#![cfg(feature = "metrics")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cellgate_redis::{Fleet, FleetState};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+/// The value `name` was last published with. A snapshot of the debugging recorder resets what
+/// it reads, so this takes one, lets the background task publish again (it does every tick),
+/// and reads the next.
+fn value(s: &Snapshotter, name: &str) -> Option<f64> {
+    let _ = s.snapshot();
+    std::thread::sleep(Duration::from_millis(30));
+    s.snapshot()
+        .into_vec()
+        .into_iter()
+        .find_map(|(k, _, _, v)| {
+            let key = k.key();
+            let ours = key.name() == name && key.labels().any(|l| l.value() == "metered");
+            ours.then(|| match v {
+                DebugValue::Counter(c) => c as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(_) => f64::NAN,
+            })
+        })
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn leases_errors_and_the_state_are_published() {
+    let Some(mut r) = common::redis() else { return };
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this test binary");
+
+    let fleet = Fleet::stock("metered", 10_000)
+        .command_timeout(Duration::from_millis(50))
+        .connect(&r.url())
+        .unwrap();
+    wait_for("a lease", || fleet.check().is_allowed());
+    wait_for("lease requests published", || {
+        value(&snap, "cellgate_fleet_lease_requests").is_some_and(|v| v >= 1.0)
+    });
+    assert_eq!(value(&snap, "cellgate_fleet_state"), Some(0.0));
+    wait_for("the leased gauge", || {
+        value(&snap, "cellgate_fleet_leased_units") == Some(fleet.stats().leased as f64)
+    });
+
+    r.stop();
+    wait_for("the partitioned state", || {
+        fleet.check();
+        fleet.state() == FleetState::Partitioned
+    });
+    wait_for("errors and state published", || {
+        value(&snap, "cellgate_fleet_backend_errors").is_some_and(|v| v >= 1.0)
+            && value(&snap, "cellgate_fleet_state") == Some(2.0)
+    });
+}
