@@ -152,12 +152,13 @@ pub(crate) fn push_state(
     out: &mut String,
     names: &FieldNames,
     name: &str,
+    remaining: u32,
     d: &Decision,
     policy: &Policy,
 ) {
     separate(out);
     push_sf_string(out, name);
-    let _ = write!(out, ";{}={}", names.remaining, d.remaining());
+    let _ = write!(out, ";{}={}", names.remaining, remaining);
     if let Some(t) = reset_secs(d, policy) {
         let _ = write!(out, ";{}={}", names.reset, t);
     }
@@ -194,7 +195,7 @@ mod tests {
         assert_eq!(out, "\"per-ip\";q=10;w=10");
         let d = l.check_n(3);
         let mut out = String::new();
-        push_state(&mut out, &names, "per-ip", &d, &p);
+        push_state(&mut out, &names, "per-ip", d.remaining(), &d, &p);
         assert_eq!(out, "\"per-ip\";r=7;t=3");
         // Drained: the denial's t is its wait, rounded up.
         l.check_n(7);
@@ -202,7 +203,7 @@ mod tests {
         let d = l.check();
         assert!(!d.is_allowed());
         let mut out = String::from("\"x\";q=1");
-        push_state(&mut out, &names, "a\"b\\", &d, &p);
+        push_state(&mut out, &names, "a\"b\\", d.remaining(), &d, &p);
         assert_eq!(out, "\"x\";q=1, \"a\\\"b\\\\\";r=0;t=1");
         assert_eq!(retry_after_of(&[d]), Some(1));
     }
@@ -218,8 +219,8 @@ mod tests {
         let ok = s.check(&1);
         let sold_out = s.check(&1);
         let mut out = String::new();
-        push_state(&mut out, &names, "stock", &ok, &p);
-        push_state(&mut out, &names, "stock", &sold_out, &p);
+        push_state(&mut out, &names, "stock", ok.remaining(), &ok, &p);
+        push_state(&mut out, &names, "stock", sold_out.remaining(), &sold_out, &p);
         assert_eq!(out, "\"stock\";r=0, \"stock\";r=0");
         assert_eq!(retry_after_of(&[ok, sold_out]), None);
     }

@@ -419,9 +419,9 @@ impl Shared {
         let policies: Vec<Policy> = self.limits.iter().map(Limit::policy).collect();
         if let Some(names) = &self.names {
             let (mut pol, mut state) = (String::new(), String::new());
-            for ((l, p), d) in self.limits.iter().zip(&policies).zip(decisions) {
+            for (i, ((l, p), d)) in self.limits.iter().zip(&policies).zip(decisions).enumerate() {
                 push_policy(&mut pol, names, &l.name, p);
-                push_state(&mut state, names, &l.name, d, p);
+                push_state(&mut state, names, &l.name, remaining_now(l, d, i, denied_by), d, p);
             }
             // Names are printable ASCII and the rest is digits and punctuation: always valid.
             if let (Ok(pol), Ok(state)) = (HeaderValue::try_from(pol), HeaderValue::try_from(state))
@@ -437,10 +437,8 @@ impl Shared {
             if let Some(i) = tightest {
                 let d = &decisions[i];
                 out.push((HeaderName::from_static("x-ratelimit-limit"), d.limit().into()));
-                out.push((
-                    HeaderName::from_static("x-ratelimit-remaining"),
-                    d.remaining().into(),
-                ));
+                let remaining = remaining_now(&self.limits[i], d, i, denied_by);
+                out.push((HeaderName::from_static("x-ratelimit-remaining"), remaining.into()));
                 if let Some(t) = crate::headers::reset_secs(d, &policies[i]) {
                     out.push((HeaderName::from_static("x-ratelimit-reset"), t.into()));
                 }
@@ -473,6 +471,17 @@ impl Shared {
         resp.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         resp
+    }
+}
+
+/// What a limit has left after this request. An admitted decision reports what is left after
+/// its charge; on a denied request that charge was rolled back (the limits before the one
+/// that denied) or never made (the ones after it, which were only peeked), so its units count
+/// as left.
+fn remaining_now(l: &Limit, d: &Decision, i: usize, denied_by: Option<usize>) -> u32 {
+    match denied_by {
+        Some(j) if j != i && d.is_allowed() => d.remaining().saturating_add(l.cost).min(d.limit()),
+        _ => d.remaining(),
     }
 }
 
