@@ -82,7 +82,11 @@ fn app(args: &Args) -> Result<Router, Box<dyn std::error::Error>> {
             HeaderKey::new("x-user-id"),
             KeyedLimiter::<String>::stock(args.per_user).build()?,
         ))
-        .limit(Limit::new("stock", Global, Limiter::stock(args.stock).build()?))
+        .limit(Limit::new(
+            "stock",
+            Global,
+            Limiter::stock(args.stock).build()?,
+        ))
         .build()?;
     let ping = RateLimitLayer::builder()
         .limit(Limit::new(

@@ -220,7 +220,14 @@ mod tests {
         let sold_out = s.check(&1);
         let mut out = String::new();
         push_state(&mut out, &names, "stock", ok.remaining(), &ok, &p);
-        push_state(&mut out, &names, "stock", sold_out.remaining(), &sold_out, &p);
+        push_state(
+            &mut out,
+            &names,
+            "stock",
+            sold_out.remaining(),
+            &sold_out,
+            &p,
+        );
         assert_eq!(out, "\"stock\";r=0, \"stock\";r=0");
         assert_eq!(retry_after_of(&[ok, sold_out]), None);
     }

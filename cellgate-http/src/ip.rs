@@ -48,9 +48,7 @@ pub fn fold_mapped(ip: IpAddr) -> IpAddr {
 #[must_use]
 pub fn ip_key(ip: IpAddr, v6_prefix: u8) -> IpAddr {
     match fold_mapped(ip) {
-        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(
-            u128::from(v6) & prefix_mask_128(v6_prefix),
-        )),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & prefix_mask_128(v6_prefix))),
         v4 => v4,
     }
 }
@@ -110,7 +108,10 @@ impl Cidr {
                 network: IpAddr::V6(Ipv6Addr::from(u128::from(v6) & prefix_mask_128(prefix))),
                 prefix,
             }),
-            _ => Err(CidrError::new(format!("{addr}/{prefix}"), "prefix too long")),
+            _ => Err(CidrError::new(
+                format!("{addr}/{prefix}"),
+                "prefix too long",
+            )),
         }
     }
 
@@ -230,9 +231,8 @@ pub(crate) fn parse_node(node: &str) -> Result<Hop, BadHop> {
 }
 
 fn is_port(s: &str) -> bool {
-    s.strip_prefix(':').is_some_and(|p| {
-        !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
-    })
+    s.strip_prefix(':')
+        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Splits a header value at the commas that are not inside a quoted string.
@@ -315,8 +315,16 @@ mod tests {
     #[test]
     fn cidr_rejects_bad_input_with_a_reason() {
         for bad in [
-            "", "/8", "10.0.0.0/", "10.0.0.0/33", "::/129", "10.0.0.0/+8", "10.0.0/8", "x/8",
-            "10.0.0.0/8/8", "10.0.0.0/0008",
+            "",
+            "/8",
+            "10.0.0.0/",
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0.0/+8",
+            "10.0.0/8",
+            "x/8",
+            "10.0.0.0/8/8",
+            "10.0.0.0/0008",
         ] {
             let e = bad.parse::<Cidr>().unwrap_err();
             assert!(e.to_string().contains("invalid CIDR block"), "{bad}: {e}");
@@ -329,10 +337,23 @@ mod tests {
         assert_eq!(parse_node(" 192.0.2.1:8080 "), Ok(Hop::Ip(ip("192.0.2.1"))));
         assert_eq!(parse_node("2001:db8::1"), Ok(Hop::Ip(ip("2001:db8::1"))));
         assert_eq!(parse_node("[2001:db8::1]"), Ok(Hop::Ip(ip("2001:db8::1"))));
-        assert_eq!(parse_node("[2001:db8::1]:443"), Ok(Hop::Ip(ip("2001:db8::1"))));
+        assert_eq!(
+            parse_node("[2001:db8::1]:443"),
+            Ok(Hop::Ip(ip("2001:db8::1")))
+        );
         assert_eq!(parse_node("unknown"), Ok(Hop::Unnamed));
         assert_eq!(parse_node("_hidden-1"), Ok(Hop::Unnamed));
-        for bad in ["", "evil", "1.2.3", "[::1", "[::1]x", "[::1]:", "_", "_a b", "1.2.3.4:x"] {
+        for bad in [
+            "",
+            "evil",
+            "1.2.3",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+            "_",
+            "_a b",
+            "1.2.3.4:x",
+        ] {
             assert!(parse_node(bad).is_err(), "{bad}");
         }
     }

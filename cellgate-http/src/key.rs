@@ -132,8 +132,9 @@ pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
         return Some(*a);
     }
     #[cfg(feature = "axum")]
-    if let Some(axum::extract::ConnectInfo(a)) =
-        parts.extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
+    if let Some(axum::extract::ConnectInfo(a)) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
         return Some(*a);
     }
@@ -533,8 +534,14 @@ mod tests {
     #[test]
     fn peer_ip_folds_mapped_and_groups_v6() {
         let p = PeerIp::new();
-        assert_eq!(p.extract(&parts(Some("[::ffff:1.2.3.4]:9"), &[])), Ok(ip("1.2.3.4")));
-        assert_eq!(p.extract(&parts(Some("[2001:db8::1:2]:9"), &[])), Ok(ip("2001:db8::")));
+        assert_eq!(
+            p.extract(&parts(Some("[::ffff:1.2.3.4]:9"), &[])),
+            Ok(ip("1.2.3.4"))
+        );
+        assert_eq!(
+            p.extract(&parts(Some("[2001:db8::1:2]:9"), &[])),
+            Ok(ip("2001:db8::"))
+        );
         assert_eq!(p.extract(&parts(None, &[])), Ok(UNKNOWN_PEER));
     }
 
@@ -560,19 +567,31 @@ mod tests {
         );
         assert_eq!(t.extract(&p), Ok(ip("203.0.113.5")));
         // Every hop trusted: the left-most.
-        let p = parts(Some("10.0.0.1:1"), &[("x-forwarded-for", "10.9.9.9, 192.168.1.1")]);
+        let p = parts(
+            Some("10.0.0.1:1"),
+            &[("x-forwarded-for", "10.9.9.9, 192.168.1.1")],
+        );
         assert_eq!(t.extract(&p), Ok(ip("10.9.9.9")));
         // A trusted proxy without the header: the proxy.
-        assert_eq!(t.extract(&parts(Some("10.0.0.1:1"), &[])), Ok(ip("10.0.0.1")));
+        assert_eq!(
+            t.extract(&parts(Some("10.0.0.1:1"), &[])),
+            Ok(ip("10.0.0.1"))
+        );
         // `unknown` behind a trusted proxy: that proxy.
-        let p = parts(Some("10.0.0.1:1"), &[("x-forwarded-for", "1.2.3.4, unknown, 10.0.0.7")]);
+        let p = parts(
+            Some("10.0.0.1:1"),
+            &[("x-forwarded-for", "1.2.3.4, unknown, 10.0.0.7")],
+        );
         assert_eq!(t.extract(&p), Ok(ip("10.0.0.7")));
     }
 
     #[test]
     fn malformed_trusted_headers_are_a_400_naming_the_entry() {
         let t = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
-        let p = parts(Some("10.0.0.1:1"), &[("x-forwarded-for", "1.2.3.4, nonsense")]);
+        let p = parts(
+            Some("10.0.0.1:1"),
+            &[("x-forwarded-for", "1.2.3.4, nonsense")],
+        );
         let e = t.extract(&p).unwrap_err();
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         assert_eq!(
@@ -601,10 +620,16 @@ mod tests {
     #[test]
     fn header_keys_reject_what_cannot_be_a_key() {
         let k = HeaderKey::new("x-user-id").max_len(4);
-        assert_eq!(k.extract(&parts(None, &[("x-user-id", "abcd")])), Ok("abcd".into()));
+        assert_eq!(
+            k.extract(&parts(None, &[("x-user-id", "abcd")])),
+            Ok("abcd".into())
+        );
         for (v, why) in [
             ("abcde", "header x-user-id longer than 4 bytes"),
-            ("a b", "header x-user-id must be visible ASCII without spaces"),
+            (
+                "a b",
+                "header x-user-id must be visible ASCII without spaces",
+            ),
             ("", "empty header x-user-id"),
         ] {
             let e = k.extract(&parts(None, &[("x-user-id", v)])).unwrap_err();

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use cellgate::{check_all_in, Decision, Gate, KeyedLimiter, Policy, Quota, RateLimiter, Reservation};
+use cellgate::{
+    check_all_in, Decision, Gate, KeyedLimiter, Policy, Quota, RateLimiter, Reservation,
+};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -45,6 +47,8 @@ pub struct Limit {
     name: Arc<str>,
     cost: u32,
     imp: Arc<dyn ErasedLimit>,
+    #[cfg(feature = "metrics")]
+    stats: Option<crate::metrics::StatsFn>,
 }
 
 impl fmt::Debug for Limit {
@@ -69,6 +73,8 @@ impl Limit {
             name: name.into().into(),
             cost: 1,
             imp: Arc::new(Typed { extractor, limiter }),
+            #[cfg(feature = "metrics")]
+            stats: None,
         }
     }
 
@@ -83,6 +89,42 @@ impl Limit {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The units each request costs.
+    #[must_use]
+    pub fn cost_per_request(&self) -> u32 {
+        self.cost
+    }
+
+    /// Where the metrics read the limiter's keys held, refusals and evictions (feature
+    /// `metrics`); read at publish time only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::{net::IpAddr, sync::Arc};
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{KeyStats, Limit, PeerIp};
+    ///
+    /// let l = Arc::new(KeyedLimiter::<IpAddr>::gcra(Quota::per_second(5)).build()?);
+    /// let stats = l.clone();
+    /// let limit = Limit::new("per-ip", PeerIp::new(), l).stats(move || KeyStats::of(&stats));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn stats(
+        mut self,
+        f: impl Fn() -> crate::metrics::KeyStats + Send + Sync + 'static,
+    ) -> Self {
+        self.stats = Some(Arc::new(f));
+        self
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn stats_fn(&self) -> Option<&crate::metrics::StatsFn> {
+        self.stats.as_ref()
     }
 
     /// The policy the limiter enforces now.
@@ -177,9 +219,20 @@ pub struct RateLimitBuilder {
     draft: Option<HeaderDraft>,
     legacy: bool,
     problem_json: bool,
+    #[cfg(feature = "metrics")]
+    metrics: bool,
 }
 
 impl RateLimitBuilder {
+    /// Whether to count decisions for [`RateLimitLayer::metrics`] (feature `metrics`; on by
+    /// default). Off, a check pays one branch.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
     /// Adds a limit. A request is admitted only if every limit admits it, and then charged on
     /// every one; a denial by one charges none (`cellgate::check_all_in`). Put the limit most
     /// likely to deny first: the others are then not charged and rolled back.
@@ -238,7 +291,7 @@ impl RateLimitBuilder {
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 #[cfg(feature = "metrics")]
-                metrics: crate::metrics::Registry::new(&self.limits),
+                metrics: crate::metrics::Registry::new(&self.limits, self.metrics),
                 limits: self.limits,
                 skip_options: self.skip_options,
                 names: self.draft.map(HeaderDraft::names),
@@ -301,6 +354,8 @@ impl RateLimitLayer {
             draft: Some(HeaderDraft::Ietf11),
             legacy: false,
             problem_json: false,
+            #[cfg(feature = "metrics")]
+            metrics: true,
         }
     }
 
@@ -335,7 +390,7 @@ impl RateLimitLayer {
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics(&self) -> crate::metrics::MetricsHandle {
-        crate::metrics::MetricsHandle::new(self.shared.clone())
+        crate::metrics::MetricsHandle::new(&self.shared)
     }
 }
 
@@ -405,7 +460,8 @@ impl Shared {
                     Some(s) => format!("rate limited by policy \"{name}\"; retry in {s} s"),
                     None => format!("denied by policy \"{name}\"; waiting will not help"),
                 };
-                let mut resp = self.short_answer(StatusCode::TOO_MANY_REQUESTS, &detail, Some(name));
+                let mut resp =
+                    self.short_answer(StatusCode::TOO_MANY_REQUESTS, &detail, Some(name));
                 for (k, v) in headers {
                     resp.headers_mut().append(k, v);
                 }
@@ -421,7 +477,14 @@ impl Shared {
             let (mut pol, mut state) = (String::new(), String::new());
             for (i, ((l, p), d)) in self.limits.iter().zip(&policies).zip(decisions).enumerate() {
                 push_policy(&mut pol, names, &l.name, p);
-                push_state(&mut state, names, &l.name, remaining_now(l, d, i, denied_by), d, p);
+                push_state(
+                    &mut state,
+                    names,
+                    &l.name,
+                    remaining_now(l, d, i, denied_by),
+                    d,
+                    p,
+                );
             }
             // Names are printable ASCII and the rest is digits and punctuation: always valid.
             if let (Ok(pol), Ok(state)) = (HeaderValue::try_from(pol), HeaderValue::try_from(state))
@@ -431,14 +494,19 @@ impl Shared {
             }
         }
         if self.legacy {
-            let tightest = denied_by.or_else(|| {
-                (0..decisions.len()).min_by_key(|&i| decisions[i].remaining())
-            });
+            let tightest = denied_by
+                .or_else(|| (0..decisions.len()).min_by_key(|&i| decisions[i].remaining()));
             if let Some(i) = tightest {
                 let d = &decisions[i];
-                out.push((HeaderName::from_static("x-ratelimit-limit"), d.limit().into()));
+                out.push((
+                    HeaderName::from_static("x-ratelimit-limit"),
+                    d.limit().into(),
+                ));
                 let remaining = remaining_now(&self.limits[i], d, i, denied_by);
-                out.push((HeaderName::from_static("x-ratelimit-remaining"), remaining.into()));
+                out.push((
+                    HeaderName::from_static("x-ratelimit-remaining"),
+                    remaining.into(),
+                ));
                 if let Some(t) = crate::headers::reset_secs(d, &policies[i]) {
                     out.push((HeaderName::from_static("x-ratelimit-reset"), t.into()));
                 }
@@ -451,7 +519,12 @@ impl Shared {
         self.short_answer(r.status(), r.reason(), None)
     }
 
-    fn short_answer(&self, status: StatusCode, detail: &str, policy: Option<&str>) -> Response<Bytes> {
+    fn short_answer(
+        &self,
+        status: StatusCode,
+        detail: &str,
+        policy: Option<&str>,
+    ) -> Response<Bytes> {
         let (content_type, body) = if self.problem_json {
             let mut b = String::from("{\"type\":\"about:blank\",\"title\":");
             json_string(&mut b, status.canonical_reason().unwrap_or("Error"));

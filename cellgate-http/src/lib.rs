@@ -69,4 +69,4 @@ pub use key::{
 };
 pub use layer::{BuildError, Limit, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
 #[cfg(feature = "metrics")]
-pub use metrics::MetricsHandle;
+pub use metrics::{KeyStats, MetricsHandle};

@@ -70,7 +70,10 @@ async fn headers_are_exact_and_sub_second_waits_say_retry_after_1() {
     assert_eq!(fetch(addr, "/fast", &[]).await.status, StatusCode::OK);
 
     // Whole seconds round up too: a 60 s wait, then 59.5 s, then 0.1 s.
-    assert_eq!(fetch(addr, "/slow", &[]).await.header("ratelimit"), Some("\"slow\";r=0;t=60"));
+    assert_eq!(
+        fetch(addr, "/slow", &[]).await.header("ratelimit"),
+        Some("\"slow\";r=0;t=60")
+    );
     let r = fetch(addr, "/slow", &[]).await;
     assert_eq!(r.header("retry-after"), Some("60"));
     assert_eq!(r.header("ratelimit"), Some("\"slow\";r=0;t=60"));
@@ -87,7 +90,10 @@ async fn headers_are_exact_and_sub_second_waits_say_retry_after_1() {
 async fn fifteen_hundred_concurrent_requests_admit_exactly_the_quota() {
     let clock = ManualClock::new();
     let quota = Quota::per_minute(100).with_burst(100);
-    let global = Limiter::gcra(Quota::per_second(10_000)).clock(clock.clone()).build().unwrap();
+    let global = Limiter::gcra(Quota::per_second(10_000))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let app = Router::new().route(
         "/",
         get(|| async { "ok" }).layer(layer(vec![
@@ -127,7 +133,11 @@ async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
     let app = Router::new()
         .route(
             "/untrusted",
-            get(|| async { "ok" }).layer(layer(vec![Limit::new("ip", untrusted, per_ip(&clock, q))])),
+            get(|| async { "ok" }).layer(layer(vec![Limit::new(
+                "ip",
+                untrusted,
+                per_ip(&clock, q),
+            )])),
         )
         .route(
             "/trusted",
@@ -137,7 +147,12 @@ async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
     let statuses = |path: &'static str, xffs: Vec<&'static str>| async move {
         let mut out = Vec::new();
         for x in xffs {
-            out.push(fetch(addr, path, &[("x-forwarded-for", x)]).await.status.as_u16());
+            out.push(
+                fetch(addr, path, &[("x-forwarded-for", x)])
+                    .await
+                    .status
+                    .as_u16(),
+            );
         }
         out
     };
@@ -186,7 +201,8 @@ async fn malformed_headers_get_a_400_with_the_reason_and_charge_nothing() {
         );
     let addr = serve(app).await;
     let long = "x".repeat(129);
-    let cases: [(&str, Vec<(&str, &str)>, &str); 4] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: [Case; 4] = [
         (
             "/ip",
             vec![("x-forwarded-for", "1.2.3.4, not-an-ip")],
@@ -222,7 +238,11 @@ async fn several_limits_are_all_or_nothing_and_the_429_names_the_denier() {
     let per_user = KeyedLimiter::<String>::stock(2).build().unwrap();
     let stock = std::sync::Arc::new(Limiter::stock(3).build().unwrap());
     let l = RateLimitLayer::builder()
-        .limit(Limit::new("per-user", HeaderKey::new("x-user-id"), per_user))
+        .limit(Limit::new(
+            "per-user",
+            HeaderKey::new("x-user-id"),
+            per_user,
+        ))
         .limit(Limit::new("stock", Global, stock.clone()))
         .problem_json(true)
         .legacy_headers(true)
@@ -236,7 +256,10 @@ async fn several_limits_are_all_or_nothing_and_the_429_names_the_denier() {
     assert_eq!(buy("a").await.status, StatusCode::OK);
     let r = buy("a").await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.header("ratelimit"), Some("\"per-user\";r=0, \"stock\";r=1"));
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=0, \"stock\";r=1")
+    );
     assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
     // User a's third: the per-user limit says no, and the stock is not touched.
     let r = buy("a").await;
@@ -249,15 +272,24 @@ async fn several_limits_are_all_or_nothing_and_the_429_names_the_denier() {
          \"detail\":\"denied by policy \\\"per-user\\\"; waiting will not help\",\
          \"policy\":\"per-user\"}\n"
     );
-    assert_eq!(r.header("ratelimit"), Some("\"per-user\";r=0, \"stock\";r=1"));
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=0, \"stock\";r=1")
+    );
     assert_eq!(r.header("x-ratelimit-limit"), Some("2"));
-    assert_eq!(cellgate::RateLimiter::peek_n(&*stock, &(), 0).remaining(), 1);
+    assert_eq!(
+        cellgate::RateLimiter::peek_n(&*stock, &(), 0).remaining(),
+        1
+    );
     assert_eq!(buy("b").await.status, StatusCode::OK);
     // Sold out: user c's own unit is given back (c keeps r=2 of its own limit).
     let r = buy("c").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(r.body.contains("\"policy\":\"stock\""));
-    assert_eq!(r.header("ratelimit"), Some("\"per-user\";r=2, \"stock\";r=0"));
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=2, \"stock\";r=0")
+    );
     assert_eq!(r.header("retry-after"), None);
 }
 
@@ -266,7 +298,11 @@ async fn options_requests_skip_the_limit_by_default() {
     let clock = ManualClock::new();
     let make = |skip: bool| {
         RateLimitLayer::builder()
-            .limit(Limit::new("ip", PeerIp::new(), per_ip(&clock, Quota::per_minute(1))))
+            .limit(Limit::new(
+                "ip",
+                PeerIp::new(),
+                per_ip(&clock, Quota::per_minute(1)),
+            ))
             .skip_options(skip)
             .build()
             .unwrap()

@@ -28,16 +28,27 @@ impl Drop for Server {
 fn example_binary() -> PathBuf {
     let release = !cfg!(debug_assertions);
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "--quiet", "--example", "seckill_server", "--manifest-path"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+    cmd.args([
+        "build",
+        "--quiet",
+        "--example",
+        "seckill_server",
+        "--manifest-path",
+    ])
+    .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
     if release {
         cmd.arg("--release");
     }
-    assert!(cmd.status().expect("cargo runs").success(), "the example builds");
+    assert!(
+        cmd.status().expect("cargo runs").success(),
+        "the example builds"
+    );
     // This test runs from <target>/<profile>/deps/; examples live in <target>/<profile>/examples/.
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap();
-    profile_dir.join("examples").join(format!("seckill_server{}", std::env::consts::EXE_SUFFIX))
+    profile_dir
+        .join("examples")
+        .join(format!("seckill_server{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// Starts the server with `args` and waits (at most 60 s) for its `listening on` line.
@@ -61,7 +72,10 @@ fn start(args: &[&str]) -> (Server, SocketAddr) {
     let addr = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the server says where it listens");
-    (server, addr.parse().expect("an address after `listening on`"))
+    (
+        server,
+        addr.parse().expect("an address after `listening on`"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,14 +119,30 @@ async fn the_seckill_sells_exactly_its_stock_to_distinct_users() {
             s => panic!("unexpected status {s}: {}", r.body),
         }
     }
-    assert_eq!(sold_to.values().sum::<u32>(), 50, "exactly the stock is sold");
-    assert!(sold_to.values().all(|&n| n == 1), "at most one unit per buyer");
+    assert_eq!(
+        sold_to.values().sum::<u32>(),
+        50,
+        "exactly the stock is sold"
+    );
+    assert!(
+        sold_to.values().all(|&n| n == 1),
+        "at most one unit per buyer"
+    );
     assert_eq!(denied, 550);
 
     // Sold out for everyone now, new buyers included.
-    let r = send(addr, Method::POST, "/seckill/sku-1", &[("x-user-id", "late")]).await;
+    let r = send(
+        addr,
+        Method::POST,
+        "/seckill/sku-1",
+        &[("x-user-id", "late")],
+    )
+    .await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(r.header("ratelimit"), Some("\"per-user\";r=1, \"stock\";r=0"));
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=1, \"stock\";r=0")
+    );
     // No buyer id: a 400 that says why.
     let r = send(addr, Method::POST, "/seckill/sku-1", &[]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -122,10 +152,20 @@ async fn the_seckill_sells_exactly_its_stock_to_distinct_users() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_answers_pong_under_the_per_ip_rate() {
     let (_server, addr) = start(&[
-        "--addr", "127.0.0.1:0", "--stock", "1", "--per-user", "1", "--ip-rate", "2",
+        "--addr",
+        "127.0.0.1:0",
+        "--stock",
+        "1",
+        "--per-user",
+        "1",
+        "--ip-rate",
+        "2",
     ]);
     let first = get(addr, "/ping", &[]).await;
-    assert_eq!((first.status, first.body.as_str()), (StatusCode::OK, "pong"));
+    assert_eq!(
+        (first.status, first.body.as_str()),
+        (StatusCode::OK, "pong")
+    );
     assert_eq!(first.header("ratelimit-policy"), Some("\"per-ip\";q=2;w=1"));
     // Burst 2 at 2/s: of 20 requests sent at once, most must be turned away.
     let mut tasks = tokio::task::JoinSet::new();
@@ -154,7 +194,10 @@ fn bad_flags_are_refused_with_the_usage() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--stock: \"many\" is not a whole number"), "{err}");
+    assert!(
+        err.contains("--stock: \"many\" is not a whole number"),
+        "{err}"
+    );
     assert!(err.contains("usage: seckill_server"), "{err}");
     let out = Command::new(example_binary())
         .args(["--addr", "127.0.0.1:0", "--ip-rate", "0"])

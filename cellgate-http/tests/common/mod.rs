@@ -15,9 +15,12 @@ pub async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .await
-            .unwrap();
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
     });
     addr
 }
@@ -38,12 +41,20 @@ impl Reply {
 
 /// Sends one request on a new connection, bounded to 20 seconds.
 pub async fn send(addr: SocketAddr, method: Method, path: &str, headers: &[(&str, &str)]) -> Reply {
-    tokio::time::timeout(Duration::from_secs(20), send_inner(addr, method, path, headers))
-        .await
-        .expect("the request finished within 20 s")
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        send_inner(addr, method, path, headers),
+    )
+    .await
+    .expect("the request finished within 20 s")
 }
 
-async fn send_inner(addr: SocketAddr, method: Method, path: &str, headers: &[(&str, &str)]) -> Reply {
+async fn send_inner(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
