@@ -147,21 +147,53 @@ pub(crate) fn reset_secs(d: &Decision, policy: &Policy) -> Option<u64> {
     }
 }
 
-/// Appends `"name";r=<remaining>;t=<secs>` (no `t` when [`reset_secs`] has none).
+/// The start of a limit's state member, up to its remaining count: `"name";r=`.
+pub(crate) fn state_prefix(names: &FieldNames, name: &str) -> Vec<u8> {
+    let mut s = String::new();
+    push_sf_string(&mut s, name);
+    let _ = write!(s, ";{}=", names.remaining);
+    s.into_bytes()
+}
+
+/// The reset parameter's start: `;t=`.
+pub(crate) fn reset_prefix(names: &FieldNames) -> Vec<u8> {
+    format!(";{}=", names.reset).into_bytes()
+}
+
+/// Appends a state member, `"name";r=<remaining>;t=<secs>` (no `t` when `reset` is `None`),
+/// from its [`state_prefix`] and the draft's [`reset_prefix`].
 pub(crate) fn push_state(
-    out: &mut String,
-    names: &FieldNames,
-    name: &str,
+    out: &mut Vec<u8>,
+    prefix: &[u8],
     remaining: u32,
-    d: &Decision,
-    policy: &Policy,
+    reset_prefix: &[u8],
+    reset: Option<u64>,
 ) {
-    separate(out);
-    push_sf_string(out, name);
-    let _ = write!(out, ";{}={}", names.remaining, remaining);
-    if let Some(t) = reset_secs(d, policy) {
-        let _ = write!(out, ";{}={}", names.reset, t);
+    if !out.is_empty() {
+        out.extend_from_slice(b", ");
     }
+    out.extend_from_slice(prefix);
+    push_u64(out, u64::from(remaining));
+    if let Some(t) = reset {
+        out.extend_from_slice(reset_prefix);
+        push_u64(out, t);
+    }
+}
+
+/// Appends `n` in decimal (the fmt machinery costs more than this whole header).
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        // `n % 10` is below 10: the cast cannot truncate.
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// The `Retry-After` of a denial: the longest wait among the policies that deny, rounded up;
@@ -181,6 +213,29 @@ mod tests {
     use cellgate::{KeyedLimiter, Limiter, Quota, RateLimiter};
     use proptest::prelude::*;
 
+    /// `out` with the state member of `d` appended.
+    fn state(out: &str, names: &FieldNames, name: &str, d: &Decision, p: &Policy) -> String {
+        let mut v = out.as_bytes().to_vec();
+        let t = reset_secs(d, p);
+        push_state(
+            &mut v,
+            &state_prefix(names, name),
+            d.remaining(),
+            &reset_prefix(names),
+            t,
+        );
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
+            let mut v = Vec::new();
+            push_u64(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
+    }
+
     #[test]
     fn policy_and_state_members_are_formatted_per_draft_11() {
         let clock = ManualClock::new();
@@ -194,16 +249,13 @@ mod tests {
         push_policy(&mut out, &names, "per-ip", &p);
         assert_eq!(out, "\"per-ip\";q=10;w=10");
         let d = l.check_n(3);
-        let mut out = String::new();
-        push_state(&mut out, &names, "per-ip", d.remaining(), &d, &p);
-        assert_eq!(out, "\"per-ip\";r=7;t=3");
+        assert_eq!(state("", &names, "per-ip", &d, &p), "\"per-ip\";r=7;t=3");
         // Drained: the denial's t is its wait, rounded up.
         l.check_n(7);
         clock.advance(Duration::from_millis(300));
         let d = l.check();
         assert!(!d.is_allowed());
-        let mut out = String::from("\"x\";q=1");
-        push_state(&mut out, &names, "a\"b\\", d.remaining(), &d, &p);
+        let out = state("\"x\";q=1", &names, "a\"b\\", &d, &p);
         assert_eq!(out, "\"x\";q=1, \"a\\\"b\\\\\";r=0;t=1");
         assert_eq!(retry_after_of(&[d]), Some(1));
     }
@@ -218,16 +270,8 @@ mod tests {
         assert_eq!(out, "\"stock\";q=1");
         let ok = s.check(&1);
         let sold_out = s.check(&1);
-        let mut out = String::new();
-        push_state(&mut out, &names, "stock", ok.remaining(), &ok, &p);
-        push_state(
-            &mut out,
-            &names,
-            "stock",
-            sold_out.remaining(),
-            &sold_out,
-            &p,
-        );
+        let out = state("", &names, "stock", &ok, &p);
+        let out = state(&out, &names, "stock", &sold_out, &p);
         assert_eq!(out, "\"stock\";r=0, \"stock\";r=0");
         assert_eq!(retry_after_of(&[ok, sold_out]), None);
     }

@@ -42,7 +42,7 @@
 //! retry-after: 1
 //! cache-control: no-store
 //!
-//! rate limited by policy "per-ip"; retry in 1 s
+//! rate limited by policy "per-ip"; see Retry-After
 //! ```
 //!
 //! `t` of a denying policy is its wait rounded up, `Retry-After` the longest of those (so never
