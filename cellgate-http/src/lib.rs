@@ -70,3 +70,8 @@ pub use key::{
 pub use layer::{BuildError, Limit, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
 #[cfg(feature = "metrics")]
 pub use metrics::{KeyStats, MetricsHandle};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
