@@ -81,10 +81,16 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
-        println!("listening on {}", listener.local_addr().expect("local address"));
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .await
-            .expect("serve");
+        println!(
+            "listening on {}",
+            listener.local_addr().expect("local address")
+        );
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .expect("serve");
     });
     ExitCode::SUCCESS
 }
