@@ -514,6 +514,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
         let mut b = http::Request::builder();
@@ -634,6 +635,48 @@ mod tests {
         ] {
             let e = k.extract(&parts(None, &[("x-user-id", v)])).unwrap_err();
             assert_eq!(e.reason(), why);
+        }
+    }
+
+    proptest! {
+        /// Against a model: with a trusted peer, the client is the right-most hop outside the
+        /// trusted block (the left-most hop when all are inside); with an untrusted peer, the
+        /// peer, whatever the header says. Hops are split over header lines at random.
+        #[test]
+        fn the_forwarded_walk_agrees_with_the_model(
+            hops in proptest::collection::vec((any::<bool>(), any::<u32>()), 0..8),
+            peer_trusted: bool,
+            split in 0usize..8,
+        ) {
+            let t = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+            // `true`: a proxy address inside 10/8; `false`: outside it.
+            let ips: Vec<IpAddr> = hops
+                .iter()
+                .map(|&(inside, n)| {
+                    let n = if inside { 0x0a00_0000 | (n & 0x00ff_ffff) } else { 0x0b00_0000 | (n & 0x00ff_ffff) };
+                    IpAddr::V4(Ipv4Addr::from(n))
+                })
+                .collect();
+            let peer = if peer_trusted { "10.0.0.1:1" } else { "192.0.2.1:1" };
+            let texts: Vec<String> = ips.iter().map(ToString::to_string).collect();
+            let cut = split.min(texts.len());
+            let lines = [texts[..cut].join(", "), texts[cut..].join(", ")];
+            let headers: Vec<(&str, &str)> = lines
+                .iter()
+                .filter(|l| !l.is_empty())
+                .map(|l| ("x-forwarded-for", l.as_str()))
+                .collect();
+            let expected = if !peer_trusted {
+                ip("192.0.2.1")
+            } else {
+                ips.iter()
+                    .rev()
+                    .find(|a| !Cidr::new(ip("10.0.0.0"), 8).unwrap().contains(**a))
+                    .or(ips.first())
+                    .copied()
+                    .unwrap_or(ip("10.0.0.1"))
+            };
+            prop_assert_eq!(t.client_ip(&parts(Some(peer), &headers)), Ok(expected));
         }
     }
 }

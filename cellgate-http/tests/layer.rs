@@ -391,3 +391,17 @@ async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.header("retry-after"), Some("60"));
 }
+
+#[test]
+fn the_layer_and_service_are_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let l = RateLimitLayer::per_ip(Quota::per_second(1)).unwrap();
+    check(&l);
+    let svc = tower::Layer::layer(
+        &l,
+        tower::service_fn(|_r: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }),
+    );
+    check(&svc);
+}
