@@ -39,6 +39,14 @@ fn example_binary() -> PathBuf {
     if release {
         cmd.arg("--release");
     }
+    // The features this test was built with, so that the nested build reuses the same
+    // artifacts instead of rebuilding the crate with another feature set.
+    if !cfg!(feature = "axum") {
+        cmd.arg("--no-default-features");
+    }
+    if cfg!(feature = "metrics") {
+        cmd.args(["--features", "metrics"]);
+    }
     assert!(
         cmd.status().expect("cargo runs").success(),
         "the example builds"
