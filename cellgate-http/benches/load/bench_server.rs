@@ -6,7 +6,7 @@
 //! cargo run --release -p cellgate-http --example bench_server -- MODE 127.0.0.1:PORT
 //! ```
 //!
-//! MODE: `plain`, `cellgate-admit`, `cellgate-deny`, `governor-admit`, `governor-deny`.
+//! MODE: `plain`, `plain-429`, `cellgate-admit`, `cellgate-deny`, `governor-admit`, `governor-deny`.
 //! Prints `listening on ADDR` once it accepts connections; serves on one worker thread, so
 //! that the load generator has the other core of a two-core machine.
 
@@ -38,6 +38,17 @@ fn app(mode: &str) -> Result<Router, Box<dyn std::error::Error>> {
     let plain = Router::new().route("/", get(|| async { "ok" }));
     Ok(match mode {
         "plain" => plain,
+        // A handler that answers 429 itself, with a body of the layer's size: what a 429
+        // costs the server and the client without any limiter.
+        "plain-429" => Router::new().route(
+            "/",
+            get(|| async {
+                (
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    "rate limited by policy \"per-ip\"; see Retry-After\n",
+                )
+            }),
+        ),
         "cellgate-admit" => plain.layer(cellgate(true)?),
         "cellgate-deny" => plain.layer(cellgate(false)?),
         "governor-admit" | "governor-deny" => {

@@ -8,13 +8,15 @@
 #   apt-get install -y wrk
 #   bash cellgate-http/benches/load/http_load.sh            # 3 rounds of 5 s
 #   ROUNDS=5 DURATION=10 bash cellgate-http/benches/load/http_load.sh
+#   MODES="plain plain-429 cellgate-deny" bash cellgate-http/benches/load/http_load.sh
+# (the first mode is the baseline of the ratio column, so keep `plain` first)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-32}
 PORT=${PORT:-18080}
-MODES=(plain cellgate-admit cellgate-deny governor-admit governor-deny)
+read -r -a MODES <<<"${MODES:-plain cellgate-admit cellgate-deny governor-admit governor-deny}"
 
 cd "$(dirname "$0")/../../.."
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2; exit 1; }
@@ -44,9 +46,9 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo
 echo "over $ROUNDS rounds (wrk -t1 -c$CONNECTIONS -d${DURATION}s, server on 1 worker thread):"
-echo "  mode            median req/s   median of (mode / plain of the same round)"
+echo "  mode            median req/s   median of (mode / ${MODES[0]} of the same round)"
 for mode in "${MODES[@]}"; do
   med=$(awk -v m="$mode" '$1==m {print $2}' "$results" | median)
-  ratio=$(awk -v m="$mode" '$1=="plain" {p[$3]=$2} $1==m {r[$3]=$2} END {for (k in r) print r[k]/p[k]}' "$results" | median)
+  ratio=$(awk -v m="$mode" -v base="${MODES[0]}" '$1==base {p[$3]=$2} $1==m {r[$3]=$2} END {for (k in r) print r[k]/p[k]}' "$results" | median)
   printf "  %-15s %12.0f   %.2f\n" "$mode" "$med" "$ratio"
 done
