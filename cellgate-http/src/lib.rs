@@ -52,11 +52,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admit;
 mod body;
 mod headers;
 mod ip;
 mod key;
 mod layer;
+mod limit;
 #[cfg(feature = "metrics")]
 mod metrics;
 
@@ -67,7 +69,8 @@ pub use key::{
     key_fn, peer_addr, ForwardHeader, Global, HeaderKey, KeyExtractor, KeyFn, PeerAddr, PeerIp,
     Rejection, TrustedProxies, UNKNOWN_PEER,
 };
-pub use layer::{BuildError, Limit, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
+pub use layer::{BuildError, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
+pub use limit::Limit;
 #[cfg(feature = "metrics")]
 pub use metrics::{KeyStats, MetricsHandle};
 

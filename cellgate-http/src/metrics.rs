@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use cellgate::{Decision, KeyedLimiter};
 
-use crate::layer::{Limit, Shared};
+use crate::admit::Shared;
+use crate::limit::Limit;
 
 const ALLOWED: usize = 0;
 const DENIED: usize = 1;
