@@ -61,18 +61,20 @@ mod layer;
 mod limit;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod proxy;
 
 pub use body::LimitBody;
 pub use headers::{ceil_secs, retry_after_secs, FieldNames, HeaderDraft};
 pub use ip::{fold_mapped, ip_key, Cidr, CidrError};
 pub use key::{
-    key_fn, peer_addr, ForwardHeader, Global, HeaderKey, KeyExtractor, KeyFn, PeerAddr, PeerIp,
-    Rejection, TrustedProxies, UNKNOWN_PEER,
+    key_fn, peer_addr, Global, HeaderKey, KeyExtractor, KeyFn, PeerAddr, PeerIp, Rejection,
+    UNKNOWN_PEER,
 };
 pub use layer::{BuildError, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
 pub use limit::Limit;
 #[cfg(feature = "metrics")]
 pub use metrics::{KeyStats, MetricsHandle};
+pub use proxy::{ForwardHeader, TrustedProxies};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
