@@ -1,0 +1,132 @@
+//! The layer's own cost per request, metrics counting on and off, in the same run: one thread,
+//! and two threads on one hot key. No network: the service is called and its (ready) future
+//! polled directly, so the figures are the layer's work alone.
+//!
+//! ```sh
+//! cargo bench -p cellgate-http --features metrics --bench metrics_overhead
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use cellgate::{Limiter, Quota};
+use cellgate_http::{Global, Limit, RateLimitLayer};
+use criterion::{criterion_group, criterion_main, Criterion};
+use tower::{Layer, Service};
+
+struct NoopWake;
+
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+fn layer(metrics: bool, admit: bool) -> RateLimitLayer {
+    // A limit that always admits, or one that is drained and always denies.
+    let limiter = if admit {
+        Limiter::gcra(Quota::per_second(1_000_000_000))
+            .build()
+            .unwrap()
+    } else {
+        Limiter::gcra(Quota::per_hour(1)).build().unwrap()
+    };
+    if !admit {
+        limiter.check();
+    }
+    RateLimitLayer::builder()
+        .limit(Limit::new("global", Global, limiter))
+        .metrics(metrics)
+        .build()
+        .unwrap()
+}
+
+/// Builds the limited service and returns a closure that serves one request.
+fn service(layer: &RateLimitLayer) -> impl FnMut() -> u16 {
+    let mut svc = layer.layer(tower::service_fn(|_r: http::Request<()>| async {
+        Ok::<_, Infallible>(http::Response::new(String::new()))
+    }));
+    let waker = Waker::from(Arc::new(NoopWake));
+    move || {
+        let mut cx = Context::from_waker(&waker);
+        let fut = svc.call(http::Request::new(()));
+        match pin!(fut).poll(&mut cx) {
+            Poll::Ready(Ok(resp)) => resp.status().as_u16(),
+            _ => unreachable!("the inner service is always ready"),
+        }
+    }
+}
+
+fn one_thread(c: &mut Criterion) {
+    let mut g = c.benchmark_group("layer_one_thread");
+    // The same request and response through the bare service: what the layer adds is the rest.
+    let mut bare = tower::service_fn(|_r: http::Request<()>| async {
+        Ok::<_, Infallible>(http::Response::new(String::new()))
+    });
+    let waker = Waker::from(Arc::new(NoopWake));
+    g.bench_function("no_layer", |b| {
+        b.iter(|| {
+            let mut cx = Context::from_waker(&waker);
+            let fut = bare.call(http::Request::new(()));
+            match pin!(fut).poll(&mut cx) {
+                Poll::Ready(Ok(resp)) => black_box(resp.status().as_u16()),
+                _ => unreachable!("the service is always ready"),
+            }
+        })
+    });
+    for (name, admit) in [("admit", true), ("deny", false)] {
+        for metrics in [false, true] {
+            let l = layer(metrics, admit);
+            let mut serve = service(&l);
+            let id = format!("{name}/metrics_{}", if metrics { "on" } else { "off" });
+            g.bench_function(id, |b| b.iter(|| black_box(serve())));
+        }
+    }
+    g.finish();
+}
+
+fn two_threads_hot_key(c: &mut Criterion) {
+    let mut g = c.benchmark_group("layer_two_threads_hot_key");
+    for metrics in [false, true] {
+        let l = layer(metrics, true);
+        let id = format!("admit/metrics_{}", if metrics { "on" } else { "off" });
+        g.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let barrier = Arc::new(Barrier::new(2));
+                let workers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let l = l.clone();
+                        let barrier = barrier.clone();
+                        std::thread::spawn(move || {
+                            let mut serve = service(&l);
+                            barrier.wait();
+                            let start = Instant::now();
+                            for _ in 0..iters {
+                                black_box(serve());
+                            }
+                            start.elapsed()
+                        })
+                    })
+                    .collect();
+                // Time per request of the pair: the slower thread's time over both threads' work.
+                let slowest = workers
+                    .into_iter()
+                    .map(|w| w.join().unwrap())
+                    .max()
+                    .unwrap_or(Duration::ZERO);
+                slowest / 2
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = one_thread, two_threads_hot_key
+}
+criterion_main!(benches);

@@ -1,0 +1,296 @@
+//! What the layer does with a request head: extract each limit's key, admit on every limit or
+//! on none, and compute the response fields (or the whole 429) from the decisions.
+
+use bytes::Bytes;
+use cellgate::{check_all_in, Decision, Gate, Policy};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+
+use crate::headers::{
+    push_policy, push_state, reset_prefix, retry_after_of, state_prefix, HeaderDraft,
+};
+use crate::key::Rejection;
+use crate::layer::RateLimitBuilder;
+use crate::limit::Limit;
+
+pub(crate) struct Shared {
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) skip_options: bool,
+    names: Option<crate::headers::FieldNames>,
+    legacy: bool,
+    problem_json: bool,
+    /// Per limit, its `RateLimit` member up to the remaining count (`"name";r=`).
+    state_prefixes: Vec<Vec<u8>>,
+    /// `;t=` in the draft's words.
+    reset_prefix: Vec<u8>,
+    /// The policies when the layer was built, and their `RateLimit-Policy` value: reused as
+    /// long as every limiter still reports the same policy.
+    policies_at_build: Vec<Policy>,
+    policy_value: Option<HeaderValue>,
+    /// Per limit, the 429 body when waiting helps and when it does not.
+    deny_bodies: Vec<[Bytes; 2]>,
+    content_type: HeaderValue,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: crate::metrics::Registry,
+}
+
+/// The fields a limited request's response gets, computed before the inner service runs.
+#[derive(Default)]
+pub(crate) struct ExtraHeaders {
+    policy: Option<(HeaderName, HeaderValue)>,
+    state: Option<(HeaderName, HeaderValue)>,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    legacy: Option<(u32, u32, Option<u64>)>,
+}
+
+impl ExtraHeaders {
+    pub(crate) fn apply(self, out: &mut http::HeaderMap) {
+        if let Some((k, v)) = self.policy {
+            out.append(k, v);
+        }
+        if let Some((k, v)) = self.state {
+            out.append(k, v);
+        }
+        if let Some((limit, remaining, reset)) = self.legacy {
+            out.append(HeaderName::from_static("x-ratelimit-limit"), limit.into());
+            out.append(
+                HeaderName::from_static("x-ratelimit-remaining"),
+                remaining.into(),
+            );
+            if let Some(t) = reset {
+                out.append(HeaderName::from_static("x-ratelimit-reset"), t.into());
+            }
+        }
+    }
+}
+
+/// How a request fared.
+pub(crate) enum Admission {
+    Admitted(ExtraHeaders),
+    Answered(Response<Bytes>),
+}
+
+impl Shared {
+    pub(crate) fn new(b: RateLimitBuilder) -> Self {
+        let names = b.draft.map(HeaderDraft::names);
+        let policies_at_build: Vec<Policy> = b.limits.iter().map(Limit::policy).collect();
+        let policy_value = names
+            .as_ref()
+            .and_then(|n| policy_value(n, &b.limits, &policies_at_build));
+        let state_prefixes = b
+            .limits
+            .iter()
+            .map(|l| {
+                names
+                    .as_ref()
+                    .map_or_else(Vec::new, |n| state_prefix(n, &l.name))
+            })
+            .collect();
+        let reset_prefix = names.as_ref().map_or_else(Vec::new, reset_prefix);
+        let deny_bodies = b
+            .limits
+            .iter()
+            .map(|l| {
+                let helps = format!("rate limited by policy \"{}\"; see Retry-After", l.name);
+                let no_help = format!("denied by policy \"{}\"; waiting will not help", l.name);
+                let status = StatusCode::TOO_MANY_REQUESTS;
+                [
+                    leak(body(b.problem_json, status, &helps, Some(&l.name)).to_vec()),
+                    leak(body(b.problem_json, status, &no_help, Some(&l.name)).to_vec()),
+                ]
+            })
+            .collect();
+        Shared {
+            #[cfg(feature = "metrics")]
+            metrics: crate::metrics::Registry::new(&b.limits, b.metrics),
+            skip_options: b.skip_options,
+            legacy: b.legacy,
+            problem_json: b.problem_json,
+            content_type: HeaderValue::from_static(if b.problem_json {
+                "application/problem+json"
+            } else {
+                "text/plain; charset=utf-8"
+            }),
+            names,
+            state_prefixes,
+            reset_prefix,
+            policies_at_build,
+            policy_value,
+            deny_bodies,
+            limits: b.limits,
+        }
+    }
+
+    pub(crate) fn admit(&self, parts: &Parts) -> Admission {
+        let mut one = [Decision::NONE];
+        let mut many = Vec::new();
+        let (decisions, denied_by): (&[Decision], _) = if let [l] = &self.limits[..] {
+            // One limit (the common case): a plain check, no gate to box.
+            match l.imp.check(parts, l.cost) {
+                Ok(d) => {
+                    one[0] = d;
+                    (&one, (!d.is_allowed()).then_some(0))
+                }
+                Err(r) => return self.rejected(&r),
+            }
+        } else {
+            let mut gates: Vec<Box<dyn Gate + '_>> = Vec::with_capacity(self.limits.len());
+            for l in &self.limits {
+                match l.imp.gate(parts) {
+                    Ok(g) => gates.push(g),
+                    Err(r) => return self.rejected(&r),
+                }
+            }
+            let pairs: Vec<(&dyn Gate, u32)> = gates
+                .iter()
+                .zip(&self.limits)
+                .map(|(g, l)| (&**g as &dyn Gate, l.cost))
+                .collect();
+            many.resize(pairs.len(), Decision::NONE);
+            let denied_by = check_all_in(&pairs, &mut many);
+            (&many, denied_by)
+        };
+        #[cfg(feature = "metrics")]
+        self.metrics.record(&self.limits, decisions, denied_by);
+        let headers = self.rate_limit_headers(decisions, denied_by);
+        let Some(i) = denied_by else {
+            return Admission::Admitted(headers);
+        };
+        let retry = retry_after_of(decisions);
+        let body = self.deny_bodies[i][usize::from(retry.is_none())].clone();
+        let mut resp = Response::new(body);
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let h = resp.headers_mut();
+        h.insert(CONTENT_TYPE, self.content_type.clone());
+        headers.apply(h);
+        if let Some(secs) = retry {
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        Admission::Answered(resp)
+    }
+
+    fn rejected(&self, r: &Rejection) -> Admission {
+        #[cfg(feature = "metrics")]
+        self.metrics.rejected();
+        let mut resp = Response::new(body(self.problem_json, r.status(), r.reason(), None));
+        *resp.status_mut() = r.status();
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, self.content_type.clone());
+        Admission::Answered(resp)
+    }
+
+    fn rate_limit_headers(&self, decisions: &[Decision], denied_by: Option<usize>) -> ExtraHeaders {
+        let mut out = ExtraHeaders::default();
+        if self.names.is_none() && !self.legacy {
+            return out;
+        }
+        let mut state = Vec::with_capacity(self.state_prefixes.iter().map(|p| p.len() + 24).sum());
+        let mut same_policies = true;
+        let mut tightest: Option<(u32, usize)> = None;
+        for (i, (l, d)) in self.limits.iter().zip(decisions).enumerate() {
+            let p = l.policy();
+            same_policies &= p == self.policies_at_build[i];
+            let remaining = remaining_now(l, d, i, denied_by);
+            let t = crate::headers::reset_secs(d, &p);
+            if self.names.is_some() {
+                push_state(
+                    &mut state,
+                    &self.state_prefixes[i],
+                    remaining,
+                    &self.reset_prefix,
+                    t,
+                );
+            }
+            let tighter = match (denied_by, tightest) {
+                (Some(j), _) => i == j,
+                (None, None) => true,
+                (None, Some((r, _))) => remaining < r,
+            };
+            if self.legacy && tighter {
+                tightest = Some((remaining, i));
+                out.legacy = Some((d.limit(), remaining, t));
+            }
+        }
+        if let Some(names) = &self.names {
+            let policy = if same_policies {
+                self.policy_value.clone()
+            } else {
+                let now: Vec<Policy> = self.limits.iter().map(Limit::policy).collect();
+                policy_value(names, &self.limits, &now)
+            };
+            out.policy = policy.map(|v| (names.policy_field.clone(), v));
+            // Printable ASCII names, digits and punctuation: always a valid value.
+            out.state = HeaderValue::from_maybe_shared(Bytes::from(state))
+                .ok()
+                .map(|v| (names.state_field.clone(), v));
+        }
+        out
+    }
+}
+
+/// The `RateLimit-Policy` value for `policies`.
+fn policy_value(
+    names: &crate::headers::FieldNames,
+    limits: &[Limit],
+    policies: &[Policy],
+) -> Option<HeaderValue> {
+    let mut v = String::new();
+    for (l, p) in limits.iter().zip(policies) {
+        push_policy(&mut v, names, &l.name, p);
+    }
+    HeaderValue::try_from(v).ok()
+}
+
+/// `s` as `Bytes` that clone without touching a shared reference count.
+///
+/// Values made once per layer and sent with every response (the policy field, the 429
+/// bodies) would otherwise bump one atomic counter per response from every thread: they are
+/// leaked instead, a few hundred bytes per layer built, which lives as long as the process's
+/// services do anyway.
+fn leak(s: Vec<u8>) -> Bytes {
+    Bytes::from_static(Box::leak(s.into_boxed_slice()))
+}
+
+/// A short answer's body: the text and a newline, or an RFC 9457 problem.
+fn body(problem_json: bool, status: StatusCode, detail: &str, policy: Option<&str>) -> Bytes {
+    if !problem_json {
+        return Bytes::from(format!("{detail}\n"));
+    }
+    let mut b = String::from("{\"type\":\"about:blank\",\"title\":");
+    json_string(&mut b, status.canonical_reason().unwrap_or("Error"));
+    b.push_str(&format!(",\"status\":{},\"detail\":", status.as_u16()));
+    json_string(&mut b, detail);
+    if let Some(p) = policy {
+        b.push_str(",\"policy\":");
+        json_string(&mut b, p);
+    }
+    b.push_str("}\n");
+    Bytes::from(b)
+}
+
+/// What a limit has left after this request. An admitted decision reports what is left after
+/// its charge; on a denied request that charge was rolled back (the limits before the one
+/// that denied) or never made (the ones after it, which were only peeked), so its units count
+/// as left.
+fn remaining_now(l: &Limit, d: &Decision, i: usize, denied_by: Option<usize>) -> u32 {
+    match denied_by {
+        Some(j) if j != i && d.is_allowed() => d.remaining().saturating_add(l.cost).min(d.limit()),
+        _ => d.remaining(),
+    }
+}
+
+/// Writes `s` as a JSON string.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}

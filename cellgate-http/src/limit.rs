@@ -1,0 +1,181 @@
+//! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
+//! that one layer holds limits of any key and limiter types.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cellgate::{Decision, Gate, Policy, RateLimiter, Reservation};
+use http::request::Parts;
+
+use crate::key::{KeyExtractor, Rejection};
+
+/// One limit a request must pass: a name (for headers, the 429 and metrics), how to find the
+/// key, the limiter, and how many units a request costs (1 by default).
+///
+/// Any [`RateLimiter`] over the extractor's key type works: `KeyedLimiter<IpAddr>` for
+/// [`PeerIp`](crate::PeerIp), `KeyedLimiter<String>` for [`HeaderKey`](crate::HeaderKey), a direct `Limiter`
+/// for [`Global`](crate::Global); pass an `Arc` to keep a handle on the limiter.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::IpAddr;
+/// use cellgate::{KeyedLimiter, Quota};
+/// use cellgate_http::{Limit, PeerIp};
+///
+/// let per_ip = Limit::new("per-ip", PeerIp::new(), KeyedLimiter::<IpAddr>::gcra(Quota::per_second(10)).build()?);
+/// let heavy = per_ip.clone().cost(5);
+/// assert_eq!(heavy.name(), "per-ip");
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Limit {
+    pub(crate) name: Arc<str>,
+    pub(crate) cost: u32,
+    pub(crate) imp: Arc<dyn ErasedLimit>,
+    #[cfg(feature = "metrics")]
+    stats: Option<crate::metrics::StatsFn>,
+}
+
+impl fmt::Debug for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limit")
+            .field("name", &self.name)
+            .field("cost", &self.cost)
+            .field("policy", &self.imp.policy())
+            .finish()
+    }
+}
+
+impl Limit {
+    /// A limit called `name` (printable ASCII; checked by [`RateLimitBuilder::build`](crate::RateLimitBuilder::build)) keyed
+    /// by `extractor` on `limiter`.
+    pub fn new<E, L>(name: impl Into<String>, extractor: E, limiter: L) -> Self
+    where
+        E: KeyExtractor,
+        L: RateLimiter<E::Key> + Send + Sync + 'static,
+    {
+        Self {
+            name: name.into().into(),
+            cost: 1,
+            imp: Arc::new(Typed { extractor, limiter }),
+            #[cfg(feature = "metrics")]
+            stats: None,
+        }
+    }
+
+    /// Each request costs `units` (a check of `n` units).
+    #[must_use]
+    pub fn cost(mut self, units: u32) -> Self {
+        self.cost = units;
+        self
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The units each request costs.
+    #[must_use]
+    pub fn cost_per_request(&self) -> u32 {
+        self.cost
+    }
+
+    /// Where the metrics read the limiter's keys held, refusals and evictions (feature
+    /// `metrics`); read at publish time only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::{net::IpAddr, sync::Arc};
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{KeyStats, Limit, PeerIp};
+    ///
+    /// let l = Arc::new(KeyedLimiter::<IpAddr>::gcra(Quota::per_second(5)).build()?);
+    /// let stats = l.clone();
+    /// let limit = Limit::new("per-ip", PeerIp::new(), l).stats(move || KeyStats::of(&stats));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn stats(
+        mut self,
+        f: impl Fn() -> crate::metrics::KeyStats + Send + Sync + 'static,
+    ) -> Self {
+        self.stats = Some(Arc::new(f));
+        self
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn stats_fn(&self) -> Option<&crate::metrics::StatsFn> {
+        self.stats.as_ref()
+    }
+
+    /// The policy the limiter enforces now.
+    #[must_use]
+    pub fn policy(&self) -> Policy {
+        self.imp.policy()
+    }
+}
+
+/// A limit with its key and limiter types erased, so one layer can hold limits of any types.
+pub(crate) trait ErasedLimit: Send + Sync {
+    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection>;
+    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
+    fn policy(&self) -> Policy;
+}
+
+struct Typed<E, L> {
+    extractor: E,
+    limiter: L,
+}
+
+impl<E, L> ErasedLimit for Typed<E, L>
+where
+    E: KeyExtractor,
+    L: RateLimiter<E::Key> + Send + Sync,
+{
+    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection> {
+        let key = self.extractor.extract(parts)?;
+        Ok(self.limiter.check_n(&key, n))
+    }
+
+    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
+        let key = self.extractor.extract(parts)?;
+        Ok(Box::new(OwnedKey {
+            limiter: &self.limiter,
+            key,
+        }))
+    }
+
+    fn policy(&self) -> Policy {
+        self.limiter.policy()
+    }
+}
+
+/// A limiter and an owned key, as a [`Gate`] (`cellgate::Bound` borrows its key; the key
+/// here is computed per request and has to live somewhere).
+struct OwnedKey<'a, L: ?Sized, K> {
+    limiter: &'a L,
+    key: K,
+}
+
+impl<L: RateLimiter<K> + ?Sized, K> Gate for OwnedKey<'_, L, K> {
+    fn charge(&self, n: u32) -> Reservation {
+        self.limiter.charge(&self.key, n)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        self.limiter.cancel(&self.key, reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        self.limiter.peek_n(&self.key, n)
+    }
+
+    fn reserve(&self, n: u32, max_wait: std::time::Duration) -> Reservation {
+        self.limiter.reserve(&self.key, n, max_wait)
+    }
+}

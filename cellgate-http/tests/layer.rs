@@ -1,0 +1,407 @@
+//! The layer against a real axum / hyper server on 127.0.0.1, driven by a real HTTP client.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use cellgate::clock::ManualClock;
+use cellgate::{KeyedLimiter, Limiter, Quota};
+use cellgate_http::{Global, HeaderKey, Limit, PeerIp, RateLimitLayer, TrustedProxies};
+use common::{get as fetch, send, serve};
+use http::{Method, StatusCode};
+
+fn per_ip(clock: &ManualClock, quota: Quota) -> KeyedLimiter<IpAddr, ManualClock> {
+    KeyedLimiter::<IpAddr>::gcra(quota)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn layer(limits: Vec<Limit>) -> RateLimitLayer {
+    limits
+        .into_iter()
+        .fold(RateLimitLayer::builder(), |b, l| b.limit(l))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_are_exact_and_sub_second_waits_say_retry_after_1() {
+    let clock = ManualClock::new();
+    let fast = layer(vec![Limit::new(
+        "per-ip",
+        PeerIp::new(),
+        per_ip(&clock, Quota::per_second(2)),
+    )]);
+    let slow = layer(vec![Limit::new(
+        "slow",
+        PeerIp::new(),
+        per_ip(&clock, Quota::per_minute(1)),
+    )]);
+    let app = Router::new()
+        .route("/fast", get(|| async { "ok" }).layer(fast))
+        .route("/slow", get(|| async { "ok" }).layer(slow));
+    let addr = serve(app).await;
+
+    let r = fetch(addr, "/fast", &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"per-ip\";q=2;w=1"));
+    assert_eq!(r.header("ratelimit"), Some("\"per-ip\";r=1;t=1"));
+    assert_eq!(r.header("retry-after"), None);
+    assert_eq!(r.body, "ok");
+    let r = fetch(addr, "/fast", &[]).await;
+    assert_eq!(r.header("ratelimit"), Some("\"per-ip\";r=0;t=1"));
+
+    // Drained: the next unit comes in 500 ms; Retry-After rounds up to 1, never 0.
+    let r = fetch(addr, "/fast", &[]).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"per-ip\";q=2;w=1"));
+    assert_eq!(r.header("ratelimit"), Some("\"per-ip\";r=0;t=1"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert_eq!(
+        r.body,
+        "rate limited by policy \"per-ip\"; see Retry-After\n"
+    );
+    clock.advance(Duration::from_millis(499));
+    let r = fetch(addr, "/fast", &[]).await;
+    assert_eq!(r.header("retry-after"), Some("1"));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(fetch(addr, "/fast", &[]).await.status, StatusCode::OK);
+
+    // Whole seconds round up too: a 60 s wait, then 59.5 s, then 0.1 s.
+    assert_eq!(
+        fetch(addr, "/slow", &[]).await.header("ratelimit"),
+        Some("\"slow\";r=0;t=60")
+    );
+    let r = fetch(addr, "/slow", &[]).await;
+    assert_eq!(r.header("retry-after"), Some("60"));
+    assert_eq!(r.header("ratelimit"), Some("\"slow\";r=0;t=60"));
+    clock.advance(Duration::from_millis(500));
+    let r = fetch(addr, "/slow", &[]).await;
+    assert_eq!(r.header("retry-after"), Some("60"));
+    clock.advance(Duration::from_millis(59_400));
+    let r = fetch(addr, "/slow", &[]).await;
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.header("ratelimit"), Some("\"slow\";r=0;t=1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifteen_hundred_concurrent_requests_admit_exactly_the_quota() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_minute(100).with_burst(100);
+    let global = Limiter::gcra(Quota::per_second(10_000))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new().route(
+        "/",
+        get(|| async { "ok" }).layer(layer(vec![
+            Limit::new("per-ip", PeerIp::new(), per_ip(&clock, quota)),
+            Limit::new("global", Global, global),
+        ])),
+    );
+    let addr = serve(app).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..1_500 {
+        tasks.spawn(async move { fetch(addr, "/", &[]).await });
+    }
+    let (mut ok, mut limited) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        let r = r.unwrap();
+        match r.status {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                limited += 1;
+                // The clock is frozen: the per-IP limit denies, with a wait of 600 ms.
+                assert_eq!(r.header("retry-after"), Some("1"));
+                assert!(r.body.contains("\"per-ip\""));
+            }
+            s => panic!("unexpected status {s}"),
+        }
+    }
+    assert_eq!((ok, limited), (100, 1_400));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let clock = ManualClock::new();
+    // The test client is 127.0.0.1: not a proxy here.
+    let untrusted = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+    let trusted = TrustedProxies::new(["127.0.0.1/32"]).unwrap();
+    let q = Quota::per_minute(2);
+    let app = Router::new()
+        .route(
+            "/untrusted",
+            get(|| async { "ok" }).layer(layer(vec![Limit::new(
+                "ip",
+                untrusted,
+                per_ip(&clock, q),
+            )])),
+        )
+        .route(
+            "/trusted",
+            get(|| async { "ok" }).layer(layer(vec![Limit::new("ip", trusted, per_ip(&clock, q))])),
+        );
+    let addr = serve(app).await;
+    let statuses = |path: &'static str, xffs: Vec<&'static str>| async move {
+        let mut out = Vec::new();
+        for x in xffs {
+            out.push(
+                fetch(addr, path, &[("x-forwarded-for", x)])
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+        out
+    };
+    // A fresh address in every spoofed header, all keyed by the peer: the third is denied.
+    assert_eq!(
+        statuses("/untrusted", vec!["1.1.1.1", "2.2.2.2", "3.3.3.3"]).await,
+        [200, 200, 429]
+    );
+    // Garbage from an untrusted peer is not even read.
+    assert_eq!(statuses("/untrusted", vec!["not an ip"]).await, [429]);
+    // From a trusted proxy the right-most hop is the client; what is left of it is not.
+    assert_eq!(
+        statuses("/trusted", vec!["1.1.1.1", "2.2.2.2", "3.3.3.3"]).await,
+        [200, 200, 200]
+    );
+    assert_eq!(
+        statuses("/trusted", vec!["9.9.9.9, 1.1.1.1", "8.8.8.8, 1.1.1.1"]).await,
+        [200, 429]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_headers_get_a_400_with_the_reason_and_charge_nothing() {
+    let clock = ManualClock::new();
+    let trusted = TrustedProxies::new(["127.0.0.0/8"]).unwrap();
+    let users = KeyedLimiter::<String>::gcra(Quota::per_minute(5))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/ip",
+            get(|| async { "ok" }).layer(layer(vec![Limit::new(
+                "ip",
+                trusted,
+                per_ip(&clock, Quota::per_minute(5)),
+            )])),
+        )
+        .route(
+            "/user",
+            get(|| async { "ok" }).layer(layer(vec![Limit::new(
+                "user",
+                HeaderKey::new("x-user-id"),
+                users,
+            )])),
+        );
+    let addr = serve(app).await;
+    let long = "x".repeat(129);
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: [Case; 4] = [
+        (
+            "/ip",
+            vec![("x-forwarded-for", "1.2.3.4, not-an-ip")],
+            "malformed x-forwarded-for header: \"not-an-ip\" is not an IP address\n",
+        ),
+        ("/user", vec![], "missing header x-user-id\n"),
+        (
+            "/user",
+            vec![("x-user-id", "two words")],
+            "header x-user-id must be visible ASCII without spaces\n",
+        ),
+        (
+            "/user",
+            vec![("x-user-id", &long)],
+            "header x-user-id longer than 128 bytes\n",
+        ),
+    ];
+    for (path, headers, reason) in cases {
+        let r = fetch(addr, path, &headers).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path} {headers:?}");
+        assert_eq!(r.body, reason);
+        assert_eq!(r.header("ratelimit"), None);
+    }
+    // Nothing was charged by the refusals.
+    let r = fetch(addr, "/ip", &[("x-forwarded-for", "1.2.3.4")]).await;
+    assert_eq!(r.header("ratelimit"), Some("\"ip\";r=4;t=12"));
+    let r = fetch(addr, "/user", &[("x-user-id", "u1")]).await;
+    assert_eq!(r.header("ratelimit"), Some("\"user\";r=4;t=12"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_limits_are_all_or_nothing_and_the_429_names_the_denier() {
+    let per_user = KeyedLimiter::<String>::stock(2).build().unwrap();
+    let stock = std::sync::Arc::new(Limiter::stock(3).build().unwrap());
+    let l = RateLimitLayer::builder()
+        .limit(Limit::new(
+            "per-user",
+            HeaderKey::new("x-user-id"),
+            per_user,
+        ))
+        .limit(Limit::new("stock", Global, stock.clone()))
+        .problem_json(true)
+        .legacy_headers(true)
+        .build()
+        .unwrap();
+    let app = Router::new().route("/buy", axum::routing::post(|| async { "sold" }).layer(l));
+    let addr = serve(app).await;
+    let buy = |user: &'static str| async move {
+        send(addr, Method::POST, "/buy", &[("x-user-id", user)]).await
+    };
+    assert_eq!(buy("a").await.status, StatusCode::OK);
+    let r = buy("a").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=0, \"stock\";r=1")
+    );
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
+    // User a's third: the per-user limit says no, and the stock is not touched.
+    let r = buy("a").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), None);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(
+        r.body,
+        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
+         \"detail\":\"denied by policy \\\"per-user\\\"; waiting will not help\",\
+         \"policy\":\"per-user\"}\n"
+    );
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=0, \"stock\";r=1")
+    );
+    assert_eq!(r.header("x-ratelimit-limit"), Some("2"));
+    assert_eq!(
+        cellgate::RateLimiter::peek_n(&*stock, &(), 0).remaining(),
+        1
+    );
+    assert_eq!(buy("b").await.status, StatusCode::OK);
+    // Sold out: user c's own unit is given back (c keeps r=2 of its own limit).
+    let r = buy("c").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.body.contains("\"policy\":\"stock\""));
+    assert_eq!(
+        r.header("ratelimit"),
+        Some("\"per-user\";r=2, \"stock\";r=0")
+    );
+    assert_eq!(r.header("retry-after"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_requests_skip_the_limit_by_default() {
+    let clock = ManualClock::new();
+    let make = |skip: bool| {
+        RateLimitLayer::builder()
+            .limit(Limit::new(
+                "ip",
+                PeerIp::new(),
+                per_ip(&clock, Quota::per_minute(1)),
+            ))
+            .skip_options(skip)
+            .build()
+            .unwrap()
+    };
+    let h = || async { "ok" };
+    let app = Router::new()
+        .route("/skip", get(h).options(h).layer(make(true)))
+        .route("/check", get(h).options(h).layer(make(false)));
+    let addr = serve(app).await;
+    for path in ["/skip", "/check"] {
+        assert_eq!(fetch(addr, path, &[]).await.status, StatusCode::OK);
+    }
+    let r = send(addr, Method::OPTIONS, "/skip", &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("ratelimit"), None);
+    let r = send(addr, Method::OPTIONS, "/check", &[]).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_connect_info_all_peers_share_one_limit_and_nothing_fails() {
+    let clock = ManualClock::new();
+    let app = Router::new().route(
+        "/",
+        get(|| async { "ok" }).layer(layer(vec![Limit::new(
+            "ip",
+            PeerIp::new(),
+            per_ip(&clock, Quota::per_minute(2)),
+        )])),
+    );
+    // Served without `into_make_service_with_connect_info`.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(fetch(addr, "/", &[]).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
+    use cellgate_http::PeerAddr;
+    use http_body_util::Full;
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceBuilder;
+
+    let clock = ManualClock::new();
+    let limit = layer(vec![Limit::new(
+        "ip",
+        PeerIp::new(),
+        per_ip(&clock, Quota::per_minute(1)),
+    )]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        // Two connections, then stop accepting.
+        for _ in 0..2 {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut r: http::Request<hyper::body::Incoming>| {
+                    r.extensions_mut().insert(PeerAddr(peer));
+                    r
+                })
+                .layer(limit.clone())
+                .service_fn(|_req| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                        bytes::Bytes::from_static(b"hyper"),
+                    )))
+                });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    let r = fetch(addr, "/", &[]).await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hyper"));
+    assert_eq!(r.header("ratelimit"), Some("\"ip\";r=0;t=60"));
+    let r = fetch(addr, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), Some("60"));
+}
+
+#[test]
+fn the_layer_and_service_are_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let l = RateLimitLayer::per_ip(Quota::per_second(1)).unwrap();
+    check(&l);
+    let svc = tower::Layer::layer(
+        &l,
+        tower::service_fn(|_r: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }),
+    );
+    check(&svc);
+}
