@@ -872,9 +872,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         }
         let algorithm = self.setting.load();
         let now = self.now();
-        let (n, before, after) = (reservation.n, reservation.before, reservation.after);
         self.update_existing(key, |w| {
-            let write = algorithm.cancel(w, now, n, before, after);
+            let write = algorithm.cancel(w, now, &reservation);
             (write.is_some(), write)
         })
         .unwrap_or(false)

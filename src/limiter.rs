@@ -371,8 +371,7 @@ impl<C: Clock> Limiter<C> {
         let algorithm = self.setting.load();
         let now = self.now();
         self.cell.update(|w| {
-            let write =
-                algorithm.cancel(w, now, reservation.n, reservation.before, reservation.after);
+            let write = algorithm.cancel(w, now, &reservation);
             (write.is_some(), write)
         })
     }

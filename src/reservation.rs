@@ -87,6 +87,12 @@ impl Reservation {
         }
     }
 
+    /// The clock reading the admission was made at, for GCRA (whose decision's `reset_after`
+    /// is the new TAT minus that reading); meaningless for other algorithms.
+    pub(crate) fn admitted_at(&self) -> u64 {
+        self.after.saturating_sub(self.decision.reset_after_ns())
+    }
+
     /// Whether cancelling could give anything back.
     pub(crate) fn holds(&self) -> bool {
         self.decision.is_allowed() && self.n > 0 && self.before != self.after
