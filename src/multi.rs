@@ -86,10 +86,11 @@ impl<const N: usize> MultiDecision<N> {
         self.denied_by
     }
 
-    /// What each limiter said. Admitted: each limiter's admission. Denied: the denial of the
-    /// limiter that denied, and for every other limiter what it holds after the rollback
-    /// (nothing of this request is charged anywhere): the denial its `n` units would get now if
-    /// they would not fit, otherwise a peek (`remaining` = what is left now).
+    /// What each limiter said. Admitted: each limiter's admission. Denied (nothing of this
+    /// request is charged anywhere): the denial of the limiter that denied; for the limiters
+    /// before it, a peek of zero units taken after the rollback (`remaining` is what each holds
+    /// now); for the limiters after it, a peek of their units (they were never charged; a
+    /// denial there tells [`retry_after`](Self::retry_after) its wait).
     #[must_use]
     pub fn decisions(&self) -> &[Decision; N] {
         &self.decisions
@@ -167,18 +168,6 @@ pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<
     }
 }
 
-/// What `gate` holds now, for a request of `n` units that was not admitted: the denial those
-/// units would get (with its wait), or if they would fit, the state itself (a peek of 0 units,
-/// whose `remaining` counts what is left, not what would be left after `n` more).
-fn after_rollback(gate: &dyn Gate, n: u32) -> Decision {
-    let d = gate.peek_n(n);
-    if d.is_allowed() {
-        gate.peek_n(0)
-    } else {
-        d
-    }
-}
-
 /// [`check_all`] for a number of gates known only at run time (an HTTP layer's policies):
 /// admits `n` units on every gate or on none, writes what each said into `decisions` (as
 /// [`MultiDecision::decisions`]) and returns the index of the gate that denied, `None` when
@@ -224,13 +213,17 @@ pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> O
                 gates[i].0.cancel(r);
             }
         }
-        // Every other gate is looked at after the rollback, so that the caller sees what it
-        // holds now and learns the longest wait.
+        // Every other gate is looked at after the rollback: the rolled-back ones (before the
+        // denial) with zero units, so that their `remaining` is what they hold now; the ones
+        // after it with their units, so that the caller learns the longest wait.
         for (i, (gate, n)) in gates.iter().enumerate() {
-            if Some(i) != denied_by {
-                if let Some(slot) = decisions.get_mut(i) {
-                    *slot = after_rollback(*gate, *n);
-                }
+            let Some(slot) = decisions.get_mut(i) else {
+                break;
+            };
+            match denied_by {
+                Some(d) if i < d => *slot = gate.peek_n(0),
+                Some(d) if i > d => *slot = gate.peek_n(*n),
+                _ => {}
             }
         }
     } else {

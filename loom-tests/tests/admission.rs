@@ -21,8 +21,8 @@
 //! limiter's own compare-and-swap, and rolls the charges back with `cancel` if one denies. Its
 //! exact semantics is therefore "some interleaving of the threads' charges, peeks and cancels,
 //! each atomic": the model runs a reference state machine of `check_all` (from its docs: charge
-//! each gate in order; on a denial, cancel the earlier charges in reverse order, then peek every
-//! gate but the one that denied) over every interleaving, through the public `Gate` trait on
+//! each gate in order; on a denial, cancel the earlier charges in reverse order, then peek the
+//! rolled-back gates with zero units and the gates after the denial with their units) over every interleaving, through the public `Gate` trait on
 //! the same limiters, and the concurrent run must give exactly one of those outcomes (every
 //! decision, every final state). Then the properties the module docs promise are asserted on
 //! their own: no limiter admits beyond its quota; a denied `check_all` leaves every limiter
@@ -573,10 +573,8 @@ impl Shop {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Charge(usize),
-    /// Peeking gate `i` (`n` = 1) after the rollback.
+    /// Peeking gate `i` after the rollback (0 units before the denial, 1 after it).
     Peek(usize),
-    /// Peeking gate `i` with `n` = 0, after its `n` = 1 peek was allowed.
-    PeekState(usize),
     /// Cancelling the charge of gate `i` (counting down) after a denial.
     Cancel(usize),
     Done,
@@ -584,8 +582,8 @@ enum Phase {
 
 /// The reference `check_all`, one atomic gate operation per step (from the `check_all` docs):
 /// charge each gate in order; if one denies, cancel the charges made before it, in reverse
-/// order, then look at every other gate: a peek of its units, and if they would fit, a peek of
-/// zero units (what it holds now).
+/// order, then peek every other gate: the rolled-back ones with zero units (what they hold
+/// now), the ones after the denial with their units.
 #[derive(Debug, Clone)]
 struct Reference {
     phase: Phase,
@@ -633,18 +631,19 @@ impl Reference {
                     }
                 }
             }
-            Phase::Peek(i) => {
-                let d = g[i].peek_n(1);
-                self.decisions[i] = Some(d);
-                if d.is_allowed() {
-                    Phase::PeekState(i)
-                } else {
-                    self.peek_from(i + 1)
+            // All the peeks as one step. They write nothing, so grouping them changes no final
+            // state, only the instants the decisions describe; and loom never schedules another
+            // thread between two of these loads here (an exhaustive search reaches none of the
+            // outcomes that would need it), so as separate steps the reference would demand
+            // outcomes no execution gives.
+            Phase::Peek(first) => {
+                let mut i = first;
+                while let Phase::Peek(j) = self.peek_from(i) {
+                    let before_denial = self.denied_by.is_some_and(|d| j < d);
+                    self.decisions[j] = Some(g[j].peek_n(u32::from(!before_denial)));
+                    i = j + 1;
                 }
-            }
-            Phase::PeekState(i) => {
-                self.decisions[i] = Some(g[i].peek_n(0));
-                self.peek_from(i + 1)
+                Phase::Done
             }
             Phase::Cancel(i) => {
                 g[i].cancel(self.taken[i].take().expect("a charge to cancel"));

@@ -79,13 +79,17 @@ fn gcra_rollback_races_check() {
                 let lim = Arc::clone(&lim);
                 thread::spawn(move || {
                     let r = Gate::charge(&*lim, 2);
-                    assert!(r.is_allowed(), "2 of 3 fit whatever B did");
-                    Gate::cancel(&*lim, r)
+                    // Denied only behind B's 2 units (then there is nothing to roll back).
+                    r.is_allowed().then(|| Gate::cancel(&*lim, r))
                 })
             };
             let got_b = lim.check_n(b).is_allowed();
             let cancelled = a.join().expect("thread A");
-            assert!(cancelled, "the rollback always gives something back");
+            assert_ne!(
+                cancelled,
+                Some(false),
+                "an admitted charge's rollback always gives something back"
+            );
             assert!(
                 got_b == alone.0 || got_b == with_a_held,
                 "B is decided with or without A's units held"
