@@ -1000,7 +1000,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // Relaxed: a statistic; nothing is ordered by it.
         self.refused.fetch_add(1, Ordering::Relaxed);
         let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
-        Decision::deny(limit, 0, one(), None, 0)
+        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
     /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.

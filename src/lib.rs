@@ -110,7 +110,7 @@ mod wait;
 
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
-pub use decision::Decision;
+pub use decision::{Decision, Denial};
 pub use error::ConfigError;
 pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
 pub use limiter::{Limiter, LimiterBuilder};

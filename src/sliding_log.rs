@@ -178,7 +178,8 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
             self.refused.fetch_add(1, Ordering::Relaxed);
-            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
+            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
+                .because(crate::Denial::StoreFull);
         }
         match self.map.entry(key.to_owned()) {
             Entry::Occupied(e) => lock(e.get()).step(&self.config, now, n),
@@ -313,7 +314,8 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
             self.refused.fetch_add(1, Ordering::Relaxed);
-            let d = Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
+            let d = Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
+                .because(crate::Denial::StoreFull);
             return reservation((d, None));
         }
         match self.map.entry(key.to_owned()) {

@@ -542,7 +542,8 @@ impl<C: Clock> StripedLimiter<C> {
         };
         match total.checked_sub(u64::from(n)) {
             Some(left) => Decision::allow(self.limit, left, NonZeroU64::MIN, reset),
-            None => Decision::deny(self.limit, total, NonZeroU64::MIN, None, reset),
+            None => Decision::deny(self.limit, total, NonZeroU64::MIN, None, reset)
+                .because(crate::Denial::SoldOut),
         }
     }
 

@@ -175,10 +175,17 @@ impl Gcra {
         )
     }
 
-    /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`.
+    /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`. A quota with a
+    /// queue bounds reservations by it (the wait only narrows it), as nginx's `burst` bounds
+    /// every request; a quota without one lets the wait alone decide (Guava's `acquire`).
     #[inline]
     pub(crate) fn reserve_ceiling(&self, max_wait_ns: u64) -> u64 {
-        self.tolerance.saturating_add(max_wait_ns)
+        let wanted = self.tolerance.saturating_add(max_wait_ns);
+        if self.ceiling > self.tolerance {
+            wanted.min(self.ceiling)
+        } else {
+            wanted
+        }
     }
 
     /// Gives back up to `n` units: the TAT moves back by `n * T`, but never below `now` (a
@@ -475,6 +482,10 @@ mod tests {
         assert_eq!(delays, [Some(0), Some(100), Some(200), None]);
         assert_eq!(tat, 1300);
         assert_eq!(g.reserve_ceiling(u64::MAX), u64::MAX);
+        // A configured queue bounds reservations; the wait only narrows it.
+        let q = queued(1, 100, 2, 3);
+        assert_eq!(q.reserve_ceiling(u64::MAX), 500);
+        assert_eq!(q.reserve_ceiling(150), 350);
     }
 
     #[test]

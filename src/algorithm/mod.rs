@@ -102,7 +102,7 @@ impl Algorithm {
     }
 
     /// Gives `n` units back to `word` at `now` (admitted work that did not happen), never
-    /// beyond a fresh key's budget. `None`: nothing to give back (never `Some(word)`).
+    /// beyond a fresh key's budget (a stock: its configured stock). `None`: nothing to give back (never `Some(word)`).
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         self.refund_step(word, now, n).filter(|&w| w != word)
     }
@@ -112,7 +112,7 @@ impl Algorithm {
             Algorithm::Gcra(g) => g.refund(word, now, n),
             Algorithm::FixedWindow(f) => f.refund(word, now, n),
             Algorithm::SlidingWindow(s) => s.refund(word, now, n),
-            Algorithm::Stock(s) => s.restock(word, u64::from(n)).1,
+            Algorithm::Stock(s) => s.refund(word, n),
             // Guava has no refunds; a warm-up state has no "units" to hand back.
             Algorithm::WarmUp(_) => None,
         }
