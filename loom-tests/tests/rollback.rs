@@ -11,8 +11,9 @@
 //!   (the rule before exact rollbacks: `tat != after` gives nothing back) leaves the rolled-back
 //!   units charged when the check lands in between; giving back one interval more than the
 //!   units (`g = (n + 1)·T`) leaves the cell below what the check alone leaves.
-//! - `striped_rollback_races_check`: a striped cancel that puts the units back on stripe 0
-//!   instead of the stripes they were taken from leaves a stripe above its share.
+//! - `striped_rollback_races_check`: a striped cancel that gives back one unit fewer than the
+//!   reservation took (`restock(w, n - 1)`), and a gather that gives up without returning the
+//!   units it took, each leave the stock short of `3 - B's unit`.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test rollback`.
 
@@ -112,4 +113,54 @@ fn gcra_rollback_races_check() {
 fn serially_fresh() -> (Decision, u32) {
     let lim = gcra(3, &frozen_clock());
     observe(&lim)
+}
+
+/// A striped stock of 3 units over 2 stripes (2 + 1). Thread A charges all 3 (through
+/// `Gate::charge`: no stripe holds 3, so it gathers from both) and rolls them back; thread B
+/// checks 1 unit meanwhile. Whatever the interleaving: B is admitted unless A's 3 units are held
+/// when it looks (then it is refused, and A's rollback gives them all back), A is admitted
+/// unless B's unit is gone first (then its gather gives back what it took), and the stock ends
+/// holding exactly `3 - B's unit`: not one unit lost or created by the gather, its failure or
+/// its rollback. Both ways of the race are reached.
+#[test]
+fn striped_rollback_races_check() {
+    use cellgate::StripedLimiter;
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+
+    let seen = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
+    let seen_in = std::sync::Arc::clone(&seen);
+    model("striped_rollback_races_check", move || {
+        let sku = Arc::new(
+            StripedLimiter::stock(3)
+                .stripes(2)
+                .clock(ManualClock::new())
+                .build()
+                .expect("valid stock"),
+        );
+        let a = {
+            let sku = Arc::clone(&sku);
+            thread::spawn(move || {
+                let r = Gate::charge(&*sku, 3);
+                let admitted = r.is_allowed();
+                let cancelled = admitted && Gate::cancel(&*sku, r);
+                (admitted, cancelled)
+            })
+        };
+        let b = sku.check().is_allowed();
+        let (a_admitted, a_cancelled) = a.join().expect("thread A");
+        assert_eq!(a_admitted, a_cancelled, "an admitted charge is rolled back");
+        assert!(a_admitted || b, "someone gets the stock");
+        assert_eq!(
+            sku.remaining(),
+            3 - u64::from(b),
+            "the stock holds exactly B's sale (A admitted: {a_admitted})"
+        );
+        seen_in.lock().unwrap().insert((a_admitted, b));
+    });
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.contains(&(true, true)) && seen.contains(&(true, false)),
+        "both ways of the race are reached: {seen:?}"
+    );
 }
