@@ -192,43 +192,56 @@ pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> Option<usize> {
-    let mut taken: Vec<Reservation> = Vec::with_capacity(gates.len());
+    // The reservations live on the stack for the usual handful of gates: a heap allocation
+    // per call would cost more than the charges themselves.
+    const INLINE: usize = 8;
+    if gates.len() <= INLINE {
+        let mut taken: [Option<Reservation>; INLINE] = [const { None }; INLINE];
+        admit(gates, decisions, &mut taken[..gates.len()])
+    } else {
+        let mut taken = vec![None; gates.len()];
+        admit(gates, decisions, &mut taken)
+    }
+}
+
+/// [`check_all_in`] with room for one reservation per gate in `taken`.
+fn admit(
+    gates: &[(&dyn Gate, u32)],
+    decisions: &mut [Decision],
+    taken: &mut [Option<Reservation>],
+) -> Option<usize> {
     let mut denied_by = None;
     for (i, (gate, n)) in gates.iter().enumerate() {
         let r = gate.charge(*n);
         let allowed = r.is_allowed();
-        taken.push(r);
+        if let Some(slot) = decisions.get_mut(i) {
+            *slot = r.decision();
+        }
+        taken[i] = Some(r);
         if !allowed {
             denied_by = Some(i);
             break;
         }
     }
-    if denied_by.is_some() {
-        for (i, r) in taken.into_iter().enumerate().rev() {
-            if Some(i) == denied_by {
-                if let Some(slot) = decisions.get_mut(i) {
-                    *slot = r.decision();
-                }
-            } else {
-                gates[i].0.cancel(r);
-            }
+    let Some(denied) = denied_by else {
+        return None;
+    };
+    for i in (0..denied).rev() {
+        if let Some(r) = taken[i].take() {
+            gates[i].0.cancel(r);
         }
-        // Every other gate is looked at after the rollback: the rolled-back ones (before the
-        // denial) with zero units, so that their `remaining` is what they hold now; the ones
-        // after it with their units, so that the caller learns the longest wait.
-        for (i, (gate, n)) in gates.iter().enumerate() {
-            let Some(slot) = decisions.get_mut(i) else {
-                break;
-            };
-            match denied_by {
-                Some(d) if i < d => *slot = gate.peek_n(0),
-                Some(d) if i > d => *slot = gate.peek_n(*n),
-                _ => {}
-            }
-        }
-    } else {
-        for (slot, r) in decisions.iter_mut().zip(taken) {
-            *slot = r.decision();
+    }
+    // Every other gate is looked at after the rollback: the rolled-back ones (before the
+    // denial) with zero units, so that their `remaining` is what they hold now; the ones after
+    // it with their units, so that the caller learns the longest wait.
+    for (i, (gate, n)) in gates.iter().enumerate() {
+        let Some(slot) = decisions.get_mut(i) else {
+            break;
+        };
+        if i < denied {
+            *slot = gate.peek_n(0);
+        } else if i > denied {
+            *slot = gate.peek_n(*n);
         }
     }
     denied_by

@@ -147,3 +147,110 @@ fn decisions_report_the_state_after_the_rollback() {
         (8, 4)
     );
 }
+
+mod ceiling {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One operation on a GCRA limiter.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// The clock moves forward by this many ns.
+        Advance(u64),
+        /// A charge of `n` units (a `check_all` gate's first step), kept for a later rollback.
+        Charge(u32),
+        /// A plain check of `n` units.
+        Check(u32),
+        /// The rollback of the outstanding charge at this index (modulo their count).
+        Cancel(usize),
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        proptest::collection::vec(
+            prop_oneof![
+                (0u64..400).prop_map(Op::Advance),
+                (1u32..4).prop_map(Op::Charge),
+                (1u32..4).prop_map(Op::Check),
+                any::<usize>().prop_map(Op::Cancel),
+            ],
+            1..80,
+        )
+    }
+
+    proptest! {
+        /// Any mix of checks, charges and rollbacks (in any order, not only the last) on a
+        /// monotone clock: at every admission at reading `a`, the units admitted at readings
+        /// `>= s` and not rolled back fit `burst + (a - s) / T` for every `s`, i.e.
+        /// `units * T <= a - s + burst * T`: rolled-back units consume nothing, and no rollback
+        /// ever hands out more than the quota.
+        #[test]
+        fn rollbacks_keep_the_ceiling_over_what_was_really_admitted(
+            t in 1u64..200,
+            burst in 1u32..6,
+            ops in ops(),
+        ) {
+            let clock = ManualClock::new();
+            clock.set_ns(1_000);
+            let l = Limiter::gcra(Quota::with_interval(Duration::from_nanos(t)).with_burst(burst))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            // (reading, units, live) of every admission.
+            let mut admitted: Vec<(u64, u32, bool)> = Vec::new();
+            let mut open: Vec<(usize, cellgate::Reservation)> = Vec::new();
+            let mut now = 1_000u64;
+            for op in ops {
+                let got = match op {
+                    Op::Advance(ns) => {
+                        now += ns;
+                        clock.set_ns(now);
+                        None
+                    }
+                    Op::Charge(n) => {
+                        let r = Gate::charge(&l, n);
+                        r.is_allowed().then(|| {
+                            admitted.push((now, n, true));
+                            open.push((admitted.len() - 1, r));
+                        })
+                    }
+                    Op::Check(n) => l.check_n(n).is_allowed().then(|| {
+                        admitted.push((now, n, true));
+                    }),
+                    Op::Cancel(i) => {
+                        if !open.is_empty() {
+                            let (at, r) = open.remove(i % open.len());
+                            Gate::cancel(&l, r);
+                            admitted[at].2 = false;
+                        }
+                        None
+                    }
+                };
+                if got.is_some() {
+                    let a = now;
+                    for &(s, _, live) in &admitted {
+                        if !live {
+                            continue;
+                        }
+                        let units: u64 = admitted
+                            .iter()
+                            .filter(|&&(r, _, live)| live && r >= s)
+                            .map(|&(_, n, _)| u64::from(n))
+                            .sum();
+                        prop_assert!(
+                            units * t <= a - s + u64::from(burst) * t,
+                            "{} units at readings >= {} by {}", units, s, a
+                        );
+                    }
+                }
+            }
+            // On a frozen clock a rollback is exact: cancelling every open charge leaves what
+            // the checks and kept charges alone leave, once the clock stops.
+            for (at, r) in open.drain(..) {
+                Gate::cancel(&l, r);
+                admitted[at].2 = false;
+            }
+            let live: u64 = admitted.iter().filter(|a| a.2 && a.0 == now).map(|a| u64::from(a.1)).sum();
+            prop_assert!(u64::from(l.peek().remaining()) + live <= u64::from(burst));
+        }
+    }
+}
