@@ -67,6 +67,10 @@ use crate::reservation::Reservation;
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
+/// * A clock that steps back is not yet handled as one cell handles it (issue 14): a stripe that
+///   no check touched at the later reading takes the earlier one at face value, so checks at
+///   10 s, 9 s and 10 s again can admit more than one cell would (each stripe alone keeps its
+///   own share's promise).
 ///
 /// # Example
 ///
