@@ -223,9 +223,7 @@ fn admit(
             break;
         }
     }
-    let Some(denied) = denied_by else {
-        return None;
-    };
+    let denied = denied_by?;
     for i in (0..denied).rev() {
         if let Some(r) = taken[i].take() {
             gates[i].0.cancel(r);
