@@ -31,7 +31,7 @@ use std::time::Duration;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    /// `limit | (allowed as u64) << 32`. One 8-byte field rather than a `u32` and a `bool`:
+    /// `limit | (allowed as u64) << 32 | denial code << 33`. One 8-byte field rather than a `u32` and a `bool`:
     /// every field of a decision is then written and copied as one 8-byte word, which keeps
     /// the CPU's store-to-load forwarding working when a decision is moved (a `bool` beside a
     /// `u32` made the direct check about twice as slow).
@@ -51,6 +51,73 @@ const NO_RETRY: u64 = u64::MAX;
 
 const ALLOWED: u64 = 1 << 32;
 
+/// Where a denial's reason sits in `verdict` (0: none, i.e. admitted; otherwise
+/// `Denial as u64 + 1`).
+const DENIAL_SHIFT: u32 = 33;
+const DENIAL_MASK: u64 = 0b111 << DENIAL_SHIFT;
+
+/// `reset_ns` of a state that never returns to fresh by itself (a stock once sold from).
+pub(crate) const NEVER_NS: u64 = u64::MAX;
+
+/// Why a request was denied: what would make it pass.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{Denial, KeyedLimiter, Limiter, Quota, WhenFull};
+///
+/// let rate = Limiter::gcra(Quota::per_minute(1)).build()?;
+/// rate.check();
+/// assert_eq!(rate.check().denial(), Some(Denial::RateLimited)); // retry_after() is Some
+/// assert_eq!(rate.check_n(2).denial(), Some(Denial::NeverFits)); // 2 > the burst of 1
+///
+/// let stock = Limiter::stock(1).build()?;
+/// stock.check();
+/// let d = stock.check();
+/// assert_eq!(d.denial(), Some(Denial::SoldOut)); // only a restock helps
+/// assert_eq!(d.resets_after(), None); // never by itself
+///
+/// let users = KeyedLimiter::<u32>::gcra(Quota::per_minute(5))
+///     .max_keys(1)
+///     .when_full(WhenFull::DenyNew)
+///     .build()?;
+/// users.check(&1);
+/// assert_eq!(users.check(&2).denial(), Some(Denial::StoreFull));
+/// assert_eq!(users.check(&1).denial(), None); // admitted
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Denial {
+    /// Over the rate or window limit for now: waiting helps, and
+    /// [`Decision::retry_after`] says how long.
+    RateLimited,
+    /// The request can never be admitted as it is: more units than the limit (or than one
+    /// stripe of a [`StripedLimiter`](crate::StripedLimiter) holds, or past the clock's
+    /// representable range). Ask for fewer.
+    NeverFits,
+    /// A stock that holds fewer units than asked for: time brings nothing back; only a restock
+    /// (or a refund) does.
+    SoldOut,
+    /// A new key that a full store refused ([`WhenFull::DenyNew`](crate::WhenFull), or a
+    /// sliding log at its `max_keys`): it is admitted once keys go idle and are reclaimed.
+    StoreFull,
+}
+
+impl Denial {
+    const ALL: [Denial; 4] = [
+        Denial::RateLimited,
+        Denial::NeverFits,
+        Denial::SoldOut,
+        Denial::StoreFull,
+    ];
+
+    #[inline(always)]
+    const fn code(self) -> u64 {
+        (self as u64 + 1) << DENIAL_SHIFT
+    }
+}
+
 #[inline(always)]
 const fn verdict(allowed: bool, limit: u32) -> u64 {
     (if allowed { ALLOWED } else { 0 }) | limit as u64
@@ -62,6 +129,7 @@ impl std::fmt::Debug for Decision {
             .field("allowed", &self.is_allowed())
             .field("limit", &self.limit())
             .field("remaining", &self.remaining())
+            .field("denial", &self.denial())
             .field("retry_after", &self.retry_after())
             .field("delay", &self.delay())
             .field("reset_after", &self.reset_after())
@@ -107,8 +175,12 @@ impl Decision {
         retry_ns: Option<u64>,
         reset_ns: u64,
     ) -> Self {
+        let why = match retry_ns {
+            Some(_) => Denial::RateLimited,
+            None => Denial::NeverFits,
+        };
         Self {
-            verdict: verdict(false, limit),
+            verdict: verdict(false, limit) | why.code(),
             slack,
             unit,
             retry_ns: match retry_ns {
@@ -127,8 +199,42 @@ impl Decision {
     #[inline(always)]
     pub(crate) const fn with_limit(self, limit: u32) -> Self {
         Self {
-            verdict: (self.verdict & ALLOWED) | limit as u64,
+            verdict: (self.verdict & (ALLOWED | DENIAL_MASK)) | limit as u64,
             ..self
+        }
+    }
+
+    /// The same denial with `why` as its reason (a denial's default reason follows its
+    /// `retry_after`: a wait means [`Denial::RateLimited`], none [`Denial::NeverFits`]). No
+    /// effect on an admission.
+    #[inline(always)]
+    pub(crate) const fn because(self, why: Denial) -> Self {
+        if self.is_allowed() {
+            return self;
+        }
+        Self {
+            verdict: (self.verdict & !DENIAL_MASK) | why.code(),
+            ..self
+        }
+    }
+
+    /// Why the request was denied; `None` when it was admitted.
+    ///
+    /// [`Denial::RateLimited`] exactly when [`retry_after`](Self::retry_after) is `Some`; every
+    /// other reason means no wait alone helps. See [`Denial`] for an example.
+    #[inline]
+    #[must_use]
+    pub const fn denial(&self) -> Option<Denial> {
+        let code = (self.verdict & DENIAL_MASK) >> DENIAL_SHIFT;
+        if self.is_allowed() || code == 0 {
+            return None;
+        }
+        // Codes are only ever written from a `Denial`, so `code - 1` indexes `ALL`.
+        let i = (code - 1) as usize;
+        if i < Denial::ALL.len() {
+            Some(Denial::ALL[i])
+        } else {
+            None
         }
     }
 
@@ -222,10 +328,39 @@ impl Decision {
 
     /// How long until the key is back to a fresh state (full burst available) if no other
     /// request came.
+    ///
+    /// A state that never returns to fresh by itself (a stock once anything was taken from it)
+    /// reports `u64::MAX` ns here (about 584 years), kept for compatibility; prefer
+    /// [`resets_after`](Self::resets_after), which says `None` then.
     #[inline]
     #[must_use]
     pub const fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.reset_ns)
+    }
+
+    /// How long until the key is back to a fresh state if no other request came; `None` when
+    /// it never is by itself (a stock that was sold from: only a restock or refund brings it
+    /// back).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let rate = Limiter::gcra(Quota::per_second(2)).clock(ManualClock::new()).build()?;
+    /// assert_eq!(rate.check().resets_after(), Some(Duration::from_millis(500)));
+    /// let stock = Limiter::stock(3).build()?;
+    /// assert_eq!(stock.peek().resets_after(), Some(Duration::ZERO)); // untouched
+    /// assert_eq!(stock.check().resets_after(), None);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn resets_after(&self) -> Option<Duration> {
+        if self.reset_ns == NEVER_NS {
+            None
+        } else {
+            Some(Duration::from_nanos(self.reset_ns))
+        }
     }
 
     /// [`reset_after`](Self::reset_after) in nanoseconds.

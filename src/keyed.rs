@@ -872,9 +872,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         }
         let algorithm = self.setting.load();
         let now = self.now();
-        let (n, before, after) = (reservation.n, reservation.before, reservation.after);
         self.update_existing(key, |w| {
-            let write = algorithm.cancel(w, now, n, before, after);
+            let write = algorithm.cancel(w, now, &reservation);
             (write.is_some(), write)
         })
         .unwrap_or(false)
@@ -1001,7 +1000,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // Relaxed: a statistic; nothing is ordered by it.
         self.refused.fetch_add(1, Ordering::Relaxed);
         let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
-        Decision::deny(limit, 0, one(), None, 0)
+        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
     /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.

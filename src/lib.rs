@@ -14,11 +14,11 @@
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
 //! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the bounded table |
-//! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after, delay |
+//! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after ([`Decision::resets_after`]: `None` = never), delay, and why a denial ([`Denial`]) |
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
 //! | giving back | [`KeyedLimiter::refund`], [`KeyedLimiter::cancel`] |
-//! | all-or-nothing across limiters | [`check_all`], [`Gate`], [`KeyedLimiter::gate`], [`MultiDecision`] |
+//! | all-or-nothing across limiters | [`check_all`] (exact rollback), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
 //! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
 //! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::spawn_sweeper`] → [`Sweeper`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
@@ -110,7 +110,7 @@ mod wait;
 
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
-pub use decision::Decision;
+pub use decision::{Decision, Denial};
 pub use error::ConfigError;
 pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
 pub use limiter::{Limiter, LimiterBuilder};

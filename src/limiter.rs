@@ -269,7 +269,10 @@ impl<C: Clock> Limiter<C> {
 
     /// Reserves `n` units, admitting them now with a delay if their turn comes within
     /// `max_wait`: the leaky bucket as a queue (nginx's `burst` without `nodelay`,
-    /// x/time/rate's `Reserve`). Denied, with nothing consumed, if the wait would be longer.
+    /// x/time/rate's `Reserve`). Denied, with nothing consumed, if the wait would be longer, or
+    /// if the quota has a queue ([`Quota::with_queue`]) and the request would go beyond it:
+    /// `max_wait` only narrows the configured queue. A quota without a queue lets `max_wait`
+    /// alone bound the wait (Guava's `acquire`); `check` never waits then.
     ///
     /// An admitted reservation holds its place in the schedule, first come first served: the
     /// caller must wait [`Reservation::delay`] before acting, or give the units back with
@@ -371,8 +374,7 @@ impl<C: Clock> Limiter<C> {
         let algorithm = self.setting.load();
         let now = self.now();
         self.cell.update(|w| {
-            let write =
-                algorithm.cancel(w, now, reservation.n, reservation.before, reservation.after);
+            let write = algorithm.cancel(w, now, &reservation);
             (write.is_some(), write)
         })
     }
@@ -380,7 +382,8 @@ impl<C: Clock> Limiter<C> {
     /// Gives back `n` units of admitted work that did not happen (a failed order), and returns
     /// whether anything was given back. It never creates more capacity than the quota allows: a
     /// GCRA limiter goes back at most to a fresh state (full burst), a window counter at most to
-    /// zero in the current window; a stock gets the units back (it has no other ceiling).
+    /// zero in the current window, a stock at most to its configured stock (`restock` adds
+    /// stock beyond it).
     ///
     /// ```
     /// use cellgate::{Limiter, Quota};

@@ -3,20 +3,27 @@
 //!
 //! [`check_all`] charges each `(gate, n)` in order with the same atomic check-and-charge a
 //! plain check does. If one denies, the charges already made are cancelled in reverse order
-//! (see [`Reservation`]): nothing admitted since on that key means the key goes back exactly to
-//! where it was, so on a quiet key a denied multi-check leaves no trace. Each limiter is only ever
-//! charged by its own compare-and-swap and only ever given back what was provably not spent, so
-//! **no limiter in the set ever admits beyond its own quota**, under any concurrency. The cost of
-//! a race is the other way round: if another request charged the same GCRA key between our
-//! charge and our rollback, our units stay spent (they fail closed, and come back with time like
-//! any other); window and stock limiters get theirs back exactly.
+//! (see [`Reservation`]), and every limiter ends up holding exactly what was admitted, under
+//! any concurrency: a rolled-back charge consumes nothing.
 //!
-//! nginx with several `limit_req` zones works differently, as we read its documentation and
-//! source: it first checks the zones without charging them (the last one excepted), then charges
-//! the others once all have passed. Two requests that pass the checks at the same time are then
-//! both charged, so a zone can go past its burst under concurrency; and the charges made for a
-//! request that a later zone rejects are not given back. Here a check is the charge, and a
-//! rejection gives back what it took.
+//! * Window counters and stocks take the units off again (the count or stock they were taken
+//!   from, whatever was admitted since).
+//! * GCRA gives back the part of the charge's `n·T` that the clock has not eaten since the
+//!   charge, whatever was admitted in between (on a frozen clock all of it): an admission that
+//!   did not happen leaves the ceiling `burst + elapsed/T` over what was really admitted (the
+//!   argument is on the GCRA cancel, in the crate's `algorithm::gcra` module). One exception
+//!   fails closed: while a queued admission is waiting to act (a quota with a queue, or a
+//!   reservation ahead in time), only the last place in the schedule can be freed, so a
+//!   rolled-back charge behind others keeps its units until they come back with time.
+//! * Each limiter is only ever charged by its own compare-and-swap, so **no limiter in the
+//!   set ever admits beyond its own quota**, not even for an instant.
+//!
+//! nginx with several `limit_req` zones works differently (`ngx_http_limit_req_handler`): it
+//! looks the zones up without charging them (the last one excepted: its lookup charges when it
+//! passes), and once every zone has passed it charges the earlier ones, without checking them
+//! again. A request that any zone rejects charges nothing anywhere; but two requests that pass
+//! the lookups at the same time are both charged, so a zone can go past its burst under
+//! concurrency. Here the check is the charge, and a rejection gives back what it took.
 
 use crate::decision::Decision;
 use crate::reservation::Reservation;
@@ -79,8 +86,11 @@ impl<const N: usize> MultiDecision<N> {
         self.denied_by
     }
 
-    /// What each limiter said: the admission (since rolled back, if a later one denied), the
-    /// denial, and for the limiters after the one that denied, a peek (nothing was charged).
+    /// What each limiter said. Admitted: each limiter's admission. Denied (nothing of this
+    /// request is charged anywhere): the denial of the limiter that denied; for the limiters
+    /// before it, a peek of zero units taken after the rollback (`remaining` is what each holds
+    /// now); for the limiters after it, a peek of their units (they were never charged; a
+    /// denial there tells [`retry_after`](Self::retry_after) its wait).
     #[must_use]
     pub fn decisions(&self) -> &[Decision; N] {
         &self.decisions
@@ -119,13 +129,13 @@ impl<const N: usize> MultiDecision<N> {
 /// Gates are charged in the order given, so put the one most likely to deny first (a sold-out
 /// stock before a per-user rate) to spare the others a charge and rollback.
 ///
-/// Under any concurrency no limiter in the set admits beyond its own quota: each is charged by
-/// its own compare-and-swap and only given back what was provably not spent. A rollback on a
-/// key that nobody else touched in between is exact; if another request was admitted on the
-/// same GCRA key in between, the rolled-back units stay spent (fail closed) and return with
-/// time. nginx with several `limit_req` zones checks the zones first and charges them after,
-/// so two concurrent requests can both pass and push a zone past its burst, and a request
-/// rejected by a later zone keeps the charges of the earlier ones; here the check is the
+/// Under any concurrency no limiter in the set admits beyond its own quota (each is charged by
+/// its own compare-and-swap), and a denied request consumes nothing: every limiter ends up
+/// holding exactly what was admitted, whatever was admitted on the same keys in between. The
+/// one exception fails closed: a GCRA key with admissions still waiting in its queue frees
+/// only its last place (see [`Reservation`]). nginx with several `limit_req` zones charges nothing for a request that
+/// a zone rejects too, but it checks the zones first and charges them after, so two
+/// concurrent requests can both pass and push a zone past its burst; here the check is the
 /// charge, and a rejection gives back what it took.
 ///
 /// # Examples
@@ -178,32 +188,58 @@ pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<
 /// let mut decisions = vec![Decision::NONE; gates.len()];
 /// assert_eq!(check_all_in(&gates, &mut decisions), Some(1));
 /// assert_eq!(a.peek().remaining(), 5); // rolled back
+/// assert_eq!(decisions[0].remaining(), 5); // and reported after the rollback
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> Option<usize> {
-    let mut taken: Vec<Reservation> = Vec::with_capacity(gates.len());
+    // The reservations live on the stack for the usual handful of gates: a heap allocation
+    // per call would cost more than the charges themselves.
+    const INLINE: usize = 8;
+    if gates.len() <= INLINE {
+        let mut taken: [Option<Reservation>; INLINE] = [const { None }; INLINE];
+        admit(gates, decisions, &mut taken[..gates.len()])
+    } else {
+        let mut taken = vec![None; gates.len()];
+        admit(gates, decisions, &mut taken)
+    }
+}
+
+/// [`check_all_in`] with room for one reservation per gate in `taken`.
+fn admit(
+    gates: &[(&dyn Gate, u32)],
+    decisions: &mut [Decision],
+    taken: &mut [Option<Reservation>],
+) -> Option<usize> {
     let mut denied_by = None;
     for (i, (gate, n)) in gates.iter().enumerate() {
         let r = gate.charge(*n);
         let allowed = r.is_allowed();
-        taken.push(r);
+        if let Some(slot) = decisions.get_mut(i) {
+            *slot = r.decision();
+        }
+        taken[i] = Some(r);
         if !allowed {
             denied_by = Some(i);
             break;
         }
     }
-    // The gates after a denial are only looked at, so that the caller learns the longest wait.
-    for (i, (gate, n)) in gates.iter().enumerate() {
-        if let Some(slot) = decisions.get_mut(i) {
-            *slot = match taken.get(i) {
-                Some(r) => r.decision(),
-                None => gate.peek_n(*n),
-            };
+    let denied = denied_by?;
+    for i in (0..denied).rev() {
+        if let Some(r) = taken[i].take() {
+            gates[i].0.cancel(r);
         }
     }
-    if denied_by.is_some() {
-        for (i, r) in taken.into_iter().enumerate().rev() {
-            gates[i].0.cancel(r);
+    // Every other gate is looked at after the rollback: the rolled-back ones (before the
+    // denial) with zero units, so that their `remaining` is what they hold now; the ones after
+    // it with their units, so that the caller learns the longest wait.
+    for (i, (gate, n)) in gates.iter().enumerate() {
+        let Some(slot) = decisions.get_mut(i) else {
+            break;
+        };
+        if i < denied {
+            *slot = gate.peek_n(0);
+        } else if i > denied {
+            *slot = gate.peek_n(*n);
         }
     }
     denied_by

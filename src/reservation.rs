@@ -46,6 +46,9 @@ pub struct Reservation {
     /// The word before and after the admission (equal when nothing was admitted).
     pub(crate) before: u64,
     pub(crate) after: u64,
+    /// The stripe of a [`StripedLimiter`](crate::StripedLimiter) whose cell took the units (0
+    /// for every other limiter).
+    pub(crate) stripe: usize,
 }
 
 impl Reservation {
@@ -55,7 +58,13 @@ impl Reservation {
             n,
             before,
             after: after.unwrap_or(before),
+            stripe: 0,
         }
+    }
+
+    /// The same reservation, taken from stripe `stripe`.
+    pub(crate) fn on_stripe(self, stripe: usize) -> Self {
+        Self { stripe, ..self }
     }
 
     /// The decision: allowed (with a delay) or denied, limit, remaining, retry_after,
@@ -85,6 +94,12 @@ impl Reservation {
         } else {
             0
         }
+    }
+
+    /// The clock reading the admission was made at, for GCRA (whose decision's `reset_after`
+    /// is the new TAT minus that reading); meaningless for other algorithms.
+    pub(crate) fn admitted_at(&self) -> u64 {
+        self.after.saturating_sub(self.decision.reset_after_ns())
     }
 
     /// Whether cancelling could give anything back.

@@ -10,6 +10,7 @@ use crate::algorithm::sliding_log::{Log, LogConfig};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::reservation::Reservation;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
 use crate::exact_map::{DashMap, Entry};
 use crate::keyed::Hasher;
@@ -177,7 +178,8 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
             self.refused.fetch_add(1, Ordering::Relaxed);
-            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
+            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
+                .because(crate::Denial::StoreFull);
         }
         match self.map.entry(key.to_owned()) {
             Entry::Occupied(e) => lock(e.get()).step(&self.config, now, n),
@@ -260,6 +262,146 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
+    /// The decision `n` units on `key` would get now, recording nothing and creating no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// let l = KeyedLimiter::<u8>::sliding_log(2, Duration::from_secs(1)).build()?;
+    /// assert!(l.peek_n(&1, 2).is_allowed());
+    /// assert!(!l.peek_n(&1, 3).is_allowed());
+    /// assert!(l.is_empty());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn peek_n<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.clock.now();
+        match self.map.get(key) {
+            Some(log) => lock(&log).peek_n(&self.config, now, n),
+            None => self.fresh_log().peek_n(&self.config, now, n),
+        }
+    }
+
+    /// A check of `n` units on `key` that keeps what [`cancel`](Self::cancel) needs: the
+    /// instant the units were logged at.
+    fn charge<Q>(&self, key: &Q, n: u32) -> Reservation
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = self.clock.now();
+        // A log's reservation: `after` is the instant the units were logged at, and `before`
+        // any other word (so that the reservation holds them).
+        let reservation =
+            |(d, at): (Decision, Option<u64>)| Reservation::new(d, n, at.map_or(0, |t| !t), at);
+        if let Some(log) = self.map.get(key) {
+            return reservation(lock(&log).charge(&self.config, now, n));
+        }
+        // A new key: the same path as `check_n`'s.
+        let mut fresh = self.fresh_log();
+        let (decision, at) = fresh.charge(&self.config, now, n);
+        if at.is_none() {
+            return reservation((decision, at));
+        }
+        // Relaxed: see `check_n`.
+        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+            // Relaxed: a statistic.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            let d = Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
+                .because(crate::Denial::StoreFull);
+            return reservation((d, None));
+        }
+        match self.map.entry(key.to_owned()) {
+            Entry::Occupied(e) => reservation(lock(e.get()).charge(&self.config, now, n)),
+            Entry::Vacant(e) => {
+                e.insert(Mutex::new(fresh));
+                // Relaxed: see `check_n`.
+                self.held.fetch_add(1, Ordering::Relaxed);
+                reservation((decision, at))
+            }
+        }
+    }
+
+    /// Gives back the units of `reservation` (a charge of `key` through
+    /// [`Gate`](crate::Gate) or [`RateLimiter`](crate::RateLimiter)): the log forgets exactly
+    /// those units, if they have not expired yet. Returns whether anything came back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, RateLimiter};
+    /// let l = KeyedLimiter::<u8>::sliding_log(2, Duration::from_secs(1)).build()?;
+    /// let r = RateLimiter::charge(&l, &1, 2);
+    /// assert!(!l.check(&1).is_allowed());
+    /// assert!(l.cancel(&1, r));
+    /// assert_eq!(l.peek(&1).remaining(), 2);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn cancel<Q>(&self, key: &Q, reservation: Reservation) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if !reservation.holds() {
+            return false;
+        }
+        match self.map.get(key) {
+            Some(log) => lock(&log).unadmit(reservation.after, reservation.n),
+            None => false,
+        }
+    }
+
+    /// The policy this limiter enforces: [`PolicyKind::SlidingLog`](crate::PolicyKind),
+    /// `limit` per `window`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, PolicyKind};
+    /// let l = KeyedLimiter::<u8>::sliding_log(5, Duration::from_secs(60)).build()?;
+    /// assert_eq!(l.policy().kind(), PolicyKind::SlidingLog);
+    /// assert_eq!(l.policy().window(), Some(Duration::from_secs(60)));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn policy(&self) -> crate::Policy {
+        self.config.policy()
+    }
+}
+
+impl<K, Q, C> crate::RateLimiter<Q> for SlidingLog<K, C>
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    C: Clock,
+{
+    fn check_n(&self, key: &Q, n: u32) -> Decision {
+        SlidingLog::check_n(self, key, n)
+    }
+
+    fn peek_n(&self, key: &Q, n: u32) -> Decision {
+        SlidingLog::peek_n(self, key, n)
+    }
+
+    fn charge(&self, key: &Q, n: u32) -> Reservation {
+        SlidingLog::charge(self, key, n)
+    }
+
+    fn cancel(&self, key: &Q, reservation: Reservation) -> bool {
+        SlidingLog::cancel(self, key, reservation)
+    }
+
+    /// A log cannot schedule ahead: a reservation decides as a charge.
+    fn reserve(&self, key: &Q, n: u32, _max_wait: Duration) -> Reservation {
+        SlidingLog::charge(self, key, n)
+    }
+
+    fn policy(&self) -> crate::Policy {
+        SlidingLog::policy(self)
     }
 }
 

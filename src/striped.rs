@@ -7,6 +7,7 @@
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
@@ -15,7 +16,9 @@ use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::policy::Policy;
 use crate::quota::{GcraParams, Quota};
+use crate::reservation::Reservation;
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
@@ -64,6 +67,10 @@ use crate::quota::{GcraParams, Quota};
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
+/// * A clock that steps back is not yet handled as one cell handles it (issue 14): a stripe that
+///   no check touched at the later reading takes the earlier one at face value, so checks at
+///   10 s, 9 s and 10 s again can admit more than one cell would (each stripe alone keeps its
+///   own share's promise).
 ///
 /// # Example
 ///
@@ -91,6 +98,8 @@ pub struct StripedLimiter<C = DefaultClock> {
     uses_time: bool,
     /// `u64::MAX / stripes + 1` (wrapping): [`fast_mod`]'s constant for the stripe count.
     mod_magic: u64,
+    /// The whole quota's policy (each stripe's algorithm only knows its share).
+    policy: Policy,
     clock: C,
 }
 
@@ -234,14 +243,20 @@ impl<C> StripedBuilder<C> {
                 max: MAX_STRIPES,
             });
         }
-        let (algorithms, limit, uses_time) = match whole {
-            Whole::Gcra(p) => (split_gcra(p, stripes)?, p.limit, true),
+        let (algorithms, limit, uses_time, policy) = match whole {
+            Whole::Gcra(p) => (
+                split_gcra(p, stripes)?,
+                p.limit,
+                true,
+                Gcra::new(p).policy(),
+            ),
             Whole::Stock(units) => (
                 (0..stripes)
                     .map(|i| Algorithm::Stock(Stock::new(share(units, stripes, i))))
                     .collect(),
                 units,
                 false,
+                Stock::new(units).policy(),
             ),
         };
         let len = algorithms.len();
@@ -258,6 +273,7 @@ impl<C> StripedBuilder<C> {
                 .collect(),
             limit,
             uses_time,
+            policy,
             clock: self.clock,
         })
     }
@@ -473,6 +489,169 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
+    /// The stripe this thread starts at.
+    #[inline(always)]
+    fn start(&self) -> usize {
+        let ticket = TICKET.with(|t| *t);
+        fast_mod(ticket, self.mod_magic, self.stripes.len())
+    }
+
+    /// The decision `n` units would get now, consuming nothing: for GCRA, the first stripe
+    /// from this thread's on that would admit them (its `remaining` is that stripe's), or the
+    /// denial with the soonest retry; for a stock, the decision of one stock holding the sum of
+    /// all stripes (gathering included).
+    ///
+    /// ```
+    /// use cellgate::StripedLimiter;
+    /// let sku = StripedLimiter::stock(5).stripes(2).build()?;
+    /// assert!(sku.peek_n(5).is_allowed()); // 3 + 2: gathered
+    /// assert!(!sku.peek_n(6).is_allowed());
+    /// assert_eq!(sku.peek_n(0).remaining(), 5);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn peek_n(&self, n: u32) -> Decision {
+        if !self.uses_time {
+            return self.stock_peek(n);
+        }
+        let now = self.now();
+        let start = self.start();
+        let len = self.stripes.len();
+        let mut denied = None;
+        for k in 0..len {
+            let stripe = &self.stripes[(start + k) % len];
+            let d = stripe.algorithm.decide(stripe.cell.load(), now, n);
+            if d.is_allowed() {
+                return d.with_limit(self.limit);
+            }
+            denied = Some(sooner(denied, d));
+        }
+        denied.unwrap_or(Decision::NONE).with_limit(self.limit)
+    }
+
+    /// A stock's peek: one stock holding what all stripes hold.
+    fn stock_peek(&self, n: u32) -> Decision {
+        let mut total = 0u64;
+        let mut untouched = true;
+        for stripe in self.stripes.iter() {
+            let w = stripe.cell.load();
+            untouched &= w == Algorithm::FRESH;
+            if let Algorithm::Stock(stock) = stripe.algorithm {
+                total = total.saturating_add(stock.remaining(w));
+            }
+        }
+        let reset = if untouched {
+            0
+        } else {
+            crate::algorithm::stock::NEVER
+        };
+        match total.checked_sub(u64::from(n)) {
+            Some(left) => Decision::allow(self.limit, left, NonZeroU64::MIN, reset),
+            None => Decision::deny(self.limit, total, NonZeroU64::MIN, None, reset)
+                .because(crate::Denial::SoldOut),
+        }
+    }
+
+    /// A check of `n` units that keeps what [`cancel`](Self::cancel) needs: the stripe that
+    /// took them (or, for a gathered stock request, that the units came from several).
+    fn charge(&self, n: u32) -> Reservation {
+        self.take(n, None)
+    }
+
+    /// Reserves `n` units if their turn comes within `max_wait` on some stripe (GCRA; a
+    /// stock decides as a check), as [`Limiter::reserve`](crate::Limiter::reserve) does on one
+    /// cell: the first stripe from this thread's on that can schedule them in time takes them.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// // 10 per second, burst 2, over 2 stripes: each stripe 1 per 200 ms, burst 1.
+    /// let l = StripedLimiter::gcra(Quota::per_second(10).with_burst(2))
+    ///     .stripes(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(l.check_n(1).is_allowed() && l.check_n(1).is_allowed());
+    /// let r = l.reserve(1, Duration::from_millis(250));
+    /// assert_eq!(r.delay(), Duration::from_millis(200));
+    /// assert!(l.cancel(r));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        self.take(n, Some(crate::quota::saturating_ns(max_wait)))
+    }
+
+    /// Takes `n` units from the first stripe (from this thread's on) that admits them, within
+    /// `wait` ns for a reservation, gathering a stock's from several stripes if none alone can.
+    fn take(&self, n: u32, wait: Option<u64>) -> Reservation {
+        let now = self.now();
+        let start = self.start();
+        let len = self.stripes.len();
+        let mut denied = None;
+        for k in 0..len {
+            let i = (start + k) % len;
+            let stripe = &self.stripes[i];
+            let step = |w| match wait {
+                Some(wait) => stripe.algorithm.step_within(w, now, n, wait),
+                None => stripe.algorithm.step(w, now, n),
+            };
+            let (before, after) = stripe.cell.update(|w| {
+                let write = step(w).1;
+                ((w, write), write)
+            });
+            let d = step(before).0;
+            if d.is_allowed() {
+                return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
+            }
+            denied = Some(sooner(denied, d));
+        }
+        if n > 1 && !self.uses_time {
+            if let Some(d) = self.gather(start, n) {
+                // Gathered from several stripes: the words say only "n units taken" (a cancel
+                // puts them back on the start stripe; stock units are interchangeable).
+                return Reservation::new(d, n, 0, Some(u64::from(n))).on_stripe(start);
+            }
+        }
+        let d = denied.unwrap_or(Decision::NONE).with_limit(self.limit);
+        Reservation::new(d, n, 0, None)
+    }
+
+    /// Gives back the units of `reservation` (from this limiter's
+    /// [`reserve`](Self::reserve), or a charge through [`Gate`](crate::Gate) /
+    /// [`RateLimiter`](crate::RateLimiter)); returns whether anything came back. A stock gets
+    /// every unit back (on the stripe the request started at: units are interchangeable); a
+    /// GCRA stripe gives back what [`Limiter::cancel`](crate::Limiter::cancel) gives back on
+    /// one cell, on the stripe that took the units.
+    pub fn cancel(&self, reservation: Reservation) -> bool {
+        if !reservation.holds() {
+            return false;
+        }
+        let Some(stripe) = self.stripes.get(reservation.stripe) else {
+            return false;
+        };
+        let now = self.now();
+        stripe.cell.update(|w| {
+            let write = match stripe.algorithm {
+                Algorithm::Stock(stock) => stock.restock(w, u64::from(reservation.n)).1,
+                ref other => other.cancel(w, now, &reservation),
+            };
+            (write.is_some(), write)
+        })
+    }
+
+    /// The policy this limiter enforces: the whole quota or stock, not a stripe's share.
+    ///
+    /// ```
+    /// use cellgate::{PolicyKind, Quota, StripedLimiter};
+    /// let l = StripedLimiter::gcra(Quota::per_second(100)).stripes(4).build()?;
+    /// assert_eq!((l.policy().kind(), l.policy().limit()), (PolicyKind::Gcra, 100));
+    /// assert_eq!(StripedLimiter::stock(7).stripes(2).build()?.policy().limit(), 7);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// Adds `units` to a striped stock, split over the stripes as the stock was (`units / s`
     /// each, plus one for the first `units % s`), each stripe's share by one CAS (saturating);
     /// returns the units then remaining, summed over the stripes right after each one's
@@ -568,6 +747,59 @@ impl<C: Clock> StripedLimiter<C> {
         } else {
             0
         }
+    }
+}
+
+/// Of two denials, the one with the soonest retry (`None` only if neither offers one).
+fn sooner(best: Option<Decision>, d: Decision) -> Decision {
+    match (best, d.retry_after_ns()) {
+        (None, _) => d,
+        (Some(b), Some(ns)) if b.retry_after_ns().map_or(true, |bn| ns < bn) => d,
+        (Some(b), _) => b,
+    }
+}
+
+impl<C: Clock> crate::RateLimiter for StripedLimiter<C> {
+    fn check_n(&self, _key: &(), n: u32) -> Decision {
+        StripedLimiter::check_n(self, n)
+    }
+
+    fn peek_n(&self, _key: &(), n: u32) -> Decision {
+        StripedLimiter::peek_n(self, n)
+    }
+
+    fn charge(&self, _key: &(), n: u32) -> Reservation {
+        StripedLimiter::charge(self, n)
+    }
+
+    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
+        StripedLimiter::cancel(self, reservation)
+    }
+
+    fn reserve(&self, _key: &(), n: u32, max_wait: Duration) -> Reservation {
+        StripedLimiter::reserve(self, n, max_wait)
+    }
+
+    fn policy(&self) -> Policy {
+        StripedLimiter::policy(self)
+    }
+}
+
+impl<C: Clock> crate::multi::Gate for StripedLimiter<C> {
+    fn charge(&self, n: u32) -> Reservation {
+        StripedLimiter::charge(self, n)
+    }
+
+    fn cancel(&self, reservation: Reservation) -> bool {
+        StripedLimiter::cancel(self, reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        StripedLimiter::peek_n(self, n)
+    }
+
+    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
+        StripedLimiter::reserve(self, n, max_wait)
     }
 }
 

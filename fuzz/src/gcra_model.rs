@@ -442,17 +442,44 @@ pub fn decide(
     (d, None)
 }
 
-/// `cancel` of a reservation whose admission moved the TAT from `before` to `after`, on the
-/// stored `tat` at `now`: only the last place in the schedule comes back (`tat == after`), and
-/// then the TAT goes back to `before`, never below `now`. The new TAT, or `None` when nothing
-/// comes back.
-pub fn cancel(tat: Option<u64>, now: u64, before: u64, after: u64) -> Option<u64> {
+/// `cancel` of a reservation of `n` units admitted at clock reading `at` that moved the TAT
+/// from `before` to `after`, on the stored `tat` at `now` (taken as at least `at`). While a
+/// place waits to act (`tat > now + DVT`) only the last place comes back (`tat == after`: the
+/// TAT goes back to `before`, never below `now`); otherwise the part of `n * T` the clock has
+/// not eaten since `at` comes back, whatever was admitted since, never below `now`. The new
+/// TAT, or `None` when nothing comes back.
+pub fn cancel(
+    p: &Params,
+    tat: Option<u64>,
+    now: u64,
+    n: u32,
+    (before, after, at): (u64, u64, u64),
+) -> Option<u64> {
     let tat = tat.unwrap_or(0);
-    if tat != after {
+    let now = now.max(at);
+    if tat <= now {
+        // Idle: nothing left to give back.
         return None;
     }
-    let new = before.max(now);
+    if u128::from(tat) > u128::from(now) + p.dvt {
+        if tat != after {
+            return None;
+        }
+        let new = before.max(now);
+        return (new < tat).then_some(new);
+    }
+    let units = u128::from(n) * p.t;
+    let unspent = (u128::from(at) + units).saturating_sub(u128::from(now));
+    let back = units.min(unspent);
+    let new = (u128::from(tat).saturating_sub(back)).max(u128::from(now)) as u64;
     (new < tat).then_some(new)
+}
+
+/// The clock reading a GCRA reservation was admitted at: its TAT after, less its decision's
+/// `reset_after` (the new TAT's distance from the reading).
+fn admitted_at(b: &Booked) -> u64 {
+    b.after
+        .saturating_sub(b.reservation.decision().reset_after_ns())
 }
 
 /// `refund(n)` on the stored `tat` at `now`: the new TAT, or `None` when nothing comes back.
@@ -955,7 +982,11 @@ pub fn run(input: &Input) -> Stats {
                 // `DVT + max_wait` saturates at `u64::MAX` ns (a request that needs a TAT further
                 // ahead than that is denied as beyond the ceiling, not as beyond the horizon:
                 // `remaining` then counts what is left, see the README's notes).
-                let ceiling = (params.dvt + wait.as_nanos()).min(HORIZON);
+                // A quota with a queue bounds reservations by it (the wait only narrows it).
+                let mut ceiling = (params.dvt + wait.as_nanos()).min(HORIZON);
+                if params.ceiling > params.dvt {
+                    ceiling = ceiling.min(params.ceiling);
+                }
                 let booked =
                     |r: Reservation, want: &Expected, before: Option<u64>, w: Option<u64>| {
                         assert_eq!(
@@ -1026,9 +1057,9 @@ pub fn run(input: &Input) -> Stats {
                 // has not gone back since, never more than the reservation moved it forward).
                 let mut took = |old: u64, new: u64, b: &Booked, what: &str| {
                     let back = u128::from(old - new);
-                    if new >= b.before
-                        && (back <= b.took || now < old.saturating_sub(b.took as u64))
-                    {
+                    // A rollback gives back at most what its reservation took (out of order too:
+                    // the TAT may then end below the reservation's `before`).
+                    if back <= b.took || now < old.saturating_sub(b.took as u64) {
                         return;
                     }
                     if EXCUSE_CANCEL_AFTER_SET_QUOTA && o.epoch != epoch {
@@ -1044,7 +1075,13 @@ pub fn run(input: &Input) -> Stats {
                     );
                 };
                 let want = if o.direct.holds {
-                    cancel(direct_tat, now, o.direct.before, o.direct.after)
+                    cancel(
+                        &params,
+                        direct_tat,
+                        now,
+                        o.direct.reservation.units(),
+                        (o.direct.before, o.direct.after, admitted_at(&o.direct)),
+                    )
                 } else {
                     None
                 };
@@ -1064,7 +1101,13 @@ pub fn run(input: &Input) -> Stats {
                 let held = model.tats.contains_key(&k);
                 let want = if o.keyed.holds {
                     model.on_held(k, |tat| {
-                        cancel(Some(tat), now, o.keyed.before, o.keyed.after)
+                        cancel(
+                            &params,
+                            Some(tat),
+                            now,
+                            o.keyed.reservation.units(),
+                            (o.keyed.before, o.keyed.after, admitted_at(&o.keyed)),
+                        )
                     })
                 } else {
                     None
@@ -1088,7 +1131,10 @@ pub fn run(input: &Input) -> Stats {
                 }
                 // The shadow cancels where the keyed limiter held the key.
                 if let (true, true, Some(tat)) = (held, o.keyed.holds, shadow.get_mut(&k)) {
-                    if let Some(new) = cancel(Some(*tat), now, o.keyed.before, o.keyed.after) {
+                    let at = admitted_at(&o.keyed);
+                    let r = (o.keyed.before, o.keyed.after, at);
+                    let units = o.keyed.reservation.units();
+                    if let Some(new) = cancel(&params, Some(*tat), now, units, r) {
                         *tat = new;
                     }
                 }
@@ -1486,17 +1532,32 @@ mod tests {
     }
 
     #[test]
-    fn cancel_gives_back_only_the_last_place() {
-        // Our admission moved the TAT from 1200 to 1300; nobody came after; now = 1000.
-        assert_eq!(cancel(Some(1300), 1000, 1200, 1300), Some(1200));
-        // Someone was scheduled behind us: their place depends on ours.
-        assert_eq!(cancel(Some(1400), 1000, 1200, 1300), None);
-        assert_eq!(cancel(Some(1350), 1000, 1200, 1300), None);
-        // Half of our place [1200, 1300] is over at 1250: only the rest comes back.
-        assert_eq!(cancel(Some(1300), 1250, 1200, 1300), Some(1250));
-        assert_eq!(cancel(Some(1300), 1300, 1200, 1300), None);
-        // A refund moved the TAT below our mark: nothing.
-        assert_eq!(cancel(Some(1100), 1000, 1200, 1300), None);
+    fn cancel_gives_back_the_unelapsed_part_or_the_last_place() {
+        // T = 100, DVT = 300, queue 2 (ceiling 500).
+        let p = Params {
+            t: 100,
+            dvt: 300,
+            ceiling: 500,
+            burst: 3,
+            limit: 5,
+        };
+        // Nobody waiting (TAT 1300 <= 1000 + DVT): the whole unit back on a frozen clock,
+        // although others were admitted after it.
+        assert_eq!(
+            cancel(&p, Some(1300), 1000, 1, (1000, 1100, 1000)),
+            Some(1200)
+        );
+        // 40 ns later: 60 back.
+        assert_eq!(
+            cancel(&p, Some(1300), 1040, 1, (1000, 1100, 1000)),
+            Some(1240)
+        );
+        // Someone waiting (TAT 1400 > 1000 + DVT): only the last place.
+        assert_eq!(
+            cancel(&p, Some(1400), 1000, 1, (1300, 1400, 1000)),
+            Some(1300)
+        );
+        assert_eq!(cancel(&p, Some(1400), 1000, 1, (1200, 1300, 1000)), None);
     }
 
     #[test]

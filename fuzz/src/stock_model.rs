@@ -148,17 +148,22 @@ impl CellModel for StockModel {
         *st
     }
 
-    /// The units back (a stock has no other ceiling), saturating at `u64::MAX` remaining.
+    /// The units back, up to the configured stock and never beyond it (a restock adds stock;
+    /// a key already at or above its configured stock gets nothing).
     fn refund(&self, st: &mut State, _now: u64, n: u32) -> bool {
         let r = self.remaining(st);
-        let back = (r + u128::from(n)).min(U64);
+        let back = (r + u128::from(n)).min(u128::from(self.stock).max(r));
         self.put(st, back);
         back != r
     }
 
-    /// A stock takes the units back whatever happened since.
-    fn uncount(&self, st: &mut State, now: u64, n: u32, _after: &State) -> bool {
-        self.refund(st, now, n)
+    /// A stock takes a cancelled admission's units back whatever happened since (they were
+    /// taken; no ceiling), saturating at `u64::MAX` remaining.
+    fn uncount(&self, st: &mut State, _now: u64, n: u32, _after: &State) -> bool {
+        let r = self.remaining(st);
+        let back = (r + u128::from(n)).min(U64);
+        self.put(st, back);
+        back != r
     }
 }
 
@@ -216,11 +221,15 @@ mod tests {
         s.step(&mut st, 0, 2);
         assert!(s.refund(&mut st, 0, 1));
         assert_eq!(st, Some(2));
-        assert!(s.refund(&mut st, 0, 5), "a stock has no other ceiling");
-        assert_eq!(st, Some(7));
+        assert!(s.refund(&mut st, 0, 5), "up to the configured stock");
+        assert_eq!(st, None);
+        assert!(!s.refund(&mut st, 0, 1), "never beyond it");
         assert!(!s.refund(&mut st, 0, 0));
-        let mut full = Some(U64);
-        assert!(!s.refund(&mut full, 0, 1), "saturated");
+        let mut restocked = Some(7);
+        assert!(
+            !s.refund(&mut restocked, 0, 1),
+            "a restocked key gets nothing"
+        );
         // Cancel: the exact word back, or the units added back whatever happened since.
         let (before, after) = (Some(5), Some(4));
         let mut now_st = after;

@@ -175,10 +175,17 @@ impl Gcra {
         )
     }
 
-    /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`.
+    /// The ceiling for a reservation that accepts waiting up to `max_wait_ns`. A quota with a
+    /// queue bounds reservations by it (the wait only narrows it), as nginx's `burst` bounds
+    /// every request; a quota without one lets the wait alone decide (Guava's `acquire`).
     #[inline]
     pub(crate) fn reserve_ceiling(&self, max_wait_ns: u64) -> u64 {
-        self.tolerance.saturating_add(max_wait_ns)
+        let wanted = self.tolerance.saturating_add(max_wait_ns);
+        if self.ceiling > self.tolerance {
+            wanted.min(self.ceiling)
+        } else {
+            wanted
+        }
     }
 
     /// Gives back up to `n` units: the TAT moves back by `n * T`, but never below `now` (a
@@ -192,25 +199,62 @@ impl Gcra {
         (new < tat).then_some(new)
     }
 
-    /// Undoes an admission that moved the TAT from `before` to `after`, now that the TAT is
-    /// `tat`: if it is still the last admission in the key's schedule (`tat == after`), the
-    /// TAT goes back to `before` (never below `now`): exactly what the admission added, under
-    /// whatever quota it was admitted with. Otherwise nothing comes back.
+    /// Undoes an admission of `n` units made at `at` that moved the TAT from `before` to
+    /// `after`, now that the TAT is `tat`. Returns the new TAT, or `None` when nothing can be
+    /// given back.
     ///
-    /// Why only the last one: the TAT is the end of the schedule, so the only place it can
-    /// free is the last one. Giving back capacity for a place in the middle would hand the
-    /// *last* place to a newcomer while its owner keeps it: two requests in one place, more
-    /// than the burst at one instant. Since every admission raises the TAT and a cancel only
-    /// lowers it back to the start of the last place, the TAT never drops below the `after` of
-    /// a place still held, so `tat == after` really means "nothing was scheduled after us".
+    /// Two cases, told apart by whether any admitted place is still waiting to act
+    /// (`tat > now + DVT`: a queue or a reservation scheduled someone ahead):
     ///
-    /// Returns the new TAT, or `None` when nothing can be given back.
+    /// * **Nobody is waiting** (every admission so far acted when it was admitted, as with any
+    ///   quota without a queue): the admission gives back `g = min(n·T, at + n·T - now)`, the
+    ///   part of its `n·T` that the clock has not yet eaten since `at`, *whatever was admitted
+    ///   since*. On a frozen clock that is all of `n·T`: exact.
+    /// * **Someone is waiting** for a place in the schedule: only the last place can be freed
+    ///   (`tat == after`: back to `before`, never below `now`). Freeing a place in the middle
+    ///   would give a newcomer the same instant to act as the last one queued.
+    ///
+    /// Why the first case never admits more than the quota. Write `U(s)` for the units of the
+    /// admissions made at clock readings `≥ s` and not given back. Every TAT this code writes
+    /// satisfies `tat ≥ s + T·U(s)` for every reading `s` of such an admission (I):
+    ///
+    /// * an admission at `a` writes `max(tat, a) + m·T`: for `s ≤ a`, `U(s)` grows by `m` and
+    ///   the TAT by at least `m·T`; for `s > a`, `U(s)` is unchanged and the TAT does not drop.
+    ///   Its check `new_tat - a ≤ ceiling` then gives `U(s) ≤ (a - s + ceiling) / T` for every
+    ///   `s ≤ a`: never more than the limit plus the elapsed time's worth over any interval
+    ///   ending at `a`, counting only what was really admitted (I).
+    /// * giving back `g` for our admission at `at`: for `s ≤ at`, `U(s)` drops by `n` and the TAT
+    ///   by `g ≤ n·T`. For a later reading `at < s ≤ now`, `U(s)` is unchanged, and (I) at
+    ///   `s = at` before the rollback says `tat ≥ at + n·T + T·U(s)` (our `n` units count in
+    ///   `U(at)`), so `tat - g ≥ min(at + n·T, now) + T·U(s) ≥ s + T·U(s)`: (I) still holds.
+    /// * clamping a TAT up to `now` (a fresh key, a refund's floor) only raises it.
+    ///
+    /// This needs `now` at least every reading since `at` (a clock that does not run
+    /// backwards): `now` is taken as at least `at`, and a rollback whose clock reads `d` earlier
+    /// than a check that ran in between can give back at most `d` of schedule beyond (I) (never
+    /// more than `n·T`). A refund is outside (I) on purpose: it is the caller saying that
+    /// admitted units were not used.
     #[inline]
-    pub(crate) fn cancel(&self, tat: u64, now: u64, before: u64, after: u64) -> Option<u64> {
-        if tat != after {
-            return None;
+    pub(crate) fn cancel(
+        &self,
+        tat: u64,
+        now: u64,
+        n: u32,
+        (before, after, at): (u64, u64, u64),
+    ) -> Option<u64> {
+        let now = now.max(at);
+        if tat > now.saturating_add(self.tolerance) {
+            if tat != after {
+                return None;
+            }
+            let new = before.max(now);
+            return (new < tat).then_some(new);
         }
-        let new = before.max(now);
+        let units = u128::from(n) * u128::from(self.interval.get());
+        let unspent = (u128::from(at) + units).saturating_sub(u128::from(now));
+        // `g <= tat - now`'s bound below keeps it in u64.
+        let g = units.min(unspent).min(u128::from(tat));
+        let new = (tat - g as u64).max(now);
         (new < tat).then_some(new)
     }
 
@@ -438,6 +482,10 @@ mod tests {
         assert_eq!(delays, [Some(0), Some(100), Some(200), None]);
         assert_eq!(tat, 1300);
         assert_eq!(g.reserve_ceiling(u64::MAX), u64::MAX);
+        // A configured queue bounds reservations; the wait only narrows it.
+        let q = queued(1, 100, 2, 3);
+        assert_eq!(q.reserve_ceiling(u64::MAX), 500);
+        assert_eq!(q.reserve_ceiling(150), 350);
     }
 
     #[test]
@@ -454,24 +502,32 @@ mod tests {
     }
 
     #[test]
-    fn cancel_gives_back_only_the_last_place() {
-        let g = gcra(1, 100, 1);
-        // Our admission moved the TAT from 1200 to 1300; nobody came after; now = 1000.
-        assert_eq!(g.cancel(1300, 1000, 1200, 1300), Some(1200));
+    fn cancel_with_nobody_waiting_gives_back_the_unelapsed_part() {
+        let g = gcra(1, 100, 3);
+        // Admitted at 1000 (TAT 1000 -> 1100), then two more at 1000 (TAT 1300): cancelling the
+        // first on the frozen clock gives back its whole 100, although it is not the last.
+        assert_eq!(g.cancel(1300, 1000, 1, (1000, 1100, 1000)), Some(1200));
+        // 40 ns later only 60 of it is unspent.
+        assert_eq!(g.cancel(1300, 1040, 1, (1000, 1100, 1000)), Some(1240));
+        // Its whole slot elapsed: nothing, even though the TAT is ahead (later admissions).
+        assert_eq!(g.cancel(1300, 1100, 1, (1000, 1100, 1000)), None);
+        // A clock behind the admission counts as the admission's own reading.
+        assert_eq!(g.cancel(1300, 900, 1, (1000, 1100, 1000)), Some(1200));
+        // Never below now.
+        assert_eq!(g.cancel(1100, 1000, 2, (900, 1100, 900)), Some(1000));
+        // Idle: nothing.
+        assert_eq!(g.cancel(1000, 1000, 1, (900, 1000, 900)), None);
+    }
+
+    #[test]
+    fn cancel_with_someone_waiting_frees_only_the_last_place() {
+        let g = queued(1, 100, 1, 3);
+        // TAT 1300 at now 1000 is beyond DVT = 100: places are waiting to act.
+        // Ours is the last (1200 -> 1300): back to 1200.
+        assert_eq!(g.cancel(1300, 1000, 1, (1200, 1300, 1000)), Some(1200));
         // Someone was scheduled behind us: their place depends on ours; nothing comes back.
-        assert_eq!(g.cancel(1400, 1000, 1200, 1300), None);
-        assert_eq!(g.cancel(1350, 1000, 1200, 1300), None);
-        // Our place [1200, 1300] is half over at 1250: only the rest comes back.
-        assert_eq!(g.cancel(1300, 1250, 1200, 1300), Some(1250));
-        // Entirely in the past: nothing.
-        assert_eq!(g.cancel(1300, 1300, 1200, 1300), None);
-        // The TAT moved below our mark (a refund): nothing.
-        assert_eq!(g.cancel(1100, 1000, 1200, 1300), None);
-        // Admitted on an idle key at 900 (TAT 0 -> 1000): back to fresh, never below now.
-        assert_eq!(g.cancel(1000, 950, 0, 1000), Some(950));
-        // Whatever the interval is now (set_quota), only what the admission added comes back.
-        let slower = gcra(1, 1_000, 1);
-        assert_eq!(slower.cancel(1300, 1000, 1200, 1300), Some(1200));
+        assert_eq!(g.cancel(1400, 1000, 1, (1200, 1300, 1000)), None);
+        assert_eq!(g.cancel(1350, 1000, 1, (1200, 1300, 1000)), None);
     }
 
     #[test]

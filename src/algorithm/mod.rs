@@ -14,6 +14,7 @@ pub(crate) mod window;
 
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::reservation::Reservation;
 
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
@@ -101,7 +102,7 @@ impl Algorithm {
     }
 
     /// Gives `n` units back to `word` at `now` (admitted work that did not happen), never
-    /// beyond a fresh key's budget. `None`: nothing to give back (never `Some(word)`).
+    /// beyond a fresh key's budget (a stock: its configured stock). `None`: nothing to give back (never `Some(word)`).
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         self.refund_step(word, now, n).filter(|&w| w != word)
     }
@@ -111,37 +112,29 @@ impl Algorithm {
             Algorithm::Gcra(g) => g.refund(word, now, n),
             Algorithm::FixedWindow(f) => f.refund(word, now, n),
             Algorithm::SlidingWindow(s) => s.refund(word, now, n),
-            Algorithm::Stock(s) => s.restock(word, u64::from(n)).1,
+            Algorithm::Stock(s) => s.refund(word, n),
             // Guava has no refunds; a warm-up state has no "units" to hand back.
             Algorithm::WarmUp(_) => None,
         }
     }
 
-    /// Undoes an admission of `n` units that moved the word from `before` to `after`, now that
-    /// it holds `word`. If nothing happened since, the word goes back to `before` exactly (as if
-    /// the admission never was); otherwise each algorithm gives back what provably remains
-    /// unspent (see [`Gcra::cancel`]). `None`: nothing to give back.
-    pub(crate) fn cancel(
-        &self,
-        word: u64,
-        now: u64,
-        n: u32,
-        before: u64,
-        after: u64,
-    ) -> Option<u64> {
+    /// Undoes the admission `r` (from a check or reservation on this key), now that the key
+    /// holds `word`. If nothing happened since, the word goes back to what it was (as if the
+    /// admission never was); otherwise each algorithm gives back what provably remains unspent
+    /// (see [`Gcra::cancel`]). `None`: nothing to give back.
+    pub(crate) fn cancel(&self, word: u64, now: u64, r: &Reservation) -> Option<u64> {
         // A time-based state that is already as good as fresh has nothing left to give back
         // (and a key dropped by a sweep, which is exactly such a state, must answer the same).
         if self.uses_time() && self.is_idle(word, now) {
             return None;
         }
-        self.cancel_step(word, now, n, before, after)
-            .filter(|&w| w != word)
+        self.cancel_step(word, now, r).filter(|&w| w != word)
     }
 
-    fn cancel_step(&self, word: u64, now: u64, n: u32, before: u64, after: u64) -> Option<u64> {
+    fn cancel_step(&self, word: u64, now: u64, r: &Reservation) -> Option<u64> {
+        let (n, before, after) = (r.n, r.before, r.after);
         match self {
-            // GCRA's rule gives the exact undo by itself when nothing happened since.
-            Algorithm::Gcra(g) => g.cancel(word, now, before, after),
+            Algorithm::Gcra(g) => g.cancel(word, now, n, (before, after, r.admitted_at())),
             _ if word == after => Some(before),
             Algorithm::FixedWindow(f) => f.cancel(word, now, n, after),
             Algorithm::SlidingWindow(s) => s.cancel(word, now, n, after),
@@ -268,7 +261,8 @@ mod tests {
             "refund(0) gives nothing back"
         );
         assert!(sw.refund(word, 350, 1).is_some());
-        assert_eq!(sw.cancel(word, 350, 0, 0, 1), None);
+        let r = Reservation::new(Decision::NONE, 0, 0, Some(1));
+        assert_eq!(sw.cancel(word, 350, &r), None);
         let g = Algorithm::Gcra(Gcra::new(
             crate::Quota::per_second(1).gcra_params().unwrap(),
         ));

@@ -29,6 +29,18 @@ pub(crate) struct LogConfig {
 }
 
 impl LogConfig {
+    /// The policy this configuration enforces (see [`crate::Policy`]).
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(
+            crate::policy::PolicyKind::SlidingLog,
+            self.limit,
+            Some(std::time::Duration::from_nanos(self.window.get())),
+            None,
+        )
+    }
+}
+
+impl LogConfig {
     pub(crate) fn new(lim: u32, window: Duration) -> Result<Self, ConfigError> {
         let lim = limit(lim)?;
         if lim > MAX_LOG_LIMIT {
@@ -82,6 +94,46 @@ impl Log {
 
     /// Decides `n` units at `now`, recording them if admitted.
     pub(crate) fn step(&mut self, cfg: &LogConfig, now: u64, n: u32) -> Decision {
+        self.decide(cfg, now, n, true).0
+    }
+
+    /// The decision `n` units would get at `now`, recording nothing.
+    pub(crate) fn peek_n(&mut self, cfg: &LogConfig, now: u64, n: u32) -> Decision {
+        self.decide(cfg, now, n, false).0
+    }
+
+    /// [`step`](Self::step), also returning the time the admitted units were logged at (what
+    /// [`unadmit`](Self::unadmit) needs); `None` when nothing was logged.
+    pub(crate) fn charge(&mut self, cfg: &LogConfig, now: u64, n: u32) -> (Decision, Option<u64>) {
+        self.decide(cfg, now, n, true)
+    }
+
+    /// Takes `n` units logged at `at` out of the log again (an admission rolled back): exactly
+    /// those units, if they are still live; units that have expired meanwhile are spent by time
+    /// and nothing of them comes back. Entries at one instant share one slot, so removing `n`
+    /// units from the slot at `at` is the same as never having logged them. Returns whether
+    /// anything was removed.
+    pub(crate) fn unadmit(&mut self, at: u64, n: u32) -> bool {
+        let Some(i) = self.entries.iter().position(|&(t, _)| t == at) else {
+            return false;
+        };
+        let units = &mut self.entries[i].1;
+        let back = (*units).min(n);
+        *units -= back;
+        if *units == 0 {
+            self.entries.remove(i);
+        }
+        self.live -= u64::from(back);
+        back > 0
+    }
+
+    fn decide(
+        &mut self,
+        cfg: &LogConfig,
+        now: u64,
+        n: u32,
+        record: bool,
+    ) -> (Decision, Option<u64>) {
         let w = cfg.window.get();
         self.expire(now, w);
         let limit = u64::from(cfg.limit);
@@ -94,19 +146,20 @@ impl Log {
         };
         let after = live + u64::from(n);
         if after <= limit {
-            if n > 0 {
+            let mut logged = None;
+            if n > 0 && record {
                 let at = self.entries.back().map_or(now, |&(t, _)| t.max(now));
                 match self.entries.back_mut() {
                     Some((t, units)) if *t == at => *units += n,
                     _ => self.entries.push_back((at, n)),
                 }
                 self.live = after;
+                logged = Some(at);
             }
-            return Decision::allow(
-                cfg.limit,
-                limit - after,
-                NonZeroU64::MIN,
-                self.reset(now, w),
+            let reset = self.reset(now, w);
+            return (
+                Decision::allow(cfg.limit, limit - after, NonZeroU64::MIN, reset),
+                logged,
             );
         }
         let retry = if n <= cfg.limit {
@@ -114,12 +167,15 @@ impl Log {
         } else {
             None
         };
-        Decision::deny(
-            cfg.limit,
-            limit.saturating_sub(live),
-            NonZeroU64::MIN,
-            retry,
-            self.reset(now, w),
+        (
+            Decision::deny(
+                cfg.limit,
+                limit.saturating_sub(live),
+                NonZeroU64::MIN,
+                retry,
+                self.reset(now, w),
+            ),
+            None,
         )
     }
 

@@ -25,7 +25,7 @@ use std::num::NonZeroU64;
 use crate::decision::Decision;
 
 /// `reset_after` of a key that will not return to its configured stock by itself.
-pub(crate) const NEVER: u64 = u64::MAX;
+pub(crate) const NEVER: u64 = crate::decision::NEVER_NS;
 
 /// The configured stock per key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +83,8 @@ impl Stock {
                     NonZeroU64::MIN,
                     None,
                     Self::reset(word),
-                ),
+                )
+                .because(crate::decision::Denial::SoldOut),
                 None,
             ),
         }
@@ -94,6 +95,18 @@ impl Stock {
     pub(crate) fn restock(&self, word: u64, n: u64) -> (u64, Option<u64>) {
         let left = self.remaining(word).saturating_add(n);
         (left, Some(self.word(left)))
+    }
+
+    /// The step of a refund of `n` units: back up to the configured stock and never beyond it
+    /// (a refund returns what was sold; only a restock adds stock). A key already at or above
+    /// its configured stock (restocked) gets nothing.
+    #[inline]
+    pub(crate) fn refund(&self, word: u64, n: u32) -> Option<u64> {
+        let have = self.remaining(word);
+        let left = have
+            .saturating_add(u64::from(n))
+            .min(u64::from(self.stock).max(have));
+        (left > have).then(|| self.word(left))
     }
 
     /// A key holding its configured stock is indistinguishable from an unseen key.
