@@ -1,9 +1,11 @@
 //! The atomics and locks the crate's concurrent cores use, swapped for loom's under `cfg(loom)`.
 //!
-//! [`crate::cell`], [`crate::table`], the sweep gate, the limiters' sweep floor and the sliding
+//! [`crate::sync::cell`], [`crate::store::table`], the sweep gate, the limiters' sweep floor and the sliding
 //! log's per-key mutex go through this shim (and the exact maps through
-//! [`crate::exact_map`]), so that `loom-tests/` model-checks the very code that ships rather
+//! [`crate::store::exact_map`]), so that `loom-tests/` model-checks the very code that ships rather
 //! than a copy.
+
+pub(crate) mod cell;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};

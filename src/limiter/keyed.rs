@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
-use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::sync::cell::Cell;
 // dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
-use crate::exact_map::{DashMap, Entry};
+use crate::admission::reservation::Reservation;
+use crate::limiter::setting::Setting;
+use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
-use crate::reservation::Reservation;
-use crate::setting::Setting;
-use crate::sliding_log::SlidingLogBuilder;
-use crate::sweep::SweepGate;
-use crate::table::{InsertPolicy, Table};
+use crate::store::exact_map::{DashMap, Entry};
+use crate::store::sweep::SweepGate;
+use crate::store::table::{InsertPolicy, Table};
 
 /// The hasher of both stores: aHash, keyed from the operating system's random source once per
 /// process (and varied per instance), so clients who do not know the key cannot aim hash
@@ -116,7 +116,7 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
 enum Store<K> {
     /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
     Map(DashMap<K, Cell, Hasher>),
-    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]).
+    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::store::table`]).
     Table(Table, Hasher),
 }
 
@@ -793,7 +793,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        crate::wait::acquire(&self.gate(key), n, timeout)
+        crate::admission::wait::acquire(&self.gate(key), n, timeout)
     }
 
     /// A future that resolves once `n` units on `key` are admitted (no timeout: wrap it in
@@ -1320,7 +1320,7 @@ impl<K, Q: ?Sized + fmt::Debug, C> fmt::Debug for KeyGate<'_, K, Q, C> {
     }
 }
 
-impl<K, Q, C> crate::multi::Gate for KeyGate<'_, K, Q, C>
+impl<K, Q, C> crate::admission::gate::Gate for KeyGate<'_, K, Q, C>
 where
     K: Hash + Eq + Borrow<Q>,
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

@@ -11,9 +11,9 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
-use crate::exact_map::{DashMap, Entry};
-use crate::keyed::Hasher;
-use crate::sweep::SweepGate;
+use crate::limiter::keyed::Hasher;
+use crate::store::exact_map::{DashMap, Entry};
+use crate::store::sweep::SweepGate;
 use crate::sync::{Mutex, MutexGuard};
 
 /// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
