@@ -3,7 +3,6 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::gcra::decision_after;
@@ -12,14 +11,15 @@ use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::sync::cell::Cell;
+use crate::sync::Counter;
 // dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
 use crate::admission::reservation::Reservation;
 use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
-use crate::store::exact_map::{DashMap, Entry};
-use crate::store::sweep::SweepGate;
 use crate::store::table::{InsertPolicy, Table};
+use crate::sync::map::{DashMap, Entry};
+use crate::sync::sweep_gate::SweepGate;
 
 /// The hasher of both stores: aHash, keyed from the operating system's random source once per
 /// process (and varied per instance), so clients who do not know the key cannot aim hash
@@ -100,16 +100,16 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     when_full: WhenFull,
     /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
     /// shard. (The table keeps its own count.)
-    held: AtomicUsize,
-    refused: AtomicU64,
-    evicted: AtomicU64,
-    evicted_live: AtomicU64,
-    untracked: AtomicU64,
+    held: Counter,
+    refused: Counter,
+    evicted: Counter,
+    evicted_live: Counter,
+    untracked: Counter,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
     /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
     /// Through the loom shim, so that loom checks the ordering argument in `fresh_word`.
-    swept: crate::sync::AtomicU64,
+    swept: Counter,
 }
 
 /// Where a keyed limiter keeps its cells.
@@ -447,13 +447,13 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             clock: self.clock,
             max_keys,
             when_full: self.when_full,
-            held: AtomicUsize::new(0),
-            refused: AtomicU64::new(0),
-            evicted: AtomicU64::new(0),
-            evicted_live: AtomicU64::new(0),
-            untracked: AtomicU64::new(0),
+            held: Counter::new(0),
+            refused: Counter::new(0),
+            evicted: Counter::new(0),
+            evicted_live: Counter::new(0),
+            untracked: Counter::new(0),
             sweeps: SweepGate::new(),
-            swept: crate::sync::AtomicU64::new(0),
+            swept: Counter::new(0),
         })
     }
 }
@@ -685,7 +685,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
         if self.when_full == WhenFull::AdmitUntracked {
             // Relaxed: a statistic.
-            self.untracked.fetch_add(1, Ordering::Relaxed);
+            self.untracked.add(1);
             return decide(self.fresh_word());
         }
         self.refuse()
@@ -999,7 +999,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     #[cold]
     fn refuse(&self) -> Decision {
         // Relaxed: a statistic; nothing is ordered by it.
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.refused.add(1);
         let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
         Decision::deny(limit, 0, one(), None, 0)
     }
@@ -1075,7 +1075,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             // state fresh.
             return Some(result);
         };
-        if capped && self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+        if capped && self.held.get_usize() >= self.max_keys && !self.make_room(now) {
             return None;
         }
         Some(match map.entry(key.to_owned()) {
@@ -1085,7 +1085,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 e.insert(Cell::new(word));
                 // Relaxed: `held` is a soft count for the cap and `len`; no memory is
                 // published through it.
-                self.held.fetch_add(1, Ordering::Relaxed);
+                self.held.add(1);
                 result
             }
         })
@@ -1163,7 +1163,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         match &self.store {
             Store::Table(table, _) => table.len(),
             // Relaxed: a snapshot count; see `held`.
-            Store::Map(_) => self.held.load(Ordering::Relaxed),
+            Store::Map(_) => self.held.get_usize(),
         }
     }
 
@@ -1175,26 +1175,26 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// Requests for new keys denied because the map was full of live keys.
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.load(Ordering::Relaxed)
+        self.refused.get()
     }
 
     /// Keys dropped because their state was equivalent to a fresh key.
     pub fn evicted(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted.load(Ordering::Relaxed)
+        self.evicted.get()
     }
 
     /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
     pub fn evicted_live(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted_live.load(Ordering::Relaxed)
+        self.evicted_live.get()
     }
 
     /// Requests for new keys decided without storing the key, under
     /// [`WhenFull::AdmitUntracked`].
     pub fn untracked(&self) -> u64 {
         // Relaxed: a statistic.
-        self.untracked.load(Ordering::Relaxed)
+        self.untracked.get()
     }
 
     /// The policy for a new key when the store is full of live keys.
@@ -1244,7 +1244,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // keys, and a checker only gets here after its lookup missed under that shard's lock,
         // so the lock's release/acquire orders the raise before this load whenever the miss
         // was caused by that sweep.
-        match self.swept.load(crate::sync::Ordering::Relaxed) {
+        match self.swept.get() {
             0 => Algorithm::FRESH,
             swept => self.setting.kind().swept_word(swept),
         }
@@ -1252,7 +1252,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
+        self.swept.raise_to(now);
         let is_idle = |word| self.setting.kind().is_idle(word, now);
         let removed = match &self.store {
             Store::Table(table, _) => table.sweep(&is_idle),
@@ -1266,12 +1266,12 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                     keep
                 });
                 // Relaxed: counters only (see `held`).
-                self.held.fetch_sub(removed, Ordering::Relaxed);
+                self.held.sub(removed as u64);
                 removed
             }
         };
         // Relaxed: a statistic.
-        self.evicted.fetch_add(removed as u64, Ordering::Relaxed);
+        self.evicted.add(removed as u64);
         removed
     }
 
@@ -1392,9 +1392,7 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
 
     fn before_sweep(&self) {
         // Relaxed: ordered by the shard lock the sweep holds (see `fresh_word`).
-        self.limiter
-            .swept
-            .fetch_max(self.now, crate::sync::Ordering::Relaxed);
+        self.limiter.swept.raise_to(self.now);
     }
 
     fn has_room(&self, table: &Table) -> bool {
@@ -1415,9 +1413,9 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     fn evicted(&self, live: bool) {
         // Relaxed: statistics.
         if live {
-            self.limiter.evicted_live.fetch_add(1, Ordering::Relaxed);
+            self.limiter.evicted_live.add(1);
         } else {
-            self.limiter.evicted.fetch_add(1, Ordering::Relaxed);
+            self.limiter.evicted.add(1);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! limiter ([`policy`]) and the runtime-replaceable algorithm they read ([`setting`]).
 
 pub(crate) mod direct;
+mod engine;
 pub(crate) mod keyed;
 pub(crate) mod policy;
 pub(crate) mod rate_limiter;

@@ -14,105 +14,14 @@
 
 use crate::algorithm::{Algorithm, Gcra};
 
-#[cfg(not(loom))]
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-
-#[cfg(loom)]
-use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-
-/// Waits a moment in a retry loop (under loom: lets the other threads run).
-#[inline]
-fn back_off() {
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
-    #[cfg(loom)]
-    loom::thread::yield_now();
-}
-
-/// The GCRA parameter words ([`Gcra::to_words`]) under a sequence lock.
-///
-/// Writers make the sequence number odd (one writer at a time: the compare-and-swap that makes
-/// it odd is the writer lock), store the words, and make it even again. Readers load it, the
-/// words, and it again; the copy is consistent iff both loads saw the same even number.
-struct GcraWords {
-    seq: AtomicU64,
-    words: [AtomicU64; 4],
-}
-
-impl GcraWords {
-    fn new(words: [u64; 4]) -> Self {
-        Self {
-            seq: AtomicU64::new(0),
-            words: words.map(AtomicU64::new),
-        }
-    }
-
-    #[inline]
-    fn load(&self) -> Gcra {
-        loop {
-            // Acquire: pairs with the Release store that ended a write, so that the words
-            // loaded below are no older than that write's.
-            let before = self.seq.load(Ordering::Acquire);
-            // Relaxed: whether these values belong together is decided by the check below.
-            let words = [0, 1, 2, 3].map(|i| self.words[i].load(Ordering::Relaxed));
-            // Acquire fence: orders the word loads above before the second load of `seq`. If
-            // any of them read a value stored by a write that began after `before`, this fence
-            // synchronises with that write's Release fence, so the second load sees its odd
-            // (or a later) number and the copy is discarded.
-            fence(Ordering::Acquire);
-            // Relaxed: ordered by the fence above.
-            let after = self.seq.load(Ordering::Relaxed);
-            if before == after && before % 2 == 0 {
-                // Words of one write only, so always a valid configuration (`None` cannot
-                // happen; it would be retried like a torn copy).
-                if let Some(g) = Gcra::from_words(words) {
-                    return g;
-                }
-            }
-            back_off();
-        }
-    }
-
-    fn store(&self, g: Gcra) {
-        // Take the writer's turn: make `seq` odd from an even value.
-        let mut seq = self.seq.load(Ordering::Relaxed);
-        loop {
-            if seq % 2 == 0 {
-                // Acquire on success: the previous write's words (published by its Release
-                // store of `seq`, which this reads) happen before ours, so ours come later in
-                // each word's modification order. Relaxed on failure: we try again.
-                match self.seq.compare_exchange_weak(
-                    seq,
-                    seq + 1,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(actual) => seq = actual,
-                }
-            } else {
-                back_off();
-                // Relaxed: only a hint of when to try; the compare-and-swap decides.
-                seq = self.seq.load(Ordering::Relaxed);
-            }
-        }
-        // Release fence: a reader whose word loads see any of the stores below synchronises
-        // with it through its Acquire fence, and then sees `seq` odd (see `load`).
-        fence(Ordering::Release);
-        for (word, value) in self.words.iter().zip(g.to_words()) {
-            // Relaxed: published by the fences and the Release store below.
-            word.store(value, Ordering::Relaxed);
-        }
-        // Release: a reader that loads this even number (Acquire) sees all four words.
-        self.seq.store(seq + 2, Ordering::Release);
-    }
-}
+use crate::sync::{Flag, SeqLock};
 
 /// The algorithm of one limiter.
 pub(crate) struct Setting {
     built: Algorithm,
-    changed: AtomicBool,
-    current: GcraWords,
+    changed: Flag,
+    /// The current GCRA parameters ([`Gcra::to_words`]).
+    current: SeqLock,
 }
 
 impl Setting {
@@ -125,8 +34,8 @@ impl Setting {
         };
         Self {
             built: algorithm,
-            changed: AtomicBool::new(false),
-            current: GcraWords::new(words),
+            changed: Flag::new(),
+            current: SeqLock::new(words),
         }
     }
 
@@ -134,11 +43,11 @@ impl Setting {
     /// [`load`](Self::load) then).
     #[inline(always)]
     pub(crate) fn unchanged(&self) -> Option<&Algorithm> {
-        // Acquire pairs with the Release in `store`: a reader that sees the flag raised also
-        // sees the configuration stored before it, so it never reads the built algorithm
-        // after having been told it is stale. (A reader that has not seen the flag yet uses
-        // the built one: the change is not visible to it yet, as with any concurrent update.)
-        if self.changed.load(Ordering::Acquire) {
+        // A reader that sees the flag raised also sees the configuration stored before it
+        // (the flag publishes it), so it never reads the built algorithm after having been
+        // told it is stale. A reader that has not seen the flag yet uses the built one: the
+        // change is not visible to it yet, as with any concurrent update.
+        if self.changed.is_raised() {
             None
         } else {
             Some(&self.built)
@@ -150,7 +59,9 @@ impl Setting {
     pub(crate) fn load(&self) -> Algorithm {
         match self.unchanged() {
             Some(a) => *a,
-            None => Algorithm::Gcra(self.current.load()),
+            // Words of one write only, so always a valid configuration (`None` cannot
+            // happen; it would be retried like a torn copy).
+            None => Algorithm::Gcra(self.current.read(Gcra::from_words)),
         }
     }
 
@@ -172,9 +83,8 @@ impl Setting {
     /// serialised; the last to take the seqlock wins.
     pub(crate) fn store(&self, gcra: Gcra) {
         debug_assert!(matches!(self.built, Algorithm::Gcra(_)));
-        self.current.store(gcra);
-        // Release: see `unchanged`.
-        self.changed.store(true, Ordering::Release);
+        self.current.write(gcra.to_words());
+        self.changed.raise();
     }
 }
 

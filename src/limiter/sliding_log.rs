@@ -3,7 +3,6 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::sliding_log::{Log, LogConfig};
@@ -12,9 +11,9 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
 use crate::limiter::keyed::Hasher;
-use crate::store::exact_map::{DashMap, Entry};
-use crate::store::sweep::SweepGate;
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::map::{DashMap, Entry};
+use crate::sync::sweep_gate::SweepGate;
+use crate::sync::{Counter, Lock};
 
 /// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
 /// of the Redis `ZSET` sliding-log scripts, which no counter gives.
@@ -54,16 +53,16 @@ use crate::sync::{Mutex, MutexGuard};
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct SlidingLog<K, C = DefaultClock> {
-    map: DashMap<K, Mutex<Log>, Hasher>,
+    map: DashMap<K, Lock<Log>, Hasher>,
     config: LogConfig,
     clock: C,
     max_keys: usize,
-    held: AtomicUsize,
-    refused: AtomicU64,
+    held: Counter,
+    refused: Counter,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
     /// shim, as `KeyedLimiter::swept`.
-    swept: crate::sync::AtomicU64,
+    swept: Counter,
 }
 
 /// Configures a [`SlidingLog`]; finish with [`build`](SlidingLogBuilder::build).
@@ -132,19 +131,12 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             config,
             clock: self.clock,
             max_keys,
-            held: AtomicUsize::new(0),
-            refused: AtomicU64::new(0),
+            held: Counter::new(0),
+            refused: Counter::new(0),
             sweeps: SweepGate::new(),
-            swept: crate::sync::AtomicU64::new(0),
+            swept: Counter::new(0),
         })
     }
-}
-
-/// Locks a key's log. Nothing in the crate panics while holding it, so a poisoned lock can only
-/// come from a panic in the standard library; the log is still consistent then (every mutation
-/// completes before the next can start), so we keep using it.
-fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
-    log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
@@ -166,7 +158,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     {
         let now = self.clock.now();
         if let Some(log) = self.map.get(key) {
-            return lock(&log).step(&self.config, now, n);
+            return log.lock().step(&self.config, now, n);
         }
         let mut fresh = self.fresh_log();
         let decision = fresh.step(&self.config, now, n);
@@ -174,16 +166,16 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
             return decision;
         }
         // Relaxed: `held` is a soft count for the cap; no memory is published through it.
-        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+        if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
-            self.refused.fetch_add(1, Ordering::Relaxed);
+            self.refused.add(1);
             return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
         }
         match self.map.entry(key.to_owned()) {
-            Entry::Occupied(e) => lock(e.get()).step(&self.config, now, n),
+            Entry::Occupied(e) => e.get().lock().step(&self.config, now, n),
             Entry::Vacant(e) => {
-                e.insert(Mutex::new(fresh));
-                self.held.fetch_add(1, Ordering::Relaxed);
+                e.insert(Lock::new(fresh));
+                self.held.add(1);
                 decision
             }
         }
@@ -197,7 +189,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     {
         let now = self.clock.now();
         match self.map.get(key) {
-            Some(log) => lock(&log).peek(&self.config, now),
+            Some(log) => log.lock().peek(&self.config, now),
             None => self.fresh_log().peek(&self.config, now),
         }
     }
@@ -205,7 +197,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// Keys currently held.
     pub fn len(&self) -> usize {
         // Relaxed: a snapshot count.
-        self.held.load(Ordering::Relaxed)
+        self.held.get_usize()
     }
 
     /// Whether no key is held.
@@ -216,7 +208,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// Requests for new keys denied because the map was full of live keys.
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.load(Ordering::Relaxed)
+        self.refused.get()
     }
 
     /// Drops every key whose log has fully expired; returns how many. Lossless.
@@ -227,7 +219,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// The log a key that is not in the map starts from.
     fn fresh_log(&self) -> Log {
         // Relaxed: ordered by the shard locks, as in `KeyedLimiter::fresh_word`.
-        match self.swept.load(crate::sync::Ordering::Relaxed) {
+        match self.swept.get() {
             0 => Log::default(),
             swept => Log::swept(swept),
         }
@@ -235,16 +227,16 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_log`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
+        self.swept.raise_to(now);
         let mut removed = 0usize;
         // The shard's write lock excludes every check on the shard while it is swept.
         self.map.retain(|_, log| {
-            let keep = !lock(log).is_idle(&self.config, now);
+            let keep = !log.lock().is_idle(&self.config, now);
             removed += usize::from(!keep);
             keep
         });
         // Relaxed: a count (see `held`).
-        self.held.fetch_sub(removed, Ordering::Relaxed);
+        self.held.sub(removed as u64);
         removed
     }
 
@@ -254,7 +246,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.sweeps.maybe_sweep(now, || {
             self.evict_idle_at(now);
         });
-        self.held.load(Ordering::Relaxed) < self.max_keys
+        self.held.get_usize() < self.max_keys
     }
 
     /// The clock this limiter reads.

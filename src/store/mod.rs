@@ -1,8 +1,7 @@
 //! Where the keyed limiters keep their per-key words: the bounded fingerprint [`table`] or the
-//! exact map ([`exact_map`]), the sweep that drops idle keys ([`sweep`]) and the background
-//! thread that runs it ([`sweeper`]).
+//! exact map ([`crate::sync::map`]), swept of idle keys now and then (the
+//! [`crate::sync::sweep_gate`] picks the one caller that sweeps) or by a background thread
+//! ([`sweeper`]).
 
-pub(crate) mod exact_map;
-pub(crate) mod sweep;
 pub(crate) mod sweeper;
 pub(crate) mod table;

@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! ```text
-//! slot (one AtomicU128):   | fingerprint (64 bits) | state word (64 bits) |
+//! slot (one Slot):   | fingerprint (64 bits) | state word (64 bits) |
 //! fingerprint 0 = EMPTY (never used), 1 = TOMB (a removed key), >= 2 = a key
 //! ```
 //!
@@ -76,11 +76,10 @@
 //! checks only change states, never fingerprints).
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicUsize, Ordering as CountOrdering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU128, Mutex, Ordering};
+use crate::sync::{Counter, Lock, Slot};
 
 const EMPTY: u64 = 0;
 const TOMB: u64 = 1;
@@ -155,8 +154,8 @@ const EVICTION_SAMPLE: usize = 64;
 
 /// One shard: its slots and the lock that serialises its inserts and removals.
 struct Shard {
-    slots: Box<[AtomicU128]>,
-    writer: CachePadded<Mutex<Counts>>,
+    slots: Box<[Slot]>,
+    writer: CachePadded<Lock<Counts>>,
 }
 
 /// Per-shard bookkeeping, guarded by the shard's mutex.
@@ -174,7 +173,7 @@ pub(crate) struct Table {
     /// Keys one shard may hold (the global bound is enforced by the caller).
     per_shard: usize,
     /// Keys held in all shards; the caller's global bound reads it.
-    held: AtomicUsize,
+    held: Counter,
 }
 
 impl std::fmt::Debug for Table {
@@ -189,7 +188,7 @@ impl std::fmt::Debug for Table {
 
 /// A slot found for a key by a lock-free probe, with the value seen there.
 pub(crate) struct Found<'a> {
-    slot: &'a AtomicU128,
+    slot: &'a Slot,
     seen: u128,
 }
 
@@ -219,8 +218,8 @@ impl Table {
         let shards_vec: Vec<_> = (0..shards)
             .map(|_| {
                 CachePadded::new(Shard {
-                    slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
-                    writer: CachePadded::new(Mutex::new(Counts::default())),
+                    slots: (0..slots).map(|_| Slot::new(0)).collect(),
+                    writer: CachePadded::new(Lock::new(Counts::default())),
                 })
             })
             .collect();
@@ -228,7 +227,7 @@ impl Table {
             shards: shards_vec.into_boxed_slice(),
             shard_bits: shards.trailing_zeros(),
             per_shard,
-            held: AtomicUsize::new(0),
+            held: Counter::new(0),
         }
     }
 
@@ -236,7 +235,7 @@ impl Table {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         // Relaxed: a snapshot count; writers update it under their shard locks.
-        self.held.load(CountOrdering::Relaxed)
+        self.held.get_usize()
     }
 
     /// Hashes `key` with `hasher`.
@@ -271,7 +270,7 @@ impl Table {
             let slot = &slots[i];
             // Relaxed: the slot is self-contained (fingerprint and state together); the CAS
             // that may follow re-validates the whole value.
-            let seen = slot.load(Ordering::Relaxed);
+            let seen = slot.load();
             let f = fp_of(seen);
             if f == fp {
                 return Some(Found { slot, seen });
@@ -295,7 +294,7 @@ impl Table {
     pub(crate) fn touch(&self, h: u64) -> u128 {
         let shard = self.shard(h);
         // Relaxed: nothing is decided on this value (the probe that follows loads again).
-        shard.slots[Self::home(shard, h)].load(Ordering::Relaxed)
+        shard.slots[Self::home(shard, h)].load()
     }
 
     /// Applies `step` to a found slot. `Err(())` if the key was removed meanwhile (the caller
@@ -316,12 +315,7 @@ impl Table {
             };
             // Relaxed: as in `Cell::update`, the CAS's atomicity (on the whole slot, so also
             // on the fingerprint) is what orders admissions; no other memory is published.
-            match found.slot.compare_exchange_weak(
-                seen,
-                pack(fp, next),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match found.slot.compare_exchange_weak(seen, pack(fp, next)) {
                 Ok(_) => return Ok(result),
                 Err(actual) if fp_of(actual) == fp => seen = actual,
                 Err(_) => return Err(()),
@@ -343,11 +337,7 @@ impl Table {
     #[cold]
     #[inline(never)]
     fn get_locked(&self, h: u64) -> Option<u64> {
-        let _counts = self
-            .shard(h)
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _counts = self.shard(h).writer.lock();
         // Under the lock no key is being moved, removed or inserted: the probe is exact.
         self.find(h).map(|found| found.state())
     }
@@ -376,11 +366,7 @@ impl Table {
         h: u64,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        let _counts = self
-            .shard(h)
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _counts = self.shard(h).writer.lock();
         let found = self.find(h)?;
         // Under the lock the key cannot leave its slot (moves and removals hold the lock), so
         // the CAS can only fail on a racing check, which keeps the fingerprint: `update` retries
@@ -401,13 +387,13 @@ impl Table {
         let shard = self.shard(h);
         let slots = &shard.slots;
         loop {
-            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut counts = shard.writer.lock();
             let mut i = Self::home(shard, h);
             let mut free = None;
             let mut found = None;
             for _ in 0..slots.len() {
                 // Relaxed: writers are serialised by the lock; readers only CAS live slots.
-                let seen = slots[i].load(Ordering::Relaxed);
+                let seen = slots[i].load();
                 match fp_of(seen) {
                     f if f == fp => {
                         found = Some(Found {
@@ -464,22 +450,22 @@ impl Table {
                     continue;
                 }
                 // Still full of live keys: the lossy policy evicts one of this shard's.
-                let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+                let mut counts = shard.writer.lock();
                 if self.evict_live_locked(shard, &mut counts, h, policy) {
                     continue;
                 }
                 return None;
             }
             let free = free?;
-            if fp_of(slots[free].load(Ordering::Relaxed)) == TOMB {
+            if fp_of(slots[free].load()) == TOMB {
                 counts.tombs -= 1;
             }
             // A plain store: the slot is EMPTY or TOMB, which no reader ever CASes, and other
             // writers are excluded by the lock.
-            slots[free].store(pack(fp, word), Ordering::Relaxed);
+            slots[free].store(pack(fp, word));
             counts.live += 1;
             // Relaxed: a count (see `len`).
-            self.held.fetch_add(1, CountOrdering::Relaxed);
+            self.held.add(1);
             return Some(result);
         }
     }
@@ -490,7 +476,7 @@ impl Table {
     pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
-            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut counts = shard.writer.lock();
             removed += self.sweep_locked(shard, &mut counts, is_idle);
         }
         removed
@@ -512,7 +498,7 @@ impl Table {
             let mut i = Self::home(shard, h);
             for _ in 0..EVICTION_SAMPLE.min(slots.len()) {
                 // Relaxed: see `find`; the CAS below re-validates the whole slot.
-                let seen = slots[i].load(Ordering::Relaxed);
+                let seen = slots[i].load();
                 if fp_of(seen) >= 2 {
                     match policy.eviction_cost(state_of(seen)) {
                         None => {}
@@ -534,14 +520,11 @@ impl Table {
             // From the exact value seen only, as in a sweep. Relaxed: the CAS's atomicity is
             // all that is needed (a check racing with it either lands first, and we look
             // again, or finds the key gone and inserts it anew).
-            if slots[i]
-                .compare_exchange_weak(seen, pack(TOMB, 0), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            if slots[i].compare_exchange_weak(seen, pack(TOMB, 0)).is_ok() {
                 counts.live -= 1;
                 counts.tombs += 1;
                 // Relaxed: a count.
-                self.held.fetch_sub(1, CountOrdering::Relaxed);
+                self.held.sub(1);
                 // Evictions leave tombstones; without compaction, probes for absent keys would
                 // grow to the whole shard (see the module docs).
                 Self::compact_if_crowded_locked(shard, counts);
@@ -562,19 +545,11 @@ impl Table {
         let mut removed = 0;
         for slot in slots.iter() {
             // Relaxed: see `find`.
-            let seen = slot.load(Ordering::Relaxed);
+            let seen = slot.load();
             if fp_of(seen) >= 2 && is_idle(state_of(seen)) {
                 // From the exact idle value only: a check that changed it first wins, and the
                 // key stays. Relaxed: the CAS's atomicity is all that is needed.
-                if slot
-                    .compare_exchange_weak(
-                        seen,
-                        pack(TOMB, 0),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
+                if slot.compare_exchange_weak(seen, pack(TOMB, 0)).is_ok() {
                     removed += 1;
                 }
             }
@@ -582,7 +557,7 @@ impl Table {
         counts.live -= removed;
         counts.tombs += removed;
         // Relaxed: a count.
-        self.held.fetch_sub(removed, CountOrdering::Relaxed);
+        self.held.sub(removed as u64);
         // Only this sweep's TOMBs need a look (the others were cleared as far as they can be,
         // or are bounded by compaction): a sweep that removed nothing costs one pass, not two.
         if removed > 0 {
@@ -606,10 +581,7 @@ impl Table {
         let n = slots.len();
         // Relaxed loads here and below: the lock excludes every other writer, and readers only
         // change the states of live slots (the move's CAS re-validates those).
-        let Some(start) = slots
-            .iter()
-            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
-        else {
+        let Some(start) = slots.iter().position(|s| fp_of(s.load()) == EMPTY) else {
             // Cannot happen: an insert into an EMPTY slot needs fewer than `per_shard` (about
             // 3/4 of the slots) live keys, and TOMBs outnumber 1/16 of the slots only until the
             // eviction or sweep that made them compacts; removals turn live slots into TOMBs.
@@ -621,7 +593,7 @@ impl Table {
         // EMPTY slot, so it lies inside the key's cluster, before the key.
         for k in 1..n {
             let p = (start + k) % n;
-            let seen = slots[p].load(Ordering::Relaxed);
+            let seen = slots[p].load();
             let fp = fp_of(seen);
             if fp < 2 {
                 continue;
@@ -629,7 +601,7 @@ impl Table {
             // The fingerprint is the hash (hashes 0 and 1 became 2 and 3, which have the same
             // home: the low 32 bits times fewer than 2^31 slots, shifted right by 32, are 0).
             let mut j = Self::home(shard, fp);
-            while j != p && fp_of(slots[j].load(Ordering::Relaxed)) != TOMB {
+            while j != p && fp_of(slots[j].load()) != TOMB {
                 j = if j + 1 == n { 0 } else { j + 1 };
             }
             if j != p {
@@ -637,9 +609,9 @@ impl Table {
             }
         }
         for slot in slots.iter() {
-            if fp_of(slot.load(Ordering::Relaxed)) == TOMB {
+            if fp_of(slot.load()) == TOMB {
                 // A plain store: no reader ever CASes a TOMB.
-                slot.store(0, Ordering::Relaxed);
+                slot.store(0);
             }
         }
         counts.tombs = 0;
@@ -647,7 +619,7 @@ impl Table {
 
     /// Moves a key from `from` (where it was seen as `seen`) to `to`, a TOMB on its path. Under
     /// the shard's lock.
-    fn move_locked(from: &AtomicU128, to: &AtomicU128, mut seen: u128) {
+    fn move_locked(from: &Slot, to: &Slot, mut seen: u128) {
         // First take the key out, from the exact value seen: a check whose CAS lands first makes
         // ours fail and we look again (the fingerprint cannot change: only lock holders change
         // fingerprints); a check whose CAS comes later fails on the fingerprint and looks
@@ -656,12 +628,7 @@ impl Table {
         // value), and readers that must find the key take the lock, whose release publishes
         // the store below.
         loop {
-            match from.compare_exchange_weak(
-                seen,
-                pack(TOMB, 0),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match from.compare_exchange_weak(seen, pack(TOMB, 0)) {
                 Ok(_) => break,
                 Err(actual) if fp_of(actual) == fp_of(seen) => seen = actual,
                 // Not reachable (see above); never move a key we did not take out.
@@ -670,7 +637,7 @@ impl Table {
         }
         // Then put it back, earlier on its path. A plain store: `to` is a TOMB, which no reader
         // ever CASes, and other writers are excluded by the lock.
-        to.store(seen, Ordering::Relaxed);
+        to.store(seen);
     }
 
     /// Turns back into EMPTY every tombstone that no probe run continues past (walking
@@ -678,17 +645,14 @@ impl Table {
     /// shard's lock.
     fn clear_tombs_locked(shard: &Shard, counts: &mut Counts) {
         let slots = &shard.slots;
-        if let Some(start) = slots
-            .iter()
-            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
-        {
+        if let Some(start) = slots.iter().position(|s| fp_of(s.load()) == EMPTY) {
             let mut next_empty = true;
             let n = slots.len();
             for k in 1..n {
                 let j = (start + n - k) % n;
-                match fp_of(slots[j].load(Ordering::Relaxed)) {
+                match fp_of(slots[j].load()) {
                     TOMB if next_empty => {
-                        slots[j].store(0, Ordering::Relaxed);
+                        slots[j].store(0);
                         counts.tombs -= 1;
                     }
                     EMPTY => next_empty = true,
@@ -837,10 +801,10 @@ mod tests {
             assert_eq!(t.len(), 0);
         }
         for shard in t.shards.iter() {
-            let counts = shard.writer.lock().unwrap();
+            let counts = shard.writer.lock();
             assert_eq!(counts.live, 0);
             assert_eq!(counts.tombs, 0, "every TOMB went back to EMPTY");
-            assert!(shard.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+            assert!(shard.slots.iter().all(|s| s.load() == 0));
         }
     }
 
@@ -851,7 +815,7 @@ mod tests {
         let n = shard.slots.len();
         let mut i = Table::home(shard, h);
         for count in 1..=n {
-            let f = fp_of(shard.slots[i].load(Ordering::Relaxed));
+            let f = fp_of(shard.slots[i].load());
             if f == fp || f == EMPTY {
                 return count;
             }
@@ -865,12 +829,8 @@ mod tests {
         t.shards
             .iter()
             .map(|shard| {
-                let counts = shard.writer.lock().unwrap();
-                let fps: Vec<u64> = shard
-                    .slots
-                    .iter()
-                    .map(|s| fp_of(s.load(Ordering::Relaxed)))
-                    .collect();
+                let counts = shard.writer.lock();
+                let fps: Vec<u64> = shard.slots.iter().map(|s| fp_of(s.load())).collect();
                 let empty = fps.iter().filter(|&&f| f == EMPTY).count();
                 let tombs = fps.iter().filter(|&&f| f == TOMB).count();
                 let live = fps.len() - empty - tombs;
@@ -931,7 +891,7 @@ mod tests {
             let v = if i < 3 { 1 } else { 7 };
             assert_eq!(t.insert(hk, |_| ((), Some(v)), &p), Some(()));
         }
-        let fp_at = |i: usize| fp_of(t.shards[0].slots[i % slots].load(Ordering::Relaxed));
+        let fp_at = |i: usize| fp_of(t.shards[0].slots[i % slots].load());
         assert_eq!(
             fp_at(home + 3),
             fingerprint(hs[3]),
