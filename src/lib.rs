@@ -118,6 +118,7 @@ pub use limiter::rate_limiter::{Bound, RateLimiter};
 pub use limiter::sliding_log::{SlidingLog, SlidingLogBuilder};
 pub use limiter::striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
 pub use quota::Quota;
+pub use store::stats::Stats;
 pub use store::sweeper::Sweeper;
 
 /// The README's examples, compiled and run as doctests.

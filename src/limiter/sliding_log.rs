@@ -59,6 +59,8 @@ pub struct SlidingLog<K, C = DefaultClock> {
     max_keys: usize,
     held: Counter,
     refused: Counter,
+    /// Idle keys dropped by sweeps.
+    evicted: Counter,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
     /// shim, as `KeyedLimiter::swept`.
@@ -133,6 +135,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             max_keys,
             held: Counter::new(0),
             refused: Counter::new(0),
+            evicted: Counter::new(0),
             sweeps: SweepGate::new(),
             swept: Counter::new(0),
         })
@@ -205,7 +208,29 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.len() == 0
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
+    /// What the store has done with its keys: keys held, new keys refused, idle keys evicted
+    /// (a sliding log never evicts a live key nor decides untracked: those stay 0).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// let l = KeyedLimiter::<u64>::sliding_log(2, Duration::from_secs(1)).max_keys(1).build()?;
+    /// l.check(&1);
+    /// l.check(&2); // no room: refused
+    /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        crate::Stats {
+            keys: self.len(),
+            refused: self.refused.get(),
+            evicted: self.evicted.get(),
+            ..crate::Stats::default()
+        }
+    }
+
+    /// Requests for new keys denied because the map was full of live keys (also in
+    /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
         self.refused.get()
@@ -237,6 +262,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         });
         // Relaxed: a count (see `held`).
         self.held.sub(removed as u64);
+        self.evicted.add(removed as u64);
         removed
     }
 

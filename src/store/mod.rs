@@ -3,5 +3,6 @@
 //! [`crate::sync::sweep_gate`] picks the one caller that sweeps) or by a background thread
 //! ([`sweeper`]).
 
+pub(crate) mod stats;
 pub(crate) mod sweeper;
 pub(crate) mod table;

@@ -727,7 +727,42 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.len() == 0
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
+    /// What the store has done with its keys: keys held, new keys refused, keys evicted
+    /// (idle, and live under [`WhenFull::EvictNearestFresh`]), new keys decided untracked.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(1).build()?;
+    /// l.check(&1);
+    /// l.check(&2); // no room, and key 1 is not idle: refused
+    /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        crate::Stats {
+            keys: self.len(),
+            refused: self.refused.get(),
+            evicted: self.evicted.get(),
+            evicted_live: self.evicted_live.get(),
+            untracked: self.untracked.get(),
+        }
+    }
+
+    /// The policy for a new key when the store is full of live keys (set by
+    /// [`KeyedBuilder::when_full`]).
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota, WhenFull};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(10).build()?;
+    /// assert_eq!(l.when_full(), WhenFull::DenyNew);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// Requests for new keys denied because the map was full of live keys (also in
+    /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
         self.refused.get()
@@ -753,6 +788,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The policy for a new key when the store is full of live keys.
+    #[deprecated(note = "renamed `when_full`, the name of the builder method that sets it")]
     pub fn when_full_policy(&self) -> WhenFull {
         self.when_full
     }
