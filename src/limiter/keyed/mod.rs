@@ -173,7 +173,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // inlining this function into its callers, and the call (the arguments, the 40-byte
         // decision returned through memory) cost 15-20 instructions per check, all of the
         // difference from a limiter with no runtime change at all (callgrind on
-        // examples/probe.rs); inlined, the flag costs a load and a predicted branch.
+        // examples/measure/probe.rs); inlined, the flag costs a load and a predicted branch.
         match self.setting.unchanged() {
             Some(algorithm) => self.check_on(algorithm, key, n),
             None => self.check_changed(key, n),
@@ -214,7 +214,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // so that LLVM inlines the step into the loop. The closures are `move`: they hold
         // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
         // paths) and LLVM keeps them in registers and folds a constant `n` (about 15
-        // instructions per check; see examples/probe.rs).
+        // instructions per check; see examples/measure/probe.rs).
         let word = match &self.store {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
