@@ -23,9 +23,9 @@ use crate::sync::sweep_gate::SweepGate;
 
 /// The hasher of both stores: aHash, keyed from the operating system's random source once per
 /// process (and varied per instance), so clients who do not know the key cannot aim hash
-/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. About 2–3 ns
-/// for a `u64` key; SipHash, the standard library's cryptographic default, costs about 13 ns
-/// here, which is most of a check's budget.
+/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. Not SipHash,
+/// the standard library's cryptographic default: it costs several times aHash's on a `u64`
+/// key, most of a check's budget (BENCHMARKS.md, "Figures moved out of the code").
 pub(crate) type Hasher = ahash::RandomState;
 
 mod builder;
@@ -127,8 +127,9 @@ enum Store<K> {
 
 /// Shards of the exact map. A sweep write-locks one shard at a time, so more shards mean shorter
 /// pauses for the checks that land on the shard being swept: at a million keys, 256 shards hold
-/// about 4 000 keys each, a few tens of microseconds of sweeping (dashmap's default, four per
-/// core, would hold 125 000 each on two cores: over a millisecond). Costs a few tens of KiB.
+/// about 4 000 keys each (dashmap's default, four per core, would hold 125 000 each on two
+/// cores; pause lengths in BENCHMARKS.md, "Figures moved out of the code"). Costs a few tens of
+/// KiB.
 const MAP_SHARDS: usize = 256;
 
 /// Keys [`KeyedLimiter::check_many`] hashes and touches before checking them: enough
@@ -171,9 +172,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // current algorithm is read and checked by a second, out-of-line copy of the check.
         // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
         // inlining this function into its callers, and the call (the arguments, the 40-byte
-        // decision returned through memory) cost 15-20 instructions per check, all of the
-        // difference from a limiter with no runtime change at all (callgrind on
-        // examples/measure/probe.rs); inlined, the flag costs a load and a predicted branch.
+        // decision returned through memory) was all of the difference from a limiter with no
+        // runtime change at all (BENCHMARKS.md, "Instruction counts"); inlined, the flag costs
+        // a load and a predicted branch.
         match self.setting.unchanged() {
             Some(algorithm) => self.check_on(algorithm, key, n),
             None => self.check_changed(key, n),
@@ -213,8 +214,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // `decision_after`). Each path gets its own closure, called from exactly one place,
         // so that LLVM inlines the step into the loop. The closures are `move`: they hold
         // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
-        // paths) and LLVM keeps them in registers and folds a constant `n` (about 15
-        // instructions per check; see examples/measure/probe.rs).
+        // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
+        // "Instruction counts").
         let word = match &self.store {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
