@@ -11,6 +11,7 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
 use crate::limiter::keyed::Hasher;
+use crate::store::stats::StoreCounters;
 use crate::sync::map::{DashMap, Entry};
 use crate::sync::sweep_gate::SweepGate;
 use crate::sync::{Counter, Lock};
@@ -58,9 +59,7 @@ pub struct SlidingLog<K, C = DefaultClock> {
     clock: C,
     max_keys: usize,
     held: Counter,
-    refused: Counter,
-    /// Idle keys dropped by sweeps.
-    evicted: Counter,
+    counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
     /// shim, as `KeyedLimiter::swept`.
@@ -134,8 +133,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             clock: self.clock,
             max_keys,
             held: Counter::new(0),
-            refused: Counter::new(0),
-            evicted: Counter::new(0),
+            counters: StoreCounters::new(),
             sweeps: SweepGate::new(),
             swept: Counter::new(0),
         })
@@ -171,7 +169,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         // Relaxed: `held` is a soft count for the cap; no memory is published through it.
         if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
-            self.refused.add(1);
+            self.counters.refused.add(1);
             return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0);
         }
         match self.map.entry(key.to_owned()) {
@@ -221,19 +219,14 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn stats(&self) -> crate::Stats {
-        crate::Stats {
-            keys: self.len(),
-            refused: self.refused.get(),
-            evicted: self.evicted.get(),
-            ..crate::Stats::default()
-        }
+        self.counters.snapshot(self.len())
     }
 
     /// Requests for new keys denied because the map was full of live keys (also in
     /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.get()
+        self.counters.refused.get()
     }
 
     /// Drops every key whose log has fully expired; returns how many. Lossless.
@@ -262,7 +255,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         });
         // Relaxed: a count (see `held`).
         self.held.sub(removed as u64);
-        self.evicted.add(removed as u64);
+        self.counters.evicted.add(removed as u64);
         removed
     }
 

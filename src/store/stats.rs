@@ -1,4 +1,6 @@
-//! What a keyed store has done with its keys, as one snapshot.
+//! What a keyed store has done with its keys: the live counters and their snapshot.
+
+use crate::sync::Counter;
 
 /// A snapshot of a keyed store's counters, from [`KeyedLimiter::stats`](crate::KeyedLimiter::stats)
 /// or [`SlidingLog::stats`](crate::SlidingLog::stats).
@@ -35,4 +37,36 @@ pub struct Stats {
     /// Requests for new keys decided without storing the key, under
     /// [`WhenFull::AdmitUntracked`](crate::WhenFull::AdmitUntracked).
     pub untracked: u64,
+}
+
+/// The counters behind [`Stats`], kept by both keyed stores (the sliding log never evicts a
+/// live key nor decides untracked: those stay 0 there).
+#[derive(Debug)]
+pub(crate) struct StoreCounters {
+    pub(crate) refused: Counter,
+    pub(crate) evicted: Counter,
+    pub(crate) evicted_live: Counter,
+    pub(crate) untracked: Counter,
+}
+
+impl StoreCounters {
+    pub(crate) fn new() -> Self {
+        Self {
+            refused: Counter::new(0),
+            evicted: Counter::new(0),
+            evicted_live: Counter::new(0),
+            untracked: Counter::new(0),
+        }
+    }
+
+    /// The snapshot, with `keys` held.
+    pub(crate) fn snapshot(&self, keys: usize) -> Stats {
+        Stats {
+            keys,
+            refused: self.refused.get(),
+            evicted: self.evicted.get(),
+            evicted_live: self.evicted_live.get(),
+            untracked: self.untracked.get(),
+        }
+    }
 }

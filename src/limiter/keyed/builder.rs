@@ -320,10 +320,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             max_keys,
             when_full: self.when_full,
             held: Counter::new(0),
-            refused: Counter::new(0),
-            evicted: Counter::new(0),
-            evicted_live: Counter::new(0),
-            untracked: Counter::new(0),
+            counters: StoreCounters::new(),
             sweeps: SweepGate::new(),
             swept: Counter::new(0),
         })

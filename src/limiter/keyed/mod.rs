@@ -10,6 +10,7 @@ use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmU
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::store::stats::StoreCounters;
 use crate::sync::cell::Cell;
 use crate::sync::Counter;
 // dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
@@ -106,10 +107,7 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
     /// shard. (The table keeps its own count.)
     held: Counter,
-    refused: Counter,
-    evicted: Counter,
-    evicted_live: Counter,
-    untracked: Counter,
+    counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
     /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
@@ -364,7 +362,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
         if self.when_full == WhenFull::AdmitUntracked {
             // Relaxed: a statistic.
-            self.untracked.add(1);
+            self.counters.untracked.add(1);
             return decide(self.fresh_word());
         }
         self.refuse()
@@ -740,13 +738,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn stats(&self) -> crate::Stats {
-        crate::Stats {
-            keys: self.len(),
-            refused: self.refused.get(),
-            evicted: self.evicted.get(),
-            evicted_live: self.evicted_live.get(),
-            untracked: self.untracked.get(),
-        }
+        self.counters.snapshot(self.len())
     }
 
     /// The policy for a new key when the store is full of live keys (set by
@@ -766,26 +758,26 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.get()
+        self.counters.refused.get()
     }
 
     /// Keys dropped because their state was equivalent to a fresh key.
     pub fn evicted(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted.get()
+        self.counters.evicted.get()
     }
 
     /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
     pub fn evicted_live(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted_live.get()
+        self.counters.evicted_live.get()
     }
 
     /// Requests for new keys decided without storing the key, under
     /// [`WhenFull::AdmitUntracked`].
     pub fn untracked(&self) -> u64 {
         // Relaxed: a statistic.
-        self.untracked.get()
+        self.counters.untracked.get()
     }
 
     /// The policy for a new key when the store is full of live keys.

@@ -39,7 +39,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     #[cold]
     pub(super) fn refuse(&self) -> Decision {
         // Relaxed: a statistic; nothing is ordered by it.
-        self.refused.add(1);
+        self.counters.refused.add(1);
         let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
         Decision::deny(limit, 0, one(), None, 0)
     }
@@ -200,7 +200,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             }
         };
         // Relaxed: a statistic.
-        self.evicted.add(removed as u64);
+        self.counters.evicted.add(removed as u64);
         removed
     }
 
@@ -256,9 +256,9 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     fn evicted(&self, live: bool) {
         // Relaxed: statistics.
         if live {
-            self.limiter.evicted_live.add(1);
+            self.limiter.counters.evicted_live.add(1);
         } else {
-            self.limiter.evicted.add(1);
+            self.limiter.counters.evicted.add(1);
         }
     }
 }
