@@ -478,11 +478,7 @@ impl<C: Clock> Limiter<C> {
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
     #[inline(always)]
     fn now(&self) -> u64 {
-        if self.setting.kind().uses_time() {
-            self.clock.now()
-        } else {
-            0
-        }
+        self.setting.now(&self.clock)
     }
 
     /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).

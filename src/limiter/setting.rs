@@ -72,6 +72,17 @@ impl Setting {
         self.load()
     }
 
+    /// The time for a decision on `clock`: its reading, or 0 when the algorithm ignores time
+    /// (stock), which then costs no clock read at all.
+    #[inline(always)]
+    pub(crate) fn now(&self, clock: &impl crate::clock::Clock) -> u64 {
+        if self.built.uses_time() {
+            clock.now()
+        } else {
+            0
+        }
+    }
+
     /// The algorithm as built: its kind (and, for every kind but GCRA, its parameters) never
     /// change, so what depends only on the kind may read this without a load.
     #[inline(always)]

@@ -159,11 +159,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
     #[inline(always)]
     pub(super) fn now(&self) -> u64 {
-        if self.setting.kind().uses_time() {
-            self.clock.now()
-        } else {
-            0
-        }
+        self.setting.now(&self.clock)
     }
 
     /// The word a key that is not in the map starts from.
