@@ -8,7 +8,7 @@
 //!
 //! Every group but `keyed_1m_random_batch` (see its row) has the same entries, doing the same
 //! work, one check per iteration, each result passed to `black_box`. All single-threaded (see
-//! `examples/throughput.rs` for threads):
+//! `examples/measure/throughput.rs` for threads):
 //!
 //! | entry | what |
 //! |---|---|

@@ -18,13 +18,26 @@
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
 //! | giving back | [`KeyedLimiter::refund`], [`KeyedLimiter::cancel`] |
-//! | all-or-nothing across limiters | [`check_all`] (exact rollback), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
+//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
+//! | one interface over every limiter | [`RateLimiter`] (object safe), [`Policy`] |
+//! | one hot key from many threads | [`StripedLimiter`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
 //! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
-//! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::spawn_sweeper`] → [`Sweeper`], [`KeyedLimiter::len`], [`KeyedLimiter::refused`], [`KeyedLimiter::evicted`] |
+//! | memory | [`KeyedLimiter::evict_idle`], [`KeyedLimiter::spawn_sweeper`] → [`Sweeper`], [`KeyedLimiter::len`], [`KeyedLimiter::stats`] → [`Stats`] |
 //! | time | [`clock::Clock`], [`clock::QuantaClock`] (default), [`clock::CoarseClock`], [`clock::StdClock`], [`clock::ManualClock`] |
 //! | bad configuration | [`ConfigError`], returned by every `build()` |
 //! | nginx `limit_req` notation | [`nginx::LimitReq`]: `"rate=10r/s burst=20 delay=8"` to a [`Quota`] that decides like nginx |
+//!
+//! ## Which limiter for which job
+//!
+//! | job | limiter |
+//! |---|---|
+//! | one budget for the whole process (an upstream's rate, a global cap) | [`Limiter`] |
+//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (bounded table with [`KeyedBuilder::max_keys`]; exact map otherwise) |
+//! | one budget hammered by many threads at once (a flash sale's stock, a hot tenant) | [`StripedLimiter`]: the quota split over cells, exact in total |
+//! | "never more than N in any window", exactly, for small N | [`SlidingLog`] |
+//! | N units of inventory, not a rate | the `stock` constructors ([`Limiter::stock`], [`KeyedLimiter::stock`]) |
+//! | several limits that must all pass (per user *and* global) | [`check_all`] over their gates |
 //!
 //! ## Quick start
 //!
@@ -56,6 +69,23 @@
 //! unit of capacity is ever spent twice, whatever the interleaving; `loom-tests/` model-checks
 //! that loop and `fuzz/` checks the steps against simple reference models.
 //!
+//! ### The layers
+//!
+//! - `src/algorithm/`: the pure steps, one per algorithm, each owning its packed word's layout;
+//!   no atomics, no clock, no allocation.
+//! - `src/sync/`: everything concurrent, and the only place naming an atomic, an ordering or a
+//!   lock: the cell and its compare-and-swap loop, the table's 16-byte slot, the seqlock behind
+//!   runtime quota changes, counters, the poison-free lock, the exact map (loom stand-ins under
+//!   `cfg(loom)`).
+//! - `src/store/`: where keyed limiters keep their words: the bounded fingerprint table (probe,
+//!   insert, sweep, eviction, compaction), statistics ([`Stats`]) and the background sweeper.
+//! - `src/limiter/`: the public limiters as facades over the cells and stores, the
+//!   [`RateLimiter`] trait and [`Policy`], and the runtime-replaceable algorithm.
+//! - `src/admission/`: what combines or waits on limiters: [`check_all`] and [`Gate`],
+//!   [`Reservation`], blocking and async waiting.
+//! - `src/clock.rs`, `src/quota.rs`, `src/decision.rs`, `src/error.rs`, `src/nginx.rs`: time,
+//!   rates, answers, configuration errors, nginx notation.
+//!
 //! ### GCRA
 //!
 //! For `Quota::new(count, period).with_burst(b)`: emission interval `T = period / count`
@@ -85,45 +115,41 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admission;
 mod algorithm;
-mod cell;
 pub mod clock;
 mod decision;
 mod error;
-mod exact_map;
-mod keyed;
 mod limiter;
-mod multi;
 pub mod nginx;
-mod policy;
 mod quota;
-mod rate_limiter;
-mod reservation;
-mod setting;
-mod sliding_log;
-mod striped;
-mod sweep;
-mod sweeper;
+mod store;
 mod sync;
-mod table;
-mod wait;
 
+// The old module paths, for the files other branches are still editing on the old layout
+// (their `use crate::cell::..`, `crate::policy::..`, `crate::reservation::..`); drop these once
+// those branches are merged and their imports point at the new paths.
+use admission::reservation;
+use limiter::policy;
+use sync::cell;
+
+pub use admission::gate::{check_all, check_all_in, Gate, MultiDecision};
+pub use admission::reservation::Reservation;
+#[cfg(feature = "async")]
+pub use admission::wait::UntilReady;
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
 pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
 pub use decision::{Decision, Denial};
 pub use error::ConfigError;
-pub use keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
-pub use limiter::{Limiter, LimiterBuilder};
-pub use multi::{check_all, check_all_in, Gate, MultiDecision};
-pub use policy::{Policy, PolicyKind};
+pub use limiter::direct::{Limiter, LimiterBuilder};
+pub use limiter::keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
+pub use limiter::policy::{Policy, PolicyKind};
+pub use limiter::rate_limiter::{Bound, RateLimiter};
+pub use limiter::sliding_log::{SlidingLog, SlidingLogBuilder};
+pub use limiter::striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
 pub use quota::Quota;
-pub use rate_limiter::{Bound, RateLimiter};
-pub use reservation::Reservation;
-pub use sliding_log::{SlidingLog, SlidingLogBuilder};
-pub use striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
-pub use sweeper::Sweeper;
-#[cfg(feature = "async")]
-pub use wait::UntilReady;
+pub use store::stats::Stats;
+pub use store::sweeper::Sweeper;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

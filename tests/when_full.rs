@@ -30,7 +30,7 @@ fn deny_new_is_the_default_and_never_touches_held_keys() {
         .max_keys(4)
         .build()
         .unwrap();
-    assert_eq!(l.when_full_policy(), WhenFull::DenyNew);
+    assert_eq!(l.when_full(), WhenFull::DenyNew);
     for k in 0..4 {
         assert!(l.check(&k).is_allowed());
     }

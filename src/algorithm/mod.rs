@@ -1,6 +1,6 @@
 //! The pure algorithms: `(state word, now, n) -> (Decision, Option<new word>)`.
 //!
-//! Nothing in here touches an atomic, reads a clock or allocates. [`crate::cell::Cell`]
+//! Nothing in here touches an atomic, reads a clock or allocates. [`crate::sync::cell::Cell`]
 //! applies a step atomically; the tests, property tests and fuzz targets check the steps
 //! against simple reference models.
 
@@ -195,7 +195,7 @@ impl Algorithm {
     }
 
     /// The policy this algorithm enforces, as the public [`crate::Policy`] describes it.
-    pub(crate) fn policy(&self) -> crate::policy::Policy {
+    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
         match self {
             Algorithm::Gcra(g) => g.policy(),
             Algorithm::FixedWindow(f) => f.policy(),

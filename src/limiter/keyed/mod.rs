@@ -3,30 +3,36 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
-use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::store::stats::StoreCounters;
+use crate::sync::cell::Cell;
+use crate::sync::Counter;
 // dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
-use crate::exact_map::{DashMap, Entry};
+use crate::admission::reservation::Reservation;
+use crate::limiter::setting::Setting;
+use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
-use crate::reservation::Reservation;
-use crate::setting::Setting;
-use crate::sliding_log::SlidingLogBuilder;
-use crate::sweep::SweepGate;
-use crate::table::{InsertPolicy, Table};
+use crate::store::table::{InsertPolicy, Table};
+use crate::sync::map::{DashMap, Entry};
+use crate::sync::sweep_gate::SweepGate;
 
 /// The hasher of both stores: aHash, keyed from the operating system's random source once per
 /// process (and varied per instance), so clients who do not know the key cannot aim hash
-/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. About 2–3 ns
-/// for a `u64` key; SipHash, the standard library's cryptographic default, costs about 13 ns
-/// here, which is most of a check's budget.
+/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. Not SipHash,
+/// the standard library's cryptographic default: it costs several times aHash's on a `u64`
+/// key, most of a check's budget (BENCHMARKS.md, "Figures moved out of the code").
 pub(crate) type Hasher = ahash::RandomState;
+
+mod builder;
+mod store;
+
+pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 
 /// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
 ///
@@ -100,363 +106,34 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     when_full: WhenFull,
     /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
     /// shard. (The table keeps its own count.)
-    held: AtomicUsize,
-    refused: AtomicU64,
-    evicted: AtomicU64,
-    evicted_live: AtomicU64,
-    untracked: AtomicU64,
+    held: Counter,
+    counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
     /// `Algorithm::swept_word(swept)` so that a clock behind it gains nothing from eviction.
     /// Through the loom shim, so that loom checks the ordering argument in `fresh_word`.
-    swept: crate::sync::AtomicU64,
+    swept: Counter,
 }
 
 /// Where a keyed limiter keeps its cells.
 enum Store<K> {
     /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
     Map(DashMap<K, Cell, Hasher>),
-    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]).
+    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::store::table`]).
     Table(Table, Hasher),
-}
-
-/// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
-/// new key when the store is full of *live* keys (keys whose state still matters), after it
-/// has dropped every idle key it could. Set with [`KeyedBuilder::when_full`].
-///
-/// # Which to choose
-///
-/// The default, [`DenyNew`](WhenFull::DenyNew), is the only policy under which the limiter
-/// never admits more than its quota for any key, whatever an attacker sends: a flood of new
-/// keys can fill the store and get *new* keys refused until keys go idle, but it can neither
-/// reset a tracked key's budget nor get anything admitted unaccounted. Keys already held are
-/// never affected. Size `max_keys` above the number of keys live at once in normal traffic
-/// (new keys per second × how long a key stays live, `burst × interval` for GCRA) and a flood
-/// costs only new visitors, for as long as it lasts. A returning client whose key went idle
-/// and was dropped counts as a new visitor: a busy key (one with a backlog) is never dropped,
-/// a light user's may be, and while the store is full of live keys it is then refused.
-///
-/// The lossy policies trade that guarantee for availability to new keys:
-/// [`EvictNearestFresh`](WhenFull::EvictNearestFresh) keeps serving new keys by forgetting the
-/// live key closest to fresh (an attacker who can create keys can then make a victim key forget
-/// up to its whole burst), and [`AdmitUntracked`](WhenFull::AdmitUntracked) decides for new keys
-/// as for fresh ones without remembering them (no per-key limit for them at all while the
-/// store is full). Put a global limiter in front when using either.
-///
-/// # Examples
-///
-/// ```
-/// use cellgate::{KeyedLimiter, Quota, WhenFull};
-/// use cellgate::clock::ManualClock;
-///
-/// let l = KeyedLimiter::<u64>::gcra(Quota::per_hour(1))
-///     .clock(ManualClock::new())
-///     .max_keys(1)
-///     .when_full(WhenFull::AdmitUntracked)
-///     .build()?;
-/// assert!(l.check(&1).is_allowed());
-/// assert!(l.check(&2).is_allowed()); // no room: decided as fresh, not remembered
-/// assert!(l.check(&2).is_allowed());
-/// assert_eq!((l.len(), l.untracked()), (1, 2));
-/// # Ok::<(), cellgate::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum WhenFull {
-    /// Deny requests for new keys (no `retry_after`), counted in
-    /// [`refused`](KeyedLimiter::refused). Fails closed: the default.
-    #[default]
-    DenyNew,
-    /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
-    /// slots around the new key's place in the table), counted in
-    /// [`evicted_live`](KeyedLimiter::evicted_live). Lossy: the evicted key starts over with a
-    /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
-    /// evicted (stock is configuration, not state). The bounded table only: with
-    /// [`exact_keys`](KeyedBuilder::exact_keys), `build()` reports
-    /// [`ConfigError::Unsupported`].
-    EvictNearestFresh,
-    /// Decide requests for new keys as for a fresh key, without storing them, counted in
-    /// [`untracked`](KeyedLimiter::untracked). Lossy: such keys are not limited at all while the
-    /// store stays full.
-    AdmitUntracked,
 }
 
 /// Shards of the exact map. A sweep write-locks one shard at a time, so more shards mean shorter
 /// pauses for the checks that land on the shard being swept: at a million keys, 256 shards hold
-/// about 4 000 keys each, a few tens of microseconds of sweeping (dashmap's default, four per
-/// core, would hold 125 000 each on two cores: over a millisecond). Costs a few tens of KiB.
+/// about 4 000 keys each (dashmap's default, four per core, would hold 125 000 each on two
+/// cores; pause lengths in BENCHMARKS.md, "Figures moved out of the code"). Costs a few tens of
+/// KiB.
 const MAP_SHARDS: usize = 256;
 
 /// Keys [`KeyedLimiter::check_many`] hashes and touches before checking them: enough
 /// independent loads in flight to cover a miss's latency, few enough that the group's slots are
 /// still in the L1 cache when their checks run.
 const BATCH: usize = 16;
-
-/// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
-/// up front); larger bounds need [`KeyedBuilder::exact_keys`].
-pub const MAX_TABLE_KEYS: usize = 1 << 30;
-
-/// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
-#[must_use = "a builder does nothing until build() is called"]
-pub struct KeyedBuilder<K, C> {
-    algorithm: Result<Algorithm, ConfigError>,
-    clock: C,
-    max_keys: Option<usize>,
-    exact_keys: bool,
-    when_full: WhenFull,
-    _key: std::marker::PhantomData<fn(K)>,
-}
-
-impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBuilder")
-            .field("algorithm", &self.algorithm)
-            .field("clock", &self.clock)
-            .field("max_keys", &self.max_keys)
-            .field("exact_keys", &self.exact_keys)
-            .field("when_full", &self.when_full)
-            .finish()
-    }
-}
-
-impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
-    /// A GCRA limiter (token bucket / leaky bucket as a meter) applying `quota` to each key.
-    ///
-    /// ```
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::gcra(Quota::per_second(50)).build()?;
-    /// assert!(per_ip.check(&"10.0.0.1".parse().unwrap()).is_allowed());
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn gcra(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
-    }
-
-    /// A fixed window counter: at most `limit` units per key in each window
-    /// `[k*window, (k+1)*window)` of the clock (the Redis `INCR` + `EXPIRE` pattern).
-    ///
-    /// Windows are aligned to the clock's origin; denied requests are not counted. The packed
-    /// state holds limits up to `2^(64 - I) - 1`, where `I` is the bits of `u64::MAX / window_ns`
-    /// (536 870 911 for a 1 s window); more is a [`ConfigError::LimitTooLarge`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate::KeyedLimiter;
-    /// use cellgate::clock::ManualClock;
-    ///
-    /// let clock = ManualClock::new();
-    /// let l = KeyedLimiter::<String>::fixed_window(2, Duration::from_secs(1))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// assert!(l.check("alice").is_allowed());
-    /// assert!(l.check("alice").is_allowed());
-    /// let d = l.check("alice");
-    /// assert!(!d.is_allowed());
-    /// assert_eq!(d.retry_after(), Some(Duration::from_secs(1))); // the next window
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn fixed_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
-    }
-
-    /// A sliding window counter (Cloudflare's two-window estimate, in exact integer
-    /// arithmetic): admits `n` iff `prev * (W - e) + (curr + n) * W <= limit * W`, where `e` is
-    /// the time into the current window.
-    ///
-    /// The packed state holds limits up to `2^C - 1` with `C = (64 - I) / 2` (16 383 for a 1 s
-    /// window, 131 071 for a minute, 1 048 575 for an hour); more is a
-    /// [`ConfigError::LimitTooLarge`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate::KeyedLimiter;
-    /// use cellgate::clock::ManualClock;
-    ///
-    /// let clock = ManualClock::new();
-    /// let l = KeyedLimiter::<u64>::sliding_window(100, Duration::from_secs(60))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// assert!(l.check_n(&1, 100).is_allowed());
-    /// clock.advance(Duration::from_secs(90)); // half-way into the next window
-    /// // The previous window's 100 still weigh 50: 50 more fit.
-    /// assert_eq!(l.peek(&1).remaining(), 50);
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn sliding_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
-    }
-
-    /// A stock of `units` per key that only goes down (flash-sale inventory): exactly `units`
-    /// are ever admitted per key, under any concurrency, until an operator calls
-    /// [`restock`](KeyedLimiter::restock) or [`set_stock`](KeyedLimiter::set_stock). Time plays
-    /// no part (the clock is not read).
-    ///
-    /// For inventory, consider [`exact_keys`](KeyedBuilder::exact_keys) when you also set
-    /// `max_keys`: in the fingerprint table two SKUs whose fingerprints collided (probability
-    /// about 2^-64 per pair) would share one stock. That can only undersell, never oversell,
-    /// but exact keys rule it out.
-    ///
-    /// ```
-    /// use cellgate::KeyedLimiter;
-    ///
-    /// let skus = KeyedLimiter::<u32>::stock(2).build()?;
-    /// assert!(skus.check(&42).is_allowed());
-    /// assert!(skus.check(&42).is_allowed());
-    /// let d = skus.check(&42);
-    /// assert!(!d.is_allowed());
-    /// assert_eq!(d.retry_after(), None); // waiting brings no stock back
-    /// assert_eq!(skus.restock(&42, 5)?, 5);
-    /// assert_eq!(skus.peek(&42).remaining(), 5);
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn stock(units: u32) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
-    }
-}
-
-impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
-    /// A warm-up limiter per key (Guava's `SmoothWarmingUp`): each key starts cold, three
-    /// times slower than `stable`, and ramps up to it over `warm_up` of continuous demand;
-    /// after idling it cools down again. See [`Limiter::warm_up`](crate::Limiter::warm_up) for
-    /// the semantics, state layout and limits. An idle key (cold again, nothing pending) is
-    /// equivalent to an unseen one and is evicted like any other.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// use cellgate::clock::ManualClock;
-    ///
-    /// let clock = ManualClock::new();
-    /// let l = KeyedLimiter::<u64>::warm_up(Quota::per_second(100), Duration::from_secs(1))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// assert!(l.check(&1).is_allowed());
-    /// let d = l.check(&1);
-    /// assert!(!d.is_allowed());
-    /// // Cold: the next one waits almost 3 stable intervals (30 ms), not 10 ms.
-    /// assert!(d.retry_after().unwrap() > Duration::from_millis(29));
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn warm_up(stable: Quota, warm_up: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
-    }
-
-    /// An exact sliding log: never more than `limit` units per key in *any* window of length
-    /// `window`. Not one cell per key: O(limit) memory per key, so `limit` is capped at
-    /// [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate::KeyedLimiter;
-    /// let resets = KeyedLimiter::<u64>::sliding_log(5, Duration::from_secs(3600)).build()?;
-    /// assert_eq!(resets.check(&1).remaining(), 4);
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn sliding_log(limit: u32, window: Duration) -> SlidingLogBuilder<K, DefaultClock> {
-        SlidingLogBuilder::new(limit, window)
-    }
-}
-
-impl<K> KeyedBuilder<K, DefaultClock> {
-    fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
-        KeyedBuilder {
-            algorithm,
-            clock: DefaultClock::new(),
-            max_keys: None,
-            exact_keys: false,
-            when_full: WhenFull::DenyNew,
-            _key: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
-    /// Uses `clock` instead of the default clock.
-    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
-        KeyedBuilder {
-            algorithm: self.algorithm,
-            clock,
-            max_keys: self.max_keys,
-            exact_keys: self.exact_keys,
-            when_full: self.when_full,
-            _key: std::marker::PhantomData,
-        }
-    }
-
-    /// Bounds the number of keys held, and selects the bounded lock-free table (unless
-    /// [`exact_keys`](Self::exact_keys) is also set). See [`KeyedLimiter`]'s "Stores" and
-    /// "Memory" sections. Zero, or more than [`MAX_TABLE_KEYS`] for the table, is a
-    /// [`ConfigError`].
-    ///
-    /// Under concurrency the bound may be exceeded by at most the number of threads inserting
-    /// new keys at the same moment.
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = Some(max_keys);
-        self
-    }
-
-    /// What to do with a new key when the store is full of live keys (see [`WhenFull`];
-    /// default [`WhenFull::DenyNew`]). Only matters with [`max_keys`](Self::max_keys).
-    pub fn when_full(mut self, policy: WhenFull) -> Self {
-        self.when_full = policy;
-        self
-    }
-
-    /// Identifies keys exactly (each key is stored in a dashmap, compared with `Eq`) instead of
-    /// by 64-bit fingerprint in the fixed-capacity table. Use it when keys must never share a
-    /// budget, even with probability 2^-64, or when the number of keys cannot be bounded.
-    pub fn exact_keys(mut self) -> Self {
-        self.exact_keys = true;
-        self
-    }
-
-    /// Builds the limiter.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming the field when the quota or `max_keys` is invalid.
-    pub fn build(self) -> Result<KeyedLimiter<K, C>, ConfigError> {
-        let algorithm = self.algorithm?;
-        let max_keys = match self.max_keys {
-            Some(0) => return Err(ConfigError::Zero { field: "max_keys" }),
-            Some(n) => n,
-            None => usize::MAX,
-        };
-        if self.exact_keys && self.when_full == WhenFull::EvictNearestFresh {
-            return Err(ConfigError::Unsupported {
-                operation: "when_full(EvictNearestFresh)",
-                algorithm: "exact_keys",
-            });
-        }
-        let store = if self.exact_keys || self.max_keys.is_none() {
-            Store::Map(DashMap::with_hasher_and_shard_amount(
-                Hasher::new(),
-                MAP_SHARDS,
-            ))
-        } else if max_keys > MAX_TABLE_KEYS {
-            return Err(ConfigError::TooManyKeys {
-                max_keys,
-                max: MAX_TABLE_KEYS,
-            });
-        } else {
-            Store::Table(Table::with_capacity(max_keys), Hasher::new())
-        };
-        Ok(KeyedLimiter {
-            store,
-            setting: Setting::new(algorithm),
-            clock: self.clock,
-            max_keys,
-            when_full: self.when_full,
-            held: AtomicUsize::new(0),
-            refused: AtomicU64::new(0),
-            evicted: AtomicU64::new(0),
-            evicted_live: AtomicU64::new(0),
-            untracked: AtomicU64::new(0),
-            sweeps: SweepGate::new(),
-            swept: crate::sync::AtomicU64::new(0),
-        })
-    }
-}
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// Checks one request for `key`.
@@ -493,9 +170,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // current algorithm is read and checked by a second, out-of-line copy of the check.
         // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
         // inlining this function into its callers, and the call (the arguments, the 40-byte
-        // decision returned through memory) cost 15-20 instructions per check, all of the
-        // difference from a limiter with no runtime change at all (callgrind on
-        // examples/probe.rs); inlined, the flag costs a load and a predicted branch.
+        // decision returned through memory) was all of the difference from a limiter with no
+        // runtime change at all (BENCHMARKS.md, "Instruction counts"); inlined, the flag costs
+        // a load and a predicted branch.
         match self.setting.unchanged() {
             Some(algorithm) => self.check_on(algorithm, key, n),
             None => self.check_changed(key, n),
@@ -535,8 +212,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // `decision_after`). Each path gets its own closure, called from exactly one place,
         // so that LLVM inlines the step into the loop. The closures are `move`: they hold
         // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
-        // paths) and LLVM keeps them in registers and folds a constant `n` (about 15
-        // instructions per check; see examples/probe.rs).
+        // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
+        // "Instruction counts").
         let word = match &self.store {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
@@ -685,7 +362,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
         if self.when_full == WhenFull::AdmitUntracked {
             // Relaxed: a statistic.
-            self.untracked.fetch_add(1, Ordering::Relaxed);
+            self.counters.untracked.add(1);
             return decide(self.fresh_word());
         }
         self.refuse()
@@ -793,7 +470,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        crate::wait::acquire(&self.gate(key), n, timeout)
+        crate::admission::wait::acquire(&self.gate(key), n, timeout)
     }
 
     /// A future that resolves once `n` units on `key` are admitted (no timeout: wrap it in
@@ -967,129 +644,6 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Ok(())
     }
 
-    /// The word `key` holds, or the one it would start from.
-    fn word_of<Q>(&self, key: &Q) -> u64
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let word = match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::get`.
-            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
-            Store::Map(map) => map.get(key).map(|cell| cell.load()),
-        };
-        word.unwrap_or_else(|| self.fresh_word())
-    }
-
-    /// Applies `step` to `key`'s cell if the key is held; `None` if it is not.
-    fn update_existing<Q, R>(&self, key: &Q, step: impl Fn(u64) -> (R, Option<u64>)) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::update_existing`.
-            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
-            Store::Map(map) => Some(map.get(key)?.update(step)),
-        }
-    }
-
-    /// The decision for a new key that the full store cannot take.
-    #[cold]
-    fn refuse(&self) -> Decision {
-        // Relaxed: a statistic; nothing is ordered by it.
-        self.refused.fetch_add(1, Ordering::Relaxed);
-        let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
-        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
-    }
-
-    /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
-    /// Returns `None` when the key is new, the store is at `max_keys` and `capped` is set.
-    fn apply<Q, R>(
-        &self,
-        key: &Q,
-        now: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        capped: bool,
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        match &self.store {
-            Store::Table(table, hasher) => {
-                let h = Table::hash(hasher, key);
-                if let Some(found) = table.find(h) {
-                    if let Ok(r) = Table::update(found, h, &step) {
-                        return Some(r);
-                    }
-                }
-                self.table_insert(table, h, now, step, capped)
-            }
-            Store::Map(map) => {
-                if let Some(cell) = map.get(key) {
-                    return Some(cell.update(step));
-                }
-                self.map_insert(map, key, step, now, capped)
-            }
-        }
-    }
-
-    /// The table's miss path: the key was not found (or vanished under a sweep).
-    #[inline(never)]
-    fn table_insert<R>(
-        &self,
-        table: &Table,
-        h: u64,
-        now: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        capped: bool,
-    ) -> Option<R> {
-        let policy = TablePolicy {
-            limiter: self,
-            now,
-            capped,
-        };
-        table.insert(h, step, &policy)
-    }
-
-    /// The map's miss path: the key is not held (or was not a moment ago).
-    #[inline(never)]
-    fn map_insert<Q, R>(
-        &self,
-        map: &DashMap<K, Cell, Hasher>,
-        key: &Q,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        now: u64,
-        capped: bool,
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let fresh = self.fresh_word();
-        let (result, write) = step(fresh);
-        let Some(word) = write.filter(|&w| w != fresh) else {
-            // Nothing to remember: denied on a fresh state, n = 0, or a write that leaves the
-            // state fresh.
-            return Some(result);
-        };
-        if capped && self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
-            return None;
-        }
-        Some(match map.entry(key.to_owned()) {
-            // Another thread inserted it since our lookup: decide on its state.
-            Entry::Occupied(e) => e.get().update(step),
-            Entry::Vacant(e) => {
-                e.insert(Cell::new(word));
-                // Relaxed: `held` is a soft count for the cap and `len`; no memory is
-                // published through it.
-                self.held.fetch_add(1, Ordering::Relaxed);
-                result
-            }
-        })
-    }
-
     /// Adds `units` to `key`'s stock (saturating) and returns the units now remaining. An
     /// operator action: it creates the key if needed, even at `max_keys`.
     ///
@@ -1162,7 +716,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         match &self.store {
             Store::Table(table, _) => table.len(),
             // Relaxed: a snapshot count; see `held`.
-            Store::Map(_) => self.held.load(Ordering::Relaxed),
+            Store::Map(_) => self.held.get_usize(),
         }
     }
 
@@ -1171,119 +725,64 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.len() == 0
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
+    /// What the store has done with its keys: keys held, new keys refused, keys evicted
+    /// (idle, and live under [`WhenFull::EvictNearestFresh`]), new keys decided untracked.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(1).build()?;
+    /// l.check(&1);
+    /// l.check(&2); // no room, and key 1 is not idle: refused
+    /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        self.counters.snapshot(self.len())
+    }
+
+    /// The policy for a new key when the store is full of live keys (set by
+    /// [`KeyedBuilder::when_full`]).
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota, WhenFull};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(10).build()?;
+    /// assert_eq!(l.when_full(), WhenFull::DenyNew);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// Requests for new keys denied because the map was full of live keys (also in
+    /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.load(Ordering::Relaxed)
+        self.counters.refused.get()
     }
 
     /// Keys dropped because their state was equivalent to a fresh key.
     pub fn evicted(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted.load(Ordering::Relaxed)
+        self.counters.evicted.get()
     }
 
     /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
     pub fn evicted_live(&self) -> u64 {
         // Relaxed: a statistic.
-        self.evicted_live.load(Ordering::Relaxed)
+        self.counters.evicted_live.get()
     }
 
     /// Requests for new keys decided without storing the key, under
     /// [`WhenFull::AdmitUntracked`].
     pub fn untracked(&self) -> u64 {
         // Relaxed: a statistic.
-        self.untracked.load(Ordering::Relaxed)
+        self.counters.untracked.get()
     }
 
     /// The policy for a new key when the store is full of live keys.
+    #[deprecated(note = "renamed `when_full`, the name of the builder method that sets it")]
     pub fn when_full_policy(&self) -> WhenFull {
         self.when_full
-    }
-
-    /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
-    /// how many it dropped. Lossless: no future decision changes.
-    ///
-    /// Each shard is locked for writing while it is swept; checks on other shards proceed.
-    /// [`spawn_sweeper`](KeyedLimiter::spawn_sweeper) calls this periodically on a background
-    /// thread.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// use cellgate::clock::ManualClock;
-    /// let clock = ManualClock::new();
-    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).clock(clock.clone()).build()?;
-    /// l.check(&1);
-    /// assert_eq!(l.evict_idle(), 0); // key 1 is not back to full yet
-    /// clock.advance(Duration::from_secs(1));
-    /// assert_eq!(l.evict_idle(), 1);
-    /// assert!(l.is_empty());
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn evict_idle(&self) -> usize {
-        let now = self.clock.now();
-        self.evict_idle_at(now)
-    }
-
-    /// The time for a decision: the clock, unless the algorithm ignores time (stock).
-    #[inline(always)]
-    fn now(&self) -> u64 {
-        if self.setting.kind().uses_time() {
-            self.clock.now()
-        } else {
-            0
-        }
-    }
-
-    /// The word a key that is not in the map starts from.
-    #[inline]
-    fn fresh_word(&self) -> u64 {
-        // Relaxed suffices: a sweep raises `swept` *before* it takes the shard lock to remove
-        // keys, and a checker only gets here after its lookup missed under that shard's lock,
-        // so the lock's release/acquire orders the raise before this load whenever the miss
-        // was caused by that sweep.
-        match self.swept.load(crate::sync::Ordering::Relaxed) {
-            0 => Algorithm::FRESH,
-            swept => self.setting.kind().swept_word(swept),
-        }
-    }
-
-    fn evict_idle_at(&self, now: u64) -> usize {
-        // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
-        let is_idle = |word| self.setting.kind().is_idle(word, now);
-        let removed = match &self.store {
-            Store::Table(table, _) => table.sweep(&is_idle),
-            Store::Map(map) => {
-                let mut removed = 0usize;
-                // The shard's write lock excludes every check on that shard, so no admission
-                // can be in flight on a cell while it is judged idle and removed.
-                map.retain(|_, cell| {
-                    let keep = !is_idle(cell.load());
-                    removed += usize::from(!keep);
-                    keep
-                });
-                // Relaxed: counters only (see `held`).
-                self.held.fetch_sub(removed, Ordering::Relaxed);
-                removed
-            }
-        };
-        // Relaxed: a statistic.
-        self.evicted.fetch_add(removed as u64, Ordering::Relaxed);
-        removed
-    }
-
-    /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
-    /// Returns whether there is room now.
-    #[cold]
-    fn make_room(&self, now: u64) -> bool {
-        // The back-off runs on the clock even when decisions ignore time (stock decides at 0):
-        // otherwise a stock store would sweep once and never again.
-        self.sweeps.maybe_sweep(self.clock.now(), || {
-            self.evict_idle_at(now);
-        });
-        self.len() < self.max_keys
     }
 
     /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).
@@ -1319,7 +818,7 @@ impl<K, Q: ?Sized + fmt::Debug, C> fmt::Debug for KeyGate<'_, K, Q, C> {
     }
 }
 
-impl<K, Q, C> crate::multi::Gate for KeyGate<'_, K, Q, C>
+impl<K, Q, C> crate::admission::gate::Gate for KeyGate<'_, K, Q, C>
 where
     K: Hash + Eq + Borrow<Q>,
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -1371,67 +870,6 @@ where
     fn policy(&self) -> crate::Policy {
         KeyedLimiter::policy(self)
     }
-}
-
-/// The table's view of this limiter during one insert.
-struct TablePolicy<'a, K, C> {
-    limiter: &'a KeyedLimiter<K, C>,
-    now: u64,
-    capped: bool,
-}
-
-impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
-    fn fresh(&self) -> u64 {
-        self.limiter.fresh_word()
-    }
-
-    fn is_idle(&self, word: u64) -> bool {
-        self.limiter.setting.kind().is_idle(word, self.now)
-    }
-
-    fn before_sweep(&self) {
-        // Relaxed: ordered by the shard lock the sweep holds (see `fresh_word`).
-        self.limiter
-            .swept
-            .fetch_max(self.now, crate::sync::Ordering::Relaxed);
-    }
-
-    fn has_room(&self, table: &Table) -> bool {
-        !self.capped || table.len() < self.limiter.max_keys
-    }
-
-    fn make_room(&self, _: &Table) -> bool {
-        self.limiter.make_room(self.now)
-    }
-
-    fn eviction_cost(&self, word: u64) -> Option<u64> {
-        if self.limiter.when_full != WhenFull::EvictNearestFresh {
-            return None;
-        }
-        eviction_cost(&self.limiter.setting.load(), word, self.now)
-    }
-
-    fn evicted(&self, live: bool) {
-        // Relaxed: statistics.
-        if live {
-            self.limiter.evicted_live.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.limiter.evicted.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// How far a live key is from fresh: its `reset_after`; `None` for keys that are never evicted
-/// (stock keys, whose state is configuration).
-fn eviction_cost(algorithm: &Algorithm, word: u64, now: u64) -> Option<u64> {
-    if matches!(algorithm, Algorithm::Stock(_)) {
-        return None;
-    }
-    Some(algorithm.peek(word, now).reset_after_ns())
-}
-
-fn one() -> std::num::NonZeroU64 {
-    std::num::NonZeroU64::MIN
 }
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {

@@ -3,7 +3,6 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::sliding_log::{Log, LogConfig};
@@ -12,10 +11,11 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::reservation::Reservation;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
-use crate::exact_map::{DashMap, Entry};
-use crate::keyed::Hasher;
-use crate::sweep::SweepGate;
-use crate::sync::{Mutex, MutexGuard};
+use crate::limiter::keyed::Hasher;
+use crate::store::stats::StoreCounters;
+use crate::sync::map::{DashMap, Entry};
+use crate::sync::sweep_gate::SweepGate;
+use crate::sync::{Counter, Lock};
 
 /// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
 /// of the Redis `ZSET` sliding-log scripts, which no counter gives.
@@ -55,16 +55,16 @@ use crate::sync::{Mutex, MutexGuard};
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct SlidingLog<K, C = DefaultClock> {
-    map: DashMap<K, Mutex<Log>, Hasher>,
+    map: DashMap<K, Lock<Log>, Hasher>,
     config: LogConfig,
     clock: C,
     max_keys: usize,
-    held: AtomicUsize,
-    refused: AtomicU64,
+    held: Counter,
+    counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
     /// shim, as `KeyedLimiter::swept`.
-    swept: crate::sync::AtomicU64,
+    swept: Counter,
 }
 
 /// Configures a [`SlidingLog`]; finish with [`build`](SlidingLogBuilder::build).
@@ -133,19 +133,12 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             config,
             clock: self.clock,
             max_keys,
-            held: AtomicUsize::new(0),
-            refused: AtomicU64::new(0),
+            held: Counter::new(0),
+            counters: StoreCounters::new(),
             sweeps: SweepGate::new(),
-            swept: crate::sync::AtomicU64::new(0),
+            swept: Counter::new(0),
         })
     }
-}
-
-/// Locks a key's log. Nothing in the crate panics while holding it, so a poisoned lock can only
-/// come from a panic in the standard library; the log is still consistent then (every mutation
-/// completes before the next can start), so we keep using it.
-fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
-    log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
@@ -167,7 +160,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     {
         let now = self.clock.now();
         if let Some(log) = self.map.get(key) {
-            return lock(&log).step(&self.config, now, n);
+            return log.lock().step(&self.config, now, n);
         }
         let mut fresh = self.fresh_log();
         let decision = fresh.step(&self.config, now, n);
@@ -175,17 +168,17 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
             return decision;
         }
         // Relaxed: `held` is a soft count for the cap; no memory is published through it.
-        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
+        if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
             // Relaxed: a statistic.
-            self.refused.fetch_add(1, Ordering::Relaxed);
+            self.counters.refused.add(1);
             return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
                 .because(crate::Denial::StoreFull);
         }
         match self.map.entry(key.to_owned()) {
-            Entry::Occupied(e) => lock(e.get()).step(&self.config, now, n),
+            Entry::Occupied(e) => e.get().lock().step(&self.config, now, n),
             Entry::Vacant(e) => {
-                e.insert(Mutex::new(fresh));
-                self.held.fetch_add(1, Ordering::Relaxed);
+                e.insert(Lock::new(fresh));
+                self.held.add(1);
                 decision
             }
         }
@@ -199,7 +192,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     {
         let now = self.clock.now();
         match self.map.get(key) {
-            Some(log) => lock(&log).peek(&self.config, now),
+            Some(log) => log.lock().peek(&self.config, now),
             None => self.fresh_log().peek(&self.config, now),
         }
     }
@@ -207,7 +200,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// Keys currently held.
     pub fn len(&self) -> usize {
         // Relaxed: a snapshot count.
-        self.held.load(Ordering::Relaxed)
+        self.held.get_usize()
     }
 
     /// Whether no key is held.
@@ -215,10 +208,27 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.len() == 0
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
+    /// What the store has done with its keys: keys held, new keys refused, idle keys evicted
+    /// (a sliding log never evicts a live key nor decides untracked: those stay 0).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// let l = KeyedLimiter::<u64>::sliding_log(2, Duration::from_secs(1)).max_keys(1).build()?;
+    /// l.check(&1);
+    /// l.check(&2); // no room: refused
+    /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        self.counters.snapshot(self.len())
+    }
+
+    /// Requests for new keys denied because the map was full of live keys (also in
+    /// [`stats`](Self::stats)).
     pub fn refused(&self) -> u64 {
         // Relaxed: a statistic.
-        self.refused.load(Ordering::Relaxed)
+        self.counters.refused.get()
     }
 
     /// Drops every key whose log has fully expired; returns how many. Lossless.
@@ -229,7 +239,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// The log a key that is not in the map starts from.
     fn fresh_log(&self) -> Log {
         // Relaxed: ordered by the shard locks, as in `KeyedLimiter::fresh_word`.
-        match self.swept.load(crate::sync::Ordering::Relaxed) {
+        match self.swept.get() {
             0 => Log::default(),
             swept => Log::swept(swept),
         }
@@ -237,16 +247,17 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
 
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_log`; ordered by the shard locks `retain` takes below.
-        self.swept.fetch_max(now, crate::sync::Ordering::Relaxed);
+        self.swept.raise_to(now);
         let mut removed = 0usize;
         // The shard's write lock excludes every check on the shard while it is swept.
         self.map.retain(|_, log| {
-            let keep = !lock(log).is_idle(&self.config, now);
+            let keep = !log.lock().is_idle(&self.config, now);
             removed += usize::from(!keep);
             keep
         });
         // Relaxed: a count (see `held`).
-        self.held.fetch_sub(removed, Ordering::Relaxed);
+        self.held.sub(removed as u64);
+        self.counters.evicted.add(removed as u64);
         removed
     }
 
@@ -256,7 +267,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.sweeps.maybe_sweep(now, || {
             self.evict_idle_at(now);
         });
-        self.held.load(Ordering::Relaxed) < self.max_keys
+        self.held.get_usize() < self.max_keys
     }
 
     /// The clock this limiter reads.
@@ -284,7 +295,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     {
         let now = self.clock.now();
         match self.map.get(key) {
-            Some(log) => lock(&log).peek_n(&self.config, now, n),
+            Some(log) => log.lock().peek_n(&self.config, now, n),
             None => self.fresh_log().peek_n(&self.config, now, n),
         }
     }
@@ -302,7 +313,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         let reservation =
             |(d, at): (Decision, Option<u64>)| Reservation::new(d, n, at.map_or(0, |t| !t), at);
         if let Some(log) = self.map.get(key) {
-            return reservation(lock(&log).charge(&self.config, now, n));
+            return reservation(log.lock().charge(&self.config, now, n));
         }
         // A new key: the same path as `check_n`'s.
         let mut fresh = self.fresh_log();
@@ -310,20 +321,17 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if at.is_none() {
             return reservation((decision, at));
         }
-        // Relaxed: see `check_n`.
-        if self.held.load(Ordering::Relaxed) >= self.max_keys && !self.make_room(now) {
-            // Relaxed: a statistic.
-            self.refused.fetch_add(1, Ordering::Relaxed);
+        if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
+            self.counters.refused.add(1);
             let d = Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
                 .because(crate::Denial::StoreFull);
             return reservation((d, None));
         }
         match self.map.entry(key.to_owned()) {
-            Entry::Occupied(e) => reservation(lock(e.get()).charge(&self.config, now, n)),
+            Entry::Occupied(e) => reservation(e.get().lock().charge(&self.config, now, n)),
             Entry::Vacant(e) => {
-                e.insert(Mutex::new(fresh));
-                // Relaxed: see `check_n`.
-                self.held.fetch_add(1, Ordering::Relaxed);
+                e.insert(Lock::new(fresh));
+                self.held.add(1);
                 reservation((decision, at))
             }
         }
@@ -352,7 +360,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
             return false;
         }
         match self.map.get(key) {
-            Some(log) => lock(&log).unadmit(reservation.after, reservation.n),
+            Some(log) => log.lock().unadmit(reservation.after, reservation.n),
             None => false,
         }
     }

@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::admission::gate::Gate;
 use crate::decision::Decision;
-use crate::multi::Gate;
 
 /// Blocks until `n` units are admitted on `gate` or it is clear they cannot be within
 /// `timeout`; returns the admission, or the denial with its `retry_after`.
@@ -39,7 +39,7 @@ pub use future::UntilReady;
 #[cfg(feature = "async")]
 mod future {
     use super::*;
-    use crate::reservation::Reservation;
+    use crate::admission::reservation::Reservation;
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};

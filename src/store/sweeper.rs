@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::keyed::KeyedLimiter;
+use crate::limiter::keyed::KeyedLimiter;
 
 /// The handle of a background sweeper started by [`KeyedLimiter::spawn_sweeper`]. Dropping it
 /// (or calling [`stop`](Sweeper::stop)) stops the thread and waits for it.

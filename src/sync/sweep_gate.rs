@@ -1,7 +1,7 @@
 //! Throttling of the automatic idle-key sweeps that a full keyed store runs.
 
 // Through the loom shim, so that loom models of a full store explore the gate too.
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use super::{AtomicBool, AtomicU64, Ordering};
 
 /// After a sweep, no automatic sweep for this long (limiter clock, ns): a map full of live keys
 /// must not be swept on every miss.

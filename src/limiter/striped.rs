@@ -6,7 +6,6 @@
 //! striping costs.
 
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU32, Ordering as TicketOrdering};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -336,14 +335,10 @@ fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigErr
 /// ```
 pub const MAX_STRIPES: usize = 1 << 16;
 
-/// The next thread's ticket. Threads take tickets in the order they first check a striped
-/// limiter, and start at stripe `ticket % stripes`, so any `stripes` consecutive threads start
-/// on distinct stripes.
-static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
-
 thread_local! {
-    // Relaxed: a ticket only spreads threads over stripes; any value is correct.
-    static TICKET: u32 = NEXT_TICKET.fetch_add(1, TicketOrdering::Relaxed);
+    // Threads take tickets in the order they first check a striped limiter, and start at
+    // stripe `ticket % stripes`, so any `stripes` consecutive threads start on distinct stripes.
+    static TICKET: u32 = crate::sync::next_ticket();
 }
 
 /// [`fast_mod`]'s constant for divisor `d >= 1`.
@@ -785,7 +780,7 @@ impl<C: Clock> crate::RateLimiter for StripedLimiter<C> {
     }
 }
 
-impl<C: Clock> crate::multi::Gate for StripedLimiter<C> {
+impl<C: Clock> crate::Gate for StripedLimiter<C> {
     fn charge(&self, n: u32) -> Reservation {
         StripedLimiter::charge(self, n)
     }

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use crate::admission::gate::Gate;
+use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
-use crate::multi::Gate;
-use crate::policy::Policy;
-use crate::reservation::Reservation;
+use crate::limiter::policy::Policy;
 
 /// A limiter of keys `K` (`()` for a direct limiter), as boundary code sees it.
 ///

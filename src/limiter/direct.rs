@@ -4,14 +4,14 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
+use crate::admission::reservation::Reservation;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
-use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::limiter::setting::Setting;
 use crate::quota::Quota;
-use crate::reservation::Reservation;
-use crate::setting::Setting;
+use crate::sync::cell::Cell;
 
 /// A limiter with a single state: a global rate, one upstream, one tenant.
 ///
@@ -318,7 +318,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn acquire(&self, n: u32, timeout: Duration) -> Decision {
-        crate::wait::acquire(self, n, timeout)
+        crate::admission::wait::acquire(self, n, timeout)
     }
 
     /// A future that resolves once `n` units are admitted: the async
@@ -481,11 +481,7 @@ impl<C: Clock> Limiter<C> {
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
     #[inline(always)]
     fn now(&self) -> u64 {
-        if self.setting.kind().uses_time() {
-            self.clock.now()
-        } else {
-            0
-        }
+        self.setting.now(&self.clock)
     }
 
     /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).
@@ -532,7 +528,7 @@ impl<C: Clock> crate::RateLimiter for Limiter<C> {
     }
 }
 
-impl<C: Clock> crate::multi::Gate for Limiter<C> {
+impl<C: Clock> crate::admission::gate::Gate for Limiter<C> {
     fn charge(&self, n: u32) -> Reservation {
         Limiter::charge(self, n)
     }

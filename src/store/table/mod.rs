@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! ```text
-//! slot (one AtomicU128):   | fingerprint (64 bits) | state word (64 bits) |
+//! slot (one Slot):   | fingerprint (64 bits) | state word (64 bits) |
 //! fingerprint 0 = EMPTY (never used), 1 = TOMB (a removed key), >= 2 = a key
 //! ```
 //!
@@ -76,11 +76,10 @@
 //! checks only change states, never fingerprints).
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicUsize, Ordering as CountOrdering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU128, Mutex, Ordering};
+use crate::sync::{Counter, Lock, Slot};
 
 const EMPTY: u64 = 0;
 const TOMB: u64 = 1;
@@ -155,8 +154,8 @@ const EVICTION_SAMPLE: usize = 64;
 
 /// One shard: its slots and the lock that serialises its inserts and removals.
 struct Shard {
-    slots: Box<[AtomicU128]>,
-    writer: CachePadded<Mutex<Counts>>,
+    slots: Box<[Slot]>,
+    writer: CachePadded<Lock<Counts>>,
 }
 
 /// Per-shard bookkeeping, guarded by the shard's mutex.
@@ -174,7 +173,7 @@ pub(crate) struct Table {
     /// Keys one shard may hold (the global bound is enforced by the caller).
     per_shard: usize,
     /// Keys held in all shards; the caller's global bound reads it.
-    held: AtomicUsize,
+    held: Counter,
 }
 
 impl std::fmt::Debug for Table {
@@ -189,7 +188,7 @@ impl std::fmt::Debug for Table {
 
 /// A slot found for a key by a lock-free probe, with the value seen there.
 pub(crate) struct Found<'a> {
-    slot: &'a AtomicU128,
+    slot: &'a Slot,
     seen: u128,
 }
 
@@ -219,8 +218,8 @@ impl Table {
         let shards_vec: Vec<_> = (0..shards)
             .map(|_| {
                 CachePadded::new(Shard {
-                    slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
-                    writer: CachePadded::new(Mutex::new(Counts::default())),
+                    slots: (0..slots).map(|_| Slot::new(0)).collect(),
+                    writer: CachePadded::new(Lock::new(Counts::default())),
                 })
             })
             .collect();
@@ -228,7 +227,7 @@ impl Table {
             shards: shards_vec.into_boxed_slice(),
             shard_bits: shards.trailing_zeros(),
             per_shard,
-            held: AtomicUsize::new(0),
+            held: Counter::new(0),
         }
     }
 
@@ -236,7 +235,7 @@ impl Table {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         // Relaxed: a snapshot count; writers update it under their shard locks.
-        self.held.load(CountOrdering::Relaxed)
+        self.held.get_usize()
     }
 
     /// Hashes `key` with `hasher`.
@@ -271,7 +270,7 @@ impl Table {
             let slot = &slots[i];
             // Relaxed: the slot is self-contained (fingerprint and state together); the CAS
             // that may follow re-validates the whole value.
-            let seen = slot.load(Ordering::Relaxed);
+            let seen = slot.load();
             let f = fp_of(seen);
             if f == fp {
                 return Some(Found { slot, seen });
@@ -295,7 +294,7 @@ impl Table {
     pub(crate) fn touch(&self, h: u64) -> u128 {
         let shard = self.shard(h);
         // Relaxed: nothing is decided on this value (the probe that follows loads again).
-        shard.slots[Self::home(shard, h)].load(Ordering::Relaxed)
+        shard.slots[Self::home(shard, h)].load()
     }
 
     /// Applies `step` to a found slot. `Err(())` if the key was removed meanwhile (the caller
@@ -316,12 +315,7 @@ impl Table {
             };
             // Relaxed: as in `Cell::update`, the CAS's atomicity (on the whole slot, so also
             // on the fingerprint) is what orders admissions; no other memory is published.
-            match found.slot.compare_exchange_weak(
-                seen,
-                pack(fp, next),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match found.slot.compare_exchange_weak(seen, pack(fp, next)) {
                 Ok(_) => return Ok(result),
                 Err(actual) if fp_of(actual) == fp => seen = actual,
                 Err(_) => return Err(()),
@@ -343,11 +337,7 @@ impl Table {
     #[cold]
     #[inline(never)]
     fn get_locked(&self, h: u64) -> Option<u64> {
-        let _counts = self
-            .shard(h)
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _counts = self.shard(h).writer.lock();
         // Under the lock no key is being moved, removed or inserted: the probe is exact.
         self.find(h).map(|found| found.state())
     }
@@ -376,11 +366,7 @@ impl Table {
         h: u64,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        let _counts = self
-            .shard(h)
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _counts = self.shard(h).writer.lock();
         let found = self.find(h)?;
         // Under the lock the key cannot leave its slot (moves and removals hold the lock), so
         // the CAS can only fail on a racing check, which keeps the fingerprint: `update` retries
@@ -401,13 +387,13 @@ impl Table {
         let shard = self.shard(h);
         let slots = &shard.slots;
         loop {
-            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut counts = shard.writer.lock();
             let mut i = Self::home(shard, h);
             let mut free = None;
             let mut found = None;
             for _ in 0..slots.len() {
                 // Relaxed: writers are serialised by the lock; readers only CAS live slots.
-                let seen = slots[i].load(Ordering::Relaxed);
+                let seen = slots[i].load();
                 match fp_of(seen) {
                     f if f == fp => {
                         found = Some(Found {
@@ -464,22 +450,22 @@ impl Table {
                     continue;
                 }
                 // Still full of live keys: the lossy policy evicts one of this shard's.
-                let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+                let mut counts = shard.writer.lock();
                 if self.evict_live_locked(shard, &mut counts, h, policy) {
                     continue;
                 }
                 return None;
             }
             let free = free?;
-            if fp_of(slots[free].load(Ordering::Relaxed)) == TOMB {
+            if fp_of(slots[free].load()) == TOMB {
                 counts.tombs -= 1;
             }
             // A plain store: the slot is EMPTY or TOMB, which no reader ever CASes, and other
             // writers are excluded by the lock.
-            slots[free].store(pack(fp, word), Ordering::Relaxed);
+            slots[free].store(pack(fp, word));
             counts.live += 1;
             // Relaxed: a count (see `len`).
-            self.held.fetch_add(1, CountOrdering::Relaxed);
+            self.held.add(1);
             return Some(result);
         }
     }
@@ -490,7 +476,7 @@ impl Table {
     pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
-            let mut counts = shard.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut counts = shard.writer.lock();
             removed += self.sweep_locked(shard, &mut counts, is_idle);
         }
         removed
@@ -512,7 +498,7 @@ impl Table {
             let mut i = Self::home(shard, h);
             for _ in 0..EVICTION_SAMPLE.min(slots.len()) {
                 // Relaxed: see `find`; the CAS below re-validates the whole slot.
-                let seen = slots[i].load(Ordering::Relaxed);
+                let seen = slots[i].load();
                 if fp_of(seen) >= 2 {
                     match policy.eviction_cost(state_of(seen)) {
                         None => {}
@@ -534,14 +520,11 @@ impl Table {
             // From the exact value seen only, as in a sweep. Relaxed: the CAS's atomicity is
             // all that is needed (a check racing with it either lands first, and we look
             // again, or finds the key gone and inserts it anew).
-            if slots[i]
-                .compare_exchange_weak(seen, pack(TOMB, 0), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            if slots[i].compare_exchange_weak(seen, pack(TOMB, 0)).is_ok() {
                 counts.live -= 1;
                 counts.tombs += 1;
                 // Relaxed: a count.
-                self.held.fetch_sub(1, CountOrdering::Relaxed);
+                self.held.sub(1);
                 // Evictions leave tombstones; without compaction, probes for absent keys would
                 // grow to the whole shard (see the module docs).
                 Self::compact_if_crowded_locked(shard, counts);
@@ -562,19 +545,11 @@ impl Table {
         let mut removed = 0;
         for slot in slots.iter() {
             // Relaxed: see `find`.
-            let seen = slot.load(Ordering::Relaxed);
+            let seen = slot.load();
             if fp_of(seen) >= 2 && is_idle(state_of(seen)) {
                 // From the exact idle value only: a check that changed it first wins, and the
                 // key stays. Relaxed: the CAS's atomicity is all that is needed.
-                if slot
-                    .compare_exchange_weak(
-                        seen,
-                        pack(TOMB, 0),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
+                if slot.compare_exchange_weak(seen, pack(TOMB, 0)).is_ok() {
                     removed += 1;
                 }
             }
@@ -582,7 +557,7 @@ impl Table {
         counts.live -= removed;
         counts.tombs += removed;
         // Relaxed: a count.
-        self.held.fetch_sub(removed, CountOrdering::Relaxed);
+        self.held.sub(removed as u64);
         // Only this sweep's TOMBs need a look (the others were cleared as far as they can be,
         // or are bounded by compaction): a sweep that removed nothing costs one pass, not two.
         if removed > 0 {
@@ -606,10 +581,7 @@ impl Table {
         let n = slots.len();
         // Relaxed loads here and below: the lock excludes every other writer, and readers only
         // change the states of live slots (the move's CAS re-validates those).
-        let Some(start) = slots
-            .iter()
-            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
-        else {
+        let Some(start) = slots.iter().position(|s| fp_of(s.load()) == EMPTY) else {
             // Cannot happen: an insert into an EMPTY slot needs fewer than `per_shard` (about
             // 3/4 of the slots) live keys, and TOMBs outnumber 1/16 of the slots only until the
             // eviction or sweep that made them compacts; removals turn live slots into TOMBs.
@@ -621,7 +593,7 @@ impl Table {
         // EMPTY slot, so it lies inside the key's cluster, before the key.
         for k in 1..n {
             let p = (start + k) % n;
-            let seen = slots[p].load(Ordering::Relaxed);
+            let seen = slots[p].load();
             let fp = fp_of(seen);
             if fp < 2 {
                 continue;
@@ -629,7 +601,7 @@ impl Table {
             // The fingerprint is the hash (hashes 0 and 1 became 2 and 3, which have the same
             // home: the low 32 bits times fewer than 2^31 slots, shifted right by 32, are 0).
             let mut j = Self::home(shard, fp);
-            while j != p && fp_of(slots[j].load(Ordering::Relaxed)) != TOMB {
+            while j != p && fp_of(slots[j].load()) != TOMB {
                 j = if j + 1 == n { 0 } else { j + 1 };
             }
             if j != p {
@@ -637,9 +609,9 @@ impl Table {
             }
         }
         for slot in slots.iter() {
-            if fp_of(slot.load(Ordering::Relaxed)) == TOMB {
+            if fp_of(slot.load()) == TOMB {
                 // A plain store: no reader ever CASes a TOMB.
-                slot.store(0, Ordering::Relaxed);
+                slot.store(0);
             }
         }
         counts.tombs = 0;
@@ -647,7 +619,7 @@ impl Table {
 
     /// Moves a key from `from` (where it was seen as `seen`) to `to`, a TOMB on its path. Under
     /// the shard's lock.
-    fn move_locked(from: &AtomicU128, to: &AtomicU128, mut seen: u128) {
+    fn move_locked(from: &Slot, to: &Slot, mut seen: u128) {
         // First take the key out, from the exact value seen: a check whose CAS lands first makes
         // ours fail and we look again (the fingerprint cannot change: only lock holders change
         // fingerprints); a check whose CAS comes later fails on the fingerprint and looks
@@ -656,12 +628,7 @@ impl Table {
         // value), and readers that must find the key take the lock, whose release publishes
         // the store below.
         loop {
-            match from.compare_exchange_weak(
-                seen,
-                pack(TOMB, 0),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match from.compare_exchange_weak(seen, pack(TOMB, 0)) {
                 Ok(_) => break,
                 Err(actual) if fp_of(actual) == fp_of(seen) => seen = actual,
                 // Not reachable (see above); never move a key we did not take out.
@@ -670,7 +637,7 @@ impl Table {
         }
         // Then put it back, earlier on its path. A plain store: `to` is a TOMB, which no reader
         // ever CASes, and other writers are excluded by the lock.
-        to.store(seen, Ordering::Relaxed);
+        to.store(seen);
     }
 
     /// Turns back into EMPTY every tombstone that no probe run continues past (walking
@@ -678,17 +645,14 @@ impl Table {
     /// shard's lock.
     fn clear_tombs_locked(shard: &Shard, counts: &mut Counts) {
         let slots = &shard.slots;
-        if let Some(start) = slots
-            .iter()
-            .position(|s| fp_of(s.load(Ordering::Relaxed)) == EMPTY)
-        {
+        if let Some(start) = slots.iter().position(|s| fp_of(s.load()) == EMPTY) {
             let mut next_empty = true;
             let n = slots.len();
             for k in 1..n {
                 let j = (start + n - k) % n;
-                match fp_of(slots[j].load(Ordering::Relaxed)) {
+                match fp_of(slots[j].load()) {
                     TOMB if next_empty => {
-                        slots[j].store(0, Ordering::Relaxed);
+                        slots[j].store(0);
                         counts.tombs -= 1;
                     }
                     EMPTY => next_empty = true,
@@ -712,351 +676,4 @@ fn isqrt(n: usize) -> usize {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// The tests' policy: no time, idle means state 0, a global bound; `evicts` picks
-    /// `WhenFull::EvictNearestFresh`'s behaviour (at the bound, evict the live key with the
-    /// smallest state in the sample, as it does with `reset_after`) or never evicting live keys.
-    struct Policy {
-        bound: usize,
-        evicts: bool,
-        evicted: std::cell::Cell<u64>,
-    }
-
-    impl Policy {
-        /// Never evicts live keys.
-        fn plain(bound: usize) -> Self {
-            Self {
-                bound,
-                evicts: false,
-                evicted: std::cell::Cell::new(0),
-            }
-        }
-
-        /// Evicts the live key nearest to fresh when full.
-        fn evicting(bound: usize) -> Self {
-            Self {
-                evicts: true,
-                ..Self::plain(bound)
-            }
-        }
-    }
-
-    impl InsertPolicy for Policy {
-        fn fresh(&self) -> u64 {
-            0
-        }
-        fn is_idle(&self, word: u64) -> bool {
-            word == 0
-        }
-        fn before_sweep(&self) {}
-        fn has_room(&self, table: &Table) -> bool {
-            table.len() < self.bound
-        }
-        fn make_room(&self, _: &Table) -> bool {
-            false
-        }
-        fn eviction_cost(&self, word: u64) -> Option<u64> {
-            self.evicts.then_some(word)
-        }
-        fn evicted(&self, _: bool) {
-            self.evicted.set(self.evicted.get() + 1);
-        }
-    }
-
-    /// Spreads small integers over the hash space (an odd multiplier is a bijection).
-    fn h(k: u64) -> u64 {
-        k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k >> 7)
-    }
-
-    fn set(t: &Table, k: u64, v: u64) -> Option<u64> {
-        t.insert(h(k), |_| (v, Some(v)), &Policy::plain(usize::MAX))
-    }
-
-    fn get(t: &Table, k: u64) -> Option<u64> {
-        t.find(h(k)).map(|f| f.state())
-    }
-
-    #[test]
-    fn fingerprints_avoid_the_markers() {
-        assert_eq!(fingerprint(0), 2);
-        assert_eq!(fingerprint(1), 3);
-        assert_eq!(fingerprint(7), 7);
-        for (fp, st) in [(2, 0), (u64::MAX, u64::MAX), (5, 1)] {
-            let v = pack(fp, st);
-            assert_eq!((fp_of(v), state_of(v)), (fp, st));
-        }
-    }
-
-    #[test]
-    fn insert_find_update_sweep() {
-        // Miri interprets every 16-byte atomic: a smaller table keeps its run to seconds.
-        const N: u64 = if cfg!(miri) { 300 } else { 5_000 };
-        let t = Table::with_capacity(N as usize);
-        for k in 0..N {
-            assert_eq!(set(&t, k, k + 1), Some(k + 1));
-        }
-        assert_eq!(t.len(), N as usize);
-        for k in 0..N {
-            assert_eq!(get(&t, k), Some(k + 1), "key {k}");
-        }
-        assert_eq!(get(&t, 2 * N), None);
-        // Update through the lock-free path.
-        let found = t.find(h(3)).unwrap();
-        assert_eq!(Table::update(found, h(3), |w| (w, Some(w * 10))), Ok(4));
-        assert_eq!(get(&t, 3), Some(40));
-        // Make the even keys idle, then sweep them away.
-        for k in (0..N).step_by(2) {
-            let found = t.find(h(k)).unwrap();
-            Table::update(found, h(k), |_| ((), Some(0))).unwrap();
-        }
-        assert_eq!(t.sweep(&|w| w == 0), N as usize / 2);
-        assert_eq!(t.len(), N as usize / 2);
-        for k in 0..N {
-            let want = (k % 2 == 1).then_some(if k == 3 { 40 } else { k + 1 });
-            assert_eq!(get(&t, k), want, "key {k}");
-        }
-    }
-
-    #[test]
-    fn churn_keeps_probe_runs_short() {
-        // Far more distinct keys over time than the table holds: removed slots must be reused
-        // or returned to EMPTY, or misses would scan whole shards and inserts would fail.
-        let t = Table::with_capacity(1_000);
-        for round in 0..50u64 {
-            for k in 0..900 {
-                assert!(set(&t, round * 1_000_000 + k, 1).is_some(), "round {round}");
-            }
-            for k in 0..900 {
-                let key = round * 1_000_000 + k;
-                let found = t.find(h(key)).unwrap();
-                Table::update(found, h(key), |_| ((), Some(0))).unwrap();
-            }
-            assert_eq!(t.sweep(&|w| w == 0), 900);
-            assert_eq!(t.len(), 0);
-        }
-        for shard in t.shards.iter() {
-            let counts = shard.writer.lock().unwrap();
-            assert_eq!(counts.live, 0);
-            assert_eq!(counts.tombs, 0, "every TOMB went back to EMPTY");
-            assert!(shard.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
-        }
-    }
-
-    /// Slots a lock-free probe for hash `h` loads before it stops (counting the last one).
-    fn probes(t: &Table, h: u64) -> usize {
-        let fp = fingerprint(h);
-        let shard = t.shard(h);
-        let n = shard.slots.len();
-        let mut i = Table::home(shard, h);
-        for count in 1..=n {
-            let f = fp_of(shard.slots[i].load(Ordering::Relaxed));
-            if f == fp || f == EMPTY {
-                return count;
-            }
-            i = (i + 1) % n;
-        }
-        n
-    }
-
-    /// (EMPTY, TOMB, live) slots of every shard, checked against the shard's counts.
-    fn census(t: &Table) -> Vec<(usize, usize, usize)> {
-        t.shards
-            .iter()
-            .map(|shard| {
-                let counts = shard.writer.lock().unwrap();
-                let fps: Vec<u64> = shard
-                    .slots
-                    .iter()
-                    .map(|s| fp_of(s.load(Ordering::Relaxed)))
-                    .collect();
-                let empty = fps.iter().filter(|&&f| f == EMPTY).count();
-                let tombs = fps.iter().filter(|&&f| f == TOMB).count();
-                let live = fps.len() - empty - tombs;
-                assert_eq!((counts.live, counts.tombs), (live, tombs), "shard counts");
-                (empty, tombs, live)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn evictions_at_the_cap_keep_empty_slots_and_short_probes() {
-        // A sustained flood of new keys at the bound, each insert evicting a live key: without
-        // compaction the evictions' tombstones crowd out every EMPTY slot and a miss probes the
-        // whole shard.
-        const CAP: usize = 5_000;
-        let t = Table::with_capacity(CAP);
-        let p = Policy::evicting(CAP);
-        for k in 0..200_000u64 {
-            // States 1..=1000: every key is live, so each insert at the bound evicts one.
-            let v = 1 + k % 1_000;
-            assert_eq!(t.insert(h(k), |_| (v, Some(v)), &p), Some(v), "key {k}");
-        }
-        assert_eq!(t.len(), CAP);
-        assert_eq!(p.evicted.get(), 200_000 - CAP as u64);
-        for (empty, tombs, live) in census(&t) {
-            let slots = empty + tombs + live;
-            assert!(tombs <= slots / COMPACT_TOMBS_DIVISOR, "{tombs} of {slots}");
-            assert!(empty >= slots / 8, "only {empty} EMPTY of {slots}");
-        }
-        // Misses (keys never inserted) stop at an EMPTY slot soon.
-        let lens: Vec<usize> = (1u64 << 40..(1 << 40) + 10_000)
-            .map(|k| probes(&t, h(k)))
-            .collect();
-        let mean = lens.iter().sum::<usize>() as f64 / lens.len() as f64;
-        let max = *lens.iter().max().unwrap();
-        assert!(mean < 16.0, "mean miss probe {mean}");
-        assert!(max < 400, "longest miss probe {max}");
-        // And every key held is found.
-        let found = (0..200_000u64).filter(|&k| get(&t, k).is_some()).count();
-        assert_eq!(found, CAP);
-    }
-
-    #[test]
-    fn compaction_moves_a_key_to_its_home_and_empties_the_tombs() {
-        // Four keys share a home slot; the first three are swept away, leaving tombstones that
-        // the fourth key's probe must pass (so they cannot simply become EMPTY). Three is past
-        // the threshold, so the sweep compacts: the fourth key moves to its home and every
-        // other slot is EMPTY again.
-        let t = Table::with_capacity(4);
-        assert_eq!(t.shards.len(), 1);
-        let slots = t.shards[0].slots.len();
-        assert!(3 > slots / COMPACT_TOMBS_DIVISOR, "{slots} slots");
-        // Distinct fingerprints, the same low 32 bits: the same home, a quarter into the shard.
-        let hs: Vec<u64> = (0..4u64).map(|k| (k + 2) << 40 | 0x4000_0000).collect();
-        let home = Table::home(&t.shards[0], hs[0]);
-        let p = Policy::plain(usize::MAX);
-        for (i, &hk) in hs.iter().enumerate() {
-            let v = if i < 3 { 1 } else { 7 };
-            assert_eq!(t.insert(hk, |_| ((), Some(v)), &p), Some(()));
-        }
-        let fp_at = |i: usize| fp_of(t.shards[0].slots[i % slots].load(Ordering::Relaxed));
-        assert_eq!(
-            fp_at(home + 3),
-            fingerprint(hs[3]),
-            "the fourth key after the others"
-        );
-        assert_eq!(t.sweep(&|w| w == 1), 3);
-        assert_eq!(fp_at(home), fingerprint(hs[3]), "the fourth key moved home");
-        assert_eq!(t.get(hs[3]), Some(7));
-        assert_eq!(census(&t), vec![(slots - 1, 0, 1)]);
-        // With two tombstones (not past the threshold) nothing moves.
-        for &hk in &hs[..2] {
-            t.insert(hk, |_| ((), Some(1)), &p);
-        }
-        assert_eq!(t.sweep(&|w| w == 1), 2);
-        assert_eq!(
-            census(&t),
-            vec![(slots - 1, 0, 1)],
-            "trailing tombs just cleared"
-        );
-    }
-
-    /// One operation of the model test.
-    #[derive(Debug, Clone, Copy)]
-    enum Op {
-        /// Set key `k`'s state to `v` (inserting it, evicting another at the bound).
-        Set(u64, u64),
-        /// Make key `k` idle (state 0) if it is held.
-        Idle(u64),
-        /// Remove the idle keys.
-        Sweep,
-    }
-
-    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
-        use proptest::prelude::*;
-        prop_oneof![
-            6 => (0..120u64, 1..50u64).prop_map(|(k, v)| Op::Set(k, v)),
-            3 => (0..120u64).prop_map(Op::Idle),
-            1 => Just(Op::Sweep),
-        ]
-    }
-
-    proptest::proptest! {
-        /// Random inserts, evictions at the bound, idles and sweeps against a `HashMap`: every
-        /// key the model holds is found with its state (also by `get` and `update_existing`),
-        /// no other key is found, and each eviction loses exactly one key. `clustered` gives
-        /// the keys only eight home slots, so clusters are long and wrap around the shard's end,
-        /// and compactions move many keys.
-        #[test]
-        fn every_key_stays_findable(
-            ops in proptest::collection::vec(op(), 1..600),
-            clustered in proptest::bool::ANY,
-            cap in 8..64usize,
-        ) {
-            let hash = |k: u64| if clustered {
-                (k + 2) << 32 | ((k % 8) << 29 | 0x0F00)
-            } else {
-                h(k)
-            };
-            let t = Table::with_capacity(64);
-            let p = Policy::evicting(cap);
-            let mut model = std::collections::HashMap::new();
-            for op in ops {
-                match op {
-                    Op::Set(k, v) => {
-                        let before = p.evicted.get();
-                        let done = t.insert(hash(k), |_| ((), Some(v)), &p);
-                        if done.is_none() {
-                            // At the bound with no key in the eviction sample: refused.
-                            assert!(!model.contains_key(&k) && model.len() == cap);
-                            assert_eq!(p.evicted.get(), before);
-                            assert!(t.find(hash(k)).is_none());
-                            continue;
-                        }
-                        if p.evicted.get() != before {
-                            // Exactly one other key was evicted: find which.
-                            let gone: Vec<u64> = model
-                                .keys()
-                                .copied()
-                                .filter(|&m| m != k && t.find(hash(m)).is_none())
-                                .collect();
-                            assert_eq!(gone.len(), 1, "evicted {gone:?}");
-                            model.remove(&gone[0]);
-                        }
-                        model.insert(k, v);
-                    }
-                    Op::Idle(k) => {
-                        let got = t.update_existing(hash(k), |w| (w, Some(0)));
-                        assert_eq!(got, model.get(&k).copied(), "key {k}");
-                        if let Some(w) = model.get_mut(&k) {
-                            *w = 0;
-                        }
-                    }
-                    Op::Sweep => {
-                        let idle = model.values().filter(|&&w| w == 0).count();
-                        assert_eq!(t.sweep(&|w| w == 0), idle);
-                        model.retain(|_, w| *w != 0);
-                    }
-                }
-                assert_eq!(t.len(), model.len());
-                assert!(model.len() <= cap);
-            }
-            census(&t);
-            for k in 0..120u64 {
-                assert_eq!(t.get(hash(k)), model.get(&k).copied(), "key {k}");
-                assert_eq!(
-                    t.find(hash(k)).map(|f| f.state()),
-                    model.get(&k).copied(),
-                    "key {k}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn bound_refuses_new_keys_but_not_old_ones() {
-        let t = Table::with_capacity(100);
-        let p = Policy::plain(10);
-        for k in 0..10 {
-            assert!(t.insert(h(k), |_| ((), Some(1)), &p).is_some());
-        }
-        assert!(t.insert(h(99), |_| ((), Some(1)), &p).is_none());
-        // A present key is updated even at the bound.
-        assert_eq!(t.insert(h(5), |w| (w, Some(w + 1)), &p), Some(1));
-        // A step that writes nothing never inserts.
-        assert_eq!(t.insert(h(98), |_| (7, None), &p), Some(7));
-        assert_eq!(t.len(), 10);
-    }
-}
+mod tests;

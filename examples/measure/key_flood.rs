@@ -65,7 +65,9 @@ fn parse() -> Result<Args, String> {
                 }
             }
             "--help" | "-h" => {
-                return Err("see the doc comment at the top of examples/key_flood.rs".into())
+                return Err(
+                    "see the doc comment at the top of examples/measure/key_flood.rs".into(),
+                )
             }
             other => return Err(format!("unknown flag {other:?}")),
         }

@@ -1,0 +1,328 @@
+//! Building a keyed limiter: the constructors per algorithm, [`KeyedBuilder`] and what to do
+//! when the store is full ([`WhenFull`]).
+
+use super::*;
+
+/// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
+/// new key when the store is full of *live* keys (keys whose state still matters), after it
+/// has dropped every idle key it could. Set with [`KeyedBuilder::when_full`].
+///
+/// # Which to choose
+///
+/// The default, [`DenyNew`](WhenFull::DenyNew), is the only policy under which the limiter
+/// never admits more than its quota for any key, whatever an attacker sends: a flood of new
+/// keys can fill the store and get *new* keys refused until keys go idle, but it can neither
+/// reset a tracked key's budget nor get anything admitted unaccounted. Keys already held are
+/// never affected. Size `max_keys` above the number of keys live at once in normal traffic
+/// (new keys per second × how long a key stays live, `burst × interval` for GCRA) and a flood
+/// costs only new visitors, for as long as it lasts. A returning client whose key went idle
+/// and was dropped counts as a new visitor: a busy key (one with a backlog) is never dropped,
+/// a light user's may be, and while the store is full of live keys it is then refused.
+///
+/// The lossy policies trade that guarantee for availability to new keys:
+/// [`EvictNearestFresh`](WhenFull::EvictNearestFresh) keeps serving new keys by forgetting the
+/// live key closest to fresh (an attacker who can create keys can then make a victim key forget
+/// up to its whole burst), and [`AdmitUntracked`](WhenFull::AdmitUntracked) decides for new keys
+/// as for fresh ones without remembering them (no per-key limit for them at all while the
+/// store is full). Put a global limiter in front when using either.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{KeyedLimiter, Quota, WhenFull};
+/// use cellgate::clock::ManualClock;
+///
+/// let l = KeyedLimiter::<u64>::gcra(Quota::per_hour(1))
+///     .clock(ManualClock::new())
+///     .max_keys(1)
+///     .when_full(WhenFull::AdmitUntracked)
+///     .build()?;
+/// assert!(l.check(&1).is_allowed());
+/// assert!(l.check(&2).is_allowed()); // no room: decided as fresh, not remembered
+/// assert!(l.check(&2).is_allowed());
+/// assert_eq!((l.len(), l.untracked()), (1, 2));
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Deny requests for new keys (no `retry_after`), counted in
+    /// [`refused`](KeyedLimiter::refused). Fails closed: the default.
+    #[default]
+    DenyNew,
+    /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
+    /// slots around the new key's place in the table), counted in
+    /// [`evicted_live`](KeyedLimiter::evicted_live). Lossy: the evicted key starts over with a
+    /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
+    /// evicted (stock is configuration, not state). The bounded table only: with
+    /// [`exact_keys`](KeyedBuilder::exact_keys), `build()` reports
+    /// [`ConfigError::Unsupported`].
+    EvictNearestFresh,
+    /// Decide requests for new keys as for a fresh key, without storing them, counted in
+    /// [`untracked`](KeyedLimiter::untracked). Lossy: such keys are not limited at all while the
+    /// store stays full.
+    AdmitUntracked,
+}
+
+/// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
+/// up front); larger bounds need [`KeyedBuilder::exact_keys`].
+pub const MAX_TABLE_KEYS: usize = 1 << 30;
+
+/// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
+#[must_use = "a builder does nothing until build() is called"]
+pub struct KeyedBuilder<K, C> {
+    algorithm: Result<Algorithm, ConfigError>,
+    clock: C,
+    max_keys: Option<usize>,
+    exact_keys: bool,
+    when_full: WhenFull,
+    _key: std::marker::PhantomData<fn(K)>,
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("max_keys", &self.max_keys)
+            .field("exact_keys", &self.exact_keys)
+            .field("when_full", &self.when_full)
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+    /// A GCRA limiter (token bucket / leaky bucket as a meter) applying `quota` to each key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::gcra(Quota::per_second(50)).build()?;
+    /// assert!(per_ip.check(&"10.0.0.1".parse().unwrap()).is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn gcra(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
+    }
+
+    /// A fixed window counter: at most `limit` units per key in each window
+    /// `[k*window, (k+1)*window)` of the clock (the Redis `INCR` + `EXPIRE` pattern).
+    ///
+    /// Windows are aligned to the clock's origin; denied requests are not counted. The packed
+    /// state holds limits up to `2^(64 - I) - 1`, where `I` is the bits of `u64::MAX / window_ns`
+    /// (536 870 911 for a 1 s window); more is a [`ConfigError::LimitTooLarge`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<String>::fixed_window(2, Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check("alice").is_allowed());
+    /// assert!(l.check("alice").is_allowed());
+    /// let d = l.check("alice");
+    /// assert!(!d.is_allowed());
+    /// assert_eq!(d.retry_after(), Some(Duration::from_secs(1))); // the next window
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn fixed_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
+    }
+
+    /// A sliding window counter (Cloudflare's two-window estimate, in exact integer
+    /// arithmetic): admits `n` iff `prev * (W - e) + (curr + n) * W <= limit * W`, where `e` is
+    /// the time into the current window.
+    ///
+    /// The packed state holds limits up to `2^C - 1` with `C = (64 - I) / 2` (16 383 for a 1 s
+    /// window, 131 071 for a minute, 1 048 575 for an hour); more is a
+    /// [`ConfigError::LimitTooLarge`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::sliding_window(100, Duration::from_secs(60))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check_n(&1, 100).is_allowed());
+    /// clock.advance(Duration::from_secs(90)); // half-way into the next window
+    /// // The previous window's 100 still weigh 50: 50 more fit.
+    /// assert_eq!(l.peek(&1).remaining(), 50);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn sliding_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
+    }
+
+    /// A stock of `units` per key that only goes down (flash-sale inventory): exactly `units`
+    /// are ever admitted per key, under any concurrency, until an operator calls
+    /// [`restock`](KeyedLimiter::restock) or [`set_stock`](KeyedLimiter::set_stock). Time plays
+    /// no part (the clock is not read).
+    ///
+    /// For inventory, consider [`exact_keys`](KeyedBuilder::exact_keys) when you also set
+    /// `max_keys`: in the fingerprint table two SKUs whose fingerprints collided (probability
+    /// about 2^-64 per pair) would share one stock. That can only undersell, never oversell,
+    /// but exact keys rule it out.
+    ///
+    /// ```
+    /// use cellgate::KeyedLimiter;
+    ///
+    /// let skus = KeyedLimiter::<u32>::stock(2).build()?;
+    /// assert!(skus.check(&42).is_allowed());
+    /// assert!(skus.check(&42).is_allowed());
+    /// let d = skus.check(&42);
+    /// assert!(!d.is_allowed());
+    /// assert_eq!(d.retry_after(), None); // waiting brings no stock back
+    /// assert_eq!(skus.restock(&42, 5)?, 5);
+    /// assert_eq!(skus.peek(&42).remaining(), 5);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn stock(units: u32) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
+    }
+}
+
+impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+    /// A warm-up limiter per key (Guava's `SmoothWarmingUp`): each key starts cold, three
+    /// times slower than `stable`, and ramps up to it over `warm_up` of continuous demand;
+    /// after idling it cools down again. See [`Limiter::warm_up`](crate::Limiter::warm_up) for
+    /// the semantics, state layout and limits. An idle key (cold again, nothing pending) is
+    /// equivalent to an unseen one and is evicted like any other.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::warm_up(Quota::per_second(100), Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(l.check(&1).is_allowed());
+    /// let d = l.check(&1);
+    /// assert!(!d.is_allowed());
+    /// // Cold: the next one waits almost 3 stable intervals (30 ms), not 10 ms.
+    /// assert!(d.retry_after().unwrap() > Duration::from_millis(29));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn warm_up(stable: Quota, warm_up: Duration) -> KeyedBuilder<K, DefaultClock> {
+        KeyedBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
+    }
+
+    /// An exact sliding log: never more than `limit` units per key in *any* window of length
+    /// `window`. Not one cell per key: O(limit) memory per key, so `limit` is capped at
+    /// [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// let resets = KeyedLimiter::<u64>::sliding_log(5, Duration::from_secs(3600)).build()?;
+    /// assert_eq!(resets.check(&1).remaining(), 4);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn sliding_log(limit: u32, window: Duration) -> SlidingLogBuilder<K, DefaultClock> {
+        SlidingLogBuilder::new(limit, window)
+    }
+}
+
+impl<K> KeyedBuilder<K, DefaultClock> {
+    fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
+        KeyedBuilder {
+            algorithm,
+            clock: DefaultClock::new(),
+            max_keys: None,
+            exact_keys: false,
+            when_full: WhenFull::DenyNew,
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
+    /// Uses `clock` instead of the default clock.
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock,
+            max_keys: self.max_keys,
+            exact_keys: self.exact_keys,
+            when_full: self.when_full,
+            _key: std::marker::PhantomData,
+        }
+    }
+
+    /// Bounds the number of keys held, and selects the bounded lock-free table (unless
+    /// [`exact_keys`](Self::exact_keys) is also set). See [`KeyedLimiter`]'s "Stores" and
+    /// "Memory" sections. Zero, or more than [`MAX_TABLE_KEYS`] for the table, is a
+    /// [`ConfigError`].
+    ///
+    /// Under concurrency the bound may be exceeded by at most the number of threads inserting
+    /// new keys at the same moment.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// What to do with a new key when the store is full of live keys (see [`WhenFull`];
+    /// default [`WhenFull::DenyNew`]). Only matters with [`max_keys`](Self::max_keys).
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.when_full = policy;
+        self
+    }
+
+    /// Identifies keys exactly (each key is stored in a dashmap, compared with `Eq`) instead of
+    /// by 64-bit fingerprint in the fixed-capacity table. Use it when keys must never share a
+    /// budget, even with probability 2^-64, or when the number of keys cannot be bounded.
+    pub fn exact_keys(mut self) -> Self {
+        self.exact_keys = true;
+        self
+    }
+
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field when the quota or `max_keys` is invalid.
+    pub fn build(self) -> Result<KeyedLimiter<K, C>, ConfigError> {
+        let algorithm = self.algorithm?;
+        let max_keys = match self.max_keys {
+            Some(0) => return Err(ConfigError::Zero { field: "max_keys" }),
+            Some(n) => n,
+            None => usize::MAX,
+        };
+        if self.exact_keys && self.when_full == WhenFull::EvictNearestFresh {
+            return Err(ConfigError::Unsupported {
+                operation: "when_full(EvictNearestFresh)",
+                algorithm: "exact_keys",
+            });
+        }
+        let store = if self.exact_keys || self.max_keys.is_none() {
+            Store::Map(DashMap::with_hasher_and_shard_amount(
+                Hasher::new(),
+                MAP_SHARDS,
+            ))
+        } else if max_keys > MAX_TABLE_KEYS {
+            return Err(ConfigError::TooManyKeys {
+                max_keys,
+                max: MAX_TABLE_KEYS,
+            });
+        } else {
+            Store::Table(Table::with_capacity(max_keys), Hasher::new())
+        };
+        Ok(KeyedLimiter {
+            store,
+            setting: Setting::new(algorithm),
+            clock: self.clock,
+            max_keys,
+            when_full: self.when_full,
+            held: Counter::new(0),
+            counters: StoreCounters::new(),
+            sweeps: SweepGate::new(),
+            swept: Counter::new(0),
+        })
+    }
+}

@@ -1,0 +1,273 @@
+//! The keyed limiter's store operations: reading and updating a held key, inserting a new one
+//! (table or map), the sweep of idle keys and making room at the cap.
+
+use super::*;
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+    /// The word `key` holds, or the one it would start from.
+    pub(super) fn word_of<Q>(&self, key: &Q) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let word = match &self.store {
+            // A miss is confirmed under the shard's lock: see `Table::get`.
+            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
+            Store::Map(map) => map.get(key).map(|cell| cell.load()),
+        };
+        word.unwrap_or_else(|| self.fresh_word())
+    }
+
+    /// Applies `step` to `key`'s cell if the key is held; `None` if it is not.
+    pub(super) fn update_existing<Q, R>(
+        &self,
+        key: &Q,
+        step: impl Fn(u64) -> (R, Option<u64>),
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        match &self.store {
+            // A miss is confirmed under the shard's lock: see `Table::update_existing`.
+            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
+            Store::Map(map) => Some(map.get(key)?.update(step)),
+        }
+    }
+
+    /// The decision for a new key that the full store cannot take.
+    #[cold]
+    pub(super) fn refuse(&self) -> Decision {
+        // Relaxed: a statistic; nothing is ordered by it.
+        self.counters.refused.add(1);
+        let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
+        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
+    }
+
+    /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
+    /// Returns `None` when the key is new, the store is at `max_keys` and `capped` is set.
+    pub(super) fn apply<Q, R>(
+        &self,
+        key: &Q,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match &self.store {
+            Store::Table(table, hasher) => {
+                let h = Table::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    if let Ok(r) = Table::update(found, h, &step) {
+                        return Some(r);
+                    }
+                }
+                self.table_insert(table, h, now, step, capped)
+            }
+            Store::Map(map) => {
+                if let Some(cell) = map.get(key) {
+                    return Some(cell.update(step));
+                }
+                self.map_insert(map, key, step, now, capped)
+            }
+        }
+    }
+
+    /// The table's miss path: the key was not found (or vanished under a sweep).
+    #[inline(never)]
+    pub(super) fn table_insert<R>(
+        &self,
+        table: &Table,
+        h: u64,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R> {
+        let policy = TablePolicy {
+            limiter: self,
+            now,
+            capped,
+        };
+        table.insert(h, step, &policy)
+    }
+
+    /// The map's miss path: the key is not held (or was not a moment ago).
+    #[inline(never)]
+    pub(super) fn map_insert<Q, R>(
+        &self,
+        map: &DashMap<K, Cell, Hasher>,
+        key: &Q,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        now: u64,
+        capped: bool,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let fresh = self.fresh_word();
+        let (result, write) = step(fresh);
+        let Some(word) = write.filter(|&w| w != fresh) else {
+            // Nothing to remember: denied on a fresh state, n = 0, or a write that leaves the
+            // state fresh.
+            return Some(result);
+        };
+        if capped && self.held.get_usize() >= self.max_keys && !self.make_room(now) {
+            return None;
+        }
+        Some(match map.entry(key.to_owned()) {
+            // Another thread inserted it since our lookup: decide on its state.
+            Entry::Occupied(e) => e.get().update(step),
+            Entry::Vacant(e) => {
+                e.insert(Cell::new(word));
+                // Relaxed: `held` is a soft count for the cap and `len`; no memory is
+                // published through it.
+                self.held.add(1);
+                result
+            }
+        })
+    }
+
+    /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
+    /// how many it dropped. Lossless: no future decision changes.
+    ///
+    /// Each shard is locked for writing while it is swept; checks on other shards proceed.
+    /// [`spawn_sweeper`](KeyedLimiter::spawn_sweeper) calls this periodically on a background
+    /// thread.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).clock(clock.clone()).build()?;
+    /// l.check(&1);
+    /// assert_eq!(l.evict_idle(), 0); // key 1 is not back to full yet
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(l.evict_idle(), 1);
+    /// assert!(l.is_empty());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn evict_idle(&self) -> usize {
+        let now = self.clock.now();
+        self.evict_idle_at(now)
+    }
+
+    /// The time for a decision: the clock, unless the algorithm ignores time (stock).
+    #[inline(always)]
+    pub(super) fn now(&self) -> u64 {
+        self.setting.now(&self.clock)
+    }
+
+    /// The word a key that is not in the map starts from.
+    #[inline]
+    pub(super) fn fresh_word(&self) -> u64 {
+        // Relaxed suffices: a sweep raises `swept` *before* it takes the shard lock to remove
+        // keys, and a checker only gets here after its lookup missed under that shard's lock,
+        // so the lock's release/acquire orders the raise before this load whenever the miss
+        // was caused by that sweep.
+        match self.swept.get() {
+            0 => Algorithm::FRESH,
+            swept => self.setting.kind().swept_word(swept),
+        }
+    }
+
+    pub(super) fn evict_idle_at(&self, now: u64) -> usize {
+        // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
+        self.swept.raise_to(now);
+        let is_idle = |word| self.setting.kind().is_idle(word, now);
+        let removed = match &self.store {
+            Store::Table(table, _) => table.sweep(&is_idle),
+            Store::Map(map) => {
+                let mut removed = 0usize;
+                // The shard's write lock excludes every check on that shard, so no admission
+                // can be in flight on a cell while it is judged idle and removed.
+                map.retain(|_, cell| {
+                    let keep = !is_idle(cell.load());
+                    removed += usize::from(!keep);
+                    keep
+                });
+                // Relaxed: counters only (see `held`).
+                self.held.sub(removed as u64);
+                removed
+            }
+        };
+        // Relaxed: a statistic.
+        self.counters.evicted.add(removed as u64);
+        removed
+    }
+
+    /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
+    /// Returns whether there is room now.
+    #[cold]
+    pub(super) fn make_room(&self, now: u64) -> bool {
+        // The back-off runs on the clock even when decisions ignore time (stock decides at 0):
+        // otherwise a stock store would sweep once and never again.
+        self.sweeps.maybe_sweep(self.clock.now(), || {
+            self.evict_idle_at(now);
+        });
+        self.len() < self.max_keys
+    }
+}
+
+/// The table's view of this limiter during one insert.
+struct TablePolicy<'a, K, C> {
+    limiter: &'a KeyedLimiter<K, C>,
+    now: u64,
+    capped: bool,
+}
+
+impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
+    fn fresh(&self) -> u64 {
+        self.limiter.fresh_word()
+    }
+
+    fn is_idle(&self, word: u64) -> bool {
+        self.limiter.setting.kind().is_idle(word, self.now)
+    }
+
+    fn before_sweep(&self) {
+        // Relaxed: ordered by the shard lock the sweep holds (see `fresh_word`).
+        self.limiter.swept.raise_to(self.now);
+    }
+
+    fn has_room(&self, table: &Table) -> bool {
+        !self.capped || table.len() < self.limiter.max_keys
+    }
+
+    fn make_room(&self, _: &Table) -> bool {
+        self.limiter.make_room(self.now)
+    }
+
+    fn eviction_cost(&self, word: u64) -> Option<u64> {
+        if self.limiter.when_full != WhenFull::EvictNearestFresh {
+            return None;
+        }
+        eviction_cost(&self.limiter.setting.load(), word, self.now)
+    }
+
+    fn evicted(&self, live: bool) {
+        // Relaxed: statistics.
+        if live {
+            self.limiter.counters.evicted_live.add(1);
+        } else {
+            self.limiter.counters.evicted.add(1);
+        }
+    }
+}
+
+/// How far a live key is from fresh: its `reset_after`; `None` for keys that are never evicted
+/// (stock keys, whose state is configuration).
+fn eviction_cost(algorithm: &Algorithm, word: u64, now: u64) -> Option<u64> {
+    if matches!(algorithm, Algorithm::Stock(_)) {
+        return None;
+    }
+    Some(algorithm.peek(word, now).reset_after_ns())
+}
+
+fn one() -> std::num::NonZeroU64 {
+    std::num::NonZeroU64::MIN
+}

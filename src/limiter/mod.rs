@@ -1,0 +1,13 @@
+//! The public limiters, facades over the cells and stores: [`direct`] (one cell), [`keyed`] (a
+//! cell per key in a store), [`striped`] (one quota split over several cells), [`sliding_log`]
+//! (an exact log per key), with the trait they share ([`rate_limiter`]), its description of a
+//! limiter ([`policy`]) and the runtime-replaceable algorithm they read ([`setting`]).
+
+pub(crate) mod direct;
+mod engine;
+pub(crate) mod keyed;
+pub(crate) mod policy;
+pub(crate) mod rate_limiter;
+pub(crate) mod setting;
+pub(crate) mod sliding_log;
+pub(crate) mod striped;
