@@ -334,7 +334,10 @@ fn evict_idle_races_check() {
 /// two keys are held. The model accepts exactly that outcome on top of the serial ones: both
 /// admitted, two keys held (one over the bound), nothing refused, `K1` evicted once, and each
 /// key's state that of one admission (the serial outcome with room for both keys, except for
-/// the eviction). Each key stays within its burst in every case.
+/// the eviction). It also accepts the serial order B, A with `K1` evicted once: A's sweep
+/// evicts `K1`, B re-creates it and is admitted, and A then finds the map full and is refused
+/// (the decisions and the map of that order; only the eviction count differs). Each key stays
+/// within its burst in every case.
 #[test]
 fn sweep_at_bound_races_check() {
     deterministic_hashing();
@@ -369,11 +372,25 @@ fn sweep_at_bound_races_check() {
     assert_eq!(admitted(&got), 2, "{got:#?}");
     // B re-created K1 after A's sweep evicted it.
     seen.evicted = 1;
+    // A's sweep evicts the idle `K1`, B's miss re-creates it (admitted), and A, finding the
+    // map full again, is refused: the decisions and the map of the serial order B, A, with
+    // `K1` evicted once. The key counters are loom atomics, so loom reaches this order.
+    let (_, b_first, mut b_first_seen) = serial
+        .iter()
+        .find(|(label, _, _)| label.contains("[1, 0]"))
+        .cloned()
+        .expect("the serial order B, A");
+    b_first_seen.evicted = 1;
     let mut accepted = serial;
     accepted.push((
         format!("over the bound by one inserter (as {order:?} with room for both)"),
         got,
         seen,
+    ));
+    accepted.push((
+        "B re-creates the key A's sweep evicted; A refused (as [1, 0], one eviction)".to_string(),
+        b_first,
+        b_first_seen,
     ));
     let matched = at_bound.check_against(name, accepted, |got, seen| {
         // Each key within its burst: admitted once at most, nothing left afterwards.
