@@ -502,46 +502,4 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
-impl<C: Clock> crate::RateLimiter for Limiter<C> {
-    fn check_n(&self, _key: &(), n: u32) -> Decision {
-        Limiter::check_n(self, n)
-    }
-
-    fn peek_n(&self, _key: &(), n: u32) -> Decision {
-        Limiter::peek_n(self, n)
-    }
-
-    fn charge(&self, _key: &(), n: u32) -> Reservation {
-        Limiter::charge(self, n)
-    }
-
-    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
-        Limiter::cancel(self, reservation)
-    }
-
-    fn reserve(&self, _key: &(), n: u32, max_wait: Duration) -> Reservation {
-        Limiter::reserve(self, n, max_wait)
-    }
-
-    fn policy(&self) -> crate::Policy {
-        Limiter::policy(self)
-    }
-}
-
-impl<C: Clock> crate::admission::gate::Gate for Limiter<C> {
-    fn charge(&self, n: u32) -> Reservation {
-        Limiter::charge(self, n)
-    }
-
-    fn cancel(&self, reservation: Reservation) -> bool {
-        Limiter::cancel(self, reservation)
-    }
-
-    fn peek_n(&self, n: u32) -> Decision {
-        Limiter::peek_n(self, n)
-    }
-
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        Limiter::reserve(self, n, max_wait)
-    }
-}
+crate::limiter::rate_limiter::direct_limiter_traits!(Limiter);

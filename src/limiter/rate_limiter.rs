@@ -110,54 +110,135 @@ impl<L: RateLimiter<K> + ?Sized, K: ?Sized> Gate for Bound<'_, L, K> {
     }
 }
 
-impl<L: RateLimiter<K> + ?Sized, K: ?Sized> RateLimiter<K> for &L {
-    fn check_n(&self, key: &K, n: u32) -> Decision {
-        (**self).check_n(key, n)
-    }
+/// `RateLimiter` for a pointer to a limiter: every method forwards to the pointee.
+macro_rules! forward_through {
+    ($($pointer:tt)*) => {
+        impl<L: RateLimiter<K> + ?Sized, K: ?Sized> RateLimiter<K> for $($pointer)* {
+            fn check_n(&self, key: &K, n: u32) -> Decision {
+                (**self).check_n(key, n)
+            }
 
-    fn peek_n(&self, key: &K, n: u32) -> Decision {
-        (**self).peek_n(key, n)
-    }
+            fn peek_n(&self, key: &K, n: u32) -> Decision {
+                (**self).peek_n(key, n)
+            }
 
-    fn charge(&self, key: &K, n: u32) -> Reservation {
-        (**self).charge(key, n)
-    }
+            fn charge(&self, key: &K, n: u32) -> Reservation {
+                (**self).charge(key, n)
+            }
 
-    fn cancel(&self, key: &K, reservation: Reservation) -> bool {
-        (**self).cancel(key, reservation)
-    }
+            fn cancel(&self, key: &K, reservation: Reservation) -> bool {
+                (**self).cancel(key, reservation)
+            }
 
-    fn reserve(&self, key: &K, n: u32, max_wait: Duration) -> Reservation {
-        (**self).reserve(key, n, max_wait)
-    }
+            fn reserve(&self, key: &K, n: u32, max_wait: Duration) -> Reservation {
+                (**self).reserve(key, n, max_wait)
+            }
 
-    fn policy(&self) -> Policy {
-        (**self).policy()
-    }
+            fn policy(&self) -> Policy {
+                (**self).policy()
+            }
+        }
+    };
 }
 
-impl<L: RateLimiter<K> + ?Sized, K: ?Sized> RateLimiter<K> for std::sync::Arc<L> {
-    fn check_n(&self, key: &K, n: u32) -> Decision {
-        (**self).check_n(key, n)
-    }
+forward_through!(&L);
+forward_through!(std::sync::Arc<L>);
 
-    fn peek_n(&self, key: &K, n: u32) -> Decision {
-        (**self).peek_n(key, n)
-    }
+/// A direct limiter's (`$limiter<C>`, no key) `RateLimiter` and `Gate`: each method is the
+/// limiter's inherent operation of the same name.
+macro_rules! direct_limiter_traits {
+    ($limiter:ident) => {
+        impl<C: $crate::clock::Clock> $crate::RateLimiter for $limiter<C> {
+            fn check_n(&self, _key: &(), n: u32) -> $crate::Decision {
+                $limiter::check_n(self, n)
+            }
 
-    fn charge(&self, key: &K, n: u32) -> Reservation {
-        (**self).charge(key, n)
-    }
+            fn peek_n(&self, _key: &(), n: u32) -> $crate::Decision {
+                $limiter::peek_n(self, n)
+            }
 
-    fn cancel(&self, key: &K, reservation: Reservation) -> bool {
-        (**self).cancel(key, reservation)
-    }
+            fn charge(&self, _key: &(), n: u32) -> $crate::Reservation {
+                $limiter::charge(self, n)
+            }
 
-    fn reserve(&self, key: &K, n: u32, max_wait: Duration) -> Reservation {
-        (**self).reserve(key, n, max_wait)
-    }
+            fn cancel(&self, _key: &(), reservation: $crate::Reservation) -> bool {
+                $limiter::cancel(self, reservation)
+            }
 
-    fn policy(&self) -> Policy {
-        (**self).policy()
-    }
+            fn reserve(
+                &self,
+                _key: &(),
+                n: u32,
+                max_wait: std::time::Duration,
+            ) -> $crate::Reservation {
+                $limiter::reserve(self, n, max_wait)
+            }
+
+            fn policy(&self) -> $crate::Policy {
+                $limiter::policy(self)
+            }
+        }
+
+        impl<C: $crate::clock::Clock> $crate::Gate for $limiter<C> {
+            fn charge(&self, n: u32) -> $crate::Reservation {
+                $limiter::charge(self, n)
+            }
+
+            fn cancel(&self, reservation: $crate::Reservation) -> bool {
+                $limiter::cancel(self, reservation)
+            }
+
+            fn peek_n(&self, n: u32) -> $crate::Decision {
+                $limiter::peek_n(self, n)
+            }
+
+            fn reserve(&self, n: u32, max_wait: std::time::Duration) -> $crate::Reservation {
+                $limiter::reserve(self, n, max_wait)
+            }
+        }
+    };
 }
+pub(crate) use direct_limiter_traits;
+
+/// A keyed limiter's (`$limiter<K, C>`, looked up by any `&Q` that `K` borrows as)
+/// `RateLimiter<Q>`: each method is the limiter's inherent operation of the same name.
+macro_rules! keyed_limiter_traits {
+    ($limiter:ident) => {
+        impl<K, Q, C> $crate::RateLimiter<Q> for $limiter<K, C>
+        where
+            K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+            Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+            C: $crate::clock::Clock,
+        {
+            fn check_n(&self, key: &Q, n: u32) -> $crate::Decision {
+                $limiter::check_n(self, key, n)
+            }
+
+            fn peek_n(&self, key: &Q, n: u32) -> $crate::Decision {
+                $limiter::peek_n(self, key, n)
+            }
+
+            fn charge(&self, key: &Q, n: u32) -> $crate::Reservation {
+                $limiter::charge(self, key, n)
+            }
+
+            fn cancel(&self, key: &Q, reservation: $crate::Reservation) -> bool {
+                $limiter::cancel(self, key, reservation)
+            }
+
+            fn reserve(
+                &self,
+                key: &Q,
+                n: u32,
+                max_wait: std::time::Duration,
+            ) -> $crate::Reservation {
+                $limiter::reserve(self, key, n, max_wait)
+            }
+
+            fn policy(&self) -> $crate::Policy {
+                $limiter::policy(self)
+            }
+        }
+    };
+}
+pub(crate) use keyed_limiter_traits;

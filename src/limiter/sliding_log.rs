@@ -337,6 +337,16 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         }
     }
 
+    /// A log cannot schedule ahead: a reservation decides as a [`charge`](crate::RateLimiter::charge)
+    /// (no delay, whatever `max_wait`).
+    fn reserve<Q>(&self, key: &Q, n: u32, _max_wait: Duration) -> Reservation
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.charge(key, n)
+    }
+
     /// Gives back the units of `reservation` (a charge of `key` through
     /// [`Gate`](crate::Gate) or [`RateLimiter`](crate::RateLimiter)): the log forgets exactly
     /// those units, if they have not expired yet. Returns whether anything came back.
@@ -381,37 +391,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     }
 }
 
-impl<K, Q, C> crate::RateLimiter<Q> for SlidingLog<K, C>
-where
-    K: Hash + Eq + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    C: Clock,
-{
-    fn check_n(&self, key: &Q, n: u32) -> Decision {
-        SlidingLog::check_n(self, key, n)
-    }
-
-    fn peek_n(&self, key: &Q, n: u32) -> Decision {
-        SlidingLog::peek_n(self, key, n)
-    }
-
-    fn charge(&self, key: &Q, n: u32) -> Reservation {
-        SlidingLog::charge(self, key, n)
-    }
-
-    fn cancel(&self, key: &Q, reservation: Reservation) -> bool {
-        SlidingLog::cancel(self, key, reservation)
-    }
-
-    /// A log cannot schedule ahead: a reservation decides as a charge.
-    fn reserve(&self, key: &Q, n: u32, _max_wait: Duration) -> Reservation {
-        SlidingLog::charge(self, key, n)
-    }
-
-    fn policy(&self) -> crate::Policy {
-        SlidingLog::policy(self)
-    }
-}
+crate::limiter::rate_limiter::keyed_limiter_traits!(SlidingLog);
 
 impl<K, C: fmt::Debug> fmt::Debug for SlidingLog<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

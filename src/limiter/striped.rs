@@ -754,49 +754,7 @@ fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     }
 }
 
-impl<C: Clock> crate::RateLimiter for StripedLimiter<C> {
-    fn check_n(&self, _key: &(), n: u32) -> Decision {
-        StripedLimiter::check_n(self, n)
-    }
-
-    fn peek_n(&self, _key: &(), n: u32) -> Decision {
-        StripedLimiter::peek_n(self, n)
-    }
-
-    fn charge(&self, _key: &(), n: u32) -> Reservation {
-        StripedLimiter::charge(self, n)
-    }
-
-    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
-        StripedLimiter::cancel(self, reservation)
-    }
-
-    fn reserve(&self, _key: &(), n: u32, max_wait: Duration) -> Reservation {
-        StripedLimiter::reserve(self, n, max_wait)
-    }
-
-    fn policy(&self) -> Policy {
-        StripedLimiter::policy(self)
-    }
-}
-
-impl<C: Clock> crate::Gate for StripedLimiter<C> {
-    fn charge(&self, n: u32) -> Reservation {
-        StripedLimiter::charge(self, n)
-    }
-
-    fn cancel(&self, reservation: Reservation) -> bool {
-        StripedLimiter::cancel(self, reservation)
-    }
-
-    fn peek_n(&self, n: u32) -> Decision {
-        StripedLimiter::peek_n(self, n)
-    }
-
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        StripedLimiter::reserve(self, n, max_wait)
-    }
-}
+crate::limiter::rate_limiter::direct_limiter_traits!(StripedLimiter);
 
 impl Stripe {
     /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.

@@ -440,7 +440,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        KeyGate { limiter: self, key }
+        crate::Bound::new(self, key)
     }
 
     /// Waits until `n` units on `key` are admitted, for at most `timeout`, blocking the thread
@@ -807,70 +807,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
 /// One key of a [`KeyedLimiter`], as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
 /// Made by [`KeyedLimiter::gate`].
-pub struct KeyGate<'a, K, Q: ?Sized, C> {
-    limiter: &'a KeyedLimiter<K, C>,
-    key: &'a Q,
-}
+pub type KeyGate<'a, K, Q, C> = crate::Bound<'a, KeyedLimiter<K, C>, Q>;
 
-impl<K, Q: ?Sized + fmt::Debug, C> fmt::Debug for KeyGate<'_, K, Q, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyGate").field("key", &self.key).finish()
-    }
-}
-
-impl<K, Q, C> crate::admission::gate::Gate for KeyGate<'_, K, Q, C>
-where
-    K: Hash + Eq + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    C: Clock,
-{
-    fn charge(&self, n: u32) -> Reservation {
-        self.limiter.charge(self.key, n)
-    }
-
-    fn cancel(&self, reservation: Reservation) -> bool {
-        self.limiter.cancel(self.key, reservation)
-    }
-
-    fn peek_n(&self, n: u32) -> Decision {
-        self.limiter.peek_n(self.key, n)
-    }
-
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        self.limiter.reserve(self.key, n, max_wait)
-    }
-}
-
-impl<K, Q, C> crate::RateLimiter<Q> for KeyedLimiter<K, C>
-where
-    K: Hash + Eq + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    C: Clock,
-{
-    fn check_n(&self, key: &Q, n: u32) -> Decision {
-        KeyedLimiter::check_n(self, key, n)
-    }
-
-    fn peek_n(&self, key: &Q, n: u32) -> Decision {
-        KeyedLimiter::peek_n(self, key, n)
-    }
-
-    fn charge(&self, key: &Q, n: u32) -> Reservation {
-        KeyedLimiter::charge(self, key, n)
-    }
-
-    fn cancel(&self, key: &Q, reservation: Reservation) -> bool {
-        KeyedLimiter::cancel(self, key, reservation)
-    }
-
-    fn reserve(&self, key: &Q, n: u32, max_wait: Duration) -> Reservation {
-        KeyedLimiter::reserve(self, key, n, max_wait)
-    }
-
-    fn policy(&self) -> crate::Policy {
-        KeyedLimiter::policy(self)
-    }
-}
+crate::limiter::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
