@@ -26,7 +26,7 @@ use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::Router;
-use cellgate::{KeyedLimiter, Limiter, Quota};
+use cellgate::{KeyedLimiter, Quota, StripedLimiter};
 use cellgate_http::{Global, HeaderKey, Limit, PeerIp, RateLimitLayer};
 
 struct Args {
@@ -82,10 +82,12 @@ fn app(args: &Args) -> Result<Router, Box<dyn std::error::Error>> {
             HeaderKey::new("x-user-id"),
             KeyedLimiter::<String>::stock(args.per_user).build()?,
         ))
+        // The stock is the one key every buyer hits: in hot-key mode it is split over
+        // cache-padded stripes (one per core), still exactly `--stock` units in all.
         .limit(Limit::new(
             "stock",
             Global,
-            Limiter::stock(args.stock).build()?,
+            StripedLimiter::stock(args.stock).build()?,
         ))
         .build()?;
     let ping = RateLimitLayer::builder()
