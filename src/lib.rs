@@ -91,6 +91,7 @@ pub mod clock;
 mod decision;
 mod error;
 mod exact_map;
+mod grow_table;
 mod keyed;
 mod limiter;
 mod multi;
@@ -105,6 +106,7 @@ mod striped;
 mod sweep;
 mod sweeper;
 mod sync;
+mod sync_grow;
 mod table;
 mod wait;
 
