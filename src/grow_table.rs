@@ -136,6 +136,8 @@ pub(crate) trait GrowPolicy {
     fn has_room(&self, held: usize) -> bool;
     /// At the ceiling: possibly sweep (throttled); whether there is room now. No lock held.
     fn make_room(&self) -> bool;
+    /// An insert's rebuild dropped `n` idle keys.
+    fn dropped(&self, n: usize);
 }
 
 /// The growing table. See the module docs.
@@ -377,7 +379,10 @@ impl GrowTable {
                 // for every reader of the array, ourselves included.
                 drop(array);
                 policy.before_sweep();
-                self.rebuild(shard, &mut live, &|w| policy.is_idle(w), 1);
+                let dropped = self.rebuild(shard, &mut live, &|w| policy.is_idle(w), 1);
+                if dropped > 0 {
+                    policy.dropped(dropped);
+                }
                 continue;
             };
             array.slots[free].publish(fp, word);
@@ -419,9 +424,7 @@ impl GrowTable {
         extra: usize,
     ) -> usize {
         // Steps 1 and 2 of the module docs: close the shard, wait out its readers.
-        let old = shard
-            .array
-            .replace_quiesced(Shared::clone(&self.closed));
+        let old = shard.array.replace_quiesced(Shared::clone(&self.closed));
         // Step 3: the settled states.
         let mut kept = Vec::with_capacity(*live);
         let mut removed = 0;
@@ -506,6 +509,7 @@ mod tests {
         fn make_room(&self) -> bool {
             false
         }
+        fn dropped(&self, _: usize) {}
     }
 
     /// Spreads small integers over the hash space (an odd multiplier is a bijection).
@@ -532,14 +536,21 @@ mod tests {
         assert_eq!(t.get(h(N * 2)), None);
         let grown = t.slots();
         assert!(grown >= N as usize * 16 / 13, "{grown} slots for {N} keys");
-        assert!(grown <= N as usize * 3 / 2 + start, "{grown} slots for {N} keys");
+        assert!(
+            grown <= N as usize * 3 / 2 + start,
+            "{grown} slots for {N} keys"
+        );
         // Make all but 100 idle, then sweep: the arrays shrink to the live keys.
         for k in 100..N {
             assert_eq!(t.update_existing(h(k), |w| (w, Some(0))), Some(k + 1));
         }
         assert_eq!(t.sweep(&|w| w == 0), N as usize - 100);
         assert_eq!(t.len(), 100);
-        assert!(t.slots() <= start + 200, "{} slots after the sweep", t.slots());
+        assert!(
+            t.slots() <= start + 200,
+            "{} slots after the sweep",
+            t.slots()
+        );
         for k in 0..N {
             let want = (k < 100).then_some(k + 1);
             assert_eq!(t.get(h(k)), want, "key {k}");

@@ -14,6 +14,7 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 // dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
 use crate::exact_map::{DashMap, Entry};
+use crate::grow_table::{GrowPolicy, GrowTable};
 use crate::quota::Quota;
 use crate::reservation::Reservation;
 use crate::setting::Setting;
@@ -116,8 +117,13 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
 enum Store<K> {
     /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
     Map(DashMap<K, Cell, Hasher>),
-    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]).
+    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::table`]): kept for
+    /// `max_keys` with [`WhenFull::EvictNearestFresh`], whose one-key evictions need in-place
+    /// removal.
     Table(Table, Hasher),
+    /// Keys by fingerprint in the growing lock-free table (see [`crate::grow_table`]): the
+    /// default.
+    Grow(GrowTable, Hasher),
 }
 
 /// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
@@ -428,18 +434,20 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
                 algorithm: "exact_keys",
             });
         }
-        let store = if self.exact_keys || self.max_keys.is_none() {
+        let store = if self.exact_keys {
             Store::Map(DashMap::with_hasher_and_shard_amount(
                 Hasher::new(),
                 MAP_SHARDS,
             ))
-        } else if max_keys > MAX_TABLE_KEYS {
+        } else if max_keys > MAX_TABLE_KEYS && self.max_keys.is_some() {
             return Err(ConfigError::TooManyKeys {
                 max_keys,
                 max: MAX_TABLE_KEYS,
             });
-        } else {
+        } else if self.max_keys.is_some() && self.when_full == WhenFull::EvictNearestFresh {
             Store::Table(Table::with_capacity(max_keys), Hasher::new())
+        } else {
+            Store::Grow(GrowTable::new(self.max_keys), Hasher::new())
         };
         Ok(KeyedLimiter {
             store,
@@ -541,6 +549,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
             }
+            Store::Grow(table, hasher) => {
+                return self.check_grow(table, GrowTable::hash(hasher, key), algorithm, now, n);
+            }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
                     let (word, next) = cell.update(move |w| {
@@ -586,6 +597,33 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             ((w, next), next)
         };
         match self.table_insert(table, h, now, step, true) {
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// The growing table's check of the key with hash `h`.
+    #[inline(always)]
+    fn check_grow(
+        &self,
+        table: &GrowTable,
+        h: u64,
+        algorithm: &Algorithm,
+        now: u64,
+        n: u32,
+    ) -> Decision {
+        if let Some(found) = table.find(h) {
+            let (word, next) = GrowTable::update(found, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            return decision_after(algorithm, word, next, now, n);
+        }
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
+        match self.grow_insert(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -667,6 +705,27 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                     out.reserve(len);
                     for &h in &hashes[..len] {
                         out.push(self.check_hashed(table, h, algorithm, now, 1));
+                    }
+                }
+            }
+            Store::Grow(table, hasher) => {
+                let mut keys = keys.fuse();
+                let mut hashes = [0u64; BATCH];
+                loop {
+                    // As for the fixed table above: touch a group's home slots, then check.
+                    let mut len = 0;
+                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+                        let h = GrowTable::hash(hasher, key);
+                        table.touch(h);
+                        *slot = h;
+                        len += 1;
+                    }
+                    if len == 0 {
+                        break;
+                    }
+                    out.reserve(len);
+                    for &h in &hashes[..len] {
+                        out.push(self.check_grow(table, h, algorithm, now, 1));
                     }
                 }
             }
@@ -977,6 +1036,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let word = match &self.store {
             // A miss is confirmed under the shard's lock: see `Table::get`.
             Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
+            Store::Grow(table, hasher) => table.get(GrowTable::hash(hasher, key)),
             Store::Map(map) => map.get(key).map(|cell| cell.load()),
         };
         word.unwrap_or_else(|| self.fresh_word())
@@ -991,6 +1051,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         match &self.store {
             // A miss is confirmed under the shard's lock: see `Table::update_existing`.
             Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
+            Store::Grow(table, hasher) => table.update_existing(GrowTable::hash(hasher, key), step),
             Store::Map(map) => Some(map.get(key)?.update(step)),
         }
     }
@@ -1027,6 +1088,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 }
                 self.table_insert(table, h, now, step, capped)
             }
+            Store::Grow(table, hasher) => {
+                let h = GrowTable::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    return Some(GrowTable::update(found, &step));
+                }
+                self.grow_insert(table, h, now, step, capped)
+            }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
                     return Some(cell.update(step));
@@ -1041,6 +1109,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     fn table_insert<R>(
         &self,
         table: &Table,
+        h: u64,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R> {
+        let policy = TablePolicy {
+            limiter: self,
+            now,
+            capped,
+        };
+        table.insert(h, step, &policy)
+    }
+
+    /// The growing table's miss path: the key was not found (or its shard was being rebuilt).
+    #[inline(never)]
+    fn grow_insert<R>(
+        &self,
+        table: &GrowTable,
         h: u64,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
@@ -1162,6 +1248,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub fn len(&self) -> usize {
         match &self.store {
             Store::Table(table, _) => table.len(),
+            Store::Grow(table, _) => table.len(),
             // Relaxed: a snapshot count; see `held`.
             Store::Map(_) => self.held.load(Ordering::Relaxed),
         }
@@ -1256,6 +1343,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let is_idle = |word| self.setting.kind().is_idle(word, now);
         let removed = match &self.store {
             Store::Table(table, _) => table.sweep(&is_idle),
+            Store::Grow(table, _) => table.sweep(&is_idle),
             Store::Map(map) => {
                 let mut removed = 0usize;
                 // The shard's write lock excludes every check on that shard, so no admission
@@ -1419,6 +1507,36 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
         } else {
             self.limiter.evicted.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
+    fn fresh(&self) -> u64 {
+        self.limiter.fresh_word()
+    }
+
+    fn is_idle(&self, word: u64) -> bool {
+        self.limiter.setting.kind().is_idle(word, self.now)
+    }
+
+    fn before_sweep(&self) {
+        // Relaxed: ordered by the shard lock the rebuild holds (see `fresh_word`).
+        self.limiter
+            .swept
+            .fetch_max(self.now, crate::sync::Ordering::Relaxed);
+    }
+
+    fn has_room(&self, held: usize) -> bool {
+        !self.capped || held < self.limiter.max_keys
+    }
+
+    fn make_room(&self) -> bool {
+        self.limiter.make_room(self.now)
+    }
+
+    fn dropped(&self, n: usize) {
+        // Relaxed: a statistic.
+        self.limiter.evicted.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
