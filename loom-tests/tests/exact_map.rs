@@ -107,7 +107,7 @@ impl Scenario {
         let builder = KeyedLimiter::<u64>::gcra(q).clock(clock.clone());
         let builder = match self.max_keys {
             Some(n) => builder.max_keys(n).exact_keys(),
-            None => builder,
+            None => builder.exact_keys(),
         };
         builder.build().expect("valid quota")
     }
@@ -426,6 +426,7 @@ fn evict_with_check_behind_the_sweep() {
     let build = |clock: &LoomClock| {
         let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
             .clock(clock.clone())
+            .exact_keys()
             .build()
             .expect("valid quota");
         clock.set(NOW);
