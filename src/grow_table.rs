@@ -12,7 +12,7 @@
 //! A key is its 64-bit fingerprint, as in the fixed table ([`crate::table`], same hasher and
 //! the same collision argument). The top bits of the hash pick the shard, the low 32 bits the
 //! home slot; collisions probe linearly. Each shard has its own slot array of any length
-//! (multiply-shift range reduction), at least 3/16 EMPTY.
+//! (multiply-shift range reduction), at least 15% EMPTY.
 //!
 //! # The protocol
 //!
@@ -35,7 +35,7 @@
 //!   with Release). Readers never write fingerprints and writers hold the lock, so that EMPTY
 //!   slot is still EMPTY.
 //! * **A rebuild** (under the shard's lock) happens when an insert finds the array at its load
-//!   limit (13/16), or a sweep finds idle keys in the shard:
+//!   limit (85%), or a sweep finds idle keys in the shard:
 //!   1. the shard's array is swapped for a shared, empty *closed* array: every later check of
 //!      the shard misses and takes the lock, where it waits for the rebuild to finish;
 //!   2. **grace period**: wait until no reader still holds the old array (`Arc::get_mut`
@@ -43,7 +43,7 @@
 //!      visible (the reference drop releases, `get_mut` acquires);
 //!   3. read the settled states; drop the idle ones (reclaiming on the insert path, as nginx
 //!      frees idle nodes when an allocation fails), and place the others in a new array sized
-//!      for them (load 0.7 after a rebuild: it grows or shrinks to fit the live keys);
+//!      for them (load 0.75 after a rebuild: it grows or shrinks to fit the live keys);
 //!   4. install the new array and free the old. Unlocking publishes it to the waiting checks.
 //!
 //!   Because the states are read only after the grace period, no admission can be lost: a
@@ -52,7 +52,7 @@
 //!   Idle keys are judged on their final states, so a key that a racing check made live again
 //!   is kept.
 //!
-//! Memory: 16 bytes a slot, load between 0.7 (after a rebuild) and 13/16, so about 20–23 bytes
+//! Memory: 16 bytes a slot, load between 0.75 (after a rebuild) and 0.85, so about 19–21 bytes
 //! per live key, plus a few hundred bytes per shard. A shard's memory follows its live keys at
 //! each rebuild; a shard that gets no new keys keeps its array until a sweep
 //! ([`evict_idle`](crate::KeyedLimiter::evict_idle)) or the next insert rebuilds it.
@@ -80,9 +80,12 @@ const MIN_SLOTS: usize = 8;
 #[cfg(loom)]
 const MIN_SLOTS: usize = 2;
 
-/// Shards of a table without a ceiling (under loom, one, so the models' keys share it).
+/// Shards of a table without a ceiling (under loom, one, so the models' keys share it). Fewer,
+/// larger shards mean longer rebuilds of one shard but allocations large enough for the
+/// allocator to map and unmap them whole, where many small ones leave holes in its heap (see
+/// `examples/grow_memory.rs` and BENCHMARKS.md).
 #[cfg(not(loom))]
-const DEFAULT_SHARDS: usize = 256;
+const DEFAULT_SHARDS: usize = 64;
 #[cfg(loom)]
 const DEFAULT_SHARDS: usize = 1;
 
@@ -90,19 +93,19 @@ const DEFAULT_SHARDS: usize = 1;
 /// ceilings: a shard's minimum array is the per-shard overhead).
 const KEYS_PER_SHARD: usize = 4096;
 
-/// Keys an array of `cap` slots may hold: 13/16 of it, so that probe runs stay short and at
-/// least one slot is EMPTY (probes of absent keys end).
+/// Keys an array of `cap` slots may hold: 85% of it, so that at least one slot is EMPTY
+/// (probes of absent keys end) and probe runs stay a few cache lines long.
 #[inline]
 fn max_live(cap: usize) -> usize {
-    cap * 13 / 16
+    cap * 17 / 20
 }
 
-/// The array length a rebuild gives `keys` keys: load 0.7, so that growing by inserts rebuilds
-/// after another 11% of keys (amortised: about six copies per insert), and memory stays within
-/// 16 / 0.7 bytes per live key.
+/// The array length a rebuild gives `keys` keys: load 0.75, so that growing by inserts rebuilds
+/// after another 13% of keys (amortised: about eight slot copies per insert), and memory stays
+/// between 16 / 0.85 and 16 / 0.75 bytes per live key.
 #[inline]
 fn capacity_for(keys: usize) -> usize {
-    (keys * 10).div_ceil(7).max(MIN_SLOTS)
+    (keys * 4).div_ceil(3).max(MIN_SLOTS)
 }
 
 /// A shard's slot array.
@@ -425,37 +428,28 @@ impl GrowTable {
     ) -> usize {
         // Steps 1 and 2 of the module docs: close the shard, wait out its readers.
         let old = shard.array.replace_quiesced(Shared::clone(&self.closed));
-        // Step 3: the settled states.
-        let mut kept = Vec::with_capacity(*live);
-        let mut removed = 0;
-        for slot in old.slots.iter() {
+        // Step 3: the settled states (one pass to count the keys kept, one to place them, so
+        // that the new array is the rebuild's only allocation: fewer heap holes).
+        let keep = |slot: &Slot| {
             let (fp, state) = slot.settled();
-            if fp == EMPTY {
-                continue;
-            }
-            if is_idle(state) {
-                removed += 1;
-            } else {
-                kept.push((fp, state));
-            }
-        }
-        let cap = capacity_for(kept.len() + extra);
-        let mut cells = vec![(EMPTY, 0u64); cap];
-        for &(fp, state) in &kept {
+            fp != EMPTY && !is_idle(state)
+        };
+        let kept = old.slots.iter().filter(|s| keep(s)).count();
+        let cap = capacity_for(kept + extra);
+        let array = Array::empty(cap);
+        for slot in old.slots.iter().filter(|s| keep(s)) {
+            let (fp, state) = slot.settled();
             let mut i = Self::home(cap, fp);
-            while cells[i].0 != EMPTY {
+            while array.slots[i].fingerprint() != EMPTY {
                 i = if i + 1 == cap { 0 } else { i + 1 };
             }
-            cells[i] = (fp, state);
+            // Not yet shared: a plain publication, nobody reads it before the install below.
+            array.slots[i].publish(fp, state);
         }
+        let removed = *live - kept;
         // Step 4: install; the old array is freed when `old` drops (ours is its last reference).
-        shard.array.store(Shared::new(Array {
-            slots: cells
-                .into_iter()
-                .map(|(fp, state)| Slot::new(fp, state))
-                .collect(),
-        }));
-        *live = kept.len();
+        shard.array.store(Shared::new(array));
+        *live = kept;
         self.held.sub(removed);
         removed
     }
