@@ -382,7 +382,13 @@ impl GrowTable {
                 // for every reader of the array, ourselves included.
                 drop(array);
                 policy.before_sweep();
-                let dropped = self.rebuild(shard, &mut live, &|w| policy.is_idle(w), 1);
+                // Keep at least half the old size: under churn (keys going idle and others
+                // arriving) a rebuild that dropped nearly everything would otherwise size the
+                // array for the few keys left and rebuild again a few inserts later; with the
+                // floor, the inserts between two rebuilds are proportional to the array, so the
+                // copying stays amortised O(1) per insert. Sweeps shrink all the way.
+                let floor = *live / 2;
+                let dropped = self.rebuild(shard, &mut live, &|w| policy.is_idle(w), 1, floor);
                 if dropped > 0 {
                     policy.dropped(dropped);
                 }
@@ -410,41 +416,52 @@ impl GrowTable {
                     .any(|s| s.fingerprint() != EMPTY && is_idle(s.state()))
             };
             if any_idle {
-                removed += self.rebuild(shard, &mut live, is_idle, 0);
+                removed += self.rebuild(shard, &mut live, is_idle, 0, 0);
             }
         }
         removed
     }
 
     /// Rebuilds `shard` (under its lock, `live` being its count; the caller holds no guard of
-    /// it) into a new array holding its keys that are not idle, with room for `extra` more.
-    /// Returns how many keys were dropped.
+    /// it) into a new array holding its keys that are not idle, with room for `extra` more and
+    /// for at least `floor` keys. Returns how many keys were dropped.
     fn rebuild(
         &self,
         shard: &Shard,
         live: &mut usize,
         is_idle: &dyn Fn(u64) -> bool,
         extra: usize,
+        floor: usize,
     ) -> usize {
         // Steps 1 and 2 of the module docs: close the shard, wait out its readers.
         let old = shard.array.replace_quiesced(Shared::clone(&self.closed));
-        // Step 3: the settled states (one pass to count the keys kept, one to place them, so
-        // that the new array is the rebuild's only allocation: fewer heap holes).
-        let keep = |slot: &Slot| {
+        // Step 3: the settled states. The old array is ours alone now: one pass judges each key
+        // once and clears the idle ones in place, a second places the rest in the new array,
+        // which is the rebuild's only allocation (fewer heap holes).
+        let mut kept = 0;
+        for slot in old.slots.iter() {
             let (fp, state) = slot.settled();
-            fp != EMPTY && !is_idle(state)
-        };
-        let kept = old.slots.iter().filter(|s| keep(s)).count();
-        let cap = capacity_for(kept + extra);
+            if fp != EMPTY {
+                if is_idle(state) {
+                    slot.clear_unshared();
+                } else {
+                    kept += 1;
+                }
+            }
+        }
+        let cap = capacity_for((kept + extra).max(floor));
         let array = Array::empty(cap);
-        for slot in old.slots.iter().filter(|s| keep(s)) {
+        for slot in old.slots.iter() {
             let (fp, state) = slot.settled();
+            if fp == EMPTY {
+                continue;
+            }
             let mut i = Self::home(cap, fp);
-            while array.slots[i].fingerprint() != EMPTY {
+            while array.slots[i].settled().0 != EMPTY {
                 i = if i + 1 == cap { 0 } else { i + 1 };
             }
-            // Not yet shared: a plain publication, nobody reads it before the install below.
-            array.slots[i].publish(fp, state);
+            // Not yet shared: nobody reads it before the install below publishes it.
+            array.slots[i].set_unshared(fp, state);
         }
         let removed = *live - kept;
         // Step 4: install; the old array is freed when `old` drops (ours is its last reference).

@@ -1544,13 +1544,26 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     }
 }
 
+/// How long a key must have been idle before an insert's rebuild reclaims it, in nanoseconds
+/// (sweeps and the ceiling take every idle key). Like nginx's `limit_req`, which frees a node
+/// only after a minute without requests, but shorter, because a flood of new keys is held for
+/// this long: keys idle for less are kept, so that a client that comes back soon after its
+/// budget refilled hits its slot instead of being inserted again. Lossless either way.
+const RECLAIM_AGE_NS: u64 = 1_000_000_000;
+
 impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
     fn fresh(&self) -> u64 {
         self.limiter.fresh_word()
     }
 
     fn is_idle(&self, word: u64) -> bool {
-        self.limiter.setting.kind().is_idle(word, self.now)
+        // Idle at an earlier instant implies idle now (no algorithm's state becomes live again
+        // without a write), so this drops only keys that are idle now, and have been for
+        // `RECLAIM_AGE_NS`.
+        self.limiter
+            .setting
+            .kind()
+            .is_idle(word, self.now.saturating_sub(RECLAIM_AGE_NS))
     }
 
     fn before_sweep(&self) {

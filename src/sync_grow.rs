@@ -82,8 +82,20 @@ impl Slot {
         self.fp.store(fp, Ordering::Release);
     }
 
-    /// The fingerprint and state of a slot of an array nobody else uses any more (after its
-    /// grace period). Relaxed: the grace period's acquisition of the array (`Shared::get_mut`,
+    /// Sets a slot of an array that is not shared (yet, or any more). Relaxed: whoever gets
+    /// the array later gets it through the swap's publication (or not at all).
+    pub(crate) fn set_unshared(&self, fp: u64, state: u64) {
+        self.state.store(state, Ordering::Relaxed);
+        self.fp.store(fp, Ordering::Relaxed);
+    }
+
+    /// Empties a slot of an array nobody else uses any more (after its grace period).
+    pub(crate) fn clear_unshared(&self) {
+        self.set_unshared(0, 0);
+    }
+
+    /// The fingerprint and state of a slot of an array nobody else uses (after its grace
+    /// period, or before it is shared). Relaxed: the grace period's acquisition of the array (`Shared::get_mut`,
     /// which synchronises with every reader's release of its guard) already orders every
     /// reader's writes before these loads.
     pub(crate) fn settled(&self) -> (u64, u64) {
