@@ -133,7 +133,7 @@ pub(crate) trait GrowPolicy {
     fn fresh(&self) -> u64;
     /// Whether a word holds no information (the key may be dropped).
     fn is_idle(&self, word: u64) -> bool;
-    /// Called before a rebuild drops idle keys, under the shard's lock.
+    /// Called before a rebuild drops the first idle key, under the shard's lock.
     fn before_sweep(&self);
     /// Whether one more key may be held, with `held` keys held (the ceiling).
     fn has_room(&self, held: usize) -> bool;
@@ -381,14 +381,20 @@ impl GrowTable {
                 // for this one, then probe again. The guard must go first: the rebuild waits
                 // for every reader of the array, ourselves included.
                 drop(array);
-                policy.before_sweep();
                 // Keep at least half the old size: under churn (keys going idle and others
                 // arriving) a rebuild that dropped nearly everything would otherwise size the
                 // array for the few keys left and rebuild again a few inserts later; with the
                 // floor, the inserts between two rebuilds are proportional to the array, so the
                 // copying stays amortised O(1) per insert. Sweeps shrink all the way.
                 let floor = *live / 2;
-                let dropped = self.rebuild(shard, &mut live, &|w| policy.is_idle(w), 1, floor);
+                let dropped = self.rebuild(
+                    shard,
+                    &mut live,
+                    &|w| policy.is_idle(w),
+                    &|| policy.before_sweep(),
+                    1,
+                    floor,
+                );
                 if dropped > 0 {
                     policy.dropped(dropped);
                 }
@@ -416,7 +422,8 @@ impl GrowTable {
                     .any(|s| s.fingerprint() != EMPTY && is_idle(s.state()))
             };
             if any_idle {
-                removed += self.rebuild(shard, &mut live, is_idle, 0, 0);
+                // The caller raised the sweep floor before the sweep.
+                removed += self.rebuild(shard, &mut live, is_idle, &|| {}, 0, 0);
             }
         }
         removed
@@ -424,12 +431,14 @@ impl GrowTable {
 
     /// Rebuilds `shard` (under its lock, `live` being its count; the caller holds no guard of
     /// it) into a new array holding its keys that are not idle, with room for `extra` more and
-    /// for at least `floor` keys. Returns how many keys were dropped.
+    /// for at least `floor` keys; `before_drop` runs once, before the first key is dropped (the
+    /// limiter raises its sweep floor there). Returns how many keys were dropped.
     fn rebuild(
         &self,
         shard: &Shard,
         live: &mut usize,
         is_idle: &dyn Fn(u64) -> bool,
+        before_drop: &dyn Fn(),
         extra: usize,
         floor: usize,
     ) -> usize {
@@ -439,10 +448,15 @@ impl GrowTable {
         // once and clears the idle ones in place, a second places the rest in the new array,
         // which is the rebuild's only allocation (fewer heap holes).
         let mut kept = 0;
+        let mut dropping = false;
         for slot in old.slots.iter() {
             let (fp, state) = slot.settled();
             if fp != EMPTY {
                 if is_idle(state) {
+                    if !dropping {
+                        dropping = true;
+                        before_drop();
+                    }
                     slot.clear_unshared();
                 } else {
                     kept += 1;

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | rates | [`Quota`] |
 //! | one state for everything | [`Limiter`]: [`gcra`](Limiter::gcra), [`fixed_window`](Limiter::fixed_window), [`sliding_window`](Limiter::sliding_window), [`stock`](Limiter::stock) |
-//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); bounded table or exact map ([`KeyedBuilder::max_keys`], [`KeyedBuilder::exact_keys`]) |
+//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedBuilder::max_keys`]), a table allocated up front ([`KeyedBuilder::fixed_capacity`]) or an exact map ([`KeyedBuilder::exact_keys`]) |
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
 //! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the bounded table |
@@ -33,8 +33,8 @@
 //! use cellgate::{KeyedLimiter, Limiter, Quota};
 //!
 //! // 30 requests a minute per user, at most 16 at once.
+//! // Nothing to size: the store grows with the users that are live and reclaims idle ones.
 //! let users = KeyedLimiter::<u64>::gcra(Quota::new(30, Duration::from_secs(60)).with_burst(16))
-//!     .max_keys(1_000_000)
 //!     .build()?;
 //! // 10k requests a second in total.
 //! let global = Limiter::gcra(Quota::per_second(10_000)).build()?;
