@@ -59,10 +59,20 @@ fn check_races_a_grow() {
         };
         let b = lim.check(&B);
         let a = other.join().unwrap();
-        assert!(a.is_allowed() && a.remaining() == 0, "A's second unit: {a:?}");
-        assert!(b.is_allowed() && b.remaining() == 1, "B's first unit: {b:?}");
+        assert!(
+            a.is_allowed() && a.remaining() == 0,
+            "A's second unit: {a:?}"
+        );
+        assert!(
+            b.is_allowed() && b.remaining() == 1,
+            "B's first unit: {b:?}"
+        );
         assert_eq!(lim.len(), 2);
-        assert_eq!(lim.peek(&A).remaining(), 0, "A's admission was lost in the grow");
+        assert_eq!(
+            lim.peek(&A).remaining(),
+            0,
+            "A's admission was lost in the grow"
+        );
         assert!(!lim.check(&A).is_allowed());
         assert_eq!(lim.peek(&B).remaining(), 1);
     });
@@ -91,7 +101,11 @@ fn check_races_a_shrink() {
         assert_eq!(evicted, 1, "B, and only B");
         assert!(a.is_allowed() && a.remaining() == 0, "A's unit: {a:?}");
         assert_eq!(lim.len(), 1);
-        assert_eq!(lim.peek(&A).remaining(), 0, "A's admission was lost in the shrink");
+        assert_eq!(
+            lim.peek(&A).remaining(),
+            0,
+            "A's admission was lost in the shrink"
+        );
         assert_eq!(lim.peek(&B).remaining(), 2);
     });
 }
