@@ -17,7 +17,8 @@
 //!
 //! `--store default|fixed|exact` picks the store (`fixed`: `max_keys` at the key count with
 //! `fixed_capacity()`; `exact`: `exact_keys()`). Exits with status 1 if a check that must be
-//! admitted was not.
+//! admitted was not, or, for the default store, if memory is past issue 15's bounds: 24 bytes
+//! per live key (`live`), a 32 MiB peak (`churn`).
 
 use std::time::Duration;
 
@@ -73,6 +74,7 @@ fn main() {
         .to_string();
     let clock = ManualClock::new();
     let mut denied = 0u64;
+    let mut over = None;
     match mode.as_str() {
         "live" => {
             const N: u64 = 1_000_000;
@@ -83,6 +85,9 @@ fn main() {
             }
             let (after, _) = memory();
             let grown = after.saturating_sub(before);
+            if grown > 24 * N {
+                over = Some(format!("{} B per live key > 24", grown / N));
+            }
             println!(
                 "live store={store}: {} keys held, RSS +{:.1} MiB = {:.1} B/key",
                 l.len(),
@@ -107,6 +112,12 @@ fn main() {
                 }
             }
             let (after, peak) = memory();
+            if peak.saturating_sub(before) > 32 << 20 {
+                over = Some(format!(
+                    "peak +{:.1} MiB > 32 MiB",
+                    mib(peak.saturating_sub(before))
+                ));
+            }
             println!(
                 "churn store={store}: {N} keys, at most {LIVE} live; held at most {most}, {} at the end; \
                  RSS peak +{:.1} MiB, end +{:.1} MiB",
@@ -122,6 +133,10 @@ fn main() {
     }
     if denied > 0 {
         println!("FAIL: {denied} first checks of a key were denied");
+        std::process::exit(1);
+    }
+    if let (Some(why), "default") = (over, store.as_str()) {
+        println!("FAIL: {why}");
         std::process::exit(1);
     }
 }
