@@ -12,8 +12,9 @@
 //!
 //! | entry | what |
 //! |---|---|
-//! | `cellgate_table` | `KeyedLimiter::<K>::gcra(q).max_keys(n)`: the bounded lock-free fingerprint table, `n` = the keys the group uses |
-//! | `cellgate_map` | `KeyedLimiter::<K>::gcra(q)`: the dashmap store (no `max_keys`) |
+//! | `cellgate_table` | `KeyedLimiter::<K>::gcra(q).max_keys(n)`: the default store (the growing lock-free fingerprint table) with a ceiling of `n` = the keys the group uses |
+//! | `cellgate_fixed` | (`insert_new_key` only) the same with `fixed_capacity()`: the fixed-capacity table, allocated for `n` at build |
+//! | `cellgate_map` | `KeyedLimiter::<K>::gcra(q).exact_keys()`: the dashmap store |
 //! | `governor` | `RateLimiter::keyed(q)` (dashmap, std `RandomState`), or `dashmap_with_clock` for the manual clock |
 //!
 //! | group | keys | clock |
@@ -36,9 +37,9 @@
 //! table's slots for 1M keys), no clock. A keyed check of a hot key does at least the first; a
 //! check of one of 1M keys, or the insert of a new one, at least the second.
 //!
-//! Quota, everywhere: 10^9 per second (interval 1 ns) with a burst of 10 million, so that
-//! practically every check is allowed (the path that writes), also with a coarse clock that
-//! stands still for a millisecond. Keys are `splitmix64(i)`: distinct, scattered `u64`s. Each
+//! Quota, everywhere: one unit per 1000 s with a burst of 10 million, so that practically every
+//! check is allowed (the path that writes), also with a coarse clock that stands still for a
+//! millisecond, and every key stays live for the whole run (no store may reclaim it). Keys are `splitmix64(i)`: distinct, scattered `u64`s. Each
 //! library uses its own default hasher (cellgate: aHash keyed randomly per process; governor: std's
 //! SipHash `RandomState`): what a user of either gets. The 1M-key limiters are built once per
 //! entry, outside the timing, and dropped before the next is built.
@@ -55,8 +56,10 @@ use cellgate::{KeyedLimiter, Limiter, Quota};
 use governor::clock::{FakeRelativeClock, QuantaUpkeepClock};
 use governor::RateLimiter;
 
-/// One unit per nanosecond.
-const RATE: u32 = 1_000_000_000;
+/// One unit per 1000 s: a key stays live (its state not equivalent to a fresh one) for at least
+/// that long after a check, so that no store may reclaim it during a run, and every group
+/// measures hits or inserts, never re-inserts of reclaimed keys.
+const INTERVAL: Duration = Duration::from_secs(1_000);
 /// Large enough that a clock standing still for 1 ms (coarse) still allows every check.
 const BURST: u32 = 10_000_000;
 const HOT_KEYS: usize = 1_000;
@@ -66,12 +69,14 @@ const MANUAL_EVERY: usize = 1024;
 const MANUAL_STEP: Duration = Duration::from_micros(1);
 
 fn cellgate_quota() -> Quota {
-    Quota::per_second(RATE).with_burst(BURST)
+    Quota::new(BURST, INTERVAL * BURST).with_burst(BURST)
 }
 
 fn governor_quota() -> governor::Quota {
     let nz = |v| NonZeroU32::new(v).expect("non-zero constant");
-    governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
+    governor::Quota::with_period(INTERVAL)
+        .expect("non-zero interval")
+        .allow_burst(nz(BURST))
 }
 
 /// splitmix64: a bijection on `u64`, so distinct inputs give distinct keys.
@@ -150,6 +155,7 @@ fn keyed_1k_hot(c: &mut Criterion) {
         .build()
         .expect("valid quota");
     let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
+        .exact_keys()
         .build()
         .expect("valid quota");
     let gov = RateLimiter::keyed(governor_quota());
@@ -209,6 +215,7 @@ fn keyed_1k_hot_manual_clock(c: &mut Criterion) {
     let clock = ManualClock::new();
     let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
         .clock(clock.clone())
+        .exact_keys()
         .build()
         .expect("valid quota");
     keys.iter().for_each(|k| assert!(map.check(k).is_allowed()));
@@ -247,6 +254,7 @@ fn keyed_1m_random(c: &mut Criterion) {
     }
     {
         let map = KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .exact_keys()
             .build()
             .expect("valid quota");
         inserted
@@ -396,10 +404,25 @@ fn insert_new_key(c: &mut Criterion) {
     );
     inserts(
         &mut g,
+        "cellgate_fixed",
+        &keys,
+        || {
+            KeyedLimiter::<u64>::gcra(cellgate_quota())
+                .max_keys(MANY_KEYS)
+                .fixed_capacity()
+                .build()
+                .expect("valid quota")
+        },
+        |l, k| l.check(k),
+        |l| l.len(),
+    );
+    inserts(
+        &mut g,
         "cellgate_map",
         &keys,
         || {
             KeyedLimiter::<u64>::gcra(cellgate_quota())
+                .exact_keys()
                 .build()
                 .expect("valid quota")
         },
@@ -441,6 +464,7 @@ fn string_keys_1m(c: &mut Criterion) {
     }
     {
         let map = KeyedLimiter::<String>::gcra(cellgate_quota())
+            .exact_keys()
             .build()
             .expect("valid quota");
         keys.iter()

@@ -10,10 +10,10 @@
 //! |---|---|
 //! | rates | [`Quota`] |
 //! | one state for everything | [`Limiter`]: [`gcra`](Limiter::gcra), [`fixed_window`](Limiter::fixed_window), [`sliding_window`](Limiter::sliding_window), [`stock`](Limiter::stock) |
-//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); bounded table or exact map ([`KeyedBuilder::max_keys`], [`KeyedBuilder::exact_keys`]) |
+//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedBuilder::max_keys`]), a table allocated up front ([`KeyedBuilder::fixed_capacity`]) or an exact map ([`KeyedBuilder::exact_keys`]) |
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
-//! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the bounded table |
+//! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the fingerprint tables |
 //! | the answer | [`Decision`]: allowed, limit, remaining, retry_after, reset_after ([`Decision::resets_after`]: `None` = never), delay, and why a denial ([`Denial`]) |
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
@@ -33,7 +33,7 @@
 //! | job | limiter |
 //! |---|---|
 //! | one budget for the whole process (an upstream's rate, a global cap) | [`Limiter`] |
-//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (bounded table with [`KeyedBuilder::max_keys`]; exact map otherwise) |
+//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (by default a table that grows with the live keys; a ceiling with [`KeyedBuilder::max_keys`]; an exact map with [`KeyedBuilder::exact_keys`]) |
 //! | one budget hammered by many threads at once (a flash sale's stock, a hot tenant) | [`StripedLimiter`]: the quota split over cells, exact in total |
 //! | "never more than N in any window", exactly, for small N | [`SlidingLog`] |
 //! | N units of inventory, not a rate | the `stock` constructors ([`Limiter::stock`], [`KeyedLimiter::stock`]) |
@@ -46,8 +46,8 @@
 //! use cellgate::{KeyedLimiter, Limiter, Quota};
 //!
 //! // 30 requests a minute per user, at most 16 at once.
+//! // Nothing to size: the store grows with the users that are live and reclaims idle ones.
 //! let users = KeyedLimiter::<u64>::gcra(Quota::new(30, Duration::from_secs(60)).with_burst(16))
-//!     .max_keys(1_000_000)
 //!     .build()?;
 //! // 10k requests a second in total.
 //! let global = Limiter::gcra(Quota::per_second(10_000)).build()?;
@@ -74,10 +74,12 @@
 //! - `src/algorithm/`: the pure steps, one per algorithm, each owning its packed word's layout;
 //!   no atomics, no clock, no allocation.
 //! - `src/sync/`: everything concurrent, and the only place naming an atomic, an ordering or a
-//!   lock: the cell and its compare-and-swap loop, the table's 16-byte slot, the seqlock behind
+//!   lock: the cell and its compare-and-swap loop, the tables' slots (the fixed table's 16-byte
+//!   word; the growing table's two 64-bit words and its swappable arrays), the seqlock behind
 //!   runtime quota changes, counters, the poison-free lock, the exact map (loom stand-ins under
 //!   `cfg(loom)`).
-//! - `src/store/`: where keyed limiters keep their words: the bounded fingerprint table (probe,
+//! - `src/store/`: where keyed limiters keep their words: the growing fingerprint table (the
+//!   default: rebuilt per shard to fit its live keys), the fixed fingerprint table (probe,
 //!   insert, sweep, eviction, compaction), statistics ([`Stats`]) and the background sweeper.
 //! - `src/limiter/`: the public limiters as facades over the cells and stores, the
 //!   [`RateLimiter`] trait and [`Policy`], and the runtime-replaceable algorithm.

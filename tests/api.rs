@@ -454,10 +454,15 @@ fn full_stock_store_keeps_sweeping() {
     assert_eq!(l.evicted(), 1);
 }
 
-/// Operator actions on a new key that the bounded table cannot hold fail loudly.
+/// Operator actions on a new key that the fixed-capacity table (`max_keys` with
+/// `EvictNearestFresh`, which never evicts stock keys) cannot hold fail loudly.
 #[test]
 fn restock_into_a_full_table_is_an_error() {
-    let l = KeyedLimiter::<u32>::stock(1).max_keys(1).build().unwrap();
+    let l = KeyedLimiter::<u32>::stock(1)
+        .max_keys(1)
+        .when_full(cellgate::WhenFull::EvictNearestFresh)
+        .build()
+        .unwrap();
     let mut full = None;
     for k in 0..10_000u32 {
         match l.restock(&k, 5) {
@@ -475,4 +480,19 @@ fn restock_into_a_full_table_is_an_error() {
         l.set_stock(&k, 9),
         Err(ConfigError::StoreFull { .. })
     ));
+}
+
+/// The default (growing) table takes operator actions past `max_keys`: the ceiling bounds the
+/// keys that traffic creates, and the table grows for the operator's.
+#[test]
+fn restock_past_the_ceiling_grows_the_default_table() {
+    let l = KeyedLimiter::<u32>::stock(1).max_keys(1).build().unwrap();
+    for k in 0..1_000u32 {
+        assert_eq!(l.restock(&k, 5), Ok(6), "key {k}");
+    }
+    assert_eq!(l.len(), 1_000);
+    assert_eq!(l.peek(&999).remaining(), 6);
+    // Traffic still cannot add a key past the ceiling.
+    assert!(!l.check(&5_000).is_allowed());
+    assert_eq!(l.refused(), 1);
 }

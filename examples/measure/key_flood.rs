@@ -15,8 +15,9 @@
 //! status 1 unless:
 //! - the store never holds more than the cap (plus one key per flood thread, the documented
 //!   slack under concurrency);
-//! - peak memory growth stays within the bound (the table is allocated up front at about 23
-//!   bytes per key of capacity; the bound allows 64 bytes per key plus 16 MiB);
+//! - peak memory growth stays within the bound (the default table grows with the keys held, at
+//!   about 21 bytes per key; `evict` uses the fixed table, allocated up front at about 23 bytes
+//!   per key of capacity; the bound allows 64 bytes per key plus 16 MiB);
 //! - under the default `deny` policy (lossless for held keys), every legitimate decision equals
 //!   the flood-free limiter's.
 //!

@@ -413,10 +413,12 @@ pub fn bound<C: Clock>(
     map: cellgate::KeyedBuilder<u8, C>,
     stores: &Stores,
 ) -> (cellgate::KeyedBuilder<u8, C>, cellgate::KeyedBuilder<u8, C>) {
-    let table = table.max_keys(stores.table.table());
+    // The fixed-capacity table and the exact map: the models do not describe the growing
+    // table's reclaiming of idle keys on inserts.
+    let table = table.max_keys(stores.table.table()).fixed_capacity();
     let map = match stores.map {
         Some(c) => map.max_keys(c.map()).exact_keys(),
-        None => map,
+        None => map.exact_keys(),
     };
     (table, map)
 }

@@ -712,7 +712,7 @@ pub fn run(input: &Input) -> Stats {
         .collect();
     let keyed = || KeyedLimiter::<u8>::warm_up(quota, warm).clock(clock.clone());
     let never = keyed().build();
-    let table = keyed().max_keys(64).build();
+    let table = keyed().max_keys(64).fixed_capacity().build();
     let map = keyed().max_keys(64).exact_keys().build();
     let want = validate(count, period, warm);
     // Every builder must agree with the model on validity, to the error.

@@ -523,12 +523,14 @@ impl Shop {
         let shop = Shop {
             stock: KeyedLimiter::<u64>::stock(m.stock)
                 .max_keys(1)
+                .fixed_capacity()
                 .clock(clock.clone())
                 .build()
                 .expect("valid stock"),
             global: gcra(m.global_burst, &clock),
             users: KeyedLimiter::<u64>::gcra(quota(m.user_burst))
                 .max_keys(2)
+                .fixed_capacity()
                 .clock(clock)
                 .build()
                 .expect("valid quota"),

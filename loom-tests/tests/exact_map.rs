@@ -1,6 +1,6 @@
 //! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built without
 //! `max_keys` or with `exact_keys()`, whose cells live in a dashmap (`Store::Map` in
-//! `src/keyed.rs`), shared by loom threads.
+//! `src/limiter/keyed/mod.rs`), shared by loom threads.
 //!
 //! dashmap is not loom-aware; under `cfg(loom)` the store's map is a loom-visible stand-in
 //! (`src/exact_map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
@@ -107,7 +107,7 @@ impl Scenario {
         let builder = KeyedLimiter::<u64>::gcra(q).clock(clock.clone());
         let builder = match self.max_keys {
             Some(n) => builder.max_keys(n).exact_keys(),
-            None => builder,
+            None => builder.exact_keys(),
         };
         builder.build().expect("valid quota")
     }
@@ -443,6 +443,7 @@ fn evict_with_check_behind_the_sweep() {
     let build = |clock: &LoomClock| {
         let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
             .clock(clock.clone())
+            .exact_keys()
             .build()
             .expect("valid quota");
         clock.set(NOW);

@@ -86,6 +86,7 @@ fn keyed(stock: u32) -> Keyed {
     Keyed(
         KeyedLimiter::<u64>::stock(stock)
             .max_keys(1)
+            .fixed_capacity()
             .clock(ManualClock::new())
             .build()
             .expect("valid stock"),

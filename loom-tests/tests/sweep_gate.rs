@@ -48,6 +48,7 @@ fn two_new_keys_race_through_the_sweep_gate() {
         clock.set_ns(NOW);
         let lim = KeyedLimiter::<u64>::gcra(Quota::with_interval(Duration::from_nanos(T)))
             .max_keys(1)
+            .fixed_capacity()
             .clock(clock.clone())
             .build()
             .expect("valid quota");

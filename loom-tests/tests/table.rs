@@ -95,6 +95,7 @@ impl Scenario {
             .with_burst(self.burst);
         KeyedLimiter::<u64>::gcra(q)
             .max_keys(self.max_keys)
+            .fixed_capacity()
             .clock(clock.clone())
             .build()
             .expect("valid quota")
@@ -400,6 +401,7 @@ fn evict_with_check_behind_the_sweep() {
     let build = move |clock: &LoomClock| {
         let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
             .max_keys(2)
+            .fixed_capacity()
             .clock(clock.clone())
             .build()
             .expect("valid quota");

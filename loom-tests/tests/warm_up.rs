@@ -160,6 +160,7 @@ fn keyed(max_keys: usize, clock: &ManualClock) -> Keyed {
     Keyed(
         KeyedLimiter::<u64>::warm_up(quota(), Duration::from_nanos(W))
             .max_keys(max_keys)
+            .fixed_capacity()
             .clock(clock.clone())
             .build()
             .expect("valid warm-up"),
@@ -471,6 +472,7 @@ fn evict_with_check_behind_the_sweep_keyed() {
     let build = move |clock: &LoomClock| {
         let lim = KeyedLimiter::<u64>::warm_up(quota(), Duration::from_nanos(W))
             .max_keys(2)
+            .fixed_capacity()
             .clock(clock.clone())
             .build()
             .expect("valid warm-up");

@@ -4,7 +4,9 @@
 //! the very code that ships rather than a copy. What is built on them:
 //!
 //! - [`cell::Cell`]: one key's packed word and the compare-and-swap loop that updates it;
-//! - [`Slot`]: the bounded table's 16-byte slot (fingerprint and word);
+//! - [`Slot`]: the fixed table's 16-byte slot (fingerprint and word);
+//! - [`grow`]: the growing table's slot of two 64-bit words, its swappable slot arrays and
+//!   their grace period (arc-swap, or a loom `Arc` behind a loom mutex);
 //! - [`map`]: the exact stores' sharded map (dashmap, or a loom-visible stand-in);
 //! - [`SeqLock`] and [`Flag`]: a runtime-changed quota, read without a lock;
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
@@ -15,6 +17,7 @@
 
 pub(crate) mod cell;
 mod counter;
+pub(crate) mod grow;
 mod lock;
 pub(crate) mod map;
 mod seqlock;

@@ -51,7 +51,8 @@ pub enum WhenFull {
     #[default]
     DenyNew,
     /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
-    /// slots around the new key's place in the table), counted in
+    /// slots around the new key's place in the table; this policy selects the fixed-capacity
+    /// table, whose slots can be freed one at a time), counted in
     /// [`evicted_live`](KeyedLimiter::evicted_live). Lossy: the evicted key starts over with a
     /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
     /// evicted (stock is configuration, not state). The bounded table only: with
@@ -64,8 +65,8 @@ pub enum WhenFull {
     AdmitUntracked,
 }
 
-/// The largest `max_keys` the fingerprint table accepts (it allocates about 23 bytes per key
-/// up front); larger bounds need [`KeyedBuilder::exact_keys`].
+/// The largest `max_keys` the fingerprint tables accept (the fixed one allocates about 23 bytes
+/// per key up front); larger bounds need [`KeyedBuilder::exact_keys`].
 pub const MAX_TABLE_KEYS: usize = 1 << 30;
 
 /// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
@@ -75,6 +76,7 @@ pub struct KeyedBuilder<K, C> {
     clock: C,
     max_keys: Option<usize>,
     exact_keys: bool,
+    fixed_capacity: bool,
     when_full: WhenFull,
     _key: std::marker::PhantomData<fn(K)>,
 }
@@ -86,6 +88,7 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
             .field("exact_keys", &self.exact_keys)
+            .field("fixed_capacity", &self.fixed_capacity)
             .field("when_full", &self.when_full)
             .finish()
     }
@@ -236,6 +239,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
             clock: DefaultClock::new(),
             max_keys: None,
             exact_keys: false,
+            fixed_capacity: false,
             when_full: WhenFull::DenyNew,
             _key: std::marker::PhantomData,
         }
@@ -250,15 +254,17 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             clock,
             max_keys: self.max_keys,
             exact_keys: self.exact_keys,
+            fixed_capacity: self.fixed_capacity,
             when_full: self.when_full,
             _key: std::marker::PhantomData,
         }
     }
 
-    /// Bounds the number of keys held, and selects the bounded lock-free table (unless
-    /// [`exact_keys`](Self::exact_keys) is also set). See [`KeyedLimiter`]'s "Stores" and
-    /// "Memory" sections. Zero, or more than [`MAX_TABLE_KEYS`] for the table, is a
-    /// [`ConfigError`].
+    /// A ceiling on the number of keys held: at it, new keys are handled by the
+    /// [`when_full`](Self::when_full) policy. Nothing is allocated for it (the default table
+    /// grows with the live keys) unless [`fixed_capacity`](Self::fixed_capacity) is set. See
+    /// [`KeyedLimiter`]'s "Stores" and "Memory" sections. Zero, or more than
+    /// [`MAX_TABLE_KEYS`] without [`exact_keys`](Self::exact_keys), is a [`ConfigError`].
     ///
     /// Under concurrency the bound may be exceeded by at most the number of threads inserting
     /// new keys at the same moment.
@@ -275,10 +281,31 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
     }
 
     /// Identifies keys exactly (each key is stored in a dashmap, compared with `Eq`) instead of
-    /// by 64-bit fingerprint in the fixed-capacity table. Use it when keys must never share a
-    /// budget, even with probability 2^-64, or when the number of keys cannot be bounded.
+    /// by 64-bit fingerprint in the lock-free table. Use it when keys must never share a
+    /// budget, even with probability 2^-64.
     pub fn exact_keys(mut self) -> Self {
         self.exact_keys = true;
+        self
+    }
+
+    /// Allocates the fingerprint table for [`max_keys`](Self::max_keys) keys at build (about
+    /// 23 bytes per key of the bound) instead of growing it with the live keys. The table then
+    /// never rebuilds a shard (no check ever waits for one), at the cost of its memory up front;
+    /// it is also the table [`WhenFull::EvictNearestFresh`] needs (and selects by itself).
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5))
+    ///     .max_keys(10_000)
+    ///     .fixed_capacity()
+    ///     .build()?;
+    /// assert!(l.check(&1).is_allowed());
+    /// // Without a bound there is nothing to allocate for:
+    /// assert!(KeyedLimiter::<u64>::gcra(Quota::per_second(5)).fixed_capacity().build().is_err());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn fixed_capacity(mut self) -> Self {
+        self.fixed_capacity = true;
         self
     }
 
@@ -294,24 +321,34 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             Some(n) => n,
             None => usize::MAX,
         };
+        if self.fixed_capacity && (self.max_keys.is_none() || self.exact_keys) {
+            return Err(ConfigError::Unsupported {
+                operation: "fixed_capacity",
+                algorithm: "keyed limiter without max_keys or with exact_keys",
+            });
+        }
         if self.exact_keys && self.when_full == WhenFull::EvictNearestFresh {
             return Err(ConfigError::Unsupported {
                 operation: "when_full(EvictNearestFresh)",
                 algorithm: "exact_keys",
             });
         }
-        let store = if self.exact_keys || self.max_keys.is_none() {
+        let store = if self.exact_keys {
             Store::Map(DashMap::with_hasher_and_shard_amount(
                 Hasher::new(),
                 MAP_SHARDS,
             ))
-        } else if max_keys > MAX_TABLE_KEYS {
+        } else if max_keys > MAX_TABLE_KEYS && self.max_keys.is_some() {
             return Err(ConfigError::TooManyKeys {
                 max_keys,
                 max: MAX_TABLE_KEYS,
             });
-        } else {
+        } else if self.max_keys.is_some()
+            && (self.fixed_capacity || self.when_full == WhenFull::EvictNearestFresh)
+        {
             Store::Table(Table::with_capacity(max_keys), Hasher::new())
+        } else {
+            Store::Grow(GrowTable::new(self.max_keys), Hasher::new())
         };
         Ok(KeyedLimiter {
             store,

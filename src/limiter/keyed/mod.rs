@@ -18,6 +18,7 @@ use crate::admission::reservation::Reservation;
 use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
+use crate::store::grow_table::{GrowPolicy, GrowTable};
 use crate::store::table::{InsertPolicy, Table};
 use crate::sync::map::{DashMap, Entry};
 use crate::sync::sweep_gate::SweepGate;
@@ -31,6 +32,7 @@ pub(crate) type Hasher = ahash::RandomState;
 
 mod builder;
 mod store;
+mod tables;
 
 pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 
@@ -42,14 +44,25 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 ///
 /// # Stores
 ///
-/// | | bounded table (`max_keys(n)`, the default when a bound is given) | exact map (no bound, or `exact_keys()`) |
-/// |---|---|---|
-/// | structure | sharded open-addressing table of 16-byte slots, allocated at build | dashmap of `K -> AtomicU64` |
-/// | a hit | lock-free: hash, probe, one 16-byte CAS; no shared write but the key's own slot | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
-/// | a new key | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
-/// | memory | about 23 bytes per key of capacity, whatever the key type | the key, the word and the map's overhead, per key held |
-/// | key identity | 64-bit fingerprint (see below) | exact (`Eq`) |
-/// | growth | fixed: at most `n` keys | unbounded without `max_keys` |
+/// | | growing table (the default) | fixed table (`max_keys(n).fixed_capacity()`) | exact map (`exact_keys()`) |
+/// |---|---|---|---|
+/// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | dashmap of `K -> AtomicU64` |
+/// | a hit | lock-free: hash, a thread-local guard on the shard's array, probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
+/// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
+/// | memory | about 19–21 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the key, the word and the map's overhead, per key held |
+/// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound |
+/// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`) |
+/// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |
+///
+/// The growing table is what a builder gives without further choice: it needs no size, holds
+/// only the keys whose state matters (plus recently idle ones), and its hits are plain 64-bit
+/// atomics. While one of its shards is rebuilt (when an insert finds the shard's array full, or
+/// a sweep finds idle keys in it), the checks of that shard's keys wait for the rebuild: one
+/// pass over the shard (a sixty-fourth of the keys, without a ceiling) plus the time for checks
+/// already on the old array to finish. Checks of the other shards never wait. Choose
+/// [`fixed_capacity`](KeyedBuilder::fixed_capacity) if no check may ever wait for a rebuild and
+/// the memory of the bound is acceptable up front; [`WhenFull::EvictNearestFresh`] uses the
+/// fixed table.
 ///
 /// **Fingerprints.** The table does not store keys: a key is its 64-bit hash under aHash keyed
 /// randomly per process. Two keys collide only if their fingerprints are equal: with `m` keys
@@ -64,13 +77,24 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// # Memory
 ///
 /// A key whose state is equivalent to a fresh key (GCRA: TAT at or before now; windows: window
-/// over; stock: never sold) carries no information. [`evict_idle`](KeyedLimiter::evict_idle)
-/// drops every such key without changing any decision. With
-/// [`max_keys`](KeyedBuilder::max_keys) set, a new key that arrives while the store is full
-/// first triggers such a sweep (at most one every 10 ms of the limiter's clock, one sweeper at a
-/// time; the table also sweeps a single full shard on its own); if the store is still full of
-/// live keys, the new key is denied (with no `retry_after`) and counted in
-/// [`refused`](KeyedLimiter::refused). Keys already held are never affected by the bound.
+/// over; stock: never sold) carries no information, and dropping it changes no decision.
+///
+/// * The **growing table** (the default) drops such keys by itself, on the insert path, as
+///   nginx frees idle nodes when it needs memory: when an insert finds its shard's array full,
+///   the shard is rebuilt without the keys that have been idle for at least a second, into an
+///   array sized for the keys left (and at least half the old size, so that churn costs
+///   amortised O(1) per insert). No background thread and no call are needed: memory follows
+///   the live keys (four million distinct keys with at most 100 000 live at any instant:
+///   `cargo run --release --example grow_memory -- churn`). A shard that gets no new keys keeps
+///   its array until a sweep ([`evict_idle`](KeyedLimiter::evict_idle), or
+///   [`spawn_sweeper`](KeyedLimiter::spawn_sweeper)) rebuilds it without its idle keys.
+/// * [`evict_idle`](KeyedLimiter::evict_idle) drops every idle key of any store.
+/// * With [`max_keys`](KeyedBuilder::max_keys) set, a new key that arrives while the store is
+///   at the bound first triggers such a sweep (at most one every 10 ms of the limiter's clock,
+///   one sweeper at a time; the tables also sweep a single full shard on their own); if the
+///   store is still full of live keys, the [`WhenFull`] policy decides (by default the new key
+///   is denied, with no `retry_after`, and counted in [`refused`](KeyedLimiter::refused)). Keys
+///   already held are never affected by the bound.
 ///
 /// A key dropped by a sweep at time `s` comes back as the most conservative state it could have
 /// had, so a clock that is behind the sweeper's (or goes backwards) gains nothing from
@@ -119,8 +143,13 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
 enum Store<K> {
     /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
     Map(DashMap<K, Cell, Hasher>),
-    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::store::table`]).
+    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::store::table`]):
+    /// kept for `max_keys` with `fixed_capacity()` or [`WhenFull::EvictNearestFresh`], whose
+    /// one-key evictions need in-place removal.
     Table(Table, Hasher),
+    /// Keys by fingerprint in the growing lock-free table (see
+    /// [`crate::store::grow_table`]): the default.
+    Grow(GrowTable, Hasher),
 }
 
 /// Shards of the exact map. A sweep write-locks one shard at a time, so more shards mean shorter
@@ -218,6 +247,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             Store::Table(table, hasher) => {
                 return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
             }
+            Store::Grow(table, hasher) => {
+                return self.check_grow(table, GrowTable::hash(hasher, key), algorithm, now, n);
+            }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
                     let (word, next) = cell.update(move |w| {
@@ -236,123 +268,6 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         match word {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
-        }
-    }
-
-    /// The table store's check of the key with hash `h`.
-    #[inline(always)]
-    fn check_hashed(
-        &self,
-        table: &Table,
-        h: u64,
-        algorithm: &Algorithm,
-        now: u64,
-        n: u32,
-    ) -> Decision {
-        if let Some(found) = table.find(h) {
-            let hit = Table::update(found, h, move |w| {
-                let next = algorithm.step(w, now, n).1;
-                ((w, next), next)
-            });
-            if let Ok((word, next)) = hit {
-                return decision_after(algorithm, word, next, now, n);
-            }
-        }
-        let step = move |w| {
-            let next = algorithm.step(w, now, n).1;
-            ((w, next), next)
-        };
-        match self.table_insert(table, h, now, step, true) {
-            Some((word, next)) => decision_after(algorithm, word, next, now, n),
-            None => self.full(move |w| algorithm.decide(w, now, n)),
-        }
-    }
-
-    /// Checks one request for each key of `keys`, in order, and appends the decisions to `out`
-    /// (one per key, in the same order). Each decision is the one [`check`](Self::check) would
-    /// give for that key if called for the keys one after another, **all at one instant**: the
-    /// clock is read once per call. A key that appears twice is charged twice; a new key is
-    /// created (or refused at [`max_keys`](KeyedBuilder::max_keys)) exactly as by `check`.
-    ///
-    /// With the bounded table this is faster than a loop of `check` when the keys are spread
-    /// over a store much larger than the CPU's caches: the keys are hashed and their slots
-    /// loaded in groups, so the cache misses of a group overlap instead of being paid one
-    /// after another. Allocation-free once `out` has room for the decisions (reuse it:
-    /// `out.clear()` keeps its capacity). The exact map store checks the keys one by one.
-    ///
-    /// Checks of other threads may interleave with the batch's; each check is atomic on its
-    /// own, as with `check`.
-    ///
-    /// ```
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// use cellgate::clock::ManualClock;
-    ///
-    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(2))
-    ///     .clock(ManualClock::new())
-    ///     .max_keys(1_000)
-    ///     .build()?;
-    /// let mut out = Vec::with_capacity(64);
-    /// l.check_many(&[1, 2, 1, 1], &mut out);
-    /// let allowed: Vec<bool> = out.iter().map(|d| d.is_allowed()).collect();
-    /// assert_eq!(allowed, [true, true, true, false]); // key 1's burst of 2 is spent
-    ///
-    /// // Borrowed forms work as in `check`: `&str` for `String` keys.
-    /// let names = KeyedLimiter::<String>::gcra(Quota::per_second(1)).build()?;
-    /// out.clear();
-    /// names.check_many(["alice", "bob", "alice"], &mut out);
-    /// assert_eq!(out.iter().filter(|d| d.is_allowed()).count(), 2);
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    pub fn check_many<'q, Q, I>(&self, keys: I, out: &mut Vec<Decision>)
-    where
-        I: IntoIterator<Item = &'q Q>,
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'q,
-    {
-        let changed;
-        let algorithm = match self.setting.unchanged() {
-            Some(algorithm) => algorithm,
-            None => {
-                changed = self.setting.load();
-                &changed
-            }
-        };
-        let now = self.now();
-        let keys = keys.into_iter();
-        match &self.store {
-            Store::Table(table, hasher) => {
-                let mut keys = keys.fuse();
-                let mut hashes = [0u64; BATCH];
-                loop {
-                    // First pass: hash a group of keys and touch each one's home slot. The
-                    // loads are independent of each other, so the CPU overlaps their misses.
-                    let mut len = 0;
-                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-                        let h = Table::hash(hasher, key);
-                        table.touch(h);
-                        *slot = h;
-                        len += 1;
-                    }
-                    if len == 0 {
-                        break;
-                    }
-                    // Second pass: the checks themselves, in order, each probing afresh (the
-                    // slots are in cache now). Probing afresh, not from the first pass's
-                    // values, keeps every decision exactly `check`'s: an earlier check of the
-                    // batch may have changed a later key's slot (the same key twice, a new key
-                    // inserted, or a key swept or evicted to make room).
-                    out.reserve(len);
-                    for &h in &hashes[..len] {
-                        out.push(self.check_hashed(table, h, algorithm, now, 1));
-                    }
-                }
-            }
-            Store::Map(_) => {
-                out.reserve(keys.size_hint().0);
-                for key in keys {
-                    out.push(self.check_at(algorithm, key, now, 1));
-                }
-            }
         }
     }
 
@@ -715,6 +630,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub fn len(&self) -> usize {
         match &self.store {
             Store::Table(table, _) => table.len(),
+            Store::Grow(table, _) => table.len(),
             // Relaxed: a snapshot count; see `held`.
             Store::Map(_) => self.held.get_usize(),
         }

@@ -1,5 +1,5 @@
 //! The keyed limiter's store operations: reading and updating a held key, inserting a new one
-//! (table or map), the sweep of idle keys and making room at the cap.
+//! (growing table, fixed table or map), the sweep of idle keys and making room at the cap.
 
 use super::*;
 
@@ -13,6 +13,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let word = match &self.store {
             // A miss is confirmed under the shard's lock: see `Table::get`.
             Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
+            Store::Grow(table, hasher) => table.get(GrowTable::hash(hasher, key)),
             Store::Map(map) => map.get(key).map(|cell| cell.load()),
         };
         word.unwrap_or_else(|| self.fresh_word())
@@ -31,6 +32,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         match &self.store {
             // A miss is confirmed under the shard's lock: see `Table::update_existing`.
             Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
+            Store::Grow(table, hasher) => table.update_existing(GrowTable::hash(hasher, key), step),
             Store::Map(map) => Some(map.get(key)?.update(step)),
         }
     }
@@ -67,6 +69,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 }
                 self.table_insert(table, h, now, step, capped)
             }
+            Store::Grow(table, hasher) => {
+                let h = GrowTable::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    return Some(GrowTable::update(found, &step));
+                }
+                self.grow_insert(table, h, now, step, capped)
+            }
             Store::Map(map) => {
                 if let Some(cell) = map.get(key) {
                     return Some(cell.update(step));
@@ -81,6 +90,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub(super) fn table_insert<R>(
         &self,
         table: &Table,
+        h: u64,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R> {
+        let policy = TablePolicy {
+            limiter: self,
+            now,
+            capped,
+        };
+        table.insert(h, step, &policy)
+    }
+
+    /// The growing table's miss path: the key was not found (or its shard was being rebuilt).
+    #[inline(never)]
+    pub(super) fn grow_insert<R>(
+        &self,
+        table: &GrowTable,
         h: u64,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
@@ -181,6 +208,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let is_idle = |word| self.setting.kind().is_idle(word, now);
         let removed = match &self.store {
             Store::Table(table, _) => table.sweep(&is_idle),
+            Store::Grow(table, _) => table.sweep(&is_idle),
             Store::Map(map) => {
                 let mut removed = 0usize;
                 // The shard's write lock excludes every check on that shard, so no admission
@@ -256,6 +284,47 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
         } else {
             self.limiter.counters.evicted.add(1);
         }
+    }
+}
+
+/// How long a key must have been idle before an insert's rebuild reclaims it, in nanoseconds
+/// (sweeps and the ceiling take every idle key). Like nginx's `limit_req`, which frees a node
+/// only after a minute without requests, but shorter, because a flood of new keys is held for
+/// this long: keys idle for less are kept, so that a client that comes back soon after its
+/// budget refilled hits its slot instead of being inserted again. Lossless either way.
+const RECLAIM_AGE_NS: u64 = 1_000_000_000;
+
+impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
+    fn fresh(&self) -> u64 {
+        self.limiter.fresh_word()
+    }
+
+    fn is_idle(&self, word: u64) -> bool {
+        // Idle at an earlier instant implies idle now (no algorithm's state becomes live again
+        // without a write), so this drops only keys that are idle now, and have been for
+        // `RECLAIM_AGE_NS`.
+        self.limiter
+            .setting
+            .kind()
+            .is_idle(word, self.now.saturating_sub(RECLAIM_AGE_NS))
+    }
+
+    fn before_sweep(&self) {
+        // Relaxed: ordered by the shard lock the rebuild holds (see `fresh_word`).
+        self.limiter.swept.raise_to(self.now);
+    }
+
+    fn has_room(&self, held: usize) -> bool {
+        !self.capped || held < self.limiter.max_keys
+    }
+
+    fn make_room(&self) -> bool {
+        self.limiter.make_room(self.now)
+    }
+
+    fn dropped(&self, n: usize) {
+        // Relaxed: a statistic.
+        self.limiter.counters.evicted.add(n as u64);
     }
 }
 

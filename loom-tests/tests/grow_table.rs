@@ -1,0 +1,194 @@
+//! Loom models of the growing table (`src/store/grow_table.rs`, `src/sync/grow.rs`): the real
+//! `cellgate::KeyedLimiter` with its default store, shared by loom threads.
+//!
+//! Under `cfg(loom)` the table has one shard whose smallest array has two slots (so a second
+//! key grows it and a sweep of one of two keys shrinks it), its slots are loom atomics, its
+//! writer lock a loom mutex, and its swappable array a loom mutex around a loom `Arc` (whose
+//! reference count the rebuild's grace period waits on, as it waits on arc-swap's outside
+//! loom). So loom explores the lock-free probe and 64-bit state CAS against the rebuild's four
+//! steps (close, grace period, settle and copy, install).
+//!
+//! Each model states what every interleaving must give; the mutations each one catches are
+//! listed in `loom-tests/README.md` ("The growing table").
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test grow_table`.
+
+mod common;
+
+use std::time::Duration;
+
+use cellgate::clock::ManualClock;
+use cellgate::{KeyedLimiter, Quota};
+use loom::sync::Arc;
+use loom::thread;
+
+use common::{deterministic_hashing, model};
+
+/// Emission interval, ns.
+const T: u64 = 100;
+/// The time the models start at.
+const NOW: u64 = 1_000;
+
+const A: u64 = 1;
+const B: u64 = 2;
+const C: u64 = 3;
+
+/// Interval `T`, burst 2, the default (growing) store.
+fn limiter(clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
+    KeyedLimiter::<u64>::gcra(Quota::new(2, Duration::from_nanos(2 * T)).with_burst(2))
+        .clock(clock.clone())
+        .build()
+        .expect("valid quota")
+}
+
+/// A check of a held key races the insert of a second key, which finds the two-slot array full
+/// and grows it (rebuild into three slots). The check's admission must survive the grow: it
+/// lands on the old array before the grace period ends (and is copied) or waits and lands on
+/// the new one.
+#[test]
+fn check_races_a_grow() {
+    deterministic_hashing();
+    model("check_races_a_grow", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        assert!(lim.check(&A).is_allowed());
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&A))
+        };
+        let b = lim.check(&B);
+        let a = other.join().unwrap();
+        assert!(
+            a.is_allowed() && a.remaining() == 0,
+            "A's second unit: {a:?}"
+        );
+        assert!(
+            b.is_allowed() && b.remaining() == 1,
+            "B's first unit: {b:?}"
+        );
+        assert_eq!(lim.len(), 2);
+        assert_eq!(
+            lim.peek(&A).remaining(),
+            0,
+            "A's admission was lost in the grow"
+        );
+        assert!(!lim.check(&A).is_allowed());
+        assert_eq!(lim.peek(&B).remaining(), 1);
+    });
+}
+
+/// A check of a live key races a sweep that drops another, idle key and so shrinks the array
+/// (three slots for two keys, rebuilt into two for one).
+#[test]
+fn check_races_a_shrink() {
+    deterministic_hashing();
+    model("check_races_a_shrink", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&B).is_allowed());
+        // One interval later B is idle (TAT = now) and A has one unit back.
+        clock.set_ns(NOW + T);
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&A))
+        };
+        let evicted = lim.evict_idle();
+        let a = other.join().unwrap();
+        assert_eq!(evicted, 1, "B, and only B");
+        assert!(a.is_allowed() && a.remaining() == 0, "A's unit: {a:?}");
+        assert_eq!(lim.len(), 1);
+        assert_eq!(
+            lim.peek(&A).remaining(),
+            0,
+            "A's admission was lost in the shrink"
+        );
+        assert_eq!(lim.peek(&B).remaining(), 2);
+    });
+}
+
+/// Two checks of the same new key race while its insert grows the array: exactly one slot is
+/// made for the key, and both units land in it.
+#[test]
+fn inserts_of_one_key_race_a_grow() {
+    deterministic_hashing();
+    model("inserts_of_one_key_race_a_grow", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        // A fills the two-slot array: B's insert grows it.
+        assert!(lim.check(&A).is_allowed());
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&B))
+        };
+        let mine = lim.check(&B);
+        let theirs = other.join().unwrap();
+        assert!(mine.is_allowed() && theirs.is_allowed());
+        let mut left = [mine.remaining(), theirs.remaining()];
+        left.sort_unstable();
+        assert_eq!(left, [0, 1], "one of the two units was lost");
+        assert_eq!(lim.len(), 2, "B held once, A kept");
+        assert_eq!(lim.peek(&B).remaining(), 0);
+        assert_eq!(lim.peek(&A).remaining(), 1);
+    });
+}
+
+/// A sweep races a check that makes an idle key live again. Whichever lands first, the key
+/// ends with the check's unit spent: a key is dropped only on its settled, idle state.
+#[test]
+fn eviction_races_a_check_that_revives_the_key() {
+    deterministic_hashing();
+    model("eviction_races_a_check_that_revives_the_key", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&B).is_allowed());
+        clock.set_ns(NOW + T);
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&B))
+        };
+        let evicted = lim.evict_idle();
+        let b = other.join().unwrap();
+        assert!(b.is_allowed() && b.remaining() == 1, "B's unit: {b:?}");
+        assert!(evicted <= 1);
+        assert_eq!(lim.len(), 2, "A and B");
+        assert_eq!(lim.peek(&B).remaining(), 1, "B's admission was dropped");
+        assert_eq!(lim.peek(&A).remaining(), 1);
+    });
+}
+
+/// The insert of a new key races a sweep that shrinks the array (dropping an idle key): the new
+/// key is kept, in the array that the sweep installed or one rebuilt after it.
+#[test]
+fn insert_races_a_shrink() {
+    deterministic_hashing();
+    model("insert_races_a_shrink", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&B).is_allowed());
+        clock.set_ns(NOW + T);
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&C))
+        };
+        let evicted = lim.evict_idle();
+        let c = other.join().unwrap();
+        assert!(c.is_allowed() && c.remaining() == 1, "C's unit: {c:?}");
+        // B is dropped by the sweep, or by C's insert if that had to rebuild first (then the
+        // sweep finds nothing idle).
+        assert!(evicted <= 1);
+        assert_eq!(lim.len(), 2, "A and C");
+        assert_eq!(lim.peek(&C).remaining(), 1, "C's key was lost");
+        assert_eq!(lim.peek(&A).remaining(), 1);
+    });
+}

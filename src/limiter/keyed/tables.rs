@@ -1,0 +1,172 @@
+//! The fingerprint tables' check paths: one key by its hash (the fixed and the growing
+//! table), and [`check_many`](KeyedLimiter::check_many), which hashes and touches a group of
+//! keys before checking them.
+
+use super::*;
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+    /// The table store's check of the key with hash `h`.
+    #[inline(always)]
+    pub(super) fn check_hashed(
+        &self,
+        table: &Table,
+        h: u64,
+        algorithm: &Algorithm,
+        now: u64,
+        n: u32,
+    ) -> Decision {
+        if let Some(found) = table.find(h) {
+            let hit = Table::update(found, h, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            if let Ok((word, next)) = hit {
+                return decision_after(algorithm, word, next, now, n);
+            }
+        }
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
+        match self.table_insert(table, h, now, step, true) {
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// The growing table's check of the key with hash `h`.
+    #[inline(always)]
+    pub(super) fn check_grow(
+        &self,
+        table: &GrowTable,
+        h: u64,
+        algorithm: &Algorithm,
+        now: u64,
+        n: u32,
+    ) -> Decision {
+        if let Some(found) = table.find(h) {
+            let (word, next) = GrowTable::update(found, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            return decision_after(algorithm, word, next, now, n);
+        }
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
+        match self.grow_insert(table, h, now, step, true) {
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// Checks one request for each key of `keys`, in order, and appends the decisions to `out`
+    /// (one per key, in the same order). Each decision is the one [`check`](Self::check) would
+    /// give for that key if called for the keys one after another, **all at one instant**: the
+    /// clock is read once per call. A key that appears twice is charged twice; a new key is
+    /// created (or refused at [`max_keys`](KeyedBuilder::max_keys)) exactly as by `check`.
+    ///
+    /// With the fingerprint tables this is faster than a loop of `check` when the keys are spread
+    /// over a store much larger than the CPU's caches: the keys are hashed and their slots
+    /// loaded in groups, so the cache misses of a group overlap instead of being paid one
+    /// after another. Allocation-free once `out` has room for the decisions (reuse it:
+    /// `out.clear()` keeps its capacity). The exact map store checks the keys one by one.
+    ///
+    /// Checks of other threads may interleave with the batch's; each check is atomic on its
+    /// own, as with `check`.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(2))
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(1_000)
+    ///     .build()?;
+    /// let mut out = Vec::with_capacity(64);
+    /// l.check_many(&[1, 2, 1, 1], &mut out);
+    /// let allowed: Vec<bool> = out.iter().map(|d| d.is_allowed()).collect();
+    /// assert_eq!(allowed, [true, true, true, false]); // key 1's burst of 2 is spent
+    ///
+    /// // Borrowed forms work as in `check`: `&str` for `String` keys.
+    /// let names = KeyedLimiter::<String>::gcra(Quota::per_second(1)).build()?;
+    /// out.clear();
+    /// names.check_many(["alice", "bob", "alice"], &mut out);
+    /// assert_eq!(out.iter().filter(|d| d.is_allowed()).count(), 2);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn check_many<'q, Q, I>(&self, keys: I, out: &mut Vec<Decision>)
+    where
+        I: IntoIterator<Item = &'q Q>,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'q,
+    {
+        let changed;
+        let algorithm = match self.setting.unchanged() {
+            Some(algorithm) => algorithm,
+            None => {
+                changed = self.setting.load();
+                &changed
+            }
+        };
+        let now = self.now();
+        let keys = keys.into_iter();
+        match &self.store {
+            Store::Table(table, hasher) => {
+                let mut keys = keys.fuse();
+                let mut hashes = [0u64; BATCH];
+                loop {
+                    // First pass: hash a group of keys and touch each one's home slot. The
+                    // loads are independent of each other, so the CPU overlaps their misses.
+                    let mut len = 0;
+                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+                        let h = Table::hash(hasher, key);
+                        table.touch(h);
+                        *slot = h;
+                        len += 1;
+                    }
+                    if len == 0 {
+                        break;
+                    }
+                    // Second pass: the checks themselves, in order, each probing afresh (the
+                    // slots are in cache now). Probing afresh, not from the first pass's
+                    // values, keeps every decision exactly `check`'s: an earlier check of the
+                    // batch may have changed a later key's slot (the same key twice, a new key
+                    // inserted, or a key swept or evicted to make room).
+                    out.reserve(len);
+                    for &h in &hashes[..len] {
+                        out.push(self.check_hashed(table, h, algorithm, now, 1));
+                    }
+                }
+            }
+            Store::Grow(table, hasher) => {
+                let mut keys = keys.fuse();
+                let mut hashes = [0u64; BATCH];
+                loop {
+                    // As for the fixed table above: touch a group's home slots, then check.
+                    let mut len = 0;
+                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+                        let h = GrowTable::hash(hasher, key);
+                        table.touch(h);
+                        *slot = h;
+                        len += 1;
+                    }
+                    if len == 0 {
+                        break;
+                    }
+                    out.reserve(len);
+                    for &h in &hashes[..len] {
+                        out.push(self.check_grow(table, h, algorithm, now, 1));
+                    }
+                }
+            }
+            Store::Map(_) => {
+                out.reserve(keys.size_hint().0);
+                for key in keys {
+                    out.push(self.check_at(algorithm, key, now, 1));
+                }
+            }
+        }
+    }
+}
