@@ -1,22 +1,9 @@
-//! The keyed store, modelled once for every one-cell algorithm (fixed window, sliding window,
-//! stock), and the driver that replays one operation sequence against a direct [`Limiter`], a
-//! [`KeyedLimiter`] in the fingerprint table (`max_keys(m)`) and one in the exact map (no bound,
-//! or `max_keys(m).exact_keys()`), all reading one [`ManualClock`].
-//!
-//! The store's documented behaviour (`KeyedLimiter` docs, "Memory"):
-//!
-//! - a key is held once a write leaves it different from the state a new key starts from; peeks,
-//!   denials and `n = 0` never create one;
-//! - `evict_idle()` drops every key equivalent to a fresh key at the clock's time and raises the
-//!   *sweep floor* to that time; a key not held starts from the algorithm's *swept state* for
-//!   the floor (`Algorithm::swept_word`): the most conservative state a key dropped then could
-//!   have had, which decides exactly like a fresh key from the floor on;
-//! - at `max_keys`, a new key that would be written triggers a sweep at most once every 10 ms of
-//!   the limiter's clock (the time its decisions use); if the store is still full it is
-//!   refused: denied, `remaining = 0`, no `retry_after`, `reset_after = 0`, counted in
-//!   `refused()`; keys dropped by sweeps are counted in `evicted()`;
-//! - `restock` / `set_stock` are operator actions: they create the key if needed, even at
-//!   `max_keys`.
+//! The driver of the one-cell targets (fixed window, sliding window, stock): it replays one
+//! operation sequence against a direct [`Limiter`], a [`KeyedLimiter`] in the fingerprint table
+//! (`max_keys(m)`) and one in the exact map (no bound, or `max_keys(m).exact_keys()`), all
+//! reading one [`ManualClock`], and against the models of `cellgate-models`: the algorithm's
+//! [`CellModel`] and the keyed store's [`KeyedModel`] (whose docs give the store's documented
+//! behaviour).
 //!
 //! On top of that, eviction is checked to be lossless: a shadow model that never evicts must
 //! make the same decisions as the uncapped map as long as no request comes at a time before
@@ -32,72 +19,13 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
 use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 
+pub use cellgate_models::keyed::KeyedModel;
+pub use cellgate_models::{cancel, CellModel, Model};
+
 use crate::common::{
-    apply_time, assert_decision, key, layout_max, model_time, sweep_due, Expect, LimitSel, Op,
-    Seen, Stats, WindowSel,
+    apply_time, assert_decision, key, layout_max, model_time, Expect, LimitSel, Observe, Op, Seen,
+    Stats, WindowSel,
 };
-
-/// A reference model of one single-cell algorithm: a state per key.
-pub trait CellModel {
-    type State: Clone + PartialEq + Debug;
-
-    /// The algorithm's name in `ConfigError::Unsupported`.
-    const NAME: &'static str;
-
-    /// The limit every decision reports.
-    fn limit(&self) -> u32;
-
-    /// A window-like length for the clock moves that are relative to it.
-    fn window(&self) -> u64;
-
-    /// The state of a key never seen.
-    fn fresh(&self) -> Self::State;
-
-    /// The state a key not held starts from once a sweep at `swept > 0` has run.
-    fn swept(&self, swept: u64) -> Self::State;
-
-    /// The decision on `n` units at `now`; updates `st` when it admits `n > 0`.
-    fn step(&self, st: &mut Self::State, now: u64, n: u32) -> Expect;
-
-    /// Whether `st` is equivalent to a fresh key at `now` and later.
-    fn is_idle(&self, st: &Self::State, now: u64) -> bool;
-
-    /// Whether decisions depend on the time. A limiter that does not (stock) decides at time 0;
-    /// the back-off between its automatic sweeps still runs on the clock.
-    fn uses_time(&self) -> bool {
-        true
-    }
-
-    /// Stock: adds `units`, saturating at `u64::MAX` remaining; returns the new remaining.
-    /// `None` for algorithms that have no stock.
-    fn restock(&self, _st: &mut Self::State, _units: u64) -> Option<u64> {
-        None
-    }
-
-    /// Stock: sets the remaining units; `None` for algorithms that have no stock.
-    fn set_stock(&self, _st: &mut Self::State, _units: u64) -> Option<()> {
-        None
-    }
-
-    /// The state as the cell stores it: two states are the same word iff their `word`s are
-    /// equal (the models keep "never written" apart from an all-zero state; the cell does not).
-    fn word(&self, st: &Self::State) -> Self::State;
-
-    /// `refund(n)` at `now`: gives back up to `n` units, never beyond a fresh key's budget
-    /// (stock: adds them). Returns whether anything was given back.
-    fn refund(&self, st: &mut Self::State, now: u64, n: u32) -> bool;
-
-    /// Whether `st` counts nothing at `now` only because its count is zero in a window later
-    /// than now's (see [`EXCUSE_ZERO_COUNT_AHEAD`]).
-    fn zero_count_ahead(&self, _st: &Self::State, _now: u64) -> bool {
-        false
-    }
-
-    /// The part of `cancel` for a state that no longer holds the word the admission wrote
-    /// (`after`): gives back what is provably unspent of its `n` units. Returns whether
-    /// anything was given back.
-    fn uncount(&self, st: &mut Self::State, now: u64, n: u32, after: &Self::State) -> bool;
-}
 
 /// A known bug in cellgate that the window targets let through (counting it in
 /// `Stats::excused_zero_count_ahead`) so that fuzzing can go on; see `fuzz/README.md`. Set it
@@ -134,35 +62,6 @@ pub struct Held<S> {
 /// An outstanding reservation: its key, its units, and what each subject (direct, table, map)
 /// recorded.
 type Outstanding<S> = (u8, u32, [Held<S>; 3]);
-
-/// `cancel` on `st` (the current state of the reservation's key) at `now` (from the `cancel`
-/// docs): nothing unless the reservation holds units and the state is not already idle (for
-/// the time-based algorithms); if the cell still holds the word the
-/// admission wrote, it goes back to the word before the admission, exactly; otherwise the
-/// algorithm gives back what it can prove unspent. Returns whether anything was given back.
-pub fn cancel<M: CellModel>(
-    m: &M,
-    st: &mut M::State,
-    now: u64,
-    n: u32,
-    holds: bool,
-    before: &M::State,
-    after: &M::State,
-) -> bool {
-    if !holds {
-        return false;
-    }
-    // A time-based state already as good as fresh has nothing left to give back (a key that
-    // a sweep dropped is exactly such a state, and answers the same).
-    if m.uses_time() && m.is_idle(st, now) {
-        return false;
-    }
-    if m.word(st) == m.word(after) {
-        *st = before.clone();
-        return true;
-    }
-    m.uncount(st, now, n, after)
-}
 
 /// The bounds of the two keyed stores.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -201,158 +100,6 @@ impl Cap {
             Cap::Small(x) => 1 + usize::from(x % 16),
             Cap::Big => 64,
         }
-    }
-}
-
-/// The keyed store, modelled.
-#[derive(Debug)]
-pub struct KeyedModel<S> {
-    pub held: BTreeMap<u8, S>,
-    pub max_keys: Option<usize>,
-    pub refused: u64,
-    pub evicted: u64,
-    /// The sweep floor: the latest time of any sweep (0: none yet).
-    pub swept: u64,
-    /// Time of the last automatic sweep; `u64::MAX` for never (as the implementation encodes
-    /// it, so a sweep at `u64::MAX` reads as "never" again).
-    pub last_sweep: u64,
-    /// Automatic sweeps exactly at the back-off boundary that dropped a key.
-    pub sweeps_at_backoff: u64,
-    /// Whether a new key that made room with an automatic sweep is decided again afterwards,
-    /// on the state a key starts from after that sweep (the table, which retries its insert
-    /// from the top), or stays decided on the state from before it (the map). The decisions
-    /// are the same (the swept state decides like the old one at the sweep's time and later);
-    /// what a reservation records as the word before it, which a cancel may restore exactly,
-    /// is not.
-    pub decide_after_sweep: bool,
-}
-
-impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
-    pub fn new(max_keys: Option<usize>) -> Self {
-        Self {
-            held: BTreeMap::new(),
-            max_keys,
-            refused: 0,
-            evicted: 0,
-            swept: 0,
-            last_sweep: u64::MAX,
-            sweeps_at_backoff: 0,
-            decide_after_sweep: false,
-        }
-    }
-
-    /// The state a key that is not held starts from.
-    pub fn start<M: CellModel<State = S>>(&self, m: &M) -> S {
-        if self.swept == 0 {
-            m.fresh()
-        } else {
-            m.swept(self.swept)
-        }
-    }
-
-    pub fn evict_idle<M: CellModel<State = S>>(&mut self, m: &M, now: u64) -> usize {
-        self.swept = self.swept.max(now);
-        let before = self.held.len();
-        self.held.retain(|_, st| !m.is_idle(st, now));
-        let removed = before - self.held.len();
-        self.evicted += removed as u64;
-        removed
-    }
-
-    /// A check at the limiter's decision time `now` (0 for algorithms that ignore time), with
-    /// the clock at `clock`; returns the decision and how many keys an automatic sweep dropped.
-    /// The sweep back-off runs on the clock even when decisions do not.
-    pub fn check<M: CellModel<State = S>>(
-        &mut self,
-        m: &M,
-        k: u8,
-        now: u64,
-        clock: u64,
-        n: u32,
-    ) -> (Expect, usize) {
-        let (d, swept, _, _) = self.check_full(m, k, now, clock, n);
-        (d, swept)
-    }
-
-    /// [`check`](Self::check), also returning the key's state before and after the decision
-    /// (what a reservation records).
-    pub fn check_full<M: CellModel<State = S>>(
-        &mut self,
-        m: &M,
-        k: u8,
-        now: u64,
-        clock: u64,
-        n: u32,
-    ) -> (Expect, usize, S, S) {
-        if let Some(st) = self.held.get_mut(&k) {
-            let before = st.clone();
-            let d = m.step(st, now, n);
-            return (d, 0, before, st.clone());
-        }
-        let mut fresh = self.start(m);
-        let mut st = fresh.clone();
-        let mut d = m.step(&mut st, now, n);
-        if st == fresh {
-            return (d, 0, fresh.clone(), fresh);
-        }
-        let mut swept = 0;
-        if let Some(max) = self.max_keys {
-            if self.held.len() >= max {
-                let (due, boundary) = sweep_due(self.last_sweep, clock);
-                if due {
-                    swept = self.evict_idle(m, now);
-                    self.last_sweep = clock;
-                    if boundary && swept > 0 {
-                        self.sweeps_at_backoff += 1;
-                    }
-                }
-                if self.held.len() >= max {
-                    self.refused += 1;
-                    return (Expect::refused(m.limit()), swept, fresh.clone(), fresh);
-                }
-                if due && self.decide_after_sweep {
-                    fresh = self.start(m);
-                    st = fresh.clone();
-                    d = m.step(&mut st, now, n);
-                    if st == fresh {
-                        return (d, swept, fresh.clone(), fresh);
-                    }
-                }
-            }
-        }
-        self.held.insert(k, st.clone());
-        (d, swept, fresh, st)
-    }
-
-    /// `refund` / `cancel` on `k`: they create no key (a key not held is at its full budget, or
-    /// lost what a reservation on it held), so nothing happens unless `k` is held.
-    pub fn on_held(&mut self, k: u8, f: impl FnOnce(&mut S) -> bool) -> bool {
-        self.held.get_mut(&k).is_some_and(f)
-    }
-
-    pub fn peek<M: CellModel<State = S>>(&self, m: &M, k: u8, now: u64) -> Expect {
-        let mut st = self.held.get(&k).cloned().unwrap_or_else(|| self.start(m));
-        m.step(&mut st, now, 0)
-    }
-
-    /// An operator action (`restock`, `set_stock`): creates the key whatever the bound, unless
-    /// it leaves the state equal to the starting one.
-    pub fn operator<M: CellModel<State = S>, R>(
-        &mut self,
-        m: &M,
-        k: u8,
-        f: impl FnOnce(&mut S) -> R,
-    ) -> R {
-        if let Some(st) = self.held.get_mut(&k) {
-            return f(st);
-        }
-        let fresh = self.start(m);
-        let mut st = fresh.clone();
-        let r = f(&mut st);
-        if st != fresh {
-            self.held.insert(k, st);
-        }
-        r
     }
 }
 

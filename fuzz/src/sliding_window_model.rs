@@ -1,36 +1,19 @@
-//! Sliding window counter: the real `Limiter` and `KeyedLimiter<u8>` (both stores) against a
-//! `u128` model of DESIGN.md's "Window semantics".
-//!
-//! ```text
-//! e = now - start of now's window k; state (k_s, prev, curr) as it applies at now:
-//!   k_s == k: (prev, curr); k_s == k - 1: (curr, 0); older: (0, 0);
-//!   k_s > k (the clock went backwards): window k_s at its start (e = 0), counts as stored
-//! allowed iff prev * (W - e) + (curr + n) * W <= limit * W        (exact, u128)
-//! remaining = floor((limit*W - prev*(W - e)) / W) - counted
-//! reset_after = until neither window holds a count (0 if none does)
-//! retry_after (denied) = the shortest wait after which the same request is admitted if
-//!                        nothing else happens; None if n > limit or if it ends past u64::MAX
-//! ```
-//!
-//! The model finds `retry_after` by a binary search over the monotone predicate "admitted at
-//! time t" (not in closed form as the crate does), so it checks the crate's closed form.
+//! Sliding window counter: the real `Limiter` and `KeyedLimiter<u8>` (both stores) against
+//! `cellgate_models::SlidingWindowModel` (whose docs give the semantics, the closed form it
+//! checks by search, and the swept state).
 //!
 //! Configuration: a zero limit, a zero window or one longer than `u64::MAX` ns, and a limit
 //! above `2^C - 1` with `C = (64 - I) / 2` (`I` = bits of `u64::MAX / W`) are `ConfigError`s.
-//!
-//! Swept state (`Algorithm::swept_word`): an idle key dropped at `s` has no count in `s`'s
-//! window or the one before, but may have used the whole limit in the window before that, so
-//! it comes back as "window `s/W - 1` with `prev = limit`, `curr = 0`" (fresh in window 0).
 
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::{ConfigError, KeyedLimiter, Limiter};
 
-use crate::common::{
-    first_true, index_bits, wait_until, Expect, LimitSel, Op, Stats, WindowSel, U64,
-};
-use crate::keyed_model::{run_window, CellModel, Stores};
+pub use cellgate_models::sliding_window::{max_limit, SlidingWindowModel, State};
+
+use crate::common::{validate_window, LimitSel, Op, Stats, WindowSel};
+use crate::keyed_model::{run_window, Stores};
 
 /// One fuzz input: a configuration (possibly invalid), the stores' bounds, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -41,224 +24,10 @@ pub struct Input {
     pub ops: Vec<Op>,
 }
 
-/// The validated configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlidingModel {
-    pub limit: u32,
-    pub window: u64,
-}
-
-/// State: `(window of the latest admission, previous window's count, that window's count)`.
-pub type State = Option<(u128, u128, u128)>;
-
-/// The largest limit a sliding window of `window_ns` holds: `2^((64 - I) / 2) - 1`.
-pub fn max_limit(window_ns: u64) -> u128 {
-    (1u128 << ((64 - index_bits(window_ns)) / 2)) - 1
-}
-
 /// Which configurations are valid, and the exact error of an invalid one.
-pub fn validate(limit: u32, window: Duration) -> Result<SlidingModel, ConfigError> {
-    if limit == 0 {
-        return Err(ConfigError::Zero { field: "limit" });
-    }
-    if window.as_nanos() > U64 {
-        return Err(ConfigError::WindowTooLong { window });
-    }
-    if window.is_zero() {
-        return Err(ConfigError::Zero { field: "window" });
-    }
-    let w = u64::try_from(window.as_nanos()).unwrap();
-    let max = max_limit(w);
-    if u128::from(limit) > max {
-        return Err(ConfigError::LimitTooLarge {
-            limit,
-            max: u64::try_from(max).unwrap(),
-            window,
-        });
-    }
-    Ok(SlidingModel { limit, window: w })
-}
-
-/// The state as it applies at one instant.
-#[derive(Debug, Clone, Copy)]
-struct View {
-    k: u128,
-    e: u128,
-    prev: u128,
-    curr: u128,
-}
-
-impl SlidingModel {
-    /// The state at time `t` (any `u128`).
-    fn view(&self, st: &State, t: u128) -> View {
-        let w = u128::from(self.window);
-        let (k_t, e_t) = (t / w, t % w);
-        match *st {
-            Some((k, p, c)) if k > k_t => View {
-                k,
-                e: 0,
-                prev: p,
-                curr: c,
-            },
-            Some((k, p, c)) => {
-                let (prev, curr) = if k_t == k {
-                    (p, c)
-                } else if k_t == k + 1 {
-                    (c, 0)
-                } else {
-                    (0, 0)
-                };
-                View {
-                    k: k_t,
-                    e: e_t,
-                    prev,
-                    curr,
-                }
-            }
-            None => View {
-                k: k_t,
-                e: e_t,
-                prev: 0,
-                curr: 0,
-            },
-        }
-    }
-
-    fn fits(&self, v: View, n: u128) -> bool {
-        let w = u128::from(self.window);
-        v.prev * (w - v.e) + (v.curr + n) * w <= u128::from(self.limit) * w
-    }
-}
-
-impl CellModel for SlidingModel {
-    type State = State;
-    const NAME: &'static str = "sliding_window";
-
-    fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    fn window(&self) -> u64 {
-        self.window
-    }
-
-    fn fresh(&self) -> State {
-        None
-    }
-
-    fn swept(&self, swept: u64) -> State {
-        let k = u128::from(swept / self.window);
-        (k > 0).then(|| (k - 1, u128::from(self.limit), 0))
-    }
-
-    fn step(&self, st: &mut State, now: u64, n: u32) -> Expect {
-        let w = u128::from(self.window);
-        let limit = u128::from(self.limit);
-        let n = u128::from(n);
-        let v = self.view(st, u128::from(now));
-        assert!(v.prev <= limit && v.curr <= limit, "model invariant");
-        let allowed = self.fits(v, n);
-        let counted = if allowed { v.curr + n } else { v.curr };
-        let remaining = ((limit * w - v.prev * (w - v.e)) / w).saturating_sub(counted);
-        let reset_at = if counted > 0 {
-            (v.k + 2) * w
-        } else if v.prev > 0 {
-            (v.k + 1) * w
-        } else {
-            u128::from(now)
-        };
-        let reset_ns = reset_at - u128::from(now);
-        if allowed {
-            if n > 0 {
-                *st = Some((v.k, v.prev, counted));
-            }
-            return Expect {
-                allowed,
-                limit: self.limit,
-                remaining,
-                retry_ns: None,
-                reset_ns,
-            };
-        }
-        let retry_ns = if n > limit {
-            None
-        } else {
-            // At the start of the window after next neither window holds a count.
-            let at = first_true(u128::from(now) + 1, (v.k + 2) * w, |t| {
-                self.fits(self.view(st, t), n)
-            });
-            wait_until(at, now)
-        };
-        Expect {
-            allowed,
-            limit: self.limit,
-            remaining,
-            retry_ns,
-            reset_ns,
-        }
-    }
-
-    /// Nothing counts at `now`, and the stored window is not later than now's (an emptied
-    /// window ahead of the clock still takes the checks made at `now`).
-    fn is_idle(&self, st: &State, now: u64) -> bool {
-        let ahead = st.is_some_and(|(k, _, _)| k > u128::from(now) / u128::from(self.window));
-        let v = self.view(st, u128::from(now));
-        !ahead && v.prev == 0 && v.curr == 0
-    }
-
-    fn word(&self, st: &State) -> State {
-        Some(st.unwrap_or((0, 0, 0)))
-    }
-
-    /// Up to `n` units off the counts that apply at `now`: the current window's first, then the
-    /// previous one's; nothing once both are over. The stored window stays the stored one (in
-    /// the window after it, its count is the previous window's).
-    fn refund(&self, st: &mut State, now: u64, n: u32) -> bool {
-        let (k, p, c) = self.word(st).unwrap();
-        let k_now = u128::from(now) / u128::from(self.window);
-        let n = u128::from(n);
-        let (from_c, from_p) = if k >= k_now {
-            let from_c = c.min(n);
-            (from_c, p.min(n - from_c))
-        } else if k + 1 == k_now {
-            // Now's current window holds nothing; the stored current one is now's previous.
-            (c.min(n), 0)
-        } else {
-            (0, 0)
-        };
-        if from_c + from_p == 0 {
-            return false;
-        }
-        *st = Some((k, p - from_p, c - from_c));
-        true
-    }
-
-    fn zero_count_ahead(&self, st: &State, now: u64) -> bool {
-        matches!(*st, Some((k, 0, 0)) if k > u128::from(now) / u128::from(self.window))
-    }
-
-    /// The units off the count of the window they were counted in: the stored current window's
-    /// if it is still the admission's, the stored previous window's if the stored window has
-    /// moved on by one.
-    /// The units off the count of the window they were counted in (the stored current one, or
-    /// the stored previous one if the window moved on by one), unless both stored windows are
-    /// over at `now`.
-    fn uncount(&self, st: &mut State, now: u64, n: u32, after: &State) -> bool {
-        let (k, p, c) = self.word(st).unwrap();
-        let (k_after, _, _) = self.word(after).unwrap();
-        let n = u128::from(n);
-        if k + 1 < u128::from(now) / u128::from(self.window) {
-            false
-        } else if k == k_after && c > 0 {
-            *st = Some((k, p, c - c.min(n)));
-            true
-        } else if k == k_after + 1 && p > 0 {
-            *st = Some((k, p - p.min(n), c));
-            true
-        } else {
-            false
-        }
-    }
+pub fn validate(limit: u32, window: Duration) -> Result<SlidingWindowModel, ConfigError> {
+    validate_window(limit, window, max_limit)
+        .map(|(limit, window)| SlidingWindowModel { limit, window })
 }
 
 /// Replays `input` against the real limiters and the model; panics on any difference.
@@ -277,103 +46,10 @@ pub fn run(input: &Input) -> Stats {
 
 #[cfg(test)]
 mod tests {
-    //! The model against hand-computed vectors (the crate's unit tests), so a model bug is not
-    //! mistaken for an implementation bug.
+    //! The validation against the documented errors, and regressions the target found (the
+    //! model's own vectors are in `cellgate-models`).
     use super::*;
     use cellgate::clock::ManualClock;
-
-    fn m(limit: u32, w: u64) -> SlidingModel {
-        validate(limit, Duration::from_nanos(w)).unwrap()
-    }
-
-    #[test]
-    fn previous_window_weighs_in() {
-        let s = m(10, 1000);
-        let mut st = None;
-        assert!(s.step(&mut st, 500, 10).allowed);
-        assert!(!s.step(&mut st, 990, 1).allowed);
-        let d = s.step(&mut st, 1250, 3);
-        assert_eq!((d.allowed, d.remaining, d.retry_ns), (false, 2, Some(50)));
-        let d = s.step(&mut st, 1300, 3);
-        assert_eq!((d.allowed, d.remaining, d.reset_ns), (true, 0, 1700));
-    }
-
-    #[test]
-    fn retry_in_later_windows_and_backwards() {
-        let s = m(4, 100);
-        let mut st = None;
-        assert!(s.step(&mut st, 10, 4).allowed);
-        assert_eq!(s.step(&mut st, 20, 1).retry_ns, Some(105));
-        assert_eq!(s.step(&mut st, 20, 4).retry_ns, Some(180));
-        assert_eq!(s.step(&mut st, 20, 5).retry_ns, None);
-        let s = m(2, 100);
-        let mut st = None;
-        s.step(&mut st, 150, 2);
-        let d = s.step(&mut st, 50, 1);
-        assert_eq!((d.allowed, d.retry_ns), (false, Some(200)));
-    }
-
-    #[test]
-    fn swept_state() {
-        let s = m(3, 1000);
-        assert_eq!(s.swept(999), None);
-        let sw = s.swept(3000);
-        for now in [3000, 3500, 10_000] {
-            assert_eq!(s.step(&mut sw.clone(), now, 3), s.step(&mut None, now, 3));
-        }
-        assert!(!s.step(&mut sw.clone(), 2500, 2).allowed);
-    }
-
-    #[test]
-    fn refund_and_cancel() {
-        use crate::keyed_model::cancel;
-        let s = m(10, 1000);
-        // Stored window 2 with prev 4, curr 3.
-        let mut st = Some((2, 4, 3));
-        assert!(s.refund(&mut st, 2500, 5), "current first, then previous");
-        assert_eq!(st, Some((2, 2, 0)));
-        // In window 3 the stored current window is the previous one: only it gives back.
-        let mut st = Some((2, 4, 3));
-        assert!(s.refund(&mut st, 3500, 5));
-        assert_eq!(st, Some((2, 4, 0)));
-        assert!(
-            !s.refund(&mut st, 3500, 5),
-            "the older count no longer counts"
-        );
-        assert!(
-            !s.refund(&mut Some((2, 4, 3)), 4500, 1),
-            "both windows over"
-        );
-        assert!(
-            !s.refund(&mut Some((2, 4, 3)), 3500, 0),
-            "nothing asked, nothing back"
-        );
-        // Clock behind the stored window: the stored counts are the ones that apply.
-        let mut st = Some((2, 4, 3));
-        assert!(s.refund(&mut st, 1500, 4));
-        assert_eq!(st, Some((2, 3, 0)));
-        // Cancel: the exact word back, else the same window's current count, or the previous
-        // count once the stored window moved on by one.
-        let (before, after) = (Some((1, 0, 5)), Some((2, 5, 2)));
-        let mut now_st = after;
-        assert!(cancel(&s, &mut now_st, 999, 2, true, &before, &after));
-        assert_eq!(now_st, before);
-        let mut now_st = Some((2, 5, 4));
-        assert!(cancel(&s, &mut now_st, 999, 2, true, &before, &after));
-        assert_eq!(now_st, Some((2, 5, 2)));
-        let mut now_st = Some((3, 4, 1));
-        assert!(cancel(&s, &mut now_st, 999, 2, true, &before, &after));
-        assert_eq!(now_st, Some((3, 2, 1)));
-        assert!(!cancel(
-            &s,
-            &mut Some((4, 1, 1)),
-            999,
-            2,
-            true,
-            &before,
-            &after
-        ));
-    }
 
     /// A fixed bug: a refund of nothing, on a state whose stored current window is now's
     /// previous one, said something was given back.
@@ -412,35 +88,5 @@ mod tests {
         assert_eq!(max_limit(4), 1);
     }
 
-    #[test]
-    fn seeds_replay() {
-        crate::common::replay_dir(
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/corpus/seed_sliding_window_model"
-            ),
-            run,
-        );
-    }
-
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/corpus/seed_sliding_window_model"
-            )
-            .to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/sliding_window_model cargo test
-    /// --release sliding_window_model::tests::pick_seeds -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("sliding_window_model", run);
-    }
+    crate::corpus_tests!("sliding_window_model", run);
 }

@@ -68,7 +68,7 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 
-use crate::common::{Counters, Expect, Seen, U64};
+use crate::common::{Counters, Expect, Observe, Seen, U64};
 
 /// The last representable `next_free`, µs (module docs: a 48-bit field).
 pub const MAX_NEXT_FREE_US: u128 = (1 << 48) - 1;
@@ -1319,24 +1319,7 @@ mod tests {
         }
     }
 
-    /// `CORPUS=corpus/warm_up_model cargo test --release warm_up_model::tests::corpus_stats --
-    /// --ignored --nocapture`.
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_warm_up_model").to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/warm_up_model cargo
-    /// test --release warm_up_model::tests::pick_seeds -- --ignored --nocapture --exact`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("warm_up_model", run);
-    }
+    crate::corpus_tools!("warm_up_model", run);
 
     #[test]
     fn a_cold_limiter_spaces_its_first_permits() {
