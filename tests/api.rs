@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, KeyedLimiter, Limiter, Quota};
-use common::{apply_clock, ops, quotas, Expected, Op};
+use common::gcra::{apply_clock, observe, ops, quotas, Op};
 use proptest::prelude::*;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -236,7 +236,7 @@ proptest! {
                     Op::Peek { key } => (keep.peek(&key), evict.peek(&key)),
                     Op::Advance(_) | Op::Back(_) => unreachable!(),
                 };
-                prop_assert_eq!(Expected::of(&a), Expected::of(&b), "step {} {:?}", i, op);
+                prop_assert_eq!(observe(&a), observe(&b), "step {} {:?}", i, op);
             }
             let before = evict.len();
             let n = evict.evict_idle();

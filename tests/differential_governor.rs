@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use cellgate::clock::{Clock as _, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter};
-use common::{ops, quotas, Op, Q};
+use common::gcra::{ops, quotas, Op, Q};
 use governor::clock::{Clock as _, FakeRelativeClock};
 use governor::{InsufficientCapacity, NotUntil};
 use proptest::prelude::*;

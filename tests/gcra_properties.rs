@@ -19,7 +19,7 @@ mod common;
 
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Quota};
-use common::{apply_clock, ops, quotas, Op, Q};
+use common::gcra::{apply_clock, ops, quotas, Op, Q};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,18 +1,20 @@
-//! Sliding window counter: the keyed and direct limiters against the reference model in
-//! `window_models` (whose `retry_after` is a binary search, not the crate's closed form),
-//! eviction, layout bounds, configuration errors and many threads on a frozen clock.
+//! Sliding window counter: the window family's tests (`family_tests!`: the keyed and direct
+//! limiters against `cellgate_models::SlidingWindowModel`, whose `retry_after` is a binary
+//! search, not the crate's closed form; eviction; many threads on a frozen clock), the shortest
+//! wait, layout bounds, configuration errors and hand-worked edges.
 
-#[path = "window_models/mod.rs"]
-mod window_models;
+#[macro_use]
+mod common;
 
-use std::sync::Barrier;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter};
+use cellgate::{ConfigError, KeyedLimiter, Limiter};
 use proptest::prelude::*;
 
-use window_models::*;
+use common::threads::admitted_remainings;
+use common::windows::sliding_window::{max_limit, SlidingWindowModel};
+use common::windows::*;
 
 fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
     KeyedLimiter::<u8>::sliding_window(limit, Duration::from_nanos(w))
@@ -37,67 +39,63 @@ fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
         .unwrap()
 }
 
-/// A window whose layout holds at least a limit of 1, and a limit for it.
-fn configs() -> impl Strategy<Value = (u64, u32)> {
-    windows()
-        .prop_filter("the layout must hold a count", |&w| {
-            sliding_max_limit(w) >= 1
+struct Sliding;
+
+impl Family for Sliding {
+    type Model = SlidingWindowModel;
+
+    /// A window whose layout holds at least a limit of 1, and a limit for it.
+    fn configs() -> BoxedStrategy<(u64, u32)> {
+        windows()
+            .prop_filter("the layout must hold a count", |&w| max_limit(w) >= 1)
+            .prop_flat_map(|w| (Just(w), limits(max_limit(w))))
+            .boxed()
+    }
+
+    fn model(window: u64, limit: u32) -> SlidingWindowModel {
+        SlidingWindowModel { limit, window }
+    }
+
+    fn stores(w: u64, limit: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
+        [
+            Box::new(keyed(limit, w, clock)),
+            Box::new(table(limit, w, clock)),
+        ]
+    }
+
+    fn direct(w: u64, limit: u32, clock: &ManualClock) -> Option<Box<dyn Subject>> {
+        Some(Box::new(direct(limit, w, clock)))
+    }
+
+    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
+        let b = KeyedLimiter::<u32>::sliding_window(1, Duration::from_secs(1)).clock(clock);
+        Box::new(match max_keys {
+            Some(m) => b.max_keys(m).build().unwrap(),
+            None => b.build().unwrap(),
         })
-        .prop_flat_map(|w| (Just(w), limits(sliding_max_limit(w))))
+    }
+
+    const THREAD_LIMIT: u32 = 50_000;
+    /// An hour: its layout holds limits up to 2^20 - 1.
+    const THREAD_WINDOW: u64 = 3_600_000_000_000;
 }
+
+family_tests!(Sliding);
 
 proptest! {
     #![proptest_config(config(384))]
-
-    /// Every field of every decision, keyed and direct, for random sequences of checks and
-    /// peeks with time moving forwards, backwards, across boundaries and over huge gaps.
-    #[test]
-    fn matches_the_model((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let (k, t, d) = (keyed(limit, w, &clock), table(limit, w, &clock), direct(limit, w, &clock));
-        let model = SlidingWindowModel { limit, window: w };
-        drive(&model, w, limit, &clock, &[&k, &t, &d], &steps, false)?;
-    }
-
-    /// A limiter that evicts idle keys after every step decides exactly like one that never
-    /// does, and keeps exactly the live keys.
-    #[test]
-    fn evict_idle_is_lossless((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let model = SlidingWindowModel { limit, window: w };
-        let (a, b) = (keyed(limit, w, &clock), table(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-        let (a, b) = (table(limit, w, &clock), keyed(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-    }
-
-    /// Eviction gives no credit back to a clock behind the sweep (both stores).
-    #[test]
-    fn evict_then_earlier_clock_is_never_more_lenient(
-        (w, limit) in configs(),
-        history in steps_of(actions(), 1..=40),
-        back in 0u16..1000,
-        n in n_sels(),
-    ) {
-        let clock = ManualClock::new();
-        let n = n.resolve(limit);
-        let (a, b) = (keyed(limit, w, &clock), keyed(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-        let (a, b) = (table(limit, w, &clock), table(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-    }
 
     /// `retry_after` is the shortest wait: the same request is denied one nanosecond earlier
     /// and admitted at that time (checked on the limiter itself, not the model).
     #[test]
     fn retry_after_is_the_shortest_wait(
-        (w, limit) in configs(),
+        (w, limit) in Sliding::configs(),
         steps in steps_of(actions(), 1..=30),
         n in n_sels(),
     ) {
         let clock = ManualClock::new();
         let l = keyed(limit, w, &clock);
-        let model = SlidingWindowModel { limit, window: w };
+        let model = Sliding::model(w, limit);
         drive(&model, w, limit, &clock, &[&l], &steps, false)?;
         let n = n.resolve(limit);
         let now = clock_now(&clock);
@@ -121,18 +119,10 @@ proptest! {
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
     fn layout_bounds(w in windows()) {
-        let max = u32::try_from(sliding_max_limit(w)).unwrap();
-        let window = Duration::from_nanos(w);
-        if max >= 1 {
-            prop_assert!(KeyedLimiter::<u8>::sliding_window(max, window).build().is_ok());
-            prop_assert!(Limiter::sliding_window(max, window).build().is_ok());
-        }
-        let want = ConfigError::LimitTooLarge { limit: max + 1, max: u64::from(max), window };
-        prop_assert_eq!(
-            KeyedLimiter::<u8>::sliding_window(max + 1, window).build().unwrap_err(),
-            want.clone()
-        );
-        prop_assert_eq!(Limiter::sliding_window(max + 1, window).build().unwrap_err(), want);
+        common::windows::layout_bounds(w, max_limit, |limit, window| [
+            KeyedLimiter::<u8>::sliding_window(limit, window).build().map(drop),
+            Limiter::sliding_window(limit, window).build().map(drop),
+        ])?;
     }
 }
 
@@ -144,41 +134,6 @@ fn clock_now(clock: &ManualClock) -> u64 {
 fn at(clock: &ManualClock, ns: u64) -> &ManualClock {
     clock.set_ns(ns);
     clock
-}
-
-/// The model itself, on hand-worked cases (so a wrong model cannot pass unnoticed).
-#[test]
-fn model_hand_worked() {
-    let m = SlidingWindowModel {
-        limit: 10,
-        window: 1000,
-    };
-    let mut s = SlidingState::default();
-    assert!(m.step(&mut s, 500, 10).allowed);
-    // At 1250: prev 10 weighs 10 * 750 = 7500; 3 more would be 10500 > 10000.
-    let e = m.step(&mut s, 1250, 3);
-    assert!(!e.allowed);
-    assert_eq!(e.remaining, 2);
-    // 10 * (1000 - e) <= 7000 from e = 300.
-    assert_eq!(e.retry_ns, Some(50));
-    assert_eq!(
-        e.reset_ns, 750,
-        "only prev holds a count: the end of window 1"
-    );
-    let e = m.step(&mut s, 1300, 3);
-    assert!(e.allowed && e.remaining == 0 && e.reset_ns == 1700);
-    // 10 units: need prev 3 gone, i.e. window 3 at 3000? No: in window 2, prev = 3 weighs
-    // 3 * (1000 - e) <= 0 only at e = 1000, so the start of window 3.
-    let e = m.step(&mut s, 1300, 10);
-    assert_eq!(e.retry_ns, Some(3000 - 1300));
-    assert_eq!(m.step(&mut s, 1300, 11).retry_ns, None);
-    // Backwards: evaluated at the start of window 1 (e = 0): 10 * 1000 + 3 * 1000 > 10 * 1000,
-    // so even a peek is denied, until 10 * (1000 - e) <= 7000 at 1300.
-    let e = m.step(&mut s, 10, 0);
-    assert_eq!(
-        (e.allowed, e.remaining, e.reset_ns, e.retry_ns),
-        (false, 0, 2990, Some(1290))
-    );
 }
 
 #[test]
@@ -330,48 +285,6 @@ fn stock_operations_are_unsupported() {
     assert_eq!(d.peek().remaining(), 1);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Many threads, frozen clock
-// ---------------------------------------------------------------------------------------------
-
-const THREADS: usize = 8;
-const ATTEMPTS: usize = if cfg!(debug_assertions) {
-    50_000
-} else {
-    125_000
-};
-
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-fn admitted_remainings(check: impl Fn(usize) -> Decision + Sync) -> Vec<u32> {
-    let mut all: Vec<u32> = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|_| check(i))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    all.sort_unstable();
-    all
-}
-
 /// With the previous window holding `prev` and the clock frozen a quarter into the current
 /// window, exactly `limit - ceil(prev * 3/4)` unit requests fit, and the k-th admission leaves
 /// that minus k.
@@ -392,72 +305,10 @@ fn threads_on_a_frozen_clock_admit_exactly_the_capacity() {
     assert_eq!(k.peek(&0).remaining(), capacity);
     assert_eq!(t.peek(&0).remaining(), capacity);
 
-    let r = admitted_remainings(|_| k.check(&0));
-    assert_eq!(r.len(), capacity as usize, "keyed: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    let r = admitted_remainings(|_| t.check(&0));
-    assert_eq!(r.len(), capacity as usize, "table: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    let r = admitted_remainings(|_| d.check());
-    assert_eq!(r.len(), capacity as usize, "direct: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    assert!(!k.check(&0).is_allowed() && !t.check(&0).is_allowed() && !d.check().is_allowed());
-}
-
-#[test]
-fn threads_with_mixed_sizes_never_overspend() {
-    let clock = ManualClock::new();
-    clock.set_ns(5);
-    let limit = 1_000_000u32;
-    let l = KeyedLimiter::<u8>::sliding_window(limit, Duration::from_secs(3600))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let units: u64 = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|j| {
-                let n = ((i * 7 + j) % 50) as u32;
-                if l.check_n(&1, n).is_allowed() {
-                    u64::from(n)
-                } else {
-                    0
-                }
-            })
-            .sum::<u64>()
-    })
-    .into_iter()
-    .sum();
-    let left = l.peek(&1).remaining();
-    assert_eq!(units + u64::from(left), u64::from(limit));
-    assert!(l.check_n(&1, left).is_allowed());
-    assert!(!l.check(&1).is_allowed());
-}
-
-/// Threads racing to create the same new keys: each key admits exactly its limit, whichever
-/// thread's insertion wins.
-#[test]
-fn threads_racing_on_new_keys_admit_exactly_the_limit() {
-    const ROUNDS: u32 = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        100_000
-    };
-    const BATCH: u32 = 1;
-    const KEYS: u32 = ROUNDS * BATCH;
-    for bounded in [false, true] {
-        let clock = ManualClock::new();
-        clock.set_ns(42);
-        let builder = KeyedLimiter::<u32>::sliding_window(1, Duration::from_secs(1)).clock(clock);
-        // Bounded: the fingerprint table store; unbounded: the exact map.
-        let l = if bounded {
-            builder.max_keys(2 * KEYS as usize)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
-        let admitted = race_on_new_keys(ROUNDS, BATCH, |k| l.check(&k).is_allowed());
-        assert_eq!(admitted, u64::from(KEYS), "bounded: {bounded}");
-        assert_eq!(l.len(), KEYS as usize, "bounded: {bounded}");
+    let subjects: [&dyn Subject; 3] = [&k, &t, &d];
+    for (s, l) in subjects.iter().enumerate() {
+        let r = admitted_remainings(1, |_| 0, |_| l.decide(0, 1));
+        common::threads::assert_exactly_the_limit(&r[0], capacity, &format!("subject {s}"));
     }
+    assert!(!k.check(&0).is_allowed() && !t.check(&0).is_allowed() && !d.check().is_allowed());
 }

@@ -187,6 +187,33 @@ mod tests {
     }
 
     #[test]
+    fn hand_worked() {
+        let m = m(3, 100);
+        let mut s = LogState::default();
+        assert!(m.step(&mut s, 10, 1).allowed);
+        assert!(m.step(&mut s, 50, 2).allowed);
+        let e = m.step(&mut s, 60, 1);
+        assert_eq!(
+            (e.allowed, e.retry_ns, e.reset_ns, e.remaining),
+            (false, Some(50), 90, 0)
+        );
+        // The unit at 10 expires at 110: this step forgets it.
+        assert!(m.step(&mut s, 110, 1).allowed);
+        assert_eq!(m.step(&mut s, 120, 3).retry_ns, Some(210 - 120));
+        assert_eq!(m.step(&mut s, 120, 4).retry_ns, None);
+        // Backwards to 20, behind the forgotten expiry (110): the log counts itself full, so a
+        // peek fits with nothing remaining, and the key is clear once every unit has expired.
+        let e = m.step(&mut s, 20, 0);
+        assert_eq!(
+            (e.allowed, e.remaining, e.reset_ns, e.retry_ns),
+            (true, 0, 190, None)
+        );
+        let e = m.step(&mut s, 20, 1);
+        // One more unit fits once the two units at 50 have expired too (150).
+        assert_eq!((e.allowed, e.retry_ns), (false, Some(130)));
+    }
+
+    #[test]
     fn swept_log() {
         let c = m(2, 100);
         let swept = LogState::swept(250);
