@@ -26,17 +26,14 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Quota};
-use loom::sync::Arc;
-use loom::thread;
 
 use common::{
-    assert_serial, check_behind_the_sweep, deterministic_hashing, model, permutations, serially,
-    LoomClock,
+    assert_race_went_both_ways, check_behind_the_sweep, check_linearizable, deterministic_hashing,
+    drain, serial_outcomes, LoomClock, Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -96,10 +93,6 @@ struct Observed {
     later: Vec<Vec<Decision>>,
 }
 
-/// One serial run: the order (indices into `ops`), the results (indexed like `ops`) and the
-/// final state.
-type Outcome = (Vec<usize>, Vec<Got>, Observed);
-
 impl Scenario {
     fn limiter(&self, clock: &ManualClock) -> Keyed {
         let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
@@ -112,6 +105,36 @@ impl Scenario {
         builder.build().expect("valid quota")
     }
 
+    /// Every serial order's outcome, labelled by its order.
+    fn serial_outcomes(&self) -> Vec<(String, Vec<Got>, Observed)> {
+        serial_outcomes(self)
+            .into_iter()
+            .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
+            .collect()
+    }
+
+    /// Model-checks the scenario against its serial outcomes (see `check_linearizable`), and
+    /// asserts that loom reached at least two different serial orders' outcomes where the
+    /// serial runs have two different outcomes (the race went both ways).
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        let serial = self.serial_outcomes();
+        let matched = check_linearizable(name, self, serial.clone(), extra);
+        assert_race_went_both_ways(name, &serial, &matched);
+    }
+}
+
+impl Linearizable for Scenario {
+    type Subject = Keyed;
+    type Clock = ManualClock;
+    type Op = Op;
+    type Got = Got;
+    type Observed = Observed;
+
+    fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
     /// A fresh limiter with the setup applied, and its clock.
     fn start(&self) -> (Keyed, ManualClock) {
         let clock = ManualClock::new();
@@ -121,136 +144,36 @@ impl Scenario {
         (lim, clock)
     }
 
-    /// Every serial order's results (indexed like `ops`) and final state.
-    fn serial_outcomes(&self) -> Vec<Outcome> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (lim, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&lim, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&lim, &clock, &s.keys, s.burst);
-                    (order, got, seen)
-                })
+    fn apply(&self, lim: &Keyed, op: Op) -> Got {
+        match op {
+            Op::Check(key) => Got::Decision(lim.check(&key)),
+            Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+        }
+    }
+
+    /// The observable state: keys held, refused and evicted, and for every key of `keys` a
+    /// peek and checks until the first denial, now and one interval later (equal observations
+    /// mean equal TATs: `peek().reset_after()` is `TAT - now` while `TAT > now`).
+    fn observe(&self, lim: &Keyed, clock: &ManualClock) -> Observed {
+        let len = lim.len();
+        let refused = lim.refused();
+        let evicted = lim.evicted();
+        let drain_all = || {
+            self.keys
+                .iter()
+                .map(|&k| drain(|| lim.peek(&k), || lim.check(&k), self.burst))
                 .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
-        let (lim, clock) = self.start();
-        let lim = Arc::new(lim);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let lim = Arc::clone(&lim);
-                thread::spawn(move || apply(&lim, op))
-            })
-            .collect();
-        let mine = apply(&lim, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        (got, lim, clock)
-    }
-
-    /// Model-checks the scenario: its results and final state must be one of `accepted`
-    /// (the serial outcomes, plus whatever the model documents), and `extra` (scenario-specific
-    /// invariants) must hold on each explored execution. Returns the labels matched.
-    fn check_against(
-        &self,
-        name: &str,
-        accepted: Vec<(String, Vec<Got>, Observed)>,
-        extra: fn(&[Got], &Observed),
-    ) -> BTreeSet<String> {
-        let s = self.clone();
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-        let seen_labels = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, lim, clock) = s.run_concurrently();
-            let seen = observe(&lim, &clock, &s.keys, s.burst);
-            extra(&got, &seen);
-            let label = assert_serial(&accepted, &got, &seen);
-            seen_labels.lock().unwrap().insert(label);
-        });
-        let matched = matched.lock().unwrap().clone();
-        eprintln!("  {name}: outcomes matched {matched:?}");
-        matched
-    }
-
-    /// Model-checks the scenario against its serial outcomes (see `check_against`), and
-    /// asserts that loom reached at least two different serial orders' outcomes where the
-    /// serial runs have two different outcomes (the race went both ways).
-    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
-        deterministic_hashing();
-        let serial = labelled(self.serial_outcomes());
-        let distinct: BTreeSet<String> = serial
-            .iter()
-            .map(|(_, g, s)| format!("{g:?}{s:?}"))
-            .collect();
-        let matched = self.check_against(name, serial, extra);
-        if distinct.len() > 1 {
-            assert!(
-                matched.len() > 1,
-                "{name}: the race was explored one way only: {matched:?}"
-            );
+        };
+        let now = drain_all();
+        clock.advance_ns(T);
+        let later = drain_all();
+        Observed {
+            len,
+            refused,
+            evicted,
+            now,
+            later,
         }
-    }
-}
-
-/// Labels serial outcomes by their order.
-fn labelled(outcomes: Vec<Outcome>) -> Vec<(String, Vec<Got>, Observed)> {
-    outcomes
-        .into_iter()
-        .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
-        .collect()
-}
-
-fn apply(lim: &Keyed, op: Op) -> Got {
-    match op {
-        Op::Check(key) => Got::Decision(lim.check(&key)),
-        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
-    }
-}
-
-/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
-fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
-    let mut seen = vec![lim.peek(&key)];
-    for _ in 0..=burst {
-        let d = lim.check(&key);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
-        }
-    }
-    seen
-}
-
-/// The observable state: keys held, refused and evicted, and for every key of `keys` a peek and
-/// checks until the first denial, now and one interval later (equal observations mean equal
-/// TATs: `peek().reset_after()` is `TAT - now` while `TAT > now`).
-fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
-    let len = lim.len();
-    let refused = lim.refused();
-    let evicted = lim.evicted();
-    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    clock.advance_ns(T);
-    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    Observed {
-        len,
-        refused,
-        evicted,
-        now,
-        later,
     }
 }
 
@@ -349,7 +272,7 @@ fn sweep_at_bound_races_check() {
         keys: vec![K1, K2],
         ops: vec![Op::Check(K2), Op::Check(K1)],
     };
-    let serial = labelled(at_bound.serial_outcomes());
+    let serial = at_bound.serial_outcomes();
     // One after the other, the bound is exact: one admitted, the other refused, one key held.
     for (label, got, seen) in &serial {
         assert_eq!(admitted(got), 1, "{label}: {got:#?}");
@@ -361,8 +284,7 @@ fn sweep_at_bound_races_check() {
         max_keys: Some(2),
         ..at_bound.clone()
     };
-    let (order, got, mut seen) = room
-        .serial_outcomes()
+    let (order, got, mut seen) = serial_outcomes(&room)
         .into_iter()
         .find(|(order, _, _)| order == &[1, 0])
         .expect("the order B, A");
@@ -375,7 +297,7 @@ fn sweep_at_bound_races_check() {
         got,
         seen,
     ));
-    let matched = at_bound.check_against(name, accepted, |got, seen| {
+    let matched = check_linearizable(name, &at_bound, accepted, |got, seen| {
         // Each key within its burst: admitted once at most, nothing left afterwards.
         for (key, d) in [(0, &got[1]), (1, &got[0])] {
             let admitted_here = usize::from(d.admitted());

@@ -19,17 +19,14 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, SlidingLog};
-use loom::sync::Arc;
-use loom::thread;
 
 use common::{
-    assert_serial, check_behind_the_sweep, deterministic_hashing, model, permutations, serially,
-    LoomClock,
+    assert_race_went_both_ways, check_behind_the_sweep, check_linearizable, deterministic_hashing,
+    drain, serial_outcomes, LoomClock, Scenario as Linearizable,
 };
 
 /// The window, ns.
@@ -82,6 +79,27 @@ struct Observed {
 }
 
 impl Scenario {
+    /// Model-checks the scenario: linearizability against the serial outcomes, `extra` on each
+    /// execution, and (where the serial orders differ in outcome) that the race went both ways.
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        let serial = serial_outcomes(self);
+        let matched = check_linearizable(name, self, serial.clone(), extra);
+        assert_race_went_both_ways(name, &serial, &matched);
+    }
+}
+
+impl Linearizable for Scenario {
+    type Subject = Log;
+    type Clock = ManualClock;
+    type Op = Op;
+    type Got = Got;
+    type Observed = Observed;
+
+    fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
     fn start(&self) -> (Log, ManualClock) {
         let clock = ManualClock::new();
         clock.set_ns(NOW);
@@ -93,110 +111,26 @@ impl Scenario {
         (log, clock)
     }
 
-    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (log, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&log, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&log, &clock, s.limit);
-                    (order, got, seen)
-                })
-                .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Log, ManualClock) {
-        let (log, clock) = self.start();
-        let log = Arc::new(log);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let log = Arc::clone(&log);
-                thread::spawn(move || apply(&log, op))
-            })
-            .collect();
-        let mine = apply(&log, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let log = Arc::try_unwrap(log).unwrap_or_else(|_| panic!("threads still hold the log"));
-        (got, log, clock)
-    }
-
-    /// Model-checks the scenario: linearizability against the serial outcomes, `extra` on each
-    /// execution, and (where the serial orders differ in outcome) that the race went both ways.
-    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
-        deterministic_hashing();
-        let serial = self.serial_outcomes();
-        let distinct: BTreeSet<String> = serial
-            .iter()
-            .map(|(_, g, s)| format!("{g:?}{s:?}"))
-            .collect();
-        let s = self.clone();
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-        let seen_orders = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, log, clock) = s.run_concurrently();
-            let seen = observe(&log, &clock, s.limit);
-            extra(&got, &seen);
-            let order = assert_serial(&serial, &got, &seen);
-            seen_orders.lock().unwrap().insert(order);
-        });
-        let matched = matched.lock().unwrap().clone();
-        eprintln!("  {name}: outcomes matched serial orders {matched:?}");
-        // `assert_serial` names the first matching order, so distinct orders matched are
-        // distinct outcomes reached.
-        if distinct.len() > 1 {
-            assert!(
-                matched.len() > 1,
-                "{name}: the race was explored one way only: {matched:?}"
-            );
+    fn apply(&self, log: &Log, op: Op) -> Got {
+        match op {
+            Op::Check => Got::Decision(log.check(&KEY)),
+            Op::EvictIdle => Got::Evicted(log.evict_idle()),
         }
     }
-}
 
-fn apply(log: &Log, op: Op) -> Got {
-    match op {
-        Op::Check => Got::Decision(log.check(&KEY)),
-        Op::EvictIdle => Got::Evicted(log.evict_idle()),
-    }
-}
-
-/// Peek, then checks until the first denial (at most `limit + 1`).
-fn drain(log: &Log, limit: u32) -> Vec<Decision> {
-    let mut seen = vec![log.peek(&KEY)];
-    for _ in 0..=limit {
-        let d = log.check(&KEY);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
+    fn observe(&self, log: &Log, clock: &ManualClock) -> Observed {
+        let len = log.len();
+        let refused = log.refused();
+        let drain_key = || drain(|| log.peek(&KEY), || log.check(&KEY), self.limit);
+        let now = drain_key();
+        clock.advance_ns(W);
+        let later = drain_key();
+        Observed {
+            len,
+            refused,
+            now,
+            later,
         }
-    }
-    seen
-}
-
-fn observe(log: &Log, clock: &ManualClock, limit: u32) -> Observed {
-    let len = log.len();
-    let refused = log.refused();
-    let now = drain(log, limit);
-    clock.advance_ns(W);
-    let later = drain(log, limit);
-    Observed {
-        len,
-        refused,
-        now,
-        later,
     }
 }
 

@@ -27,12 +27,10 @@ use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Quota};
-use loom::sync::Arc;
-use loom::thread;
 
 use common::{
-    assert_serial, check_behind_the_sweep, colliding_keys, deterministic_hashing, distant_keys,
-    model, permutations, serially, LoomClock,
+    check_behind_the_sweep, check_linearizable, colliding_keys, deterministic_hashing,
+    distant_keys, drain, serial_outcomes, LoomClock, Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -100,6 +98,25 @@ impl Scenario {
             .expect("valid quota")
     }
 
+    /// Model-checks the scenario: linearizability against the tabulated serial outcomes, plus
+    /// `extra` (scenario-specific invariants) on each explored execution.
+    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+        deterministic_hashing();
+        check_linearizable(name, self, serial_outcomes(self), extra);
+    }
+}
+
+impl Linearizable for Scenario {
+    type Subject = Keyed;
+    type Clock = ManualClock;
+    type Op = Op;
+    type Got = Got;
+    type Observed = Observed;
+
+    fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
     /// A fresh limiter with the setup applied, and its clock.
     fn start(&self) -> (Keyed, ManualClock) {
         let clock = ManualClock::new();
@@ -109,109 +126,36 @@ impl Scenario {
         (lim, clock)
     }
 
-    /// Every serial order's results (indexed like `ops`) and final state.
-    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (lim, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&lim, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&lim, &clock, &s.keys, s.burst);
-                    (order, got, seen)
-                })
-                .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
-        let (lim, clock) = self.start();
-        let lim = Arc::new(lim);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let lim = Arc::clone(&lim);
-                thread::spawn(move || apply(&lim, op))
-            })
-            .collect();
-        let mine = apply(&lim, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        (got, lim, clock)
-    }
-
-    /// Model-checks the scenario: linearizability against the tabulated serial outcomes, plus
-    /// `extra` (scenario-specific invariants) on each explored execution.
-    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
-        deterministic_hashing();
-        let serial = self.serial_outcomes();
-        let s = self.clone();
-        // The serial orders the explored executions matched, to report that the model saw the
-        // race go each way.
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-        let seen_orders = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, lim, clock) = s.run_concurrently();
-            let seen = observe(&lim, &clock, &s.keys, s.burst);
-            extra(&got, &seen);
-            let order = assert_serial(&serial, &got, &seen);
-            seen_orders.lock().unwrap().insert(order);
-        });
-        eprintln!(
-            "  {name}: outcomes matched serial orders {:?}",
-            matched.lock().unwrap()
-        );
-    }
-}
-
-fn apply(lim: &Keyed, op: Op) -> Got {
-    match op {
-        Op::Check(key) => Got::Decision(lim.check(&key)),
-        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
-        Op::Peek(key) => Got::Decision(lim.peek(&key)),
-        Op::Refund(key, n) => Got::Refunded(lim.refund(&key, n)),
-    }
-}
-
-/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
-fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
-    let mut seen = vec![lim.peek(&key)];
-    for _ in 0..=burst {
-        let d = lim.check(&key);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
+    fn apply(&self, lim: &Keyed, op: Op) -> Got {
+        match op {
+            Op::Check(key) => Got::Decision(lim.check(&key)),
+            Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+            Op::Peek(key) => Got::Decision(lim.peek(&key)),
+            Op::Refund(key, n) => Got::Refunded(lim.refund(&key, n)),
         }
     }
-    seen
-}
 
-/// The observable state: keys held, keys refused, and for every key of `keys` a peek and checks
-/// until the first denial, now and one interval later. Equal observations mean equal TATs for
-/// every key (`peek().reset_after()` is `TAT - now` while `TAT > now`, and the checks confirm
-/// how many units are left).
-fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
-    let len = lim.len();
-    let refused = lim.refused();
-    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    clock.advance_ns(T);
-    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    Observed {
-        len,
-        refused,
-        now,
-        later,
+    /// The observable state: keys held, keys refused, and for every key of `keys` a peek and
+    /// checks until the first denial, now and one interval later. Equal observations mean equal
+    /// TATs for every key.
+    fn observe(&self, lim: &Keyed, clock: &ManualClock) -> Observed {
+        let len = lim.len();
+        let refused = lim.refused();
+        let drain_all = || {
+            self.keys
+                .iter()
+                .map(|&k| drain(|| lim.peek(&k), || lim.check(&k), self.burst))
+                .collect()
+        };
+        let now = drain_all();
+        clock.advance_ns(T);
+        let later = drain_all();
+        Observed {
+            len,
+            refused,
+            now,
+            later,
+        }
     }
 }
 

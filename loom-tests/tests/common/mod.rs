@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use cellgate::clock::Clock;
+use cellgate::Decision;
 use loom::sync::atomic::AtomicU64;
 
 /// Model-checks `f` with a loom builder configured from the environment
@@ -93,6 +94,181 @@ pub fn permutations(n: usize) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     go(&mut Vec::new(), n, &mut out);
     out
+}
+
+/// A peek, then unit checks until the first denial (at most `most + 1` of them): what a key's
+/// state looks like to the public API. Two cells that drain alike hold the same state (a
+/// peek's `reset_after` is `TAT - now` while `TAT > now`, and the checks count what is left).
+pub fn drain(
+    peek: impl Fn() -> Decision,
+    check: impl Fn() -> Decision,
+    most: u32,
+) -> Vec<Decision> {
+    let mut seen = vec![peek()];
+    for _ in 0..=most {
+        let d = check();
+        seen.push(d);
+        if !d.is_allowed() {
+            break;
+        }
+    }
+    seen
+}
+
+/// A linearizability scenario: a subject (a limiter) built fresh for every run, one operation
+/// per thread, and an observation of the state the run leaves behind.
+///
+/// [`check_linearizable`] model-checks it: every explored execution's results and final state
+/// must be those of running the same operations one after another, in some order
+/// ([`serial_outcomes`]), on a fresh subject.
+pub trait Scenario: Clone + Send + Sync + 'static {
+    type Subject: Send + Sync + 'static;
+    /// What [`Scenario::observe`] needs besides the subject (the clock it reads, to move it).
+    type Clock: 'static;
+    type Op: Copy + Debug + Send + Sync + 'static;
+    type Got: Clone + PartialEq + Debug + Send + Sync + 'static;
+    type Observed: Clone + PartialEq + Debug + Send + Sync + 'static;
+
+    /// Whether the last operation runs on the main thread (one thread fewer to spawn), or on a
+    /// spawned thread like the others.
+    const LAST_ON_MAIN: bool = true;
+
+    /// One operation per thread.
+    fn ops(&self) -> &[Self::Op];
+
+    /// A fresh subject with the scenario's setup applied, and its clock.
+    fn start(&self) -> (Self::Subject, Self::Clock);
+
+    fn apply(&self, subject: &Self::Subject, op: Self::Op) -> Self::Got;
+
+    /// The final state as far as the public API can tell (may move the clock).
+    fn observe(&self, subject: &Self::Subject, clock: &Self::Clock) -> Self::Observed;
+}
+
+/// One run of a scenario: the order its operations ran in (indices into `ops`), the results
+/// (indexed like `ops`) and the final state.
+pub type Outcome<S> = (
+    Vec<usize>,
+    Vec<<S as Scenario>::Got>,
+    <S as Scenario>::Observed,
+);
+
+/// Every serial order's outcome, tabulated once (in a one-thread loom execution, see
+/// [`serially`]) before the concurrent exploration.
+pub fn serial_outcomes<S: Scenario>(s: &S) -> Vec<Outcome<S>> {
+    let s = s.clone();
+    serially(move || {
+        permutations(s.ops().len())
+            .into_iter()
+            .map(|order| {
+                let (subject, clock) = s.start();
+                let mut got = vec![None; s.ops().len()];
+                for &i in &order {
+                    got[i] = Some(s.apply(&subject, s.ops()[i]));
+                }
+                let got = got.into_iter().map(Option::unwrap).collect();
+                let seen = s.observe(&subject, &clock);
+                (order, got, seen)
+            })
+            .collect()
+    })
+}
+
+/// Runs `ops[i]` on thread `i` (the last one on the main thread if [`Scenario::LAST_ON_MAIN`]),
+/// all on one subject; returns the results (indexed like `ops`), the subject (every thread
+/// joined: all writes visible) and its clock.
+pub fn run_concurrently<S: Scenario>(s: &S) -> (Vec<S::Got>, S::Subject, S::Clock) {
+    let (subject, clock) = s.start();
+    let subject = loom::sync::Arc::new(subject);
+    let (spawned, mine) = match s.ops().split_last() {
+        Some((&last, rest)) if S::LAST_ON_MAIN => (rest, Some(last)),
+        _ => (s.ops(), None),
+    };
+    let handles: Vec<_> = spawned
+        .iter()
+        .map(|&op| {
+            let (s, subject) = (s.clone(), loom::sync::Arc::clone(&subject));
+            loom::thread::spawn(move || s.apply(&subject, op))
+        })
+        .collect();
+    let mine = mine.map(|op| s.apply(&subject, op));
+    let mut got: Vec<S::Got> = handles
+        .into_iter()
+        .map(|h| h.join().expect("model thread panicked"))
+        .collect();
+    got.extend(mine);
+    let subject = loom::sync::Arc::try_unwrap(subject)
+        .unwrap_or_else(|_| panic!("threads still hold the limiter"));
+    (got, subject, clock)
+}
+
+/// Model-checks `s`: every explored execution's results and final state must be one of
+/// `accepted` (the serial outcomes, plus whatever the model documents; see [`assert_serial`]),
+/// and `each` (the scenario's own assertions) must hold on it. Returns the labels of the
+/// accepted outcomes the executions matched (also printed).
+pub fn check_linearizable<S, L>(
+    name: &str,
+    s: &S,
+    accepted: Vec<(L, Vec<S::Got>, S::Observed)>,
+    each: impl Fn(&[S::Got], &S::Observed) + Send + Sync + 'static,
+) -> BTreeSet<L>
+where
+    S: Scenario,
+    L: Clone + Debug + Ord + Send + Sync + 'static,
+{
+    let s = s.clone();
+    let matched = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen_labels = Arc::clone(&matched);
+    model(name, move || {
+        let (got, subject, clock) = run_concurrently(&s);
+        let seen = s.observe(&subject, &clock);
+        each(&got, &seen);
+        let label = assert_serial(&accepted, &got, &seen);
+        seen_labels.lock().unwrap().insert(label);
+    });
+    let matched = matched.lock().unwrap().clone();
+    eprintln!("  {name}: outcomes matched {matched:?}");
+    matched
+}
+
+/// How many distinct outcomes (results and state) `outcomes` holds, and how many of them the
+/// labels in `matched` reach. [`assert_serial`] names the first matching outcome, so distinct
+/// labels matched are distinct outcomes reached.
+pub fn coverage<L: Ord, G: Debug, O: Debug>(
+    outcomes: &[(L, G, O)],
+    matched: &BTreeSet<L>,
+) -> (usize, usize) {
+    let key = |(_, g, s): &(L, G, O)| format!("{g:?}{s:?}");
+    let distinct: BTreeSet<String> = outcomes.iter().map(key).collect();
+    let reached: BTreeSet<String> = outcomes
+        .iter()
+        .filter(|o| matched.contains(&o.0))
+        .map(key)
+        .collect();
+    (distinct.len(), reached.len())
+}
+
+/// Where the serial runs have two different outcomes, loom reached at least two (the race was
+/// explored both ways).
+pub fn assert_race_went_both_ways<L: Ord + Debug, G: Debug, O: Debug>(
+    name: &str,
+    outcomes: &[(L, G, O)],
+    matched: &BTreeSet<L>,
+) {
+    let (distinct, reached) = coverage(outcomes, matched);
+    if distinct > 1 {
+        assert!(
+            reached > 1,
+            "{name}: the race was explored one way only: {matched:?}"
+        );
+    }
+}
+
+/// Whether the exploration must reach every serial outcome: at a preemption bound of 2 or more
+/// (the CI bound is 3) or with none (exhaustive). At a bound of 1 loom cannot reach some of the
+/// three-thread models' outcomes.
+pub fn coverage_required() -> bool {
+    !matches!(loom::model::Builder::new().preemption_bound, Some(b) if b < 2)
 }
 
 /// A constant per-instance seed for aHash.
