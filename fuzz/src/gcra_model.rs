@@ -31,8 +31,8 @@
 //!
 //! Finally, eviction is checked to be *lossless*: a shadow model that never evicts (and has
 //! no floor) must make the same decisions, as long as no request has been made at a time
-//! before the sweep floor (DESIGN: dropping an idle key changes no decision made at the time
-//! of the sweep or later).
+//! before the sweep floor (README, "Bounded memory": idle keys are dropped losslessly, so
+//! dropping one changes no decision made at the time of the sweep or later).
 //!
 //! **Queues, reservations, refunds, per-call quotas.** From the `Quota::with_queue`,
 //! `reserve`, `cancel`, `refund`, `check_with` and `set_quota` docs, in the same arithmetic:

@@ -1,5 +1,5 @@
-//! Fixed window counter, from the README's "Window semantics" and the module docs of
-//! `src/algorithm/fixed_window.rs`:
+//! Fixed window counter, from the module docs of `src/algorithm/fixed_window.rs` and the
+//! `fixed_window` constructors' docs:
 //!
 //! ```text
 //! window k covers [k*W, (k+1)*W); the count that applies at now is the stored count if the

@@ -1,4 +1,4 @@
-//! GCRA, from the README's "GCRA semantics (exact)" and the `Quota::with_queue`, `reserve`,
+//! GCRA, from the README's "GCRA, exactly" and the `Quota::with_queue`, `reserve`,
 //! `cancel`, `refund` docs, in unbounded-enough arithmetic (`u128`) so that it cannot share an
 //! overflow bug with the implementation:
 //!

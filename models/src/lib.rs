@@ -2,8 +2,8 @@
 //! (`tests/`) and the fuzz targets (`fuzz/src`), so that both check the crate against the same
 //! reading of its documentation.
 //!
-//! Each model is written from the documented semantics (the README's "GCRA semantics (exact)"
-//! and "Window semantics", the module and method docs), not from the implementation, in
+//! Each model is written from the documented semantics (the README's "GCRA, exactly", the
+//! algorithms' module docs and the public methods' docs), not from the implementation, in
 //! unbounded-enough arithmetic (`u128`) with no packing and no saturation tricks: it is meant to
 //! be obviously correct, not fast. Where the crate computes a wait in closed form, the models
 //! search for it ([`first_true`]), so the closed form is checked rather than repeated.

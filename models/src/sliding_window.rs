@@ -1,5 +1,5 @@
-//! Sliding window counter (the two-window estimate), from the README's "Window semantics" and
-//! the module docs of `src/algorithm/sliding_window.rs`:
+//! Sliding window counter (the two-window estimate), from the module docs of
+//! `src/algorithm/sliding_window.rs` and the `sliding_window` constructors' docs:
 //!
 //! ```text
 //! e = now - start of now's window k; state (k_s, prev, curr) as it applies at now:

@@ -1,5 +1,5 @@
 //! GCRA: random quotas and operation sequences, and the reference model of `cellgate-models`
-//! (written from the README's "GCRA semantics (exact)") keyed by `u64`.
+//! (written from the README's "GCRA, exactly") keyed by `u64`.
 
 use std::collections::HashMap;
 use std::time::Duration;
