@@ -7,73 +7,36 @@ mod common;
 
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, KeyedLimiter, Limiter};
+use cellgate::clock::{DefaultClock, ManualClock};
+use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
 use common::windows::fixed_window::{max_limit, FixedWindowModel};
 use common::windows::*;
 
-fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+struct Fixed;
+
+impl Counter for Fixed {
+    type Model = FixedWindowModel;
+    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::fixed_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+        KeyedLimiter::fixed_window;
+    const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::fixed_window;
+    const MAX_LIMIT: fn(u64) -> u128 = max_limit;
+    /// A second: its layout holds limits up to 2^29 - 1.
+    const THREADS_WINDOW: u64 = 1_000_000_000;
+
+    fn new_model(window: u64, limit: u32) -> FixedWindowModel {
+        FixedWindowModel { limit, window }
+    }
 }
 
-/// The bounded fingerprint table store (`max_keys` selects it); never full here.
-fn table(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .max_keys(1_024)
-        .build()
-        .unwrap()
+fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+    Fixed::keyed(limit, w, clock)
 }
 
 fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
-    Limiter::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
-
-struct Fixed;
-
-impl Family for Fixed {
-    type Model = FixedWindowModel;
-
-    /// A window whose layout holds at least a limit of 1, and a limit for it.
-    fn configs() -> BoxedStrategy<(u64, u32)> {
-        windows()
-            .prop_filter("the layout must hold a count", |&w| max_limit(w) >= 1)
-            .prop_flat_map(|w| (Just(w), limits(max_limit(w))))
-            .boxed()
-    }
-
-    fn model(window: u64, limit: u32) -> FixedWindowModel {
-        FixedWindowModel { limit, window }
-    }
-
-    fn stores(w: u64, limit: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
-        [
-            Box::new(keyed(limit, w, clock)),
-            Box::new(table(limit, w, clock)),
-        ]
-    }
-
-    fn direct(w: u64, limit: u32, clock: &ManualClock) -> Option<Box<dyn Subject>> {
-        Some(Box::new(direct(limit, w, clock)))
-    }
-
-    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
-        let b = KeyedLimiter::<u32>::fixed_window(1, Duration::from_secs(1)).clock(clock);
-        Box::new(match max_keys {
-            Some(m) => b.max_keys(m).build().unwrap(),
-            None => b.build().unwrap(),
-        })
-    }
-
-    const THREAD_LIMIT: u32 = 50_000;
+    <Fixed as Counter>::direct(limit, w, clock)
 }
 
 family_tests!(Fixed);
@@ -84,10 +47,7 @@ proptest! {
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
     fn layout_bounds(w in windows()) {
-        common::windows::layout_bounds(w, max_limit, |limit, window| [
-            KeyedLimiter::<u8>::fixed_window(limit, window).build().map(drop),
-            Limiter::fixed_window(limit, window).build().map(drop),
-        ])?;
+        counter_layout_bounds::<Fixed>(w)?;
     }
 }
 
@@ -183,45 +143,8 @@ fn last_window_has_no_retry() {
 
 #[test]
 fn config_errors() {
+    counter_config_errors::<Fixed>();
     let s = Duration::from_secs(1);
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::fixed_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    assert_eq!(
-        Limiter::fixed_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    for window in [
-        Duration::MAX,
-        Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
-    ] {
-        assert_eq!(
-            KeyedLimiter::<u8>::fixed_window(1, window)
-                .build()
-                .unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-        assert_eq!(
-            Limiter::fixed_window(1, window).build().unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-    }
-    assert!(Limiter::fixed_window(1, Duration::from_nanos(u64::MAX))
-        .build()
-        .is_ok());
     // 1 ns windows leave no bits for the count.
     assert_eq!(
         Limiter::fixed_window(1, Duration::from_nanos(1))
@@ -256,33 +179,9 @@ fn config_errors() {
         Limiter::fixed_window(1 << 29, s).build(),
         Err(ConfigError::LimitTooLarge { max, .. }) if max == (1 << 29) - 1
     ));
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(1, s)
-            .max_keys(0)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "max_keys" }
-    );
 }
 
 #[test]
 fn stock_operations_are_unsupported() {
-    let k = KeyedLimiter::<u8>::fixed_window(1, Duration::from_secs(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let d = Limiter::fixed_window(1, Duration::from_secs(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let unsupported = |operation| ConfigError::Unsupported {
-        operation,
-        algorithm: "fixed_window",
-    };
-    assert_eq!(k.restock(&1, 5), Err(unsupported("restock")));
-    assert_eq!(k.set_stock(&1, 5), Err(unsupported("set_stock")));
-    assert_eq!(d.restock(5), Err(unsupported("restock")));
-    assert_eq!(d.set_stock(5), Err(unsupported("set_stock")));
-    assert!(k.is_empty(), "a refused operation creates no key");
-    assert_eq!(d.peek().remaining(), 1);
+    counter_has_no_stock::<Fixed>("fixed_window");
 }

@@ -8,76 +8,41 @@ mod common;
 
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, KeyedLimiter, Limiter};
+use cellgate::clock::{DefaultClock, ManualClock};
+use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
 use common::threads::admitted_remainings;
 use common::windows::sliding_window::{max_limit, SlidingWindowModel};
 use common::windows::*;
 
-fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+struct Sliding;
+
+impl Counter for Sliding {
+    type Model = SlidingWindowModel;
+    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::sliding_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+        KeyedLimiter::sliding_window;
+    const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::sliding_window;
+    const MAX_LIMIT: fn(u64) -> u128 = max_limit;
+    /// An hour: its layout holds limits up to 2^20 - 1.
+    const THREADS_WINDOW: u64 = 3_600_000_000_000;
+
+    fn new_model(window: u64, limit: u32) -> SlidingWindowModel {
+        SlidingWindowModel { limit, window }
+    }
 }
 
-/// The bounded fingerprint table store (`max_keys` selects it); never full here.
+fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+    Sliding::keyed(limit, w, clock)
+}
+
 fn table(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .max_keys(1_024)
-        .build()
-        .unwrap()
+    Sliding::table(limit, w, clock)
 }
 
 fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
-    Limiter::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
-
-struct Sliding;
-
-impl Family for Sliding {
-    type Model = SlidingWindowModel;
-
-    /// A window whose layout holds at least a limit of 1, and a limit for it.
-    fn configs() -> BoxedStrategy<(u64, u32)> {
-        windows()
-            .prop_filter("the layout must hold a count", |&w| max_limit(w) >= 1)
-            .prop_flat_map(|w| (Just(w), limits(max_limit(w))))
-            .boxed()
-    }
-
-    fn model(window: u64, limit: u32) -> SlidingWindowModel {
-        SlidingWindowModel { limit, window }
-    }
-
-    fn stores(w: u64, limit: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
-        [
-            Box::new(keyed(limit, w, clock)),
-            Box::new(table(limit, w, clock)),
-        ]
-    }
-
-    fn direct(w: u64, limit: u32, clock: &ManualClock) -> Option<Box<dyn Subject>> {
-        Some(Box::new(direct(limit, w, clock)))
-    }
-
-    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
-        let b = KeyedLimiter::<u32>::sliding_window(1, Duration::from_secs(1)).clock(clock);
-        Box::new(match max_keys {
-            Some(m) => b.max_keys(m).build().unwrap(),
-            None => b.build().unwrap(),
-        })
-    }
-
-    const THREAD_LIMIT: u32 = 50_000;
-    /// An hour: its layout holds limits up to 2^20 - 1.
-    const THREAD_WINDOW: u64 = 3_600_000_000_000;
+    <Sliding as Counter>::direct(limit, w, clock)
 }
 
 family_tests!(Sliding);
@@ -119,10 +84,7 @@ proptest! {
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
     fn layout_bounds(w in windows()) {
-        common::windows::layout_bounds(w, max_limit, |limit, window| [
-            KeyedLimiter::<u8>::sliding_window(limit, window).build().map(drop),
-            Limiter::sliding_window(limit, window).build().map(drop),
-        ])?;
+        counter_layout_bounds::<Sliding>(w)?;
     }
 }
 
@@ -207,44 +169,7 @@ fn backwards_time_gives_no_credit() {
 
 #[test]
 fn config_errors() {
-    let s = Duration::from_secs(1);
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(0, s)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::sliding_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::sliding_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    for window in [
-        Duration::MAX,
-        Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
-    ] {
-        assert_eq!(
-            Limiter::sliding_window(1, window).build().unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-        assert_eq!(
-            KeyedLimiter::<u8>::sliding_window(1, window)
-                .build()
-                .unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-    }
+    counter_config_errors::<Sliding>();
     // The documented maxima.
     for (secs, max) in [(1u64, 16_383u32), (60, 131_071), (3600, 1_048_575)] {
         let window = Duration::from_secs(secs);
@@ -260,29 +185,11 @@ fn config_errors() {
             }
         );
     }
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(1, s)
-            .max_keys(0)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "max_keys" }
-    );
 }
 
 #[test]
 fn stock_operations_are_unsupported() {
-    let k = keyed(1, 1_000, &ManualClock::new());
-    let d = direct(1, 1_000, &ManualClock::new());
-    let unsupported = |operation| ConfigError::Unsupported {
-        operation,
-        algorithm: "sliding_window",
-    };
-    assert_eq!(k.restock(&1, 5), Err(unsupported("restock")));
-    assert_eq!(k.set_stock(&1, 5), Err(unsupported("set_stock")));
-    assert_eq!(d.restock(5), Err(unsupported("restock")));
-    assert_eq!(d.set_stock(5), Err(unsupported("set_stock")));
-    assert!(k.is_empty());
-    assert_eq!(d.peek().remaining(), 1);
+    counter_has_no_stock::<Sliding>("sliding_window");
 }
 
 /// With the previous window holding `prev` and the clock frozen a quarter into the current

@@ -74,11 +74,7 @@ impl Family for Stock {
     }
 
     fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
-        let b = KeyedLimiter::<u32>::stock(1).clock(clock);
-        Box::new(match max_keys {
-            Some(m) => b.max_keys(m).build().unwrap(),
-            None => b.build().unwrap(),
-        })
+        keyed_racer(KeyedLimiter::<u32>::stock(1), max_keys, clock)
     }
 
     /// Time plays no part in a stock: eviction is lossless even when the clock goes back.

@@ -325,63 +325,52 @@ pub fn model_time(op: &Op, now: u64, w: u64) -> Option<u64> {
     })
 }
 
-/// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
-/// (`cargo test --release corpus_stats -- --ignored --nocapture`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Stats {
-    pub inputs: u64,
-    pub invalid_config: u64,
-    pub checks: u64,
-    pub allowed: u64,
-    pub denied_with_retry: u64,
-    pub denied_no_retry: u64,
-    pub refused_by_cap: u64,
-    pub keys_evicted: u64,
-    pub clock_backwards: u64,
-    /// Checks and peeks of a key not held while the clock is behind the latest sweep.
-    pub behind_sweep: u64,
-    pub shadow_checks: u64,
-    pub restocks: u64,
-    /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
-    /// dropped a key.
-    pub sweeps_at_backoff: u64,
-    /// Refunds that gave something back.
-    pub refunds: u64,
-    /// Reservations admitted (units held).
-    pub reserves: u64,
-    /// Cancels that gave something back.
-    pub cancels: u64,
-    /// Cancels of a holding reservation that gave nothing back (its window is over, its key
-    /// was dropped, ...).
-    pub cancels_nothing: u64,
-    /// Sweeps that dropped a zero count in a window later than the clock, let through by
-    /// `keyed_model::EXCUSE_ZERO_COUNT_AHEAD` (the lossless-eviction comparison ends there).
-    pub excused_zero_count_ahead: u64,
-    /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
-    pub excused_refund_zero: u64,
+crate::counters! {
+    /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
+    /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_config: u64,
+        pub checks: u64,
+        pub allowed: u64,
+        pub denied_with_retry: u64,
+        pub denied_no_retry: u64,
+        pub refused_by_cap: u64,
+        pub keys_evicted: u64,
+        pub clock_backwards: u64,
+        /// Checks and peeks of a key not held while the clock is behind the latest sweep.
+        pub behind_sweep: u64,
+        pub shadow_checks: u64,
+        pub restocks: u64,
+        /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
+        /// dropped a key.
+        pub sweeps_at_backoff: u64,
+        /// Refunds that gave something back.
+        pub refunds: u64,
+        /// Reservations admitted (units held).
+        pub reserves: u64,
+        /// Cancels that gave something back.
+        pub cancels: u64,
+        /// Cancels of a holding reservation that gave nothing back (its window is over, its key
+        /// was dropped, ...).
+        pub cancels_nothing: u64,
+        /// Sweeps that dropped a zero count in a window later than the clock, let through by
+        /// `keyed_model::EXCUSE_ZERO_COUNT_AHEAD` (the lossless-eviction comparison ends there).
+        pub excused_zero_count_ahead: u64,
+        /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
+        pub excused_refund_zero: u64,
+    }
 }
 
-impl std::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Stats) {
-        self.inputs += o.inputs;
-        self.invalid_config += o.invalid_config;
-        self.checks += o.checks;
-        self.allowed += o.allowed;
-        self.denied_with_retry += o.denied_with_retry;
-        self.denied_no_retry += o.denied_no_retry;
-        self.refused_by_cap += o.refused_by_cap;
-        self.keys_evicted += o.keys_evicted;
-        self.clock_backwards += o.clock_backwards;
-        self.behind_sweep += o.behind_sweep;
-        self.shadow_checks += o.shadow_checks;
-        self.restocks += o.restocks;
-        self.sweeps_at_backoff += o.sweeps_at_backoff;
-        self.refunds += o.refunds;
-        self.reserves += o.reserves;
-        self.cancels += o.cancels;
-        self.cancels_nothing += o.cancels_nothing;
-        self.excused_zero_count_ahead += o.excused_zero_count_ahead;
-        self.excused_refund_zero += o.excused_refund_zero;
+impl Stats {
+    /// Counts one check and how the model decided it.
+    pub fn count_check(&mut self, want: &Expect) {
+        self.checks += 1;
+        match (want.allowed, want.retry_ns) {
+            (true, _) => self.allowed += 1,
+            (false, Some(_)) => self.denied_with_retry += 1,
+            (false, None) => self.denied_no_retry += 1,
+        }
     }
 }
 
@@ -406,32 +395,6 @@ pub fn replay_dir<I: for<'a> Arbitrary<'a>, S: Counters>(dir: &str, run: impl Fn
     }
     assert!(seen > 0, "no inputs in {dir}");
     total
-}
-
-impl Counters for Stats {
-    fn fields(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("inputs", self.inputs),
-            ("invalid_config", self.invalid_config),
-            ("checks", self.checks),
-            ("allowed", self.allowed),
-            ("denied_with_retry", self.denied_with_retry),
-            ("denied_no_retry", self.denied_no_retry),
-            ("refused_by_cap", self.refused_by_cap),
-            ("keys_evicted", self.keys_evicted),
-            ("clock_backwards", self.clock_backwards),
-            ("behind_sweep", self.behind_sweep),
-            ("shadow_checks", self.shadow_checks),
-            ("restocks", self.restocks),
-            ("sweeps_at_backoff", self.sweeps_at_backoff),
-            ("refunds", self.refunds),
-            ("reserves", self.reserves),
-            ("cancels", self.cancels),
-            ("cancels_nothing", self.cancels_nothing),
-            ("excused_zero_count_ahead", self.excused_zero_count_ahead),
-            ("excused_refund_zero", self.excused_refund_zero),
-        ]
-    }
 }
 
 /// Seed picking (a maintenance tool, see `fuzz/README.md`): for every counter of [`Stats`] that
@@ -539,6 +502,37 @@ macro_rules! corpus_tools {
         #[ignore = "maintenance tool, not a check"]
         fn pick_seeds() {
             $crate::common::refresh_seeds($target, $run);
+        }
+    };
+}
+
+/// Declares a statistics struct of `u64` counters with its `AddAssign` (summing a corpus) and
+/// its [`Counters`] (each counter by name, in declaration order), so that the three are written
+/// once.
+#[macro_export]
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident: u64, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: u64, )*
+        }
+
+        impl std::ops::AddAssign for $name {
+            fn add_assign(&mut self, o: Self) {
+                $( self.$field += o.$field; )*
+            }
+        }
+
+        impl $crate::common::Counters for $name {
+            fn fields(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($field), self.$field), )*]
+            }
         }
     };
 }

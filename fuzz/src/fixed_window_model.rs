@@ -7,22 +7,15 @@
 
 use std::time::Duration;
 
-use arbitrary::Arbitrary;
 use cellgate::{ConfigError, KeyedLimiter, Limiter};
 
 pub use cellgate_models::fixed_window::{max_limit, FixedWindowModel, State};
 
-use crate::common::{validate_window, LimitSel, Op, Stats, WindowSel};
-use crate::keyed_model::{run_window, Stores};
+use crate::common::{validate_window, Stats};
+use crate::keyed_model::{run_window, WindowInput};
 
 /// One fuzz input: a configuration (possibly invalid), the stores' bounds, and operations.
-#[derive(Arbitrary, Debug, Clone)]
-pub struct Input {
-    pub window: WindowSel,
-    pub limit: LimitSel,
-    pub stores: Stores,
-    pub ops: Vec<Op>,
-}
+pub type Input = WindowInput;
 
 /// Which configurations are valid, and the exact error of an invalid one.
 pub fn validate(limit: u32, window: Duration) -> Result<FixedWindowModel, ConfigError> {
@@ -32,16 +25,8 @@ pub fn validate(limit: u32, window: Duration) -> Result<FixedWindowModel, Config
 
 /// Replays `input` against the real limiters and the model; panics on any difference.
 pub fn run(input: &Input) -> Stats {
-    run_window(
-        input.window,
-        input.limit,
-        &input.stores,
-        &input.ops,
-        max_limit,
-        validate,
-        Limiter::fixed_window,
-        KeyedLimiter::<u8>::fixed_window,
-    )
+    let keyed = KeyedLimiter::<u8>::fixed_window;
+    run_window(input, max_limit, validate, Limiter::fixed_window, keyed)
 }
 
 #[cfg(test)]

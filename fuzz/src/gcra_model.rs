@@ -67,7 +67,7 @@ use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation}
 pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
 use cellgate_models::keyed::SWEEP_BACKOFF_NS;
 
-use crate::common::Observe;
+use crate::common::{Observe, Seen};
 
 /// One fuzz input: a quota (possibly invalid), an optional key cap, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -277,24 +277,13 @@ impl Observe for Expected {
     /// Reads a real decision, checking that its `Duration` accessors agree with the ns ones,
     /// and that `remaining` never exceeds `limit`.
     fn of(d: &Decision) -> Self {
-        assert_eq!(
-            d.retry_after(),
-            d.retry_after_ns().map(Duration::from_nanos)
-        );
-        assert_eq!(d.reset_after(), Duration::from_nanos(d.reset_after_ns()));
+        let seen = Seen::of(d);
         assert_eq!(d.delay(), Duration::from_nanos(d.delay_ns()));
         assert!(
-            d.remaining() <= d.limit(),
+            seen.remaining <= seen.limit,
             "Inv: remaining above the limit: {d:?}"
         );
-        Self {
-            allowed: d.is_allowed(),
-            limit: d.limit(),
-            remaining: d.remaining(),
-            retry_after_ns: d.retry_after_ns(),
-            reset_after_ns: d.reset_after_ns(),
-            delay_ns: d.delay_ns(),
-        }
+        Expected::with_delay(seen, d.delay_ns())
     }
 }
 
@@ -448,106 +437,44 @@ impl KeyedModel {
     }
 }
 
-/// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
-/// (`cargo test --release corpus_stats -- --ignored --nocapture`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Stats {
-    pub inputs: u64,
-    pub invalid_quota: u64,
-    pub zero_max_keys: u64,
-    pub checks: u64,
-    pub allowed: u64,
-    pub denied_with_retry: u64,
-    /// Denied with no `retry_after` although `n <= burst`: the horizon (or the key cap).
-    pub denied_at_horizon: u64,
-    pub denied_n_above_burst: u64,
-    pub refused_by_cap: u64,
-    pub keys_evicted: u64,
-    pub clock_backwards: u64,
-    pub shadow_checks: u64,
-    /// Checks admitted with a delay (a queue place).
-    pub queued: u64,
-    /// Reservations admitted (units held), and those of them with a delay.
-    pub reserves: u64,
-    pub reserves_delayed: u64,
-    /// Cancels that gave something back, and cancels of a holding reservation that gave
-    /// nothing back.
-    pub cancels: u64,
-    pub cancels_nothing: u64,
-    /// Cancels that gave back only part of the reservation's place.
-    pub cancels_partial: u64,
-    pub refunds: u64,
-    pub checks_with: u64,
-    pub quota_changes: u64,
-    /// `check_with` / `set_quota` with an invalid quota.
-    pub quota_errors: u64,
-    /// Admissions whose acting times were checked against the conformance bound at the end.
-    pub conformance_checked: u64,
-    /// Cancels that moved the TAT back by more than their reservation moved it forward after
-    /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
-    pub excused_cancel_after_set_quota: u64,
-}
-
-impl crate::common::Counters for Stats {
-    fn fields(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("inputs", self.inputs),
-            ("invalid_quota", self.invalid_quota),
-            ("zero_max_keys", self.zero_max_keys),
-            ("checks", self.checks),
-            ("allowed", self.allowed),
-            ("denied_with_retry", self.denied_with_retry),
-            ("denied_at_horizon", self.denied_at_horizon),
-            ("denied_n_above_burst", self.denied_n_above_burst),
-            ("refused_by_cap", self.refused_by_cap),
-            ("keys_evicted", self.keys_evicted),
-            ("clock_backwards", self.clock_backwards),
-            ("shadow_checks", self.shadow_checks),
-            ("queued", self.queued),
-            ("reserves", self.reserves),
-            ("reserves_delayed", self.reserves_delayed),
-            ("cancels", self.cancels),
-            ("cancels_nothing", self.cancels_nothing),
-            ("cancels_partial", self.cancels_partial),
-            ("refunds", self.refunds),
-            ("checks_with", self.checks_with),
-            ("quota_changes", self.quota_changes),
-            ("quota_errors", self.quota_errors),
-            ("conformance_checked", self.conformance_checked),
-            (
-                "excused_cancel_after_set_quota",
-                self.excused_cancel_after_set_quota,
-            ),
-        ]
-    }
-}
-
-impl std::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Stats) {
-        self.inputs += o.inputs;
-        self.invalid_quota += o.invalid_quota;
-        self.zero_max_keys += o.zero_max_keys;
-        self.checks += o.checks;
-        self.allowed += o.allowed;
-        self.denied_with_retry += o.denied_with_retry;
-        self.denied_at_horizon += o.denied_at_horizon;
-        self.denied_n_above_burst += o.denied_n_above_burst;
-        self.refused_by_cap += o.refused_by_cap;
-        self.keys_evicted += o.keys_evicted;
-        self.clock_backwards += o.clock_backwards;
-        self.shadow_checks += o.shadow_checks;
-        self.queued += o.queued;
-        self.reserves += o.reserves;
-        self.reserves_delayed += o.reserves_delayed;
-        self.cancels += o.cancels;
-        self.cancels_nothing += o.cancels_nothing;
-        self.cancels_partial += o.cancels_partial;
-        self.refunds += o.refunds;
-        self.checks_with += o.checks_with;
-        self.quota_changes += o.quota_changes;
-        self.quota_errors += o.quota_errors;
-        self.conformance_checked += o.conformance_checked;
-        self.excused_cancel_after_set_quota += o.excused_cancel_after_set_quota;
+crate::counters! {
+    /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
+    /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_quota: u64,
+        pub zero_max_keys: u64,
+        pub checks: u64,
+        pub allowed: u64,
+        pub denied_with_retry: u64,
+        /// Denied with no `retry_after` although `n <= burst`: the horizon (or the key cap).
+        pub denied_at_horizon: u64,
+        pub denied_n_above_burst: u64,
+        pub refused_by_cap: u64,
+        pub keys_evicted: u64,
+        pub clock_backwards: u64,
+        pub shadow_checks: u64,
+        /// Checks admitted with a delay (a queue place).
+        pub queued: u64,
+        /// Reservations admitted (units held), and those of them with a delay.
+        pub reserves: u64,
+        pub reserves_delayed: u64,
+        /// Cancels that gave something back, and cancels of a holding reservation that gave
+        /// nothing back.
+        pub cancels: u64,
+        pub cancels_nothing: u64,
+        /// Cancels that gave back only part of the reservation's place.
+        pub cancels_partial: u64,
+        pub refunds: u64,
+        pub checks_with: u64,
+        pub quota_changes: u64,
+        /// `check_with` / `set_quota` with an invalid quota.
+        pub quota_errors: u64,
+        /// Admissions whose acting times were checked against the conformance bound at the end.
+        pub conformance_checked: u64,
+        /// Cancels that moved the TAT back by more than their reservation moved it forward after
+        /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
+        pub excused_cancel_after_set_quota: u64,
     }
 }
 

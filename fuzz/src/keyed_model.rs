@@ -63,6 +63,16 @@ pub struct Held<S> {
 /// recorded.
 type Outstanding<S> = (u8, u32, [Held<S>; 3]);
 
+/// One input of a window target (fixed or sliding window): a configuration (possibly
+/// invalid), the stores' bounds, and operations.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct WindowInput {
+    pub window: WindowSel,
+    pub limit: LimitSel,
+    pub stores: Stores,
+    pub ops: Vec<Op>,
+}
+
 /// The bounds of the two keyed stores.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub struct Stores {
@@ -204,24 +214,20 @@ pub fn run_built<M: CellModel>(
 /// the layout's maximum for `window` (`max_limit`), the model is `validate`'s verdict, and the
 /// subjects are built with the algorithm's constructors (`Limiter::fixed_window`, ...); then as
 /// [`run_built`].
-#[allow(clippy::too_many_arguments)]
 pub fn run_window<M: CellModel>(
-    window: WindowSel,
-    limit: LimitSel,
-    stores: &Stores,
-    ops: &[Op],
+    input: &WindowInput,
     max_limit: fn(u64) -> u128,
     validate: fn(u32, Duration) -> Result<M, ConfigError>,
     direct: fn(u32, Duration) -> LimiterBuilder<DefaultClock>,
     keyed: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>,
 ) -> Stats {
-    let window = window.get();
-    let limit = limit.get(layout_max(window, max_limit));
+    let window = input.window.get();
+    let limit = input.limit.get(layout_max(window, max_limit));
     let clock = ManualClock::new();
     run_built(
         validate(limit, window),
-        stores,
-        ops,
+        &input.stores,
+        &input.ops,
         &clock,
         direct(limit, window).clock(clock.clone()).build(),
         keyed(limit, window).clock(clock.clone()),
@@ -268,25 +274,20 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 });
                 let behind = m.uses_time() && at < map.swept && !map.held.contains_key(&k);
                 stats.behind_sweep += u64::from(behind);
-                let (want, swept) = table.check(m, k, at, now, n);
+                let (want, swept, ..) = table.check_full(m, k, at, now, n);
                 let before = s.table.refused();
                 assert_decision(&s.table.check_n(&k, n), &want, &|| {
                     ctx(&format!("table check_n(&{k}, {n}), model {table:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
                 stats.refused_by_cap += s.table.refused() - before;
-                let (want, swept) = map.check(m, k, at, now, n);
+                let (want, swept, ..) = map.check_full(m, k, at, now, n);
                 let got = s.map.check_n(&k, n);
                 assert_decision(&got, &want, &|| {
                     ctx(&format!("map check_n(&{k}, {n}), model {map:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
-                stats.checks += 1;
-                match (want.allowed, want.retry_ns) {
-                    (true, _) => stats.allowed += 1,
-                    (false, Some(_)) => stats.denied_with_retry += 1,
-                    (false, None) => stats.denied_no_retry += 1,
-                }
+                stats.count_check(&want);
                 if shadow_valid {
                     let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
                     let want = m.step(&mut st, at, n);
@@ -354,45 +355,38 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 assert_eq!(s.map.evict_idle(), want, "{}", ctx("map evict_idle", now));
                 stats.keys_evicted += want as u64;
             }
-            Op::Restock { key: k, units } => {
+            Op::Restock { key: k, units } | Op::SetStock { key: k, units } => {
                 let (k, units) = (key(k), units.get(m.limit()));
+                let restock = matches!(op, Op::Restock { .. });
+                let operation = if restock { "restock" } else { "set_stock" };
+                // Both read as the units remaining afterwards (`set_stock` answers `()`: the
+                // units it set).
+                let on_model = |st: &mut M::State| match restock {
+                    true => m.restock(st, units),
+                    false => m.set_stock(st, units).map(|()| units),
+                };
+                let on_keyed = |l: &KeyedLimiter<u8, ManualClock>| match restock {
+                    true => l.restock(&k, units),
+                    false => l.set_stock(&k, units).map(|()| units),
+                };
+                let on_direct = match restock {
+                    true => s.direct.restock(units),
+                    false => s.direct.set_stock(units).map(|()| units),
+                };
                 let unsupported = ConfigError::Unsupported {
-                    operation: "restock",
+                    operation,
                     algorithm: M::NAME,
                 };
-                let want = m.restock(&mut direct, units).ok_or(unsupported.clone());
-                assert_eq!(s.direct.restock(units), want, "{}", ctx("direct", now));
+                let want = on_model(&mut direct).ok_or(unsupported.clone());
+                assert_eq!(on_direct, want, "{}", ctx("direct", now));
                 for (name, subject, model) in
                     [("table", s.table, &mut table), ("map", s.map, &mut map)]
                 {
-                    let want = model
-                        .operator(m, k, |st| m.restock(st, units))
-                        .ok_or(unsupported.clone());
-                    assert_eq!(subject.restock(&k, units), want, "{}", ctx(name, now));
+                    let want = model.operator(m, k, on_model).ok_or(unsupported.clone());
+                    assert_eq!(on_keyed(subject), want, "{}", ctx(name, now));
                 }
                 let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                m.restock(&mut st, units);
-                shadow.insert(k, st);
-                stats.restocks += 1;
-            }
-            Op::SetStock { key: k, units } => {
-                let (k, units) = (key(k), units.get(m.limit()));
-                let unsupported = ConfigError::Unsupported {
-                    operation: "set_stock",
-                    algorithm: M::NAME,
-                };
-                let want = m.set_stock(&mut direct, units).ok_or(unsupported.clone());
-                assert_eq!(s.direct.set_stock(units), want, "{}", ctx("direct", now));
-                for (name, subject, model) in
-                    [("table", s.table, &mut table), ("map", s.map, &mut map)]
-                {
-                    let want = model
-                        .operator(m, k, |st| m.set_stock(st, units))
-                        .ok_or(unsupported.clone());
-                    assert_eq!(subject.set_stock(&k, units), want, "{}", ctx(name, now));
-                }
-                let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                m.set_stock(&mut st, units);
+                on_model(&mut st);
                 shadow.insert(k, st);
                 stats.restocks += 1;
             }

@@ -227,12 +227,7 @@ pub fn run(input: &Input) -> Stats {
                     stats.refused_by_cap += model.refused - before;
                     if j == 0 {
                         got_free = Some(got);
-                        stats.checks += 1;
-                        match (want.allowed, want.retry_ns) {
-                            (true, _) => stats.allowed += 1,
-                            (false, Some(_)) => stats.denied_with_retry += 1,
-                            (false, None) => stats.denied_no_retry += 1,
-                        }
+                        stats.count_check(&want);
                     }
                 }
                 if shadow_valid {

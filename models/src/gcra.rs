@@ -36,6 +36,20 @@ pub struct Expected {
     pub delay_ns: u64,
 }
 
+impl Expected {
+    /// The five fields every decision has, and the delay of an admission.
+    pub fn with_delay(seen: crate::Seen, delay_ns: u64) -> Self {
+        Self {
+            allowed: seen.allowed,
+            limit: seen.limit,
+            remaining: seen.remaining,
+            retry_after_ns: seen.retry_after_ns,
+            reset_after_ns: seen.reset_after_ns,
+            delay_ns,
+        }
+    }
+}
+
 /// Validated GCRA parameters, in model arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
@@ -246,28 +260,24 @@ mod tests {
 
     #[test]
     fn queue_delays_then_denies() {
-        // The crate's own example: T = 100, burst 2, queue 2: two at once, two delayed, then
-        // denied; `limit` and `remaining` count the queue.
-        let p = queued(1, 100, 2, 2);
+        // T = 50, burst 2, queue 2: the first two at once, the next two delayed by one and two
+        // intervals, then denied; `limit` and `remaining` count the queue.
+        let p = queued(1, 50, 2, 2);
         let mut tat = None;
-        let got: Vec<_> = (0..5)
-            .map(|_| {
-                let d = run_model(&p, &mut tat, 1000, 1);
-                (d.allowed, d.delay_ns, d.remaining, d.limit)
-            })
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (true, 0, 3, 4),
-                (true, 0, 2, 4),
-                (true, 100, 1, 4),
-                (true, 200, 0, 4),
-                (false, 0, 0, 4)
-            ]
-        );
-        assert_eq!(tat, Some(1400));
-        assert_eq!(run_model(&p, &mut tat, 1000, 1).retry_after_ns, Some(100));
+        for i in 0..4u32 {
+            let d = run_model(&p, &mut tat, 2000, 1);
+            assert!(d.allowed, "request {i}");
+            assert_eq!(
+                d.delay_ns,
+                50 * u64::from(i.saturating_sub(1)),
+                "request {i}"
+            );
+            assert_eq!((d.remaining, d.limit), (3 - i, 4), "request {i}");
+        }
+        let d = run_model(&p, &mut tat, 2000, 1);
+        assert_eq!((d.allowed, d.delay_ns, d.remaining), (false, 0, 0));
+        assert_eq!(tat, Some(2200));
+        assert_eq!(d.retry_after_ns, Some(50));
         // More than the burst never fits, queue or not.
         let d = run_model(&p, &mut None, 0, 3);
         assert_eq!((d.allowed, d.retry_after_ns), (false, None));

@@ -93,22 +93,9 @@ impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
     }
 
     /// A check at the limiter's decision time `now` (0 for algorithms that ignore time), with
-    /// the clock at `clock`; returns the decision and how many keys an automatic sweep dropped.
-    /// The sweep back-off runs on the clock even when decisions do not.
-    pub fn check<M: CellModel<State = S>>(
-        &mut self,
-        m: &M,
-        k: u8,
-        now: u64,
-        clock: u64,
-        n: u32,
-    ) -> (Expect, usize) {
-        let (d, swept, _, _) = self.check_full(m, k, now, clock, n);
-        (d, swept)
-    }
-
-    /// [`check`](Self::check), also returning the key's state before and after the decision
-    /// (what a reservation records).
+    /// the clock at `clock` (the sweep back-off runs on the clock even when decisions do not).
+    /// Returns the decision, how many keys an automatic sweep dropped, and the key's state
+    /// before and after the decision (what a reservation records).
     pub fn check_full<M: CellModel<State = S>>(
         &mut self,
         m: &M,
@@ -122,12 +109,18 @@ impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
             let d = m.step(st, now, n);
             return (d, 0, before, st.clone());
         }
-        let mut fresh = self.start(m);
-        let mut st = fresh.clone();
-        let mut d = m.step(&mut st, now, n);
-        if st == fresh {
+        // The decision on the state a key not held starts from, and that state; `None` when the
+        // decision leaves it unchanged (nothing to insert).
+        let decide_fresh = |store: &Self| {
+            let fresh = store.start(m);
+            let mut st = fresh.clone();
+            let d = m.step(&mut st, now, n);
+            (d, (st != fresh).then_some(st), fresh)
+        };
+        let (mut d, written, mut fresh) = decide_fresh(self);
+        let Some(mut st) = written else {
             return (d, 0, fresh.clone(), fresh);
-        }
+        };
         let mut swept = 0;
         if let Some(max) = self.max_keys {
             if self.held.len() >= max {
@@ -144,11 +137,11 @@ impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
                     return (Expect::refused(m.limit()), swept, fresh.clone(), fresh);
                 }
                 if due && self.decide_after_sweep {
-                    fresh = self.start(m);
-                    st = fresh.clone();
-                    d = m.step(&mut st, now, n);
-                    if st == fresh {
-                        return (d, swept, fresh.clone(), fresh);
+                    let written;
+                    (d, written, fresh) = decide_fresh(self);
+                    match written {
+                        Some(w) => st = w,
+                        None => return (d, swept, fresh.clone(), fresh),
                     }
                 }
             }

@@ -155,12 +155,12 @@ impl Model for SlidingWindowModel {
 impl CellModel for SlidingWindowModel {
     const NAME: &'static str = "sliding_window";
 
-    fn limit(&self) -> u32 {
-        self.limit
-    }
-
     fn window(&self) -> u64 {
         self.window
+    }
+
+    fn limit(&self) -> u32 {
+        self.limit
     }
 
     fn swept(&self, swept: u64) -> State {
@@ -227,13 +227,12 @@ mod tests {
     use super::*;
     use crate::cancel;
 
-    fn m(limit: u32, window: u64) -> SlidingWindowModel {
-        SlidingWindowModel { limit, window }
-    }
-
     #[test]
     fn previous_window_weighs_in() {
-        let s = m(10, 1000);
+        let s = SlidingWindowModel {
+            limit: 10,
+            window: 1000,
+        };
         let mut st = None;
         assert!(s.step(&mut st, 500, 10).allowed);
         assert!(!s.step(&mut st, 990, 1).allowed);
@@ -245,13 +244,19 @@ mod tests {
 
     #[test]
     fn retry_in_later_windows_and_backwards() {
-        let s = m(4, 100);
+        let s = SlidingWindowModel {
+            limit: 4,
+            window: 100,
+        };
         let mut st = None;
         assert!(s.step(&mut st, 10, 4).allowed);
         assert_eq!(s.step(&mut st, 20, 1).retry_ns, Some(105));
         assert_eq!(s.step(&mut st, 20, 4).retry_ns, Some(180));
         assert_eq!(s.step(&mut st, 20, 5).retry_ns, None);
-        let s = m(2, 100);
+        let s = SlidingWindowModel {
+            limit: 2,
+            window: 100,
+        };
         let mut st = None;
         s.step(&mut st, 150, 2);
         let d = s.step(&mut st, 50, 1);
@@ -260,7 +265,10 @@ mod tests {
 
     #[test]
     fn swept_state() {
-        let s = m(3, 1000);
+        let s = SlidingWindowModel {
+            limit: 3,
+            window: 1000,
+        };
         assert_eq!(s.swept(999), None);
         let sw = s.swept(3000);
         for now in [3000, 3500, 10_000] {
@@ -271,7 +279,10 @@ mod tests {
 
     #[test]
     fn refund_and_cancel() {
-        let s = m(10, 1000);
+        let s = SlidingWindowModel {
+            limit: 10,
+            window: 1000,
+        };
         // Stored window 2 with prev 4, curr 3.
         let mut st = Some((2, 4, 3));
         assert!(s.refund(&mut st, 2500, 5), "current first, then previous");
@@ -321,7 +332,10 @@ mod tests {
 
     #[test]
     fn hand_worked() {
-        let m = m(10, 1000);
+        let m = SlidingWindowModel {
+            limit: 10,
+            window: 1000,
+        };
         let mut s = None;
         assert!(m.step(&mut s, 500, 10).allowed);
         // At 1250: prev 10 weighs 10 * 750 = 7500; 3 more would be 10500 > 10000.

@@ -72,12 +72,14 @@ pub fn observe(d: &Decision) -> Expected {
         Duration::from_nanos(d.delay_ns()),
         "delay: {d:?}"
     );
+    let (allowed, limit, remaining) = (d.is_allowed(), d.limit(), d.remaining());
+    let (retry_after_ns, reset_after_ns) = (d.retry_after_ns(), d.reset_after_ns());
     Expected {
-        allowed: d.is_allowed(),
-        limit: d.limit(),
-        remaining: d.remaining(),
-        retry_after_ns: d.retry_after_ns(),
-        reset_after_ns: d.reset_after_ns(),
+        allowed,
+        limit,
+        remaining,
+        retry_after_ns,
+        reset_after_ns,
         delay_ns: d.delay_ns(),
     }
 }

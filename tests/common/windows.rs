@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, SlidingLog};
+use cellgate::clock::{DefaultClock, ManualClock};
+use cellgate::{
+    ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder, SlidingLog,
+};
 pub use cellgate_models::{fixed_window, sliding_window, Expect, Model, U64};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -648,6 +650,152 @@ pub trait Family {
 
     /// The window of the many-threads tests (long enough for [`Family::THREAD_LIMIT`]).
     const THREAD_WINDOW: u64 = 1_000_000_000;
+}
+
+/// A window counter (fixed or sliding window): its constructors and its layout, from which the
+/// blanket [`Family`] impl builds everything the family's tests need.
+pub trait Counter {
+    type Model: Model;
+
+    /// The keyed constructor (`KeyedLimiter::<u8>::fixed_window`, ...).
+    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>;
+    /// The same with `u32` keys, for the race on new keys.
+    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock>;
+    /// The direct constructor (`Limiter::fixed_window`, ...).
+    const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock>;
+    /// The largest limit the layout of a window of `w` ns holds (from the model).
+    const MAX_LIMIT: fn(u64) -> u128;
+    /// The window of the many-threads tests: long enough for 50 000 units.
+    const THREADS_WINDOW: u64;
+
+    fn new_model(window: u64, limit: u32) -> Self::Model;
+
+    /// The exact map store on `clock`.
+    fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+        let window = Duration::from_nanos(w);
+        Self::KEYED(limit, window)
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    }
+
+    /// The bounded fingerprint table store (`max_keys` selects it); never full here.
+    fn table(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+        let window = Duration::from_nanos(w);
+        let builder = Self::KEYED(limit, window).clock(clock.clone());
+        builder.max_keys(1_024).build().unwrap()
+    }
+
+    fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
+        let window = Duration::from_nanos(w);
+        Self::DIRECT(limit, window)
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    }
+}
+
+impl<C: Counter> Family for C {
+    type Model = C::Model;
+
+    /// A window whose layout holds at least a limit of 1, and a limit for it.
+    fn configs() -> BoxedStrategy<(u64, u32)> {
+        windows()
+            .prop_filter("the layout must hold a count", |&w| C::MAX_LIMIT(w) >= 1)
+            .prop_flat_map(|w| (Just(w), limits(C::MAX_LIMIT(w))))
+            .boxed()
+    }
+
+    fn model(window: u64, limit: u32) -> C::Model {
+        C::new_model(window, limit)
+    }
+
+    fn stores(w: u64, limit: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
+        [
+            Box::new(C::keyed(limit, w, clock)),
+            Box::new(C::table(limit, w, clock)),
+        ]
+    }
+
+    fn direct(w: u64, limit: u32, clock: &ManualClock) -> Option<Box<dyn Subject>> {
+        Some(Box::new(C::direct(limit, w, clock)))
+    }
+
+    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
+        keyed_racer(C::KEYED_U32(1, Duration::from_secs(1)), max_keys, clock)
+    }
+
+    const THREAD_LIMIT: u32 = 50_000;
+    const THREAD_WINDOW: u64 = C::THREADS_WINDOW;
+}
+
+/// A keyed limiter with `u32` keys from `builder`: the exact map, or the table bounded to
+/// `max_keys`.
+pub fn keyed_racer(
+    builder: KeyedBuilder<u32, DefaultClock>,
+    max_keys: Option<usize>,
+    clock: ManualClock,
+) -> Box<dyn Racer> {
+    let builder = builder.clock(clock);
+    Box::new(match max_keys {
+        Some(m) => builder.max_keys(m).build().unwrap(),
+        None => builder.build().unwrap(),
+    })
+}
+
+/// The largest limit of the layout builds; one more is `LimitTooLarge` (keyed and direct).
+pub fn counter_layout_bounds<C: Counter>(w: u64) -> Result<(), TestCaseError> {
+    layout_bounds(w, C::MAX_LIMIT, |limit, window| {
+        [
+            C::KEYED(limit, window).build().map(drop),
+            C::DIRECT(limit, window).build().map(drop),
+        ]
+    })
+}
+
+/// The configuration errors every window counter shares, from the keyed and the direct
+/// builder: a zero limit, a zero window, a window past `u64::MAX` ns, `max_keys(0)`; a window
+/// of exactly `u64::MAX` ns builds.
+pub fn counter_config_errors<C: Counter>() {
+    let s = Duration::from_secs(1);
+    let both = |limit, window| -> [Result<(), ConfigError>; 2] {
+        [
+            C::KEYED(limit, window).build().map(drop),
+            C::DIRECT(limit, window).build().map(drop),
+        ]
+    };
+    let zero = |field| Err(ConfigError::Zero { field });
+    assert_eq!(both(0, s), [zero("limit"), zero("limit")]);
+    assert_eq!(both(1, Duration::ZERO), [zero("window"), zero("window")]);
+    for window in [
+        Duration::MAX,
+        Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
+    ] {
+        let too_long = Err(ConfigError::WindowTooLong { window });
+        assert_eq!(both(1, window), [too_long.clone(), too_long]);
+    }
+    assert!(C::DIRECT(1, Duration::from_nanos(u64::MAX)).build().is_ok());
+    let capped = C::KEYED(1, s).max_keys(0).build().map(drop);
+    assert_eq!(capped, zero("max_keys"));
+}
+
+/// `restock` and `set_stock` on a window counter are `Unsupported` (naming the algorithm), on
+/// the keyed and the direct limiter, and change nothing.
+pub fn counter_has_no_stock<C: Counter>(algorithm: &'static str) {
+    let k = C::keyed(1, 1_000, &ManualClock::new());
+    let d = C::direct(1, 1_000, &ManualClock::new());
+    let unsupported = |operation| {
+        Err(ConfigError::Unsupported {
+            operation,
+            algorithm,
+        })
+    };
+    assert_eq!(k.restock(&1, 5), unsupported("restock"));
+    assert_eq!(k.set_stock(&1, 5), unsupported("set_stock").map(drop));
+    assert_eq!(d.restock(5), unsupported("restock"));
+    assert_eq!(d.set_stock(5), unsupported("set_stock").map(drop));
+    assert!(k.is_empty(), "a refused operation creates no key");
+    assert_eq!(d.peek().remaining(), 1);
 }
 
 /// Every field of every decision, keyed (both stores) and direct, against the model.
