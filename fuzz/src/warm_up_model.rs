@@ -68,7 +68,7 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 
-use crate::common::{Counters, Expect, Observe, Seen, U64};
+use crate::common::{Expect, Observe, Seen, U64};
 
 /// The last representable `next_free`, µs (module docs: a 48-bit field).
 pub const MAX_NEXT_FREE_US: u128 = (1 << 48) - 1;
@@ -926,6 +926,7 @@ mod tests {
     //! `Limiter::warm_up` doctest) and against Guava's definition by integration, so a model bug
     //! is not mistaken for an implementation bug.
     use super::*;
+    use crate::common::Counters;
 
     const MS: u64 = 1_000_000;
 
