@@ -289,15 +289,10 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 stats.keys_evicted += swept as u64;
                 stats.count_check(&want);
                 if shadow_valid {
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, n);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &got,
-                        &want,
-                        &|| ctx(&format!("shadow check_n(&{k}, {n})"), now),
-                    );
+                    let shadow_ctx = || ctx(&format!("shadow check_n(&{k}, {n})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let st =
+                        shadow_request(m, &shadow, valid, floor, (k, at, n), &got, &shadow_ctx);
                     shadow.insert(k, st);
                     stats.shadow_checks += 1;
                 }
@@ -322,15 +317,11 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                     });
                 }
                 if shadow_valid {
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, 0);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &s.map.peek(&k),
-                        &want,
-                        &|| ctx(&format!("shadow peek(&{k})"), now),
-                    );
+                    // A peek writes nothing: the shadow's state is not kept.
+                    let shadow_ctx = || ctx(&format!("shadow peek(&{k})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let got = s.map.peek(&k);
+                    shadow_request(m, &shadow, valid, floor, (k, at, 0), &got, &shadow_ctx);
                 }
             }
             Op::EvictIdle => {
@@ -466,15 +457,11 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 stats.reserves += u64::from(p.holds);
                 if shadow_valid {
                     // As a check for the shadow comparison.
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, n);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &r.decision(),
-                        &want,
-                        &|| ctx(&format!("shadow reserve(&{k}, {n})"), now),
-                    );
+                    let shadow_ctx = || ctx(&format!("shadow reserve(&{k}, {n})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let got = r.decision();
+                    let st =
+                        shadow_request(m, &shadow, valid, floor, (k, at, n), &got, &shadow_ctx);
                     shadow.insert(k, st);
                 }
                 outstanding.push((k, n, [d, t, p]));
@@ -541,6 +528,24 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
     }
     stats.sweeps_at_backoff = table.sweeps_at_backoff + map.sweeps_at_backoff;
     stats
+}
+
+/// The never-evicting shadow's decision on `n` units of `k` at `at`, compared with the map's
+/// `got` by [`shadow_step`] (`floor`: the map's sweep floor). Returns the shadow's state
+/// afterwards, for the caller to keep (or not, for a peek).
+fn shadow_request<M: CellModel>(
+    m: &M,
+    shadow: &BTreeMap<u8, M::State>,
+    valid: &mut bool,
+    floor: u64,
+    (k, at, n): (u8, u64, u32),
+    got: &cellgate::Decision,
+    ctx: &dyn Fn() -> String,
+) -> M::State {
+    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+    let want = m.step(&mut st, at, n);
+    shadow_step(valid, !m.uses_time() || at >= floor, got, &want, ctx);
+    st
 }
 
 /// One shadow comparison. While `valid` and the request is not behind the sweep floor, `got`
