@@ -29,11 +29,12 @@ mod common;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedLimiter, Quota};
+use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    assert_race_went_both_ways, check_behind_the_sweep, check_linearizable, deterministic_hashing,
-    drain, serial_outcomes, LoomClock, Scenario as Linearizable,
+    admitted, assert_race_went_both_ways, check_behind_the_sweep, check_linearizable,
+    deterministic_hashing, drained, observe_at, observe_keys, serial_outcomes, Got, KeyedObserved,
+    LoomClock, Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -45,25 +46,13 @@ const K1: u64 = 1;
 const K2: u64 = 2;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
+type Observed = KeyedObserved;
 
 /// What one thread does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Check(u64),
     EvictIdle,
-}
-
-/// What it got back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    Decision(Decision),
-    Evicted(usize),
-}
-
-impl Got {
-    fn admitted(&self) -> bool {
-        matches!(self, Got::Decision(d) if d.is_allowed())
-    }
 }
 
 /// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
@@ -77,20 +66,6 @@ struct Scenario {
     /// The keys the scenario uses; the final state is observed on all of them.
     keys: Vec<u64>,
     ops: Vec<Op>,
-}
-
-/// The final state as far as the public API can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    len: usize,
-    /// New keys refused because the map was full of live keys.
-    refused: u64,
-    /// Keys dropped as idle (by `evict_idle` or by a sweep at the bound).
-    evicted: u64,
-    /// Per key: peek now, then checks until the first denial.
-    now: Vec<Vec<Decision>>,
-    /// Per key, one interval later: peek, then checks until the first denial.
-    later: Vec<Vec<Decision>>,
 }
 
 impl Scenario {
@@ -152,38 +127,10 @@ impl Linearizable for Scenario {
     }
 
     /// The observable state: keys held, refused and evicted, and for every key of `keys` a
-    /// peek and checks until the first denial, now and one interval later (equal observations
-    /// mean equal TATs: `peek().reset_after()` is `TAT - now` while `TAT > now`).
+    /// peek and checks until the first denial, now and one interval later.
     fn observe(&self, lim: &Keyed, clock: &ManualClock) -> Observed {
-        let len = lim.len();
-        let refused = lim.refused();
-        let evicted = lim.evicted();
-        let drain_all = || {
-            self.keys
-                .iter()
-                .map(|&k| drain(|| lim.peek(&k), || lim.check(&k), self.burst))
-                .collect()
-        };
-        let now = drain_all();
-        clock.advance_ns(T);
-        let later = drain_all();
-        Observed {
-            len,
-            refused,
-            evicted,
-            now,
-            later,
-        }
+        observe_keys(lim, &self.keys, self.burst, || clock.advance_ns(T))
     }
-}
-
-/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
-fn drained(seen: &[Decision]) -> usize {
-    seen[1..].iter().filter(|d| d.is_allowed()).count()
-}
-
-fn admitted(got: &[Got]) -> usize {
-    got.iter().filter(|g| g.admitted()).count()
 }
 
 fn no_setup(_: &Keyed, _: &ManualClock) {}
@@ -290,7 +237,7 @@ fn sweep_at_bound_races_check() {
         .expect("the order B, A");
     assert_eq!(admitted(&got), 2, "{got:#?}");
     // B re-created K1 after A's sweep evicted it.
-    seen.evicted = 1;
+    seen.evicted = Some(1);
     let mut accepted = serial;
     accepted.push((
         format!("over the bound by one inserter (as {order:?} with room for both)"),
@@ -315,7 +262,7 @@ fn sweep_at_bound_races_check() {
             // Over the bound only by B's re-insert of the key A's sweep had just removed.
             assert_eq!(
                 (seen.len, seen.refused, seen.evicted),
-                (2, 0, 1),
+                (2, 0, Some(1)),
                 "both admitted, but not by an insert racing the sweep: {got:#?} {seen:#?}"
             );
         } else {
@@ -358,19 +305,7 @@ fn evict_with_check_behind_the_sweep() {
     // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
     // peek and checks until the first denial.
     let observe = |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
-        let mut seen = Vec::new();
-        for t in [AFTER, AFTER + T] {
-            clock.set(t);
-            seen.push(lim.peek(&K1));
-            for _ in 0..2 {
-                let d = lim.check(&K1);
-                seen.push(d);
-                if !d.is_allowed() {
-                    break;
-                }
-            }
-        }
-        (lim.len(), seen)
+        observe_at(lim, clock, K1, [AFTER, AFTER + T], 1)
     };
     check_behind_the_sweep(
         "exact_map::evict_with_check_behind_the_sweep",

@@ -22,11 +22,12 @@ mod common;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedLimiter, SlidingLog};
+use cellgate::{KeyedLimiter, SlidingLog};
 
 use common::{
-    assert_race_went_both_ways, check_behind_the_sweep, check_linearizable, deterministic_hashing,
-    drain, serial_outcomes, LoomClock, Scenario as Linearizable,
+    admitted, assert_race_went_both_ways, check_behind_the_sweep, check_linearizable,
+    deterministic_hashing, drained, observe_at, observe_keys, serial_outcomes, Got, KeyedObserved,
+    LoomClock, Scenario as Linearizable,
 };
 
 /// The window, ns.
@@ -37,25 +38,13 @@ const NOW: u64 = 1_000;
 const KEY: u64 = 7;
 
 type Log = SlidingLog<u64, ManualClock>;
+type Observed = KeyedObserved;
 
 /// What one thread does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Check,
     EvictIdle,
-}
-
-/// What it got back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    Decision(Decision),
-    Evicted(usize),
-}
-
-impl Got {
-    fn admitted(&self) -> bool {
-        matches!(self, Got::Decision(d) if d.is_allowed())
-    }
 }
 
 /// A scenario: a limit, a prefix run before any thread starts, one operation per thread.
@@ -65,17 +54,6 @@ struct Scenario {
     /// Runs on the main thread before the threads are spawned (and before each serial run).
     setup: fn(&Log, &ManualClock),
     ops: Vec<Op>,
-}
-
-/// The final state as far as the public API can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    len: usize,
-    refused: u64,
-    /// Peek now, then checks until the first denial.
-    now: Vec<Decision>,
-    /// The same one window later.
-    later: Vec<Decision>,
 }
 
 impl Scenario {
@@ -119,28 +97,8 @@ impl Linearizable for Scenario {
     }
 
     fn observe(&self, log: &Log, clock: &ManualClock) -> Observed {
-        let len = log.len();
-        let refused = log.refused();
-        let drain_key = || drain(|| log.peek(&KEY), || log.check(&KEY), self.limit);
-        let now = drain_key();
-        clock.advance_ns(W);
-        let later = drain_key();
-        Observed {
-            len,
-            refused,
-            now,
-            later,
-        }
+        observe_keys(log, &[KEY], self.limit, || clock.advance_ns(W))
     }
-}
-
-/// Checks admitted in an observation (after the leading peek).
-fn drained(seen: &[Decision]) -> usize {
-    seen[1..].iter().filter(|d| d.is_allowed()).count()
-}
-
-fn admitted(got: &[Got]) -> usize {
-    got.iter().filter(|g| g.admitted()).count()
 }
 
 /// Two checks of a new key, limit 1: both miss the lookup and decide on a fresh log; the one
@@ -156,8 +114,8 @@ fn two_checks_new_key_limit_one() {
     .check("sliding_log::two_checks_new_key_limit_one", |got, seen| {
         assert_eq!(admitted(got), 1, "limit 1: exactly one admitted: {got:#?}");
         assert_eq!(seen.len, 1, "one log for the key: {seen:#?}");
-        assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
-        assert_eq!(drained(&seen.later), 1, "{seen:#?}");
+        assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
+        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
     });
 }
 
@@ -182,8 +140,8 @@ fn three_checks_held_key_limit_two() {
         |got, seen| {
             assert_eq!(admitted(got), 2, "limit 2: exactly two admitted: {got:#?}");
             assert_eq!(seen.len, 1, "{seen:#?}");
-            assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
-            assert_eq!(drained(&seen.later), 2, "{seen:#?}");
+            assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
+            assert_eq!(drained(&seen.later[0]), 2, "{seen:#?}");
         },
     );
 }
@@ -209,7 +167,7 @@ fn evict_idle_races_check() {
         assert!(got[0].admitted(), "the idle key has its limit: {got:#?}");
         assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
         assert_eq!(
-            drained(&seen.now),
+            drained(&seen.now[0]),
             0,
             "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
         );
@@ -244,20 +202,8 @@ fn evict_with_check_behind_the_sweep() {
     };
     // The state afterwards, at `AFTER` and one window later: keys held, then per instant a
     // peek and checks until the first denial.
-    let observe = |log: &SlidingLog<u64, LoomClock>, clock: &LoomClock| {
-        let mut seen = Vec::new();
-        for t in [AFTER, AFTER + W] {
-            clock.set(t);
-            seen.push(log.peek(&KEY));
-            for _ in 0..2 {
-                let d = log.check(&KEY);
-                seen.push(d);
-                if !d.is_allowed() {
-                    break;
-                }
-            }
-        }
-        (log.len(), seen)
+    let observe = |lim: &SlidingLog<u64, LoomClock>, clock: &LoomClock| {
+        observe_at(lim, clock, KEY, [AFTER, AFTER + W], 1)
     };
     check_behind_the_sweep(
         "sliding_log::evict_with_check_behind_the_sweep",

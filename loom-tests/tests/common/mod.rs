@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use cellgate::clock::Clock;
-use cellgate::Decision;
+use cellgate::{Decision, KeyedLimiter, SlidingLog};
 use loom::sync::atomic::AtomicU64;
 
 /// Model-checks `f` with a loom builder configured from the environment
@@ -113,6 +113,137 @@ pub fn drain(
         }
     }
     seen
+}
+
+/// What a model thread gets back from a keyed limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Got {
+    Decision(Decision),
+    Evicted(usize),
+    Refunded(bool),
+}
+
+impl Got {
+    pub fn admitted(&self) -> bool {
+        matches!(self, Got::Decision(d) if d.is_allowed())
+    }
+}
+
+/// Requests admitted among the threads' results.
+pub fn admitted(got: &[Got]) -> usize {
+    got.iter().filter(|g| g.admitted()).count()
+}
+
+/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
+pub fn drained(seen: &[Decision]) -> usize {
+    seen[1..].iter().filter(|d| d.is_allowed()).count()
+}
+
+/// The keyed limiters the models observe (`KeyedLimiter` in either store, `SlidingLog`), with
+/// `u64` keys, as [`observe_keys`] and [`observe_at`] read them.
+pub trait Keyed {
+    fn check_key(&self, key: u64) -> Decision;
+    fn peek_key(&self, key: u64) -> Decision;
+    /// Keys held.
+    fn held(&self) -> usize;
+    /// New keys refused at the bound.
+    fn refused_keys(&self) -> u64;
+    /// Keys dropped as idle, where the limiter counts them.
+    fn evicted_keys(&self) -> Option<u64>;
+}
+
+impl<C: Clock> Keyed for KeyedLimiter<u64, C> {
+    fn check_key(&self, key: u64) -> Decision {
+        self.check(&key)
+    }
+    fn peek_key(&self, key: u64) -> Decision {
+        self.peek(&key)
+    }
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn refused_keys(&self) -> u64 {
+        self.refused()
+    }
+    fn evicted_keys(&self) -> Option<u64> {
+        Some(self.evicted())
+    }
+}
+
+impl<C: Clock> Keyed for SlidingLog<u64, C> {
+    fn check_key(&self, key: u64) -> Decision {
+        self.check(&key)
+    }
+    fn peek_key(&self, key: u64) -> Decision {
+        self.peek(&key)
+    }
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn refused_keys(&self) -> u64 {
+        self.refused()
+    }
+    fn evicted_keys(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The final state of a keyed limiter as far as the public API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedObserved {
+    pub len: usize,
+    /// New keys refused because the store was full of live keys.
+    pub refused: u64,
+    /// Keys dropped as idle (by `evict_idle` or by a sweep at the bound), where counted.
+    pub evicted: Option<u64>,
+    /// Per key: a peek now, then checks until the first denial.
+    pub now: Vec<Vec<Decision>>,
+    /// The same per key after `later` moved the clock.
+    pub later: Vec<Vec<Decision>>,
+}
+
+/// Observes `lim`: its counters, then every key of `keys` drained ([`drain`], at most
+/// `most + 1` checks) now and again after `later` (which moves the clock on). Equal
+/// observations mean equal states for every key (`peek().reset_after()` is `TAT - now` while
+/// `TAT > now`, and the checks count what is left).
+pub fn observe_keys(
+    lim: &impl Keyed,
+    keys: &[u64],
+    most: u32,
+    later: impl FnOnce(),
+) -> KeyedObserved {
+    let (len, refused, evicted) = (lim.held(), lim.refused_keys(), lim.evicted_keys());
+    let drain_all = || {
+        keys.iter()
+            .map(|&k| drain(|| lim.peek_key(k), || lim.check_key(k), most))
+            .collect()
+    };
+    let now = drain_all();
+    later();
+    KeyedObserved {
+        len,
+        refused,
+        evicted,
+        now,
+        later: drain_all(),
+    }
+}
+
+/// The observation of the behind-the-sweep models: keys held, then at each of `instants` a peek
+/// of `key` and checks until the first denial (at most `most + 1`).
+pub fn observe_at(
+    lim: &impl Keyed,
+    clock: &LoomClock,
+    key: u64,
+    instants: [u64; 2],
+    most: u32,
+) -> (usize, Vec<Decision>) {
+    let mut seen = Vec::new();
+    for t in instants {
+        clock.set(t);
+        seen.extend(drain(|| lim.peek_key(key), || lim.check_key(key), most));
+    }
+    (lim.held(), seen)
 }
 
 /// A linearizability scenario: a subject (a limiter) built fresh for every run, one operation
