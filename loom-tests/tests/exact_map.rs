@@ -32,9 +32,9 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    admitted, assert_race_went_both_ways, check_behind_the_sweep, check_linearizable,
-    deterministic_hashing, drained, observe_at, observe_keys, serial_outcomes, Got, KeyedObserved,
-    LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, assert_race_went_both_ways,
+    check_behind_the_sweep, check_linearizable, deterministic_hashing, drained, observe_at,
+    observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -176,19 +176,10 @@ fn evict_idle_races_check() {
         keys: vec![K1],
         ops: vec![Op::Check(K1), Op::EvictIdle],
     }
-    .check("exact_map::evict_idle_races_check", |got, seen| {
-        assert!(
-            got[0].admitted(),
-            "the idle key has its whole burst: {got:#?}"
-        );
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now[0]),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check(
+        "exact_map::evict_idle_races_check",
+        assert_eviction_kept_the_admission,
+    );
 }
 
 /// (c) The sweep at the bound racing a check of the key it would evict:

@@ -25,9 +25,9 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, SlidingLog};
 
 use common::{
-    admitted, assert_race_went_both_ways, check_behind_the_sweep, check_linearizable,
-    deterministic_hashing, drained, observe_at, observe_keys, serial_outcomes, Got, KeyedObserved,
-    LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, assert_race_went_both_ways,
+    check_behind_the_sweep, check_linearizable, deterministic_hashing, drained, observe_at,
+    observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
 };
 
 /// The window, ns.
@@ -163,16 +163,10 @@ fn evict_idle_races_check() {
         },
         ops: vec![Op::Check, Op::EvictIdle],
     }
-    .check("sliding_log::evict_idle_races_check", |got, seen| {
-        assert!(got[0].admitted(), "the idle key has its limit: {got:#?}");
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now[0]),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check(
+        "sliding_log::evict_idle_races_check",
+        assert_eviction_kept_the_admission,
+    );
 }
 
 /// Eviction with a clock that moves while a check reads it: the sweep floor. The key was

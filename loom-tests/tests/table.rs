@@ -29,9 +29,9 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    admitted, check_behind_the_sweep, check_linearizable, colliding_keys, deterministic_hashing,
-    distant_keys, drained, observe_at, observe_keys, serial_outcomes, Got, KeyedObserved,
-    LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, check_behind_the_sweep, check_linearizable,
+    colliding_keys, deterministic_hashing, distant_keys, drained, observe_at, observe_keys,
+    serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -166,19 +166,7 @@ fn evict_idle_races_check() {
         keys: vec![k],
         ops: vec![Op::Check(k), Op::EvictIdle],
     }
-    .check("evict_idle_races_check", |got, seen| {
-        assert!(
-            got[0].admitted(),
-            "the idle key has its whole burst: {got:#?}"
-        );
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now[0]),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check("evict_idle_races_check", assert_eviction_kept_the_admission);
 }
 
 /// (c) Two different keys with the same home slot are inserted at once into a table bounded

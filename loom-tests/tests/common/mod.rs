@@ -152,40 +152,50 @@ pub trait Keyed {
     fn evicted_keys(&self) -> Option<u64>;
 }
 
-impl<C: Clock> Keyed for KeyedLimiter<u64, C> {
-    fn check_key(&self, key: u64) -> Decision {
-        self.check(&key)
-    }
-    fn peek_key(&self, key: u64) -> Decision {
-        self.peek(&key)
-    }
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn refused_keys(&self) -> u64 {
-        self.refused()
-    }
-    fn evicted_keys(&self) -> Option<u64> {
-        Some(self.evicted())
-    }
+/// `Keyed` for a limiter type with the same-named inherent methods; `$evicted` reads its
+/// eviction count, if it keeps one.
+macro_rules! keyed {
+    ($limiter:ident, $evicted:expr) => {
+        impl<C: Clock> Keyed for $limiter<u64, C> {
+            fn check_key(&self, key: u64) -> Decision {
+                self.check(&key)
+            }
+            fn peek_key(&self, key: u64) -> Decision {
+                self.peek(&key)
+            }
+            fn held(&self) -> usize {
+                self.len()
+            }
+            fn refused_keys(&self) -> u64 {
+                self.refused()
+            }
+            fn evicted_keys(&self) -> Option<u64> {
+                let evicted: fn(&Self) -> Option<u64> = $evicted;
+                evicted(self)
+            }
+        }
+    };
 }
 
-impl<C: Clock> Keyed for SlidingLog<u64, C> {
-    fn check_key(&self, key: u64) -> Decision {
-        self.check(&key)
-    }
-    fn peek_key(&self, key: u64) -> Decision {
-        self.peek(&key)
-    }
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn refused_keys(&self) -> u64 {
-        self.refused()
-    }
-    fn evicted_keys(&self) -> Option<u64> {
-        None
-    }
+keyed!(KeyedLimiter, |l| Some(l.evicted()));
+keyed!(SlidingLog, |_| None);
+
+/// The assertions of the `evict_idle_races_check` models (`ops = [check(k), evict_idle()]`
+/// on an idle key `k` with a burst or limit of 1): the check is admitted, `evict_idle()`
+/// returns 0 or 1, and the admission is never lost to a removed entry (a further check at the
+/// same instant is denied); `k` is held exactly once.
+pub fn assert_eviction_kept_the_admission(got: &[Got], seen: &KeyedObserved) {
+    assert!(
+        got[0].admitted(),
+        "the idle key has its whole burst: {got:#?}"
+    );
+    assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
+    assert_eq!(
+        drained(&seen.now[0]),
+        0,
+        "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
+    );
+    assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
 }
 
 /// The final state of a keyed limiter as far as the public API can tell.
