@@ -32,9 +32,10 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    admitted, assert_eviction_kept_the_admission, assert_race_went_both_ways,
-    check_behind_the_sweep, check_linearizable, deterministic_hashing, drained, observe_at,
-    observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
+    assert_race_went_both_ways, check_linearizable, deterministic_hashing, drained,
+    keyed_check_behind_the_sweep, observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock,
+    Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -148,13 +149,10 @@ fn insert_race_same_new_key() {
         keys: vec![K1],
         ops: vec![Op::Check(K1), Op::Check(K1)],
     }
-    .check("exact_map::insert_race_same_new_key", |got, seen| {
-        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
-        // No admission lost: nothing left now; one interval later exactly one more.
-        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
-        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
-    });
+    .check(
+        "exact_map::insert_race_same_new_key",
+        assert_one_admission_one_entry,
+    );
 }
 
 /// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
@@ -283,28 +281,16 @@ fn evict_with_check_behind_the_sweep() {
     const BEFORE: u64 = NOW + T / 2;
     const AFTER: u64 = NOW + T;
     deterministic_hashing();
-    let build = |clock: &LoomClock| {
-        let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
-            .clock(clock.clone())
-            .build()
-            .expect("valid quota");
-        clock.set(NOW);
-        assert!(lim.check(&K1).is_allowed());
-        clock.set(BEFORE);
-        lim
-    };
-    // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
-        observe_at(lim, clock, K1, [AFTER, AFTER + T], 1)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "exact_map::evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.check(&K1),
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.evict_idle(),
-        observe,
+        K1,
+        [NOW, BEFORE, AFTER, T],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+                .clock(clock.clone())
+                .build()
+                .expect("valid quota")
+        },
         |got, seen| {
             // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
             // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.

@@ -25,9 +25,10 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, SlidingLog};
 
 use common::{
-    admitted, assert_eviction_kept_the_admission, assert_race_went_both_ways,
-    check_behind_the_sweep, check_linearizable, deterministic_hashing, drained, observe_at,
-    observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
+    assert_race_went_both_ways, check_linearizable, deterministic_hashing, drained,
+    keyed_check_behind_the_sweep, observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock,
+    Scenario as Linearizable,
 };
 
 /// The window, ns.
@@ -111,12 +112,10 @@ fn two_checks_new_key_limit_one() {
         setup: |_, _| {},
         ops: vec![Op::Check, Op::Check],
     }
-    .check("sliding_log::two_checks_new_key_limit_one", |got, seen| {
-        assert_eq!(admitted(got), 1, "limit 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "one log for the key: {seen:#?}");
-        assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
-        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
-    });
+    .check(
+        "sliding_log::two_checks_new_key_limit_one",
+        assert_one_admission_one_entry,
+    );
 }
 
 /// Three checks of a held key, limit 2: the key was admitted once a window ago, so it is held
@@ -184,28 +183,16 @@ fn evict_with_check_behind_the_sweep() {
     const BEFORE: u64 = NOW + W / 2;
     const AFTER: u64 = NOW + W;
     deterministic_hashing();
-    let build = |clock: &LoomClock| {
-        let log = KeyedLimiter::<u64>::sliding_log(1, Duration::from_nanos(W))
-            .clock(clock.clone())
-            .build()
-            .expect("valid limit and window");
-        clock.set(NOW);
-        assert!(log.check(&KEY).is_allowed());
-        clock.set(BEFORE);
-        log
-    };
-    // The state afterwards, at `AFTER` and one window later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = |lim: &SlidingLog<u64, LoomClock>, clock: &LoomClock| {
-        observe_at(lim, clock, KEY, [AFTER, AFTER + W], 1)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "sliding_log::evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        |log: &SlidingLog<u64, LoomClock>| log.check(&KEY),
-        |log: &SlidingLog<u64, LoomClock>| log.evict_idle(),
-        observe,
+        KEY,
+        [NOW, BEFORE, AFTER, W],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::sliding_log(1, Duration::from_nanos(W))
+                .clock(clock.clone())
+                .build()
+                .expect("valid limit and window")
+        },
         |got, seen| {
             // Limit 1 in any window of W: A may be admitted only once the entry of `NOW` has
             // expired, so its own entry (seen by the peek at `AFTER`) expires at `AFTER + W`.

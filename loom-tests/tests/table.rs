@@ -29,9 +29,10 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    admitted, assert_eviction_kept_the_admission, check_behind_the_sweep, check_linearizable,
-    colliding_keys, deterministic_hashing, distant_keys, drained, observe_at, observe_keys,
-    serial_outcomes, Got, KeyedObserved, LoomClock, Scenario as Linearizable,
+    admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
+    check_linearizable, colliding_keys, deterministic_hashing, distant_keys, drained,
+    keyed_check_behind_the_sweep, observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock,
+    Scenario as Linearizable,
 };
 
 /// Emission interval, ns.
@@ -138,13 +139,7 @@ fn insert_race_same_new_key() {
         keys: vec![k],
         ops: vec![Op::Check(k), Op::Check(k)],
     }
-    .check("insert_race_same_new_key", |got, seen| {
-        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "exactly one slot for the key");
-        // Nothing left now; one interval later exactly one more.
-        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
-        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
-    });
+    .check("insert_race_same_new_key", assert_one_admission_one_entry);
 }
 
 /// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
@@ -284,29 +279,17 @@ fn evict_with_check_behind_the_sweep() {
     const AFTER: u64 = NOW + T;
     deterministic_hashing();
     let [key, _] = distant_keys();
-    let build = move |clock: &LoomClock| {
-        let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
-            .max_keys(2)
-            .clock(clock.clone())
-            .build()
-            .expect("valid quota");
-        clock.set(NOW);
-        assert!(lim.check(&key).is_allowed());
-        clock.set(BEFORE);
-        lim
-    };
-    // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = move |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
-        observe_at(lim, clock, key, [AFTER, AFTER + T], 1)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        move |lim: &KeyedLimiter<u64, LoomClock>| lim.check(&key),
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.evict_idle(),
-        observe,
+        key,
+        [NOW, BEFORE, AFTER, T],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+                .max_keys(2)
+                .clock(clock.clone())
+                .build()
+                .expect("valid quota")
+        },
         |got, seen| {
             // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
             // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.

@@ -150,6 +150,8 @@ pub trait Keyed {
     fn refused_keys(&self) -> u64;
     /// Keys dropped as idle, where the limiter counts them.
     fn evicted_keys(&self) -> Option<u64>;
+    /// `evict_idle()`.
+    fn sweep(&self) -> usize;
 }
 
 /// `Keyed` for a limiter type with the same-named inherent methods; `$evicted` reads its
@@ -173,12 +175,53 @@ macro_rules! keyed {
                 let evicted: fn(&Self) -> Option<u64> = $evicted;
                 evicted(self)
             }
+            fn sweep(&self) -> usize {
+                self.evict_idle()
+            }
         }
     };
 }
 
 keyed!(KeyedLimiter, |l| Some(l.evicted()));
 keyed!(SlidingLog, |_| None);
+
+/// [`check_behind_the_sweep`] for a keyed limiter with a limit of 1 per `interval` ns: `make`
+/// builds it on the clock, `key` is admitted at `now` and the clock set to `before`; the
+/// thread's check and the sweep race while the main thread moves the clock to `after`; the
+/// state is observed at `after` and one interval later ([`observe_at`]).
+pub fn keyed_check_behind_the_sweep<L: Keyed + Send + Sync + 'static>(
+    name: &str,
+    key: u64,
+    [now, before, after, interval]: [u64; 4],
+    make: impl Fn(&LoomClock) -> L + Send + Sync + 'static,
+    assert_run: impl Fn(&(Decision, usize), &(usize, Vec<Decision>)) + Send + Sync + 'static,
+) -> BTreeSet<String> {
+    check_behind_the_sweep(
+        name,
+        [before, after],
+        move |clock| {
+            let lim = make(clock);
+            clock.set(now);
+            assert!(lim.check_key(key).is_allowed());
+            clock.set(before);
+            lim
+        },
+        move |lim: &L| lim.check_key(key),
+        |lim: &L| lim.sweep(),
+        move |lim: &L, clock| observe_at(lim, clock, key, [after, after + interval], 1),
+        assert_run,
+    )
+}
+
+/// The assertions of the insert-race models (two checks of one new key with a burst or limit
+/// of 1): exactly one admitted, one entry for the key, nothing left now (no admission lost)
+/// and exactly one more after the observation's later instant.
+pub fn assert_one_admission_one_entry(got: &[Got], seen: &KeyedObserved) {
+    assert_eq!(admitted(got), 1, "exactly one admitted: {got:#?}");
+    assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
+    assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
+    assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
+}
 
 /// The assertions of the `evict_idle_races_check` models (`ops = [check(k), evict_idle()]`
 /// on an idle key `k` with a burst or limit of 1): the check is admitted, `evict_idle()`
