@@ -733,17 +733,13 @@ fn parse_reads_nginx_notation() {
         assert_eq!(LimitReq::parse(text), Ok(want), "{text:?}");
         assert_eq!(text.parse::<LimitReq>(), Ok(want), "{text:?}");
     }
+    // Every getter of a parsed configuration.
+    let fields = |l: &LimitReq| {
+        let (rate, period, burst) = (l.rate(), l.period(), l.max_burst());
+        (rate, period, burst, l.delay_limit(), l.is_nodelay())
+    };
     let l = LimitReq::parse("rate=10r/s burst=20 delay=8").unwrap();
-    assert_eq!(
-        (
-            l.rate(),
-            l.period(),
-            l.max_burst(),
-            l.delay_limit(),
-            l.is_nodelay()
-        ),
-        (10, Duration::from_secs(1), 20, 8, false)
-    );
+    assert_eq!(fields(&l), (10, Duration::from_secs(1), 20, 8, false));
     assert_eq!(l.rate_milli(), 10_000);
     assert_eq!(
         l.quota(),
@@ -752,16 +748,7 @@ fn parse_reads_nginx_notation() {
             .with_queue(12)
     );
     let l = LimitReq::parse("rate=6r/m burst=5 nodelay").unwrap();
-    assert_eq!(
-        (
-            l.rate(),
-            l.period(),
-            l.max_burst(),
-            l.delay_limit(),
-            l.is_nodelay()
-        ),
-        (6, Duration::from_secs(60), 5, 5, true)
-    );
+    assert_eq!(fields(&l), (6, Duration::from_secs(60), 5, 5, true));
     assert_eq!(
         l.quota(),
         Quota::new(6, Duration::from_secs(60))
