@@ -32,10 +32,10 @@ use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
-    assert_race_went_both_ways, check_linearizable, deterministic_hashing, drained,
-    keyed_check_behind_the_sweep, observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock,
-    Scenario as Linearizable,
+    admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
+    assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
+    deterministic_hashing, drained, keyed_check_behind_the_sweep, serial_outcomes, Got,
+    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts,
 };
 
 /// Emission interval, ns.
@@ -48,13 +48,6 @@ const K2: u64 = 2;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
 type Observed = KeyedObserved;
-
-/// What one thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Check(u64),
-    EvictIdle,
-}
 
 /// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
 #[derive(Clone)]
@@ -70,17 +63,6 @@ struct Scenario {
 }
 
 impl Scenario {
-    fn limiter(&self, clock: &ManualClock) -> Keyed {
-        let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
-            .with_burst(self.burst);
-        let builder = KeyedLimiter::<u64>::gcra(q).clock(clock.clone());
-        let builder = match self.max_keys {
-            Some(n) => builder.max_keys(n).exact_keys(),
-            None => builder,
-        };
-        builder.build().expect("valid quota")
-    }
-
     /// Every serial order's outcome, labelled by its order.
     fn serial_outcomes(&self) -> Vec<(String, Vec<Got>, Observed)> {
         serial_outcomes(self)
@@ -100,37 +82,28 @@ impl Scenario {
     }
 }
 
-impl Linearizable for Scenario {
-    type Subject = Keyed;
-    type Clock = ManualClock;
-    type Op = Op;
-    type Got = Got;
-    type Observed = Observed;
+impl KeyedScenario for Scenario {
+    const NOW: u64 = NOW;
+    type Limiter = Keyed;
+    const LATER_NS: u64 = T;
 
-    fn ops(&self) -> &[Op] {
-        &self.ops
+    fn limiter(&self, clock: &ManualClock) -> Keyed {
+        let builder = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T)).clock(clock.clone());
+        let builder = match self.max_keys {
+            Some(n) => builder.max_keys(n).exact_keys(),
+            None => builder,
+        };
+        let lim = builder.build().expect("valid quota");
+        (self.setup)(&lim, clock);
+        lim
     }
 
-    /// A fresh limiter with the setup applied, and its clock.
-    fn start(&self) -> (Keyed, ManualClock) {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = self.limiter(&clock);
-        (self.setup)(&lim, &clock);
-        (lim, clock)
-    }
-
-    fn apply(&self, lim: &Keyed, op: Op) -> Got {
-        match op {
-            Op::Check(key) => Got::Decision(lim.check(&key)),
-            Op::EvictIdle => Got::Evicted(lim.evict_idle()),
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &self.keys,
+            most: self.burst,
         }
-    }
-
-    /// The observable state: keys held, refused and evicted, and for every key of `keys` a
-    /// peek and checks until the first denial, now and one interval later.
-    fn observe(&self, lim: &Keyed, clock: &ManualClock) -> Observed {
-        observe_keys(lim, &self.keys, self.burst, || clock.advance_ns(T))
     }
 }
 
@@ -291,17 +264,8 @@ fn evict_with_check_behind_the_sweep() {
                 .build()
                 .expect("valid quota")
         },
-        |got, seen| {
-            // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
-            // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
-            if got.0.is_allowed() {
-                assert!(
-                    seen.1[0].reset_after_ns() >= T,
-                    "admitted less than one interval after the previous admission: \
-                     {got:#?} {seen:#?}"
-                );
-            }
-        },
+        // Burst 1: A may be admitted only a whole interval after the admission at `NOW`.
+        admitted_a_whole_interval_later(T),
     );
     // The interleaving the model is about (the sweep at the new time, then the check at the
     // old one) has the outcome of the check first: both deny at `BEFORE`. That loom reaches it

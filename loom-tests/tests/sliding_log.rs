@@ -27,8 +27,8 @@ use cellgate::{KeyedLimiter, SlidingLog};
 use common::{
     admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
     assert_race_went_both_ways, check_linearizable, deterministic_hashing, drained,
-    keyed_check_behind_the_sweep, observe_keys, serial_outcomes, Got, KeyedObserved, LoomClock,
-    Scenario as Linearizable,
+    keyed_check_behind_the_sweep, serial_outcomes, Got, KeyedObserved, KeyedOp as Op,
+    KeyedScenario, LoomClock, Parts,
 };
 
 /// The window, ns.
@@ -40,13 +40,6 @@ const KEY: u64 = 7;
 
 type Log = SlidingLog<u64, ManualClock>;
 type Observed = KeyedObserved;
-
-/// What one thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Check,
-    EvictIdle,
-}
 
 /// A scenario: a limit, a prefix run before any thread starts, one operation per thread.
 #[derive(Clone)]
@@ -68,37 +61,26 @@ impl Scenario {
     }
 }
 
-impl Linearizable for Scenario {
-    type Subject = Log;
-    type Clock = ManualClock;
-    type Op = Op;
-    type Got = Got;
-    type Observed = Observed;
+impl KeyedScenario for Scenario {
+    const NOW: u64 = NOW;
+    type Limiter = Log;
+    const LATER_NS: u64 = W;
 
-    fn ops(&self) -> &[Op] {
-        &self.ops
-    }
-
-    fn start(&self) -> (Log, ManualClock) {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
+    fn limiter(&self, clock: &ManualClock) -> Log {
         let log = KeyedLimiter::<u64>::sliding_log(self.limit, Duration::from_nanos(W))
             .clock(clock.clone())
             .build()
             .expect("valid limit and window");
-        (self.setup)(&log, &clock);
-        (log, clock)
+        (self.setup)(&log, clock);
+        log
     }
 
-    fn apply(&self, log: &Log, op: Op) -> Got {
-        match op {
-            Op::Check => Got::Decision(log.check(&KEY)),
-            Op::EvictIdle => Got::Evicted(log.evict_idle()),
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &[KEY],
+            most: self.limit,
         }
-    }
-
-    fn observe(&self, log: &Log, clock: &ManualClock) -> Observed {
-        observe_keys(log, &[KEY], self.limit, || clock.advance_ns(W))
     }
 }
 
@@ -110,7 +92,7 @@ fn two_checks_new_key_limit_one() {
     Scenario {
         limit: 1,
         setup: |_, _| {},
-        ops: vec![Op::Check, Op::Check],
+        ops: vec![Op::Check(KEY), Op::Check(KEY)],
     }
     .check(
         "sliding_log::two_checks_new_key_limit_one",
@@ -132,7 +114,7 @@ fn three_checks_held_key_limit_two() {
             clock.set_ns(NOW); // that entry has just expired
             assert_eq!(log.len(), 1);
         },
-        ops: vec![Op::Check, Op::Check, Op::Check],
+        ops: vec![Op::Check(KEY), Op::Check(KEY), Op::Check(KEY)],
     }
     .check(
         "sliding_log::three_checks_held_key_limit_two",
@@ -160,7 +142,7 @@ fn evict_idle_races_check() {
             clock.set_ns(NOW + W); // idle
             assert_eq!(log.len(), 1);
         },
-        ops: vec![Op::Check, Op::EvictIdle],
+        ops: vec![Op::Check(KEY), Op::EvictIdle],
     }
     .check(
         "sliding_log::evict_idle_races_check",

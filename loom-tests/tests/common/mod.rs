@@ -8,7 +8,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
-use cellgate::clock::Clock;
+use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, SlidingLog};
 use loom::sync::atomic::AtomicU64;
 
@@ -152,12 +152,14 @@ pub trait Keyed {
     fn evicted_keys(&self) -> Option<u64>;
     /// `evict_idle()`.
     fn sweep(&self) -> usize;
+    /// `refund(key, n)`, where the limiter has it.
+    fn refund_key(&self, key: u64, n: u32) -> bool;
 }
 
 /// `Keyed` for a limiter type with the same-named inherent methods; `$evicted` reads its
 /// eviction count, if it keeps one.
 macro_rules! keyed {
-    ($limiter:ident, $evicted:expr) => {
+    ($limiter:ident, $evicted:expr, $refund:expr) => {
         impl<C: Clock> Keyed for $limiter<u64, C> {
             fn check_key(&self, key: u64) -> Decision {
                 self.check(&key)
@@ -178,12 +180,101 @@ macro_rules! keyed {
             fn sweep(&self) -> usize {
                 self.evict_idle()
             }
+            fn refund_key(&self, key: u64, n: u32) -> bool {
+                let refund: fn(&Self, u64, u32) -> bool = $refund;
+                refund(self, key, n)
+            }
         }
     };
 }
 
-keyed!(KeyedLimiter, |l| Some(l.evicted()));
-keyed!(SlidingLog, |_| None);
+keyed!(KeyedLimiter, |l| Some(l.evicted()), |l, key, n| l
+    .refund(&key, n));
+keyed!(SlidingLog, |_| None, |_, _, _| unreachable!(
+    "a sliding log has no refund"
+));
+
+/// A GCRA quota of `burst` requests per `burst * t` ns with burst `burst`: emission interval
+/// exactly `t`.
+pub fn burst_quota(burst: u32, t: u64) -> cellgate::Quota {
+    let period = std::time::Duration::from_nanos(t * u64::from(burst));
+    cellgate::Quota::new(burst, period).with_burst(burst)
+}
+
+/// What one thread does to a keyed limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedOp {
+    Check(u64),
+    EvictIdle,
+    Peek(u64),
+    Refund(u64, u32),
+}
+
+/// A scenario on a keyed limiter (the table, the exact map, the sliding log): each model file
+/// describes its limiter and setup, and the blanket [`Scenario`] impl runs the operations and
+/// observes every key with [`observe_keys`].
+pub trait KeyedScenario: Clone + Send + Sync + 'static {
+    type Limiter: Keyed + Send + Sync + 'static;
+
+    /// How far the observation moves the clock for its second look (an interval, a window).
+    const LATER_NS: u64;
+    /// Whether `evicted()` is part of the observed state.
+    const OBSERVE_EVICTED: bool = true;
+
+    /// The model's instant.
+    const NOW: u64;
+
+    /// A fresh limiter on `clock` (already at the model's instant), with the setup applied.
+    fn limiter(&self, clock: &ManualClock) -> Self::Limiter;
+
+    fn parts(&self) -> Parts<'_>;
+}
+
+/// What a [`KeyedScenario`] runs and observes.
+pub struct Parts<'a> {
+    /// One operation per thread.
+    pub ops: &'a [KeyedOp],
+    /// The keys whose state is observed.
+    pub keys: &'a [u64],
+    /// The most checks a key can admit (its burst or limit).
+    pub most: u32,
+}
+
+impl<K: KeyedScenario> Scenario for K {
+    type Subject = K::Limiter;
+    type Clock = ManualClock;
+    type Op = KeyedOp;
+    type Got = Got;
+    type Observed = KeyedObserved;
+
+    fn ops(&self) -> &[KeyedOp] {
+        self.parts().ops
+    }
+
+    fn start(&self) -> (K::Limiter, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(K::NOW);
+        (self.limiter(&clock), clock)
+    }
+
+    fn apply(&self, lim: &K::Limiter, op: KeyedOp) -> Got {
+        match op {
+            KeyedOp::Check(key) => Got::Decision(lim.check_key(key)),
+            KeyedOp::EvictIdle => Got::Evicted(lim.sweep()),
+            KeyedOp::Peek(key) => Got::Decision(lim.peek_key(key)),
+            KeyedOp::Refund(key, n) => Got::Refunded(lim.refund_key(key, n)),
+        }
+    }
+
+    fn observe(&self, lim: &K::Limiter, clock: &ManualClock) -> KeyedObserved {
+        let Parts { keys, most, .. } = self.parts();
+        let seen = observe_keys(lim, keys, most, || clock.advance_ns(K::LATER_NS));
+        KeyedObserved {
+            evicted: seen.evicted.filter(|_| K::OBSERVE_EVICTED),
+            ..seen
+        }
+    }
+}
 
 /// [`check_behind_the_sweep`] for a keyed limiter with a limit of 1 per `interval` ns: `make`
 /// builds it on the clock, `key` is admitted at `now` and the clock set to `before`; the
@@ -221,6 +312,22 @@ pub fn assert_one_admission_one_entry(got: &[Got], seen: &KeyedObserved) {
     assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
     assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
     assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
+}
+
+/// The assertion of the GCRA behind-the-sweep models (burst 1, emission interval `t`): the
+/// check may be admitted only a whole interval after the admission at the model's start, so
+/// its TAT, seen by the first peek of [`observe_at`], is at least `t` ahead.
+pub fn admitted_a_whole_interval_later(
+    t: u64,
+) -> impl Fn(&(Decision, usize), &(usize, Vec<Decision>)) + Send + Sync + 'static {
+    move |got, seen| {
+        if got.0.is_allowed() {
+            assert!(
+                seen.1[0].reset_after_ns() >= t,
+                "admitted less than one interval after the previous admission: {got:#?} {seen:#?}"
+            );
+        }
+    }
 }
 
 /// The assertions of the `evict_idle_races_check` models (`ops = [check(k), evict_idle()]`
