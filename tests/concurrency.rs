@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::sync::Barrier;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
