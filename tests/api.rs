@@ -1,4 +1,4 @@
-//! The public API contract (DESIGN.md, "Public API contract"): configuration errors, what
+//! The public API (README, "Quick start" and "The decision"): configuration errors, what
 //! creates a key and what does not, borrowed lookups, lossless eviction, the `max_keys` cap,
 //! and the `Decision` fields on hand-worked cases.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, KeyedLimiter, Limiter, Quota};
-use common::{apply_clock, ops, quotas, Expected, Op};
+use common::gcra::{apply_clock, observe, ops, quotas, Op};
 use proptest::prelude::*;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -236,7 +236,7 @@ proptest! {
                     Op::Peek { key } => (keep.peek(&key), evict.peek(&key)),
                     Op::Advance(_) | Op::Back(_) => unreachable!(),
                 };
-                prop_assert_eq!(Expected::of(&a), Expected::of(&b), "step {} {:?}", i, op);
+                prop_assert_eq!(observe(&a), observe(&b), "step {} {:?}", i, op);
             }
             let before = evict.len();
             let n = evict.evict_idle();
@@ -305,7 +305,7 @@ fn max_keys_refuses_new_keys_and_sweeps_idle_ones() {
     assert!(l.len() <= 2, "{} keys", l.len());
 }
 
-/// DESIGN.md's quota, worked by hand: 30 a minute, burst 16 → T = 2 s, DVT = 32 s.
+/// A quota of 30 a minute with a burst of 16, worked by hand: T = 2 s, DVT = 32 s.
 #[test]
 fn decision_fields_hand_worked() {
     let (clock, l) = keyed(Quota::new(30, Duration::from_secs(60)).with_burst(16));

@@ -8,36 +8,21 @@
 //!
 //! Sizes are chosen for `cargo test` in debug on two cores (each test well under 5 s).
 
+mod common;
+
 use std::sync::Barrier;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
+use common::threads::{hammer, THREADS};
 
-const THREADS: usize = 8;
 const FROZEN_AT: u64 = 1_000_000_007;
 
 fn frozen_clock() -> ManualClock {
     let clock = ManualClock::new();
     clock.set_ns(FROZEN_AT);
     clock
-}
-
-/// Runs `f(thread_index)` on `THREADS` threads released together; returns their results.
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
 }
 
 /// What one thread saw: `remaining` of each admission, and the number of denials.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use cellgate::clock::{Clock as _, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter};
-use common::{ops, quotas, Op, Q};
+use common::gcra::{ops, quotas, Op, Q};
 use governor::clock::{Clock as _, FakeRelativeClock};
 use governor::{InsufficientCapacity, NotUntil};
 use proptest::prelude::*;
@@ -83,14 +83,13 @@ fn same(q: Q, step: usize, op: Op, ours: &Decision, theirs: Peer) -> Result<(), 
     Ok(())
 }
 
-fn run_direct(q: Q, ops: &[Op]) -> Result<(), TestCaseError> {
-    let clock = ManualClock::new();
-    let ours = Limiter::gcra(q.quota())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let gclock = FakeRelativeClock::default();
-    let theirs = governor::RateLimiter::direct_with_clock(governor_quota(q), gclock.clone());
+/// Steps both clocks through `ops` together, calling `check(i, op, key, n)` at every check.
+fn drive(
+    ops: &[Op],
+    clock: &ManualClock,
+    gclock: &FakeRelativeClock,
+    mut check: impl FnMut(usize, Op, u64, u32) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
     for (i, &op) in ops.iter().enumerate() {
         match op {
             Op::Advance(d) => {
@@ -102,22 +101,35 @@ fn run_direct(q: Q, ops: &[Op]) -> Result<(), TestCaseError> {
                     Duration::from(gclock.now()),
                     Duration::from_nanos(clock.now())
                 );
-                // Odd keys use the single-cell entry points when n = 1, to cover both.
-                let (d, peer) = if n == 1 && key % 2 == 1 {
-                    (ours.check(), from_single(theirs.check(), gclock.now()))
-                } else {
-                    let nz = NonZeroU32::new(n).expect("n >= 1 here");
-                    (
-                        ours.check_n(n),
-                        from_multi(theirs.check_n(nz), gclock.now()),
-                    )
-                };
-                same(q, i, op, &d, peer)?;
+                check(i, op, key, n)?;
             }
             Op::Back(_) | Op::Peek { .. } => unreachable!("not generated"),
         }
     }
     Ok(())
+}
+
+fn run_direct(q: Q, ops: &[Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let ours = Limiter::gcra(q.quota())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let gclock = FakeRelativeClock::default();
+    let theirs = governor::RateLimiter::direct_with_clock(governor_quota(q), gclock.clone());
+    drive(ops, &clock, &gclock, |i, op, key, n| {
+        // Odd keys use the single-cell entry points when n = 1, to cover both.
+        let (d, peer) = if n == 1 && key % 2 == 1 {
+            (ours.check(), from_single(theirs.check(), gclock.now()))
+        } else {
+            let nz = NonZeroU32::new(n).expect("n >= 1 here");
+            (
+                ours.check_n(n),
+                from_multi(theirs.check_n(nz), gclock.now()),
+            )
+        };
+        same(q, i, op, &d, peer)
+    })
 }
 
 /// `table`: the bounded fingerprint table (`max_keys`) instead of the exact-key map.
@@ -136,35 +148,25 @@ fn run_keyed(q: Q, ops: &[Op], table: bool) -> Result<(), TestCaseError> {
         governor_quota(q),
         gclock.clone(),
     );
-    for (i, &op) in ops.iter().enumerate() {
-        match op {
-            Op::Advance(d) => {
-                clock.advance_ns(d);
-                gclock.advance(Duration::from_nanos(d));
-            }
-            Op::Check { key, n } => {
-                let now = gclock.now();
-                let (d, a, b) = if n == 1 && i % 2 == 1 {
-                    (
-                        ours.check(&key),
-                        from_single(dashmap.check_key(&key), now),
-                        from_single(hashmap.check_key(&key), now),
-                    )
-                } else {
-                    let nz = NonZeroU32::new(n).expect("n >= 1 here");
-                    (
-                        ours.check_n(&key, n),
-                        from_multi(dashmap.check_key_n(&key, nz), now),
-                        from_multi(hashmap.check_key_n(&key, nz), now),
-                    )
-                };
-                prop_assert_eq!(a, b, "governor's two stores disagree");
-                same(q, i, op, &d, a)?;
-            }
-            Op::Back(_) | Op::Peek { .. } => unreachable!("not generated"),
-        }
-    }
-    Ok(())
+    drive(ops, &clock, &gclock, |i, op, key, n| {
+        let now = gclock.now();
+        let (d, a, b) = if n == 1 && i % 2 == 1 {
+            (
+                ours.check(&key),
+                from_single(dashmap.check_key(&key), now),
+                from_single(hashmap.check_key(&key), now),
+            )
+        } else {
+            let nz = NonZeroU32::new(n).expect("n >= 1 here");
+            (
+                ours.check_n(&key, n),
+                from_multi(dashmap.check_key_n(&key, nz), now),
+                from_multi(hashmap.check_key_n(&key, nz), now),
+            )
+        };
+        prop_assert_eq!(a, b, "governor's two stores disagree");
+        same(q, i, op, &d, a)
+    })
 }
 
 proptest! {

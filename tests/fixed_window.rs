@@ -1,111 +1,53 @@
-//! Fixed window counter: the keyed and direct limiters against the reference model in
-//! `window_models`, eviction, layout bounds, configuration errors and many threads on a frozen
-//! clock.
+//! Fixed window counter: the window family's tests (`family_tests!`: the keyed and direct
+//! limiters against `cellgate_models::FixedWindowModel`, eviction, many threads on a frozen
+//! clock), layout bounds, configuration errors and hand-worked edges.
 
-#[path = "window_models/mod.rs"]
-mod window_models;
+#[macro_use]
+mod common;
 
-use std::sync::Barrier;
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter};
+use cellgate::clock::{DefaultClock, ManualClock};
+use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
-use window_models::*;
+use common::windows::fixed_window::{max_limit, FixedWindowModel};
+use common::windows::*;
 
-fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+struct Fixed;
+
+impl Counter for Fixed {
+    type Model = FixedWindowModel;
+    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::fixed_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+        KeyedLimiter::fixed_window;
+    const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::fixed_window;
+    const MAX_LIMIT: fn(u64) -> u128 = max_limit;
+    /// A second: its layout holds limits up to 2^29 - 1.
+    const THREADS_WINDOW: u64 = 1_000_000_000;
+
+    fn new_model(window: u64, limit: u32) -> FixedWindowModel {
+        FixedWindowModel { limit, window }
+    }
 }
 
-/// The bounded fingerprint table store (`max_keys` selects it); never full here.
-fn table(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .max_keys(1_024)
-        .build()
-        .unwrap()
+fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+    Fixed::keyed(limit, w, clock)
 }
 
 fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
-    Limiter::fixed_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+    <Fixed as Counter>::direct(limit, w, clock)
 }
 
-/// A window whose layout holds at least a limit of 1, and a limit for it.
-fn configs() -> impl Strategy<Value = (u64, u32)> {
-    windows()
-        .prop_filter("the layout must hold a count", |&w| fixed_max_limit(w) >= 1)
-        .prop_flat_map(|w| (Just(w), limits(fixed_max_limit(w))))
-}
+family_tests!(Fixed);
 
 proptest! {
     #![proptest_config(config(384))]
 
-    /// Every field of every decision, keyed and direct, for random sequences of checks and
-    /// peeks with time moving forwards, backwards, across boundaries and over huge gaps.
-    #[test]
-    fn matches_the_model((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let (k, t, d) = (keyed(limit, w, &clock), table(limit, w, &clock), direct(limit, w, &clock));
-        let model = FixedWindowModel { limit, window: w };
-        drive(&model, w, limit, &clock, &[&k, &t, &d], &steps, false)?;
-    }
-
-    /// A limiter that evicts idle keys after every step decides exactly like one that never
-    /// does, and keeps exactly the live keys.
-    #[test]
-    fn evict_idle_is_lossless((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let model = FixedWindowModel { limit, window: w };
-        let (a, b) = (keyed(limit, w, &clock), table(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-        let (a, b) = (table(limit, w, &clock), keyed(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-    }
-
-    /// Eviction gives no credit back to a clock behind the sweep (both stores).
-    #[test]
-    fn evict_then_earlier_clock_is_never_more_lenient(
-        (w, limit) in configs(),
-        history in steps_of(actions(), 1..=40),
-        back in 0u16..1000,
-        n in n_sels(),
-    ) {
-        let clock = ManualClock::new();
-        let n = n.resolve(limit);
-        let (a, b) = (keyed(limit, w, &clock), keyed(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-        let (a, b) = (table(limit, w, &clock), table(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-    }
-
     /// The largest limit of the layout builds; one more is `LimitTooLarge`.
     #[test]
     fn layout_bounds(w in windows()) {
-        let max = fixed_max_limit(w);
-        let window = Duration::from_nanos(w);
-        if max >= u128::from(u32::MAX) {
-            prop_assert!(KeyedLimiter::<u8>::fixed_window(u32::MAX, window).build().is_ok());
-            prop_assert!(Limiter::fixed_window(u32::MAX, window).build().is_ok());
-        } else {
-            let max = u32::try_from(max).unwrap();
-            if max >= 1 {
-                prop_assert!(KeyedLimiter::<u8>::fixed_window(max, window).build().is_ok());
-                prop_assert!(Limiter::fixed_window(max, window).build().is_ok());
-            }
-            let want = ConfigError::LimitTooLarge { limit: max + 1, max: u64::from(max), window };
-            prop_assert_eq!(
-                KeyedLimiter::<u8>::fixed_window(max + 1, window).build().unwrap_err(),
-                want.clone()
-            );
-            prop_assert_eq!(Limiter::fixed_window(max + 1, window).build().unwrap_err(), want);
-        }
+        counter_layout_bounds::<Fixed>(w)?;
     }
 }
 
@@ -126,29 +68,6 @@ fn retry_past_the_horizon_at_time_zero_is_none() {
     let d = l.check();
     assert!(!d.is_allowed());
     assert_eq!(d.retry_after(), None, "at now = 0");
-}
-
-/// The model itself, on hand-worked cases (so a wrong model cannot pass unnoticed).
-#[test]
-fn model_hand_worked() {
-    let m = FixedWindowModel {
-        limit: 3,
-        window: 100,
-    };
-    let mut s = FixedState::default();
-    let e = m.step(&mut s, 250, 2);
-    assert!(e.allowed && e.remaining == 1 && e.reset_ns == 50);
-    let e = m.step(&mut s, 299, 2);
-    assert_eq!(
-        (e.allowed, e.retry_ns, e.reset_ns, e.remaining),
-        (false, Some(1), 1, 1)
-    );
-    assert_eq!(m.step(&mut s, 299, 4).retry_ns, None);
-    // Backwards: window 2's count still applies in window 0.
-    let e = m.step(&mut s, 10, 2);
-    assert_eq!((e.allowed, e.retry_ns, e.reset_ns), (false, Some(290), 290));
-    let e = m.step(&mut s, 300, 3);
-    assert!(e.allowed && e.remaining == 0 && e.reset_ns == 100);
 }
 
 fn at(clock: &ManualClock, ns: u64) -> &ManualClock {
@@ -224,45 +143,8 @@ fn last_window_has_no_retry() {
 
 #[test]
 fn config_errors() {
+    counter_config_errors::<Fixed>();
     let s = Duration::from_secs(1);
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::fixed_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    assert_eq!(
-        Limiter::fixed_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    for window in [
-        Duration::MAX,
-        Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
-    ] {
-        assert_eq!(
-            KeyedLimiter::<u8>::fixed_window(1, window)
-                .build()
-                .unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-        assert_eq!(
-            Limiter::fixed_window(1, window).build().unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-    }
-    assert!(Limiter::fixed_window(1, Duration::from_nanos(u64::MAX))
-        .build()
-        .is_ok());
     // 1 ns windows leave no bits for the count.
     assert_eq!(
         Limiter::fixed_window(1, Duration::from_nanos(1))
@@ -297,187 +179,9 @@ fn config_errors() {
         Limiter::fixed_window(1 << 29, s).build(),
         Err(ConfigError::LimitTooLarge { max, .. }) if max == (1 << 29) - 1
     ));
-    assert_eq!(
-        KeyedLimiter::<u8>::fixed_window(1, s)
-            .max_keys(0)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "max_keys" }
-    );
 }
 
 #[test]
 fn stock_operations_are_unsupported() {
-    let k = KeyedLimiter::<u8>::fixed_window(1, Duration::from_secs(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let d = Limiter::fixed_window(1, Duration::from_secs(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let unsupported = |operation| ConfigError::Unsupported {
-        operation,
-        algorithm: "fixed_window",
-    };
-    assert_eq!(k.restock(&1, 5), Err(unsupported("restock")));
-    assert_eq!(k.set_stock(&1, 5), Err(unsupported("set_stock")));
-    assert_eq!(d.restock(5), Err(unsupported("restock")));
-    assert_eq!(d.set_stock(5), Err(unsupported("set_stock")));
-    assert!(k.is_empty(), "a refused operation creates no key");
-    assert_eq!(d.peek().remaining(), 1);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Many threads, frozen clock
-// ---------------------------------------------------------------------------------------------
-
-const THREADS: usize = 8;
-const ATTEMPTS: usize = if cfg!(debug_assertions) {
-    50_000
-} else {
-    125_000
-};
-const LIMIT: u32 = 100_000;
-
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-/// Runs unit checks from every thread; returns the `remaining` of every admission.
-fn admitted_remainings(check: impl Fn(usize) -> Decision + Sync) -> Vec<u32> {
-    let mut all: Vec<u32> = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|_| check(i))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    all.sort_unstable();
-    all
-}
-
-/// The k-th admission (in the cell's order) leaves `LIMIT - k`: the admissions' `remaining`
-/// values are exactly `0..LIMIT`, each once.
-fn assert_exactly_the_limit(remainings: &[u32], limit: u32) {
-    assert_eq!(remainings.len(), limit as usize, "admitted units");
-    assert!(remainings.iter().copied().eq(0..limit));
-}
-
-#[test]
-fn threads_on_a_frozen_clock_admit_exactly_the_limit_keyed() {
-    let clock = ManualClock::new();
-    clock.set_ns(1_000_000_007);
-    let w = 1_000_000_000;
-    frozen_keyed(&keyed(LIMIT / 2, w, &clock));
-    frozen_keyed(&table(LIMIT / 2, w, &clock));
-}
-
-fn frozen_keyed(l: &KeyedLimiter<u8, ManualClock>) {
-    // Two keys, four threads each.
-    let mut per_key: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-    let results = hammer(|i| {
-        let key = (i % 2) as u8;
-        let r: Vec<u32> = (0..ATTEMPTS)
-            .map(|_| l.check(&key))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect();
-        (key, r)
-    });
-    for (key, r) in results {
-        per_key[key as usize].extend(r);
-    }
-    for (key, r) in per_key.iter_mut().enumerate() {
-        r.sort_unstable();
-        assert_exactly_the_limit(r, LIMIT / 2);
-        assert_eq!(l.peek(&(key as u8)).remaining(), 0);
-    }
-}
-
-#[test]
-fn threads_on_a_frozen_clock_admit_exactly_the_limit_direct() {
-    let clock = ManualClock::new();
-    clock.set_ns(1_000_000_007);
-    let l = Limiter::fixed_window(LIMIT, Duration::from_secs(1))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let r = admitted_remainings(|_| l.check());
-    assert_exactly_the_limit(&r, LIMIT);
-    assert!(!l.check().is_allowed());
-}
-
-#[test]
-fn threads_with_mixed_sizes_never_overspend() {
-    let clock = ManualClock::new();
-    clock.set_ns(5);
-    let l = Limiter::fixed_window(LIMIT, Duration::from_secs(1))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let units: u64 = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|j| {
-                let n = ((i + j) % 4) as u32; // 0..=3, including n = 0
-                let d = l.check_n(n);
-                if d.is_allowed() {
-                    u64::from(n)
-                } else {
-                    0
-                }
-            })
-            .sum::<u64>()
-    })
-    .into_iter()
-    .sum();
-    let left = l.peek().remaining();
-    assert_eq!(units + u64::from(left), u64::from(LIMIT));
-    // Whatever is left can still be taken, and nothing more.
-    assert!(l.check_n(left).is_allowed());
-    assert!(!l.check().is_allowed());
-}
-
-/// Threads racing to create the same new keys: each key admits exactly its limit, whichever
-/// thread's insertion wins.
-#[test]
-fn threads_racing_on_new_keys_admit_exactly_the_limit() {
-    const ROUNDS: u32 = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        100_000
-    };
-    const BATCH: u32 = 1;
-    const KEYS: u32 = ROUNDS * BATCH;
-    for bounded in [false, true] {
-        let clock = ManualClock::new();
-        clock.set_ns(42);
-        let builder = KeyedLimiter::<u32>::fixed_window(1, Duration::from_secs(1)).clock(clock);
-        // Bounded: the fingerprint table store; unbounded: the exact map.
-        let l = if bounded {
-            builder.max_keys(2 * KEYS as usize)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
-        let admitted = race_on_new_keys(ROUNDS, BATCH, |k| l.check(&k).is_allowed());
-        assert_eq!(admitted, u64::from(KEYS), "bounded: {bounded}");
-        assert_eq!(l.len(), KEYS as usize, "bounded: {bounded}");
-    }
+    counter_has_no_stock::<Fixed>("fixed_window");
 }

@@ -9,7 +9,7 @@
 //!
 //! A note on (c). The stronger statement "a sequence with backwards jumps admits no more than
 //! the same sequence with each reading clamped to the maximum seen so far" is *not* a property
-//! of GCRA as specified (DESIGN.md), so it is not tested. Counterexample, one key,
+//! of GCRA as specified (README, "GCRA, exactly"), so it is not tested. Counterexample, one key,
 //! `Quota::new(1, 100 ns)` (T = 100, burst 1): readings 0 (check), 1000 (another key only),
 //! 200 (check), 300 (check) admit 3 on the key; clamped to 0, 1000, 1000, 1000 they admit 2.
 //! Every admission is still spaced by `T` in the clock's own readings, so (a) holds; the "extra"
@@ -19,7 +19,7 @@ mod common;
 
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Quota};
-use common::{apply_clock, ops, quotas, Op, Q};
+use common::gcra::{apply_clock, ops, quotas, Op, Q};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;

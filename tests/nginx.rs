@@ -160,22 +160,26 @@ const fn ms(conf: &'static str, agree: bool, rows: &'static [Row]) -> Case {
 
 const N: Option<u64> = None;
 
+/// A row on which nginx and cellgate agree: at `t`, both admit after `delay_ms`.
+const fn a(t: u64, delay_ms: u64) -> Row {
+    (t, Some(delay_ms), Some(delay_ms * MS))
+}
+
+/// A row on which both reject the request at `t`.
+const fn no(t: u64) -> Row {
+    (t, N, N)
+}
+
 /// Timelines on whole milliseconds.
+#[rustfmt::skip]
 const CASES: &[Case] = &[
     // No burst: one request every T = 100 ms, the rest rejected.
     ms(
         "rate=10r/s",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, N, N),
-            (50, N, N),
-            (100, Some(0), Some(0)),
-            (150, N, N),
-            (199, N, N),
-            (200, Some(0), Some(0)),
-            (1000, Some(0), Some(0)),
-            (1000, N, N),
+            a(0, 0), no(0), no(50), a(100, 0), no(150), no(199), a(200, 0), a(1000, 0),
+            no(1000),
         ],
     ),
     // burst=5: five delayed behind the first, by 100 ms each, the seventh rejected.
@@ -183,15 +187,8 @@ const CASES: &[Case] = &[
         "rate=10r/s burst=5",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(100), Some(100 * MS)),
-            (0, Some(200), Some(200 * MS)),
-            (0, Some(300), Some(300 * MS)),
-            (0, Some(400), Some(400 * MS)),
-            (0, Some(500), Some(500 * MS)),
-            (0, N, N),
-            (250, Some(350), Some(350 * MS)),
-            (1000, Some(0), Some(0)),
+            a(0, 0), a(0, 100), a(0, 200), a(0, 300), a(0, 400), a(0, 500), no(0), a(250, 350),
+            a(1000, 0),
         ],
     ),
     // nodelay: the same six pass at once.
@@ -199,16 +196,8 @@ const CASES: &[Case] = &[
         "rate=10r/s burst=5 nodelay",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, N, N),
-            (100, Some(0), Some(0)),
-            (150, N, N),
-            (300, Some(0), Some(0)),
+            a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), no(0), a(100, 0), no(150),
+            a(300, 0),
         ],
     ),
     // nginx's two-stage example: 9 at once, 4 delayed, then rejected.
@@ -216,23 +205,9 @@ const CASES: &[Case] = &[
         "rate=5r/s burst=12 delay=8",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(200), Some(200 * MS)),
-            (0, Some(400), Some(400 * MS)),
-            (0, Some(600), Some(600 * MS)),
-            (0, Some(800), Some(800 * MS)),
-            (0, N, N),
-            (1000, Some(0), Some(0)),
-            (1000, Some(200), Some(200 * MS)),
-            (1100, Some(300), Some(300 * MS)),
+            a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0), a(0, 0),
+            a(0, 200), a(0, 400), a(0, 600), a(0, 800), no(0), a(1000, 0), a(1000, 200),
+            a(1100, 300),
         ],
     ),
     // A per-minute rate that nginx holds exactly (100 thousandths a second), on times that
@@ -241,13 +216,8 @@ const CASES: &[Case] = &[
         "rate=6r/m burst=2",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(10_000), Some(10_000 * MS)),
-            (0, Some(20_000), Some(20_000 * MS)),
-            (0, N, N),
-            (5_000, N, N),
-            (10_000, Some(20_000), Some(20_000 * MS)),
-            (40_000, Some(0), Some(0)),
+            a(0, 0), a(0, 10_000), a(0, 20_000), no(0), no(5_000), a(10_000, 20_000),
+            a(40_000, 0),
         ],
     ),
     // Idle gaps: after 10 s the key is fresh again; partial refills in between.
@@ -255,18 +225,8 @@ const CASES: &[Case] = &[
         "rate=2r/s burst=3 delay=1",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(0), Some(0)),
-            (0, Some(500), Some(500 * MS)),
-            (0, Some(1000), Some(1000 * MS)),
-            (0, N, N),
-            (10_000, Some(0), Some(0)),
-            (10_000, Some(0), Some(0)),
-            (10_000, Some(500), Some(500 * MS)),
-            (10_250, Some(750), Some(750 * MS)),
-            (10_999, Some(501), Some(501 * MS)),
-            (12_345, Some(0), Some(0)),
-            (60_000, Some(0), Some(0)),
+            a(0, 0), a(0, 0), a(0, 500), a(0, 1000), no(0), a(10_000, 0), a(10_000, 0),
+            a(10_000, 500), a(10_250, 750), a(10_999, 501), a(12_345, 0), a(60_000, 0),
         ],
     ),
     // T = 62.5 ms: nginx's delay is cellgate's rounded down to the millisecond.
@@ -274,10 +234,7 @@ const CASES: &[Case] = &[
         "rate=16r/s burst=1",
         true,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(62), Some(62_500_000)),
-            (0, N, N),
-            (125, Some(0), Some(0)),
+            a(0, 0), (0, Some(62), Some(62_500_000)), no(0), a(125, 0),
         ],
     ),
     // 7r/m: nginx keeps 116 thousandths a second (T = 8620.7 ms); cellgate T = 8571.43 ms.
@@ -287,10 +244,7 @@ const CASES: &[Case] = &[
         "rate=7r/m",
         false,
         &[
-            (0, Some(0), Some(0)),
-            (8_600, N, Some(0)),
-            (8_621, Some(0), N),
-            (8_622, N, N),
+            a(0, 0), (8_600, N, Some(0)), (8_621, Some(0), N), no(8_622),
         ],
     ),
     // ...and its delays are longer, by 48.6, 98.1 and 147.7 ms.
@@ -298,11 +252,9 @@ const CASES: &[Case] = &[
         "rate=7r/m burst=3",
         false,
         &[
-            (0, Some(0), Some(0)),
-            (0, Some(8_620), Some(8_571_428_571)),
-            (0, Some(17_241), Some(17_142_857_142)),
-            (0, Some(25_862), Some(25_714_285_713)),
-            (0, N, N),
+            a(0, 0), (0, Some(8_620), Some(8_571_428_571)),
+            (0, Some(17_241), Some(17_142_857_142)), (0, Some(25_862), Some(25_714_285_713)),
+            no(0),
         ],
     ),
     // 6r/m decays 100 thousandths a second: nginx credits 5 ms as 0 thousandths (rounded
@@ -312,10 +264,7 @@ const CASES: &[Case] = &[
         "rate=6r/m burst=1 nodelay",
         false,
         &[
-            (0, Some(0), Some(0)),
-            (5, Some(0), Some(0)),
-            (10_004, N, Some(0)),
-            (10_005, Some(0), N),
+            a(0, 0), a(5, 0), (10_004, N, Some(0)), (10_005, Some(0), N),
         ],
     ),
     // The clock steps back 100 ms: nginx counts no time and keeps measuring from 1000 ms;
@@ -325,12 +274,8 @@ const CASES: &[Case] = &[
         "rate=10r/s burst=5",
         false,
         &[
-            (1000, Some(0), Some(0)),
-            (1000, Some(100), Some(100 * MS)),
-            (1000, Some(200), Some(200 * MS)),
-            (900, Some(300), Some(400 * MS)),
-            (1000, Some(400), Some(400 * MS)),
-            (1100, Some(400), Some(400 * MS)),
+            a(1000, 0), a(1000, 100), a(1000, 200), (900, Some(300), Some(400 * MS)),
+            a(1000, 400), a(1100, 400),
         ],
     ),
     // The clock steps back 61 s: nginx counts 1 ms and measures from the new time from then
@@ -339,10 +284,7 @@ const CASES: &[Case] = &[
         "rate=10r/s burst=5",
         false,
         &[
-            (100_000, Some(0), Some(0)),
-            (100_000, Some(100), Some(100 * MS)),
-            (39_000, Some(199), N),
-            (39_000, Some(299), N),
+            a(100_000, 0), a(100_000, 100), (39_000, Some(199), N), (39_000, Some(299), N),
             (100_000, Some(0), Some(200 * MS)),
         ],
     ),
@@ -791,17 +733,13 @@ fn parse_reads_nginx_notation() {
         assert_eq!(LimitReq::parse(text), Ok(want), "{text:?}");
         assert_eq!(text.parse::<LimitReq>(), Ok(want), "{text:?}");
     }
+    // Every getter of a parsed configuration.
+    let fields = |l: &LimitReq| {
+        let (rate, period, burst) = (l.rate(), l.period(), l.max_burst());
+        (rate, period, burst, l.delay_limit(), l.is_nodelay())
+    };
     let l = LimitReq::parse("rate=10r/s burst=20 delay=8").unwrap();
-    assert_eq!(
-        (
-            l.rate(),
-            l.period(),
-            l.max_burst(),
-            l.delay_limit(),
-            l.is_nodelay()
-        ),
-        (10, Duration::from_secs(1), 20, 8, false)
-    );
+    assert_eq!(fields(&l), (10, Duration::from_secs(1), 20, 8, false));
     assert_eq!(l.rate_milli(), 10_000);
     assert_eq!(
         l.quota(),
@@ -810,16 +748,7 @@ fn parse_reads_nginx_notation() {
             .with_queue(12)
     );
     let l = LimitReq::parse("rate=6r/m burst=5 nodelay").unwrap();
-    assert_eq!(
-        (
-            l.rate(),
-            l.period(),
-            l.max_burst(),
-            l.delay_limit(),
-            l.is_nodelay()
-        ),
-        (6, Duration::from_secs(60), 5, 5, true)
-    );
+    assert_eq!(fields(&l), (6, Duration::from_secs(60), 5, 5, true));
     assert_eq!(
         l.quota(),
         Quota::new(6, Duration::from_secs(60))

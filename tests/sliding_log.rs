@@ -1,18 +1,19 @@
-//! Exact sliding log: the keyed limiter against the reference model in `window_models`, the
-//! exact-window guarantee checked on whole histories, eviction, configuration errors and many
-//! threads on a frozen clock.
+//! Exact sliding log: the window family's tests (`family_tests!`: both stores against
+//! `cellgate_models::SlidingLogModel`, eviction, many threads on a frozen clock), the
+//! exact-window guarantee checked on whole histories, configuration errors and hand-worked
+//! edges.
 
-#[path = "window_models/mod.rs"]
-mod window_models;
+#[macro_use]
+mod common;
 
-use std::sync::Barrier;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
+use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
+use cellgate_models::SlidingLogModel;
 use proptest::prelude::*;
 
-use window_models::*;
+use common::windows::*;
 
 fn log(limit: u32, w: u64, clock: &ManualClock) -> SlidingLog<u8, ManualClock> {
     KeyedLimiter::<u8>::sliding_log(limit, Duration::from_nanos(w))
@@ -30,43 +31,65 @@ fn capped(limit: u32, w: u64, clock: &ManualClock) -> SlidingLog<u8, ManualClock
         .unwrap()
 }
 
-fn configs() -> impl Strategy<Value = (u64, u32)> {
-    (
-        prop_oneof![1 => Just(1u64), 9 => windows()],
-        prop_oneof![
-            4 => 1u32..=6,
-            1 => Just(MAX_LOG_LIMIT),
-            1 => 1..=MAX_LOG_LIMIT,
-        ],
-    )
+struct Log;
+
+impl Family for Log {
+    type Model = SlidingLogModel;
+
+    fn configs() -> BoxedStrategy<(u64, u32)> {
+        (
+            prop_oneof![1 => Just(1u64), 9 => windows()],
+            prop_oneof![
+                4 => 1u32..=6,
+                1 => Just(MAX_LOG_LIMIT),
+                1 => 1..=MAX_LOG_LIMIT,
+            ],
+        )
+            .boxed()
+    }
+
+    fn model(window: u64, limit: u32) -> SlidingLogModel {
+        SlidingLogModel { limit, window }
+    }
+
+    fn stores(w: u64, limit: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
+        [
+            Box::new(log(limit, w, clock)),
+            Box::new(capped(limit, w, clock)),
+        ]
+    }
+
+    /// A sliding log is keyed only.
+    fn direct(_w: u64, _limit: u32, _clock: &ManualClock) -> Option<Box<dyn Subject>> {
+        None
+    }
+
+    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
+        let b = KeyedLimiter::<u32>::sliding_log(1, Duration::from_secs(1)).clock(clock);
+        Box::new(match max_keys {
+            Some(m) => b.max_keys(m).build().unwrap(),
+            None => b.build().unwrap(),
+        })
+    }
+
+    const THREAD_LIMIT: u32 = MAX_LOG_LIMIT;
 }
+
+family_tests!(Log);
 
 proptest! {
     #![proptest_config(config(384))]
 
-    /// Every field of every decision for random sequences of checks and peeks with time moving
-    /// forwards, backwards, across window edges and over huge gaps.
-    ///
-    /// A key stops being compared once it reaches the case of
-    /// [`backwards_time_after_an_expiry_regains_no_credit`], where the crate is deliberately
-    /// stricter than the model (see `LogModel`).
+    /// The model comparison with time that never goes backwards (where the log never meets an
+    /// expiry it has forgotten), so that long histories build up.
     #[test]
-    fn matches_the_model((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let (l, c) = (log(limit, w, &clock), capped(limit, w, &clock));
-        let model = LogModel { limit, window: w };
-        drive(&model, w, limit, &clock, &[&l, &c], &steps, false)?;
-    }
-
-    /// With time that never goes backwards the model never diverges: every key is compared at
-    /// every step.
-    #[test]
-    fn matches_the_model_forward_time((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
+    fn matches_the_model_forward_time(
+        (w, limit) in Log::configs(),
+        steps in steps_of(actions(), 1..=60),
+    ) {
         let clock = ManualClock::new();
         let l = log(limit, w, &clock);
-        let model = LogModel { limit, window: w };
-        let dropped = drive(&model, w, limit, &clock, &[&l], &steps, true)?;
-        prop_assert_eq!(dropped, 0);
+        drive(&Log::model(w, limit), w, limit, &clock, &[&l], &steps, true)?;
     }
 
     /// The guarantee itself, checked on the limiter's answers alone (no model): over a whole
@@ -75,7 +98,7 @@ proptest! {
     /// `retry_after` is exactly when enough of the history has expired.
     #[test]
     fn every_window_holds_at_most_the_limit(
-        (w, limit) in configs(),
+        (w, limit) in Log::configs(),
         steps in steps_of(actions(), 1..=80),
     ) {
         let clock = ManualClock::new();
@@ -133,57 +156,6 @@ proptest! {
             }
         }
     }
-
-    /// A log that evicts idle keys after every step decides exactly like one that never does,
-    /// and keeps exactly the keys with live entries.
-    #[test]
-    fn evict_idle_is_lossless((w, limit) in configs(), steps in steps_of(actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let (a, b) = (log(limit, w, &clock), capped(limit, w, &clock));
-        let model = LogModel { limit, window: w };
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-    }
-
-    /// Eviction gives no credit back to a clock behind the sweep.
-    #[test]
-    fn evict_then_earlier_clock_is_never_more_lenient(
-        (w, limit) in configs(),
-        history in steps_of(actions(), 1..=40),
-        back in 0u16..1000,
-        n in n_sels(),
-    ) {
-        let clock = ManualClock::new();
-        let n = n.resolve(limit);
-        let (a, b) = (log(limit, w, &clock), log(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-    }
-}
-
-/// The model itself, on hand-worked cases.
-#[test]
-fn model_hand_worked() {
-    let m = LogModel {
-        limit: 3,
-        window: 100,
-    };
-    let mut s = LogState::default();
-    assert!(m.step(&mut s, 10, 1).allowed);
-    assert!(m.step(&mut s, 50, 2).allowed);
-    let e = m.step(&mut s, 60, 1);
-    assert_eq!(
-        (e.allowed, e.retry_ns, e.reset_ns, e.remaining),
-        (false, Some(50), 90, 0)
-    );
-    assert!(m.step(&mut s, 110, 1).allowed);
-    assert_eq!(m.step(&mut s, 120, 3).retry_ns, Some(210 - 120));
-    assert_eq!(m.step(&mut s, 120, 4).retry_ns, None);
-    // Backwards: all four units (at 10, 50, 50, 110) are live at 20, one more than the limit,
-    // so even a peek is denied until the unit at 10 expires at 110.
-    let e = m.step(&mut s, 20, 0);
-    assert_eq!(
-        (e.allowed, e.remaining, e.reset_ns, e.retry_ns),
-        (false, 0, 190, Some(90))
-    );
 }
 
 fn at(clock: &ManualClock, ns: u64) -> &ManualClock {
@@ -318,104 +290,4 @@ fn config_errors() {
             .unwrap_err(),
         ConfigError::Zero { field: "max_keys" }
     );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Many threads, frozen clock
-// ---------------------------------------------------------------------------------------------
-
-const THREADS: usize = 8;
-const ATTEMPTS: usize = if cfg!(debug_assertions) {
-    50_000
-} else {
-    125_000
-};
-
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-#[test]
-fn threads_on_a_frozen_clock_admit_exactly_the_limit() {
-    let clock = ManualClock::new();
-    clock.set_ns(1_000_000_007);
-    let l = log(MAX_LOG_LIMIT, 1_000_000_000, &clock);
-    let results = hammer(|i| {
-        let key = (i % 2) as u8;
-        let r: Vec<u32> = (0..ATTEMPTS)
-            .map(|_| l.check(&key))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect();
-        (key, r)
-    });
-    for key in 0..2u8 {
-        let mut r: Vec<u32> = results
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .flat_map(|(_, r)| r.iter().copied())
-            .collect();
-        r.sort_unstable();
-        // The k-th admission leaves limit - k: each remaining value exactly once.
-        assert_eq!(r.len(), MAX_LOG_LIMIT as usize, "key {key}");
-        assert!(r.into_iter().eq(0..MAX_LOG_LIMIT), "key {key}");
-        assert_eq!(l.peek(&key).remaining(), 0);
-    }
-    assert_eq!(l.len(), 2);
-}
-
-/// Mixed sizes on a frozen clock: what was admitted plus what is left is exactly the limit.
-#[test]
-fn threads_with_mixed_sizes_never_overspend() {
-    let clock = ManualClock::new();
-    clock.set_ns(3);
-    let l = log(MAX_LOG_LIMIT, 1_000, &clock);
-    let units: u64 = hammer(|i| {
-        (0..ATTEMPTS / 4)
-            .map(|j| {
-                let n = ((i + j) % 5) as u32;
-                u64::from(n) * u64::from(l.check_n(&7, n).is_allowed())
-            })
-            .sum::<u64>()
-    })
-    .into_iter()
-    .sum();
-    let left = l.peek(&7).remaining();
-    assert_eq!(units + u64::from(left), u64::from(MAX_LOG_LIMIT));
-    assert!(l.check_n(&7, left).is_allowed());
-    assert!(!l.check(&7).is_allowed());
-}
-
-/// Threads racing to create the same new keys: each key admits exactly its limit, whichever
-/// thread's insertion wins.
-#[test]
-fn threads_racing_on_new_keys_admit_exactly_the_limit() {
-    const ROUNDS: u32 = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        100_000
-    };
-    const BATCH: u32 = 1;
-    const KEYS: u32 = ROUNDS * BATCH;
-    let clock = ManualClock::new();
-    clock.set_ns(42);
-    let l = KeyedLimiter::<u32>::sliding_log(1, Duration::from_secs(1))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let admitted = race_on_new_keys(ROUNDS, BATCH, |k| l.check(&k).is_allowed());
-    assert_eq!(admitted, u64::from(KEYS));
-    assert_eq!(l.len(), KEYS as usize);
 }

@@ -1,235 +1,107 @@
-//! Sliding window counter: the keyed and direct limiters against the reference model in
-//! `window_models` (whose `retry_after` is a binary search, not the crate's closed form),
-//! eviction, layout bounds, configuration errors and many threads on a frozen clock.
+//! Sliding window counter: the window family's tests (`family_tests!`: the keyed and direct
+//! limiters against `cellgate_models::SlidingWindowModel`, whose `retry_after` is a binary
+//! search, not the crate's closed form; eviction; many threads on a frozen clock), with windows
+//! of 1 s to 1 day, limits up to the maximum and clocks starting a few windows before the
+//! horizon; the shortest wait, a sweep past the horizon, layout bounds, configuration errors
+//! and hand-worked edges.
 
-#[path = "window_models/mod.rs"]
-mod window_models;
+#[macro_use]
+mod common;
 
-use std::sync::Barrier;
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter};
+use cellgate::clock::{DefaultClock, ManualClock};
+use cellgate::{ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
-use window_models::*;
+use cellgate_models::index_bits;
+use common::threads::admitted_remainings;
+use common::windows::sliding_window::{max_limit, SlidingWindowModel};
+use common::windows::*;
 
-fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+struct Sliding;
+
+impl Counter for Sliding {
+    type Model = SlidingWindowModel;
+    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::sliding_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+        KeyedLimiter::sliding_window;
+    const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::sliding_window;
+    const MAX_LIMIT: fn(u64) -> u128 = max_limit;
+    /// An hour: 50 000 (16-bit counts) leaves a 32-bit index, which covers every `u64` time
+    /// (no horizon).
+    const THREADS_WINDOW: u64 = 3_600_000_000_000;
+
+    fn new_model(window: u64, limit: u32) -> SlidingWindowModel {
+        SlidingWindowModel::new(limit, window)
+    }
+
+    /// The shared lengths (every layout regime) and 1 s to 1 day, with the round ones, where
+    /// the largest limits have a horizon.
+    fn config_windows() -> BoxedStrategy<u64> {
+        const S: u64 = 1_000_000_000;
+        prop_oneof![
+            3 => windows(),
+            1 => prop::sample::select(vec![S, 10 * S, 60 * S, 3_600 * S, 86_400 * S]),
+            1 => S..=86_400 * S,
+        ]
+        .boxed()
+    }
+
+    /// At 0, or a few windows before the horizon, so that the steps cross it.
+    fn starts(w: u64, limit: u32) -> BoxedStrategy<u64> {
+        prop_oneof![
+            Just(0),
+            (any::<u8>(), 0u16..1000)
+                .prop_map(move |(before, frac)| start_near_horizon(w, limit, before, frac)),
+        ]
+        .boxed()
+    }
 }
 
-/// The bounded fingerprint table store (`max_keys` selects it); never full here.
+fn keyed(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
+    Sliding::keyed(limit, w, clock)
+}
+
 fn table(limit: u32, w: u64, clock: &ManualClock) -> KeyedLimiter<u8, ManualClock> {
-    KeyedLimiter::<u8>::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .max_keys(1_024)
-        .build()
-        .unwrap()
+    Sliding::table(limit, w, clock)
 }
 
 fn direct(limit: u32, w: u64, clock: &ManualClock) -> Limiter<ManualClock> {
-    Limiter::sliding_window(limit, Duration::from_nanos(w))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+    <Sliding as Counter>::direct(limit, w, clock)
 }
 
-// ---------------------------------------------------------------------------------------------
-// Layout bounds and the horizon (from `src/algorithm/sliding_window.rs`'s module docs),
-// computed here without the crate's helpers
-// ---------------------------------------------------------------------------------------------
-
-/// The shortest horizon a configuration may have: 180 days.
-const MIN_HORIZON_NS: u128 = 180 * 86_400 * 1_000_000_000;
-
-/// The width of one count field for `limit`: the bits of the limit (1 to 31).
-fn count_bits(limit: u32) -> u32 {
-    let mut bits = 1;
-    while bits < 31 && (1u64 << bits) <= u64::from(limit) {
-        bits += 1;
-    }
-    bits
+/// The horizon of `limit` per `w` ns (the model's, from the module docs' layout).
+fn horizon_of(limit: u32, w: u64) -> Option<u128> {
+    SlidingWindowModel::new(limit, w).horizon
 }
 
-/// The first instant past the last window the index field (`64 - 2C` bits) holds, or `None`
-/// when that is past every `u64` time.
-fn horizon_of(count_bits: u32, window_ns: u64) -> Option<u128> {
-    let end = (1u128 << (64 - 2 * count_bits)) * u128::from(window_ns);
-    (end <= U64).then_some(end)
-}
-
-/// The largest limit a sliding window of `window_ns` accepts: `2^C - 1` for the widest count
-/// field whose horizon is at least 180 days (or absent).
-fn max_limit(window_ns: u64) -> u32 {
-    (1..=31u32)
-        .rev()
-        .find(|&c| horizon_of(c, window_ns).map_or(true, |h| h >= MIN_HORIZON_NS))
-        .map(|c| u32::try_from((1u64 << c) - 1).unwrap())
-        .unwrap()
-}
-
-/// The model with the horizon: DESIGN.md's formula (`SlidingWindowModel`) before it; from it
-/// on every request is denied with nothing remaining, no wait and no state, and a wait that
-/// would end at or past it is no wait.
-#[derive(Debug, Clone, Copy)]
-struct HorizonModel {
-    inner: SlidingWindowModel,
-    horizon: Option<u128>,
-}
-
-impl HorizonModel {
-    fn new(limit: u32, window: u64) -> Self {
-        Self {
-            inner: SlidingWindowModel { limit, window },
-            horizon: horizon_of(count_bits(limit), window),
-        }
-    }
-
-    fn past(&self, now: u64) -> bool {
-        self.horizon.is_some_and(|h| u128::from(now) >= h)
-    }
-}
-
-impl Model for HorizonModel {
-    type State = SlidingState;
-
-    fn step(&self, st: &mut SlidingState, now: u64, n: u32) -> Expect {
-        if self.past(now) {
-            return Expect {
-                allowed: false,
-                limit: self.inner.limit,
-                remaining: 0,
-                retry_ns: None,
-                reset_ns: 0,
-            };
-        }
-        let mut e = self.inner.step(st, now, n);
-        if let (Some(wait), Some(h)) = (e.retry_ns, self.horizon) {
-            if u128::from(now) + wait >= h {
-                e.retry_ns = None;
-            }
-        }
-        e
-    }
-
-    fn is_idle(&self, st: &SlidingState, now: u64) -> bool {
-        self.past(now) || self.inner.is_idle(st, now)
-    }
-}
-
-/// Window lengths: the shared ones (every layout regime) and 1 s to 1 day, with the round ones.
-fn all_windows() -> impl Strategy<Value = u64> {
-    const S: u64 = 1_000_000_000;
-    prop_oneof![
-        3 => windows(),
-        1 => prop::sample::select(vec![S, 10 * S, 60 * S, 3_600 * S, 86_400 * S]),
-        1 => S..=86_400 * S,
-    ]
-}
-
-/// A window and a limit for it: small ones, the maximum, and everything in between.
-fn configs() -> impl Strategy<Value = (u64, u32)> {
-    all_windows().prop_flat_map(|w| (Just(w), limits(u128::from(max_limit(w)))))
-}
-
-/// Where a test's clock starts: at 0, or a few windows before the horizon (the last `u64`
-/// time's window when there is none), so that steps cross it.
+/// A point a few windows (`windows_before % 4` plus `frac / 1000` of one) before the horizon,
+/// or before the end of the clock's range when there is none.
 fn start_near_horizon(w: u64, limit: u32, windows_before: u8, frac: u16) -> u64 {
-    let end = horizon_of(count_bits(limit), w).unwrap_or(U64 + 1);
+    let end = horizon_of(limit, w).unwrap_or(U64 + 1);
     let back =
         u128::from(w) * u128::from(windows_before % 4) + u128::from(w) * u128::from(frac) / 1000;
     u64::try_from(end.saturating_sub(back + 1).min(U64)).unwrap()
 }
 
-/// `steps`, after a first jump to `start` (a peek there).
-fn from(start: u64, steps: &[Step]) -> Vec<Step> {
-    let first = Step {
-        time: TimeOp::Jump(start),
-        action: Action::Peek { key: 0 },
-    };
-    std::iter::once(first)
-        .chain(steps.iter().copied())
-        .collect()
-}
+family_tests!(Sliding);
 
 proptest! {
     #![proptest_config(config(384))]
-
-    /// Every field of every decision, keyed and direct, for random sequences of checks and
-    /// peeks with time moving forwards, backwards, across boundaries and over huge gaps.
-    #[test]
-    fn matches_the_model(
-        (w, limit) in configs(),
-        steps in steps_of(actions(), 1..=60),
-        near in any::<bool>(),
-        (before, frac) in (any::<u8>(), 0u16..1000),
-    ) {
-        let clock = ManualClock::new();
-        let (k, t, d) = (keyed(limit, w, &clock), table(limit, w, &clock), direct(limit, w, &clock));
-        let model = HorizonModel::new(limit, w);
-        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
-        drive(&model, w, limit, &clock, &[&k, &t, &d], &steps, false)?;
-    }
-
-    /// A limiter that evicts idle keys after every step decides exactly like one that never
-    /// does, and keeps exactly the live keys.
-    #[test]
-    fn evict_idle_is_lossless(
-        (w, limit) in configs(),
-        steps in steps_of(actions(), 1..=60),
-        near in any::<bool>(),
-        (before, frac) in (any::<u8>(), 0u16..1000),
-    ) {
-        let clock = ManualClock::new();
-        let model = HorizonModel::new(limit, w);
-        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
-        let (a, b) = (keyed(limit, w, &clock), table(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-        let (a, b) = (table(limit, w, &clock), keyed(limit, w, &clock));
-        drive_evicting(&model, w, limit, &clock, &a, &b, &steps, true)?;
-    }
-
-    /// Eviction gives no credit back to a clock behind the sweep (both stores).
-    #[test]
-    fn evict_then_earlier_clock_is_never_more_lenient(
-        (w, limit) in configs(),
-        history in steps_of(actions(), 1..=40),
-        back in 0u16..1000,
-        n in n_sels(),
-        near in any::<bool>(),
-        (before, frac) in (any::<u8>(), 0u16..1000),
-    ) {
-        let clock = ManualClock::new();
-        let n = n.resolve(limit);
-        let history = if near {
-            from(start_near_horizon(w, limit, before, frac), &history)
-        } else {
-            history
-        };
-        let (a, b) = (keyed(limit, w, &clock), keyed(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-        let (a, b) = (table(limit, w, &clock), table(limit, w, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &a, &b, &history, back, n)?;
-    }
 
     /// `retry_after` is the shortest wait: the same request is denied one nanosecond earlier
     /// and admitted at that time (checked on the limiter itself, not the model).
     #[test]
     fn retry_after_is_the_shortest_wait(
-        (w, limit) in configs(),
+        (w, limit, start) in started_configs::<Sliding>(),
         steps in steps_of(actions(), 1..=30),
         n in n_sels(),
-        near in any::<bool>(),
-        (before, frac) in (any::<u8>(), 0u16..1000),
     ) {
         let clock = ManualClock::new();
         let l = keyed(limit, w, &clock);
-        let model = HorizonModel::new(limit, w);
-        let steps = if near { from(start_near_horizon(w, limit, before, frac), &steps) } else { steps };
-        drive(&model, w, limit, &clock, &[&l], &steps, false)?;
+        let model = Sliding::model(w, limit);
+        drive(&model, w, limit, &clock, &[&l], &starting_at(start, &steps), false)?;
         let n = n.resolve(limit);
         let now = clock_now(&clock);
         let asked = l.check_n(&0, n);
@@ -245,7 +117,7 @@ proptest! {
         } else if !asked.is_allowed() && n <= limit {
             // No wait helps within the clock's range and before the horizon: still denied at
             // the last instant of both.
-            let last = horizon_of(count_bits(limit), w).map_or(U64, |h| h - 1);
+            let last = horizon_of(limit, w).map_or(U64, |h| h - 1);
             clock.set_ns(u64::try_from(last).unwrap().max(now));
             prop_assert!(!l.check_n(&0, n).is_allowed(), "no retry_after, but admitted at {}", last);
         }
@@ -256,19 +128,19 @@ proptest! {
     /// that never evicts, for every key, in the last windows before the horizon.
     #[test]
     fn a_sweep_past_the_horizon_gives_no_credit_before_it(
-        (w, limit) in configs().prop_filter("a horizon", |&(w, l)| horizon_of(count_bits(l), w).is_some()),
+        (w, limit) in Sliding::configs().prop_filter("a horizon", |&(w, l)| horizon_of(l, w).is_some()),
         history in steps_of(actions(), 1..=30),
         (before, frac) in (any::<u8>(), 0u16..1000),
         (after, back) in (0u64..3, 0u64..3000),
         n in n_sels(),
     ) {
-        let h = u64::try_from(horizon_of(count_bits(limit), w).unwrap()).unwrap();
+        let h = u64::try_from(horizon_of(limit, w).unwrap()).unwrap();
         let n = n.resolve(limit);
-        let history = from(start_near_horizon(w, limit, before, frac), &history);
+        let history = starting_at(start_near_horizon(w, limit, before, frac), &history);
         for store in [keyed, table] {
             let clock = ManualClock::new();
             let (a, b) = (store(limit, w, &clock), store(limit, w, &clock));
-            let model = HorizonModel::new(limit, w);
+            let model = Sliding::model(w, limit);
             drive(&model, w, limit, &clock, &[&a, &b], &history, true)?;
             let swept = clock_now(&clock).max(h).saturating_add(after);
             clock.set_ns(swept);
@@ -288,21 +160,17 @@ proptest! {
         }
     }
 
-    /// The largest limit of the layout builds; one more is `LimitTooLarge`.
+    /// The largest limit of the layout builds; one more is `LimitTooLarge`. The full-range
+    /// bound (`2^((64 - I) / 2) - 1`, `I` = bits of `u64::MAX / W`, the largest count width
+    /// whose index covers every `u64` time) is never more, and has no horizon.
     #[test]
-    fn layout_bounds(w in all_windows()) {
-        let max = max_limit(w);
-        let window = Duration::from_nanos(w);
-        prop_assert!(KeyedLimiter::<u8>::sliding_window(max, window).build().is_ok());
-        prop_assert!(Limiter::sliding_window(max, window).build().is_ok());
-        // The old bound, kept with no horizon, is never more than the new one.
-        prop_assert!(sliding_max_limit(w) <= u128::from(max));
-        let want = ConfigError::LimitTooLarge { limit: max + 1, max: u64::from(max), window };
-        prop_assert_eq!(
-            KeyedLimiter::<u8>::sliding_window(max + 1, window).build().unwrap_err(),
-            want.clone()
-        );
-        prop_assert_eq!(Limiter::sliding_window(max + 1, window).build().unwrap_err(), want);
+    fn layout_bounds(w in Sliding::config_windows()) {
+        counter_layout_bounds::<Sliding>(w)?;
+        let full = (1u128 << ((64 - index_bits(w)) / 2)) - 1;
+        prop_assert!(full <= max_limit(w));
+        if full >= 1 {
+            prop_assert_eq!(horizon_of(u32::try_from(full).unwrap(), w), None);
+        }
     }
 }
 
@@ -314,41 +182,6 @@ fn clock_now(clock: &ManualClock) -> u64 {
 fn at(clock: &ManualClock, ns: u64) -> &ManualClock {
     clock.set_ns(ns);
     clock
-}
-
-/// The model itself, on hand-worked cases (so a wrong model cannot pass unnoticed).
-#[test]
-fn model_hand_worked() {
-    let m = SlidingWindowModel {
-        limit: 10,
-        window: 1000,
-    };
-    let mut s = SlidingState::default();
-    assert!(m.step(&mut s, 500, 10).allowed);
-    // At 1250: prev 10 weighs 10 * 750 = 7500; 3 more would be 10500 > 10000.
-    let e = m.step(&mut s, 1250, 3);
-    assert!(!e.allowed);
-    assert_eq!(e.remaining, 2);
-    // 10 * (1000 - e) <= 7000 from e = 300.
-    assert_eq!(e.retry_ns, Some(50));
-    assert_eq!(
-        e.reset_ns, 750,
-        "only prev holds a count: the end of window 1"
-    );
-    let e = m.step(&mut s, 1300, 3);
-    assert!(e.allowed && e.remaining == 0 && e.reset_ns == 1700);
-    // 10 units: need prev 3 gone, i.e. window 3 at 3000? No: in window 2, prev = 3 weighs
-    // 3 * (1000 - e) <= 0 only at e = 1000, so the start of window 3.
-    let e = m.step(&mut s, 1300, 10);
-    assert_eq!(e.retry_ns, Some(3000 - 1300));
-    assert_eq!(m.step(&mut s, 1300, 11).retry_ns, None);
-    // Backwards: evaluated at the start of window 1 (e = 0): 10 * 1000 + 3 * 1000 > 10 * 1000,
-    // so even a peek is denied, until 10 * (1000 - e) <= 7000 at 1300.
-    let e = m.step(&mut s, 10, 0);
-    assert_eq!(
-        (e.allowed, e.remaining, e.reset_ns, e.retry_ns),
-        (false, 0, 2990, Some(1290))
-    );
 }
 
 #[test]
@@ -479,44 +312,7 @@ fn backwards_time_gives_no_credit() {
 
 #[test]
 fn config_errors() {
-    let s = Duration::from_secs(1);
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(0, s)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::sliding_window(0, s).build().unwrap_err(),
-        ConfigError::Zero { field: "limit" }
-    );
-    assert_eq!(
-        Limiter::sliding_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(1, Duration::ZERO)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "window" }
-    );
-    for window in [
-        Duration::MAX,
-        Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
-    ] {
-        assert_eq!(
-            Limiter::sliding_window(1, window).build().unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-        assert_eq!(
-            KeyedLimiter::<u8>::sliding_window(1, window)
-                .build()
-                .unwrap_err(),
-            ConfigError::WindowTooLong { window }
-        );
-    }
+    counter_config_errors::<Sliding>();
     // The documented maxima.
     for (secs, max) in [
         (1u64, 1_048_575u32),
@@ -538,71 +334,11 @@ fn config_errors() {
             }
         );
     }
-    assert_eq!(
-        KeyedLimiter::<u8>::sliding_window(1, s)
-            .max_keys(0)
-            .build()
-            .unwrap_err(),
-        ConfigError::Zero { field: "max_keys" }
-    );
 }
 
 #[test]
 fn stock_operations_are_unsupported() {
-    let k = keyed(1, 1_000, &ManualClock::new());
-    let d = direct(1, 1_000, &ManualClock::new());
-    let unsupported = |operation| ConfigError::Unsupported {
-        operation,
-        algorithm: "sliding_window",
-    };
-    assert_eq!(k.restock(&1, 5), Err(unsupported("restock")));
-    assert_eq!(k.set_stock(&1, 5), Err(unsupported("set_stock")));
-    assert_eq!(d.restock(5), Err(unsupported("restock")));
-    assert_eq!(d.set_stock(5), Err(unsupported("set_stock")));
-    assert!(k.is_empty());
-    assert_eq!(d.peek().remaining(), 1);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Many threads, frozen clock
-// ---------------------------------------------------------------------------------------------
-
-const THREADS: usize = 8;
-const ATTEMPTS: usize = if cfg!(debug_assertions) {
-    50_000
-} else {
-    125_000
-};
-
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-fn admitted_remainings(check: impl Fn(usize) -> Decision + Sync) -> Vec<u32> {
-    let mut all: Vec<u32> = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|_| check(i))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    all.sort_unstable();
-    all
+    counter_has_no_stock::<Sliding>("sliding_window");
 }
 
 /// With the previous window holding `prev` and the clock frozen a quarter into the current
@@ -625,72 +361,10 @@ fn threads_on_a_frozen_clock_admit_exactly_the_capacity() {
     assert_eq!(k.peek(&0).remaining(), capacity);
     assert_eq!(t.peek(&0).remaining(), capacity);
 
-    let r = admitted_remainings(|_| k.check(&0));
-    assert_eq!(r.len(), capacity as usize, "keyed: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    let r = admitted_remainings(|_| t.check(&0));
-    assert_eq!(r.len(), capacity as usize, "table: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    let r = admitted_remainings(|_| d.check());
-    assert_eq!(r.len(), capacity as usize, "direct: admitted units");
-    assert!(r.iter().copied().eq(0..capacity));
-    assert!(!k.check(&0).is_allowed() && !t.check(&0).is_allowed() && !d.check().is_allowed());
-}
-
-#[test]
-fn threads_with_mixed_sizes_never_overspend() {
-    let clock = ManualClock::new();
-    clock.set_ns(5);
-    let limit = 1_000_000u32;
-    let l = KeyedLimiter::<u8>::sliding_window(limit, Duration::from_secs(3600))
-        .clock(clock)
-        .build()
-        .unwrap();
-    let units: u64 = hammer(|i| {
-        (0..ATTEMPTS)
-            .map(|j| {
-                let n = ((i * 7 + j) % 50) as u32;
-                if l.check_n(&1, n).is_allowed() {
-                    u64::from(n)
-                } else {
-                    0
-                }
-            })
-            .sum::<u64>()
-    })
-    .into_iter()
-    .sum();
-    let left = l.peek(&1).remaining();
-    assert_eq!(units + u64::from(left), u64::from(limit));
-    assert!(l.check_n(&1, left).is_allowed());
-    assert!(!l.check(&1).is_allowed());
-}
-
-/// Threads racing to create the same new keys: each key admits exactly its limit, whichever
-/// thread's insertion wins.
-#[test]
-fn threads_racing_on_new_keys_admit_exactly_the_limit() {
-    const ROUNDS: u32 = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        100_000
-    };
-    const BATCH: u32 = 1;
-    const KEYS: u32 = ROUNDS * BATCH;
-    for bounded in [false, true] {
-        let clock = ManualClock::new();
-        clock.set_ns(42);
-        let builder = KeyedLimiter::<u32>::sliding_window(1, Duration::from_secs(1)).clock(clock);
-        // Bounded: the fingerprint table store; unbounded: the exact map.
-        let l = if bounded {
-            builder.max_keys(2 * KEYS as usize)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
-        let admitted = race_on_new_keys(ROUNDS, BATCH, |k| l.check(&k).is_allowed());
-        assert_eq!(admitted, u64::from(KEYS), "bounded: {bounded}");
-        assert_eq!(l.len(), KEYS as usize, "bounded: {bounded}");
+    let subjects: [&dyn Subject; 3] = [&k, &t, &d];
+    for (s, l) in subjects.iter().enumerate() {
+        let r = admitted_remainings(1, |_| 0, |_| l.decide(0, 1));
+        common::threads::assert_exactly_the_limit(&r[0], capacity, &format!("subject {s}"));
     }
+    assert!(!k.check(&0).is_allowed() && !t.check(&0).is_allowed() && !d.check().is_allowed());
 }

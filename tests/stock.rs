@@ -1,18 +1,20 @@
-//! Stock (flash-sale inventory): the keyed and direct limiters against the reference model in
-//! `window_models`, with restocks and `set_stock`; eviction; and many threads selling exactly
-//! the stock (plus whatever was restocked during the run).
+//! Stock (flash-sale inventory): the window family's tests (`family_tests!`: the keyed and
+//! direct limiters against `cellgate_models::StockModel`, with restocks and `set_stock`;
+//! eviction; many threads selling exactly the stock), and many threads selling exactly the
+//! stock plus whatever was restocked during the run.
 
-#[path = "window_models/mod.rs"]
-mod window_models;
+#[macro_use]
+mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 
 use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter};
+use cellgate::{ConfigError, KeyedLimiter, Limiter};
 use proptest::prelude::*;
 
-use window_models::*;
+use cellgate_models::StockModel;
+use common::threads::{hammer, ATTEMPTS};
+use common::windows::*;
 
 /// Time plays no part in a stock; the clock still moves (by multiples of this) to show it.
 const W: u64 = 1_000;
@@ -37,61 +39,50 @@ fn direct(stock: u32, clock: &ManualClock) -> Limiter<ManualClock> {
     Limiter::stock(stock).clock(clock.clone()).build().unwrap()
 }
 
-fn stocks() -> impl Strategy<Value = u32> {
-    prop_oneof![
-        1 => Just(0u32),
-        4 => 1u32..=6,
-        1 => Just(u32::MAX),
-        1 => any::<u32>(),
-    ]
-}
+struct Stock;
 
-proptest! {
-    #![proptest_config(config(384))]
+impl Family for Stock {
+    type Model = StockModel;
 
-    /// Every field of every decision, and every restock's result, keyed and direct.
-    #[test]
-    fn matches_the_model(stock in stocks(), steps in steps_of(stock_actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let (k, t, d) = (keyed(stock, &clock), table(stock, &clock), direct(stock, &clock));
-        let model = StockModel { stock };
-        drive(&model, W, stock, &clock, &[&k, &t, &d], &steps, false)?;
+    /// Stocks of every size (0 included) on a nominal window: time plays no part.
+    fn configs() -> BoxedStrategy<(u64, u32)> {
+        prop_oneof![
+            1 => Just(0u32),
+            4 => 1u32..=6,
+            1 => Just(u32::MAX),
+            1 => any::<u32>(),
+        ]
+        .prop_map(|stock| (W, stock))
+        .boxed()
     }
 
-    /// A limiter that evicts idle keys (those holding exactly their configured stock) after
-    /// every step decides exactly like one that never does, and keeps exactly the others (both
-    /// stores, time moving both ways).
-    #[test]
-    fn evict_idle_is_lossless(stock in stocks(), steps in steps_of(stock_actions(), 1..=60)) {
-        let clock = ManualClock::new();
-        let model = StockModel { stock };
-        // Time plays no part in a stock: eviction is lossless even when the clock goes back.
-        let (a, b) = (keyed(stock, &clock), table(stock, &clock));
-        drive_evicting(&model, W, stock, &clock, &a, &b, &steps, false)?;
-        let (a, b) = (table(stock, &clock), keyed(stock, &clock));
-        drive_evicting(&model, W, stock, &clock, &a, &b, &steps, false)?;
+    /// Checks, peeks, restocks and `set_stock`s.
+    fn actions() -> BoxedStrategy<Action> {
+        stock_actions().boxed()
     }
+
+    fn model(_window: u64, stock: u32) -> StockModel {
+        StockModel { stock }
+    }
+
+    fn stores(_w: u64, stock: u32, clock: &ManualClock) -> [Box<dyn Subject>; 2] {
+        [Box::new(keyed(stock, clock)), Box::new(table(stock, clock))]
+    }
+
+    fn direct(_w: u64, stock: u32, clock: &ManualClock) -> Option<Box<dyn Subject>> {
+        Some(Box::new(direct(stock, clock)))
+    }
+
+    fn racer(max_keys: Option<usize>, clock: ManualClock) -> Box<dyn Racer> {
+        keyed_racer(KeyedLimiter::<u32>::stock(1), max_keys, clock)
+    }
+
+    /// Time plays no part in a stock: eviction is lossless even when the clock goes back.
+    const TIMED: bool = false;
+    const THREAD_LIMIT: u32 = 100_000;
 }
 
-/// The model itself, on hand-worked cases.
-#[test]
-fn model_hand_worked() {
-    let m = StockModel { stock: 3 };
-    let mut s = StockState::default();
-    let e = m.step(&mut s, 0, 0);
-    assert_eq!((e.allowed, e.remaining, e.reset_ns), (true, 3, 0));
-    let e = m.step(&mut s, 0, 2);
-    assert_eq!((e.allowed, e.remaining, e.reset_ns), (true, 1, U64));
-    let e = m.step(&mut s, 0, 2);
-    assert_eq!((e.allowed, e.remaining, e.retry_ns), (false, 1, None));
-    assert_eq!(m.restock(&mut s, 2), 3);
-    assert_eq!(
-        m.step(&mut s, 0, 0).reset_ns,
-        0,
-        "back to the configured stock"
-    );
-    assert_eq!(m.restock(&mut s, u64::MAX), u64::MAX);
-}
+family_tests!(Stock);
 
 #[test]
 fn sells_exactly_the_stock_whatever_the_time() {
@@ -180,91 +171,6 @@ fn stock_operations_on_other_algorithms_are_unsupported() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// Many threads
-// ---------------------------------------------------------------------------------------------
-
-const THREADS: usize = 8;
-const ATTEMPTS: usize = if cfg!(debug_assertions) {
-    50_000
-} else {
-    125_000
-};
-
-fn hammer<R: Send>(f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (f, barrier) = (&f, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    f(i)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-fn sorted(mut v: Vec<u32>) -> Vec<u32> {
-    v.sort_unstable();
-    v
-}
-
-#[test]
-fn threads_sell_exactly_the_stock_keyed() {
-    sell_keyed(&keyed(100_000, &ManualClock::new()));
-    sell_keyed(&table(100_000, &ManualClock::new()));
-}
-
-fn sell_keyed(l: &KeyedLimiter<u8, ManualClock>) {
-    let stock = 100_000u32;
-    let results = hammer(|i| {
-        let key = (i % 2) as u8;
-        let r: Vec<u32> = (0..ATTEMPTS)
-            .map(|_| l.check(&key))
-            .filter(Decision::is_allowed)
-            .map(|d| d.remaining())
-            .collect();
-        (key, r)
-    });
-    for key in 0..2u8 {
-        let r = sorted(
-            results
-                .iter()
-                .filter(|(k, _)| *k == key)
-                .flat_map(|(_, r)| r.iter().copied())
-                .collect(),
-        );
-        // The k-th sale leaves stock - k: each remaining value exactly once.
-        assert_eq!(r.len(), stock as usize, "key {key}");
-        assert!(r.into_iter().eq(0..stock), "key {key}");
-        assert_eq!(l.peek(&key).remaining(), 0);
-    }
-}
-
-#[test]
-fn threads_sell_exactly_the_stock_direct() {
-    let stock = 200_000u32;
-    let l = direct(stock, &ManualClock::new());
-    let r = sorted(
-        hammer(|_| {
-            (0..ATTEMPTS)
-                .map(|_| l.check())
-                .filter(Decision::is_allowed)
-                .map(|d| d.remaining())
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect(),
-    );
-    assert_eq!(r.len(), stock as usize);
-    assert!(r.into_iter().eq(0..stock));
-    assert!(!l.check().is_allowed());
-}
-
 /// One thread restocks while the others buy (in lots of 1 to 3): every unit stocked or
 /// restocked is sold at most once, and what is left is exactly the rest.
 #[test]
@@ -337,33 +243,4 @@ fn threads_sell_exactly_stock_plus_restocks_unit_requests() {
     });
     assert_eq!(sold.iter().sum::<u64>(), u64::from(stock) + RESTOCKS * LOT);
     assert_eq!(l.peek().remaining(), 0);
-}
-
-/// Threads racing to create the same new keys: each key admits exactly its limit, whichever
-/// thread's insertion wins.
-#[test]
-fn threads_racing_on_new_keys_admit_exactly_the_limit() {
-    const ROUNDS: u32 = if cfg!(debug_assertions) {
-        20_000
-    } else {
-        100_000
-    };
-    const BATCH: u32 = 1;
-    const KEYS: u32 = ROUNDS * BATCH;
-    for bounded in [false, true] {
-        let clock = ManualClock::new();
-        clock.set_ns(42);
-        let builder = KeyedLimiter::<u32>::stock(1).clock(clock);
-        // Bounded: the fingerprint table store; unbounded: the exact map.
-        let l = if bounded {
-            builder.max_keys(2 * KEYS as usize)
-        } else {
-            builder
-        }
-        .build()
-        .unwrap();
-        let admitted = race_on_new_keys(ROUNDS, BATCH, |k| l.check(&k).is_allowed());
-        assert_eq!(admitted, u64::from(KEYS), "bounded: {bounded}");
-        assert_eq!(l.len(), KEYS as usize, "bounded: {bounded}");
-    }
 }

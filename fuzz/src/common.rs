@@ -1,59 +1,24 @@
-//! What the window-family targets share: expected decisions in unbounded arithmetic, the
-//! structured clock moves and unit counts, and the search helper the models use for waits.
-//!
-//! Nothing here knows the crate's packing: the models compute in `u128` and only convert to
-//! what a [`Decision`] can represent when comparing.
+//! What the window-family targets share: reading a real decision for comparison with the
+//! models (which live in the `cellgate-models` crate, shared with `tests/`), the structured
+//! clock moves and unit counts, and the corpus tools.
 
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::Decision;
+use cellgate::{ConfigError, Decision};
 
-/// `u64::MAX` as a `u128`.
-pub const U64: u128 = u64::MAX as u128;
+pub use cellgate_models::keyed::{sweep_due, SWEEP_BACKOFF_NS};
+pub use cellgate_models::{first_true, index_bits, wait_until, Expect, Seen, U64};
 
-/// The keyed stores' minimum time between two automatic sweeps (limiter clock, ns). From the
-/// `KeyedLimiter` docs: "at most one every 10 ms of the limiter's clock".
-pub const SWEEP_BACKOFF_NS: u64 = 10_000_000;
-
-/// Whether an automatic sweep is due at `now` after the last one at `last` (`u64::MAX`: never;
-/// a clock that went back behind it does not block sweeps). Also says whether `now` is exactly
-/// on the back-off's boundary, which the models count: the explicit branch gives libFuzzer a
-/// coverage edge (and a comparison to solve) for that boundary.
-pub fn sweep_due(last: u64, now: u64) -> (bool, bool) {
-    if last == u64::MAX || now < last {
-        return (true, false);
-    }
-    let since = now - last;
-    (since >= SWEEP_BACKOFF_NS, since == SWEEP_BACKOFF_NS)
+/// Reads a real decision into a model's plain struct (the models know nothing of `cellgate`).
+pub trait Observe {
+    fn of(d: &Decision) -> Self;
 }
 
-/// What a decision must say, in unbounded arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expect {
-    pub allowed: bool,
-    pub limit: u32,
-    pub remaining: u128,
-    /// The wait when denied and waiting helps; models give `None` for a wait that would end
-    /// past `u64::MAX` ns (a time the clock cannot show).
-    pub retry_ns: Option<u128>,
-    pub reset_ns: u128,
-}
-
-/// The five observable fields of a real decision (or of an [`Expect`] as a decision shows it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seen {
-    pub allowed: bool,
-    pub limit: u32,
-    pub remaining: u32,
-    pub retry_after_ns: Option<u64>,
-    pub reset_after_ns: u64,
-}
-
-impl Seen {
+impl Observe for Seen {
     /// Reads a real decision, checking that its `Duration` accessors agree with the ns ones.
-    pub fn of(d: &Decision) -> Self {
+    fn of(d: &Decision) -> Self {
         assert_eq!(
             d.retry_after(),
             d.retry_after_ns().map(Duration::from_nanos),
@@ -74,81 +39,12 @@ impl Seen {
     }
 }
 
-impl Expect {
-    /// The refusal of a new key by a full store: denied, nothing remaining, no wait, no reset.
-    pub fn refused(limit: u32) -> Self {
-        Self {
-            allowed: false,
-            limit,
-            remaining: 0,
-            retry_ns: None,
-            reset_ns: 0,
-        }
-    }
-
-    /// As a [`Decision`] represents it: `remaining` saturates at `u32::MAX`, `reset_after` at
-    /// `u64::MAX` ns, and a wait of exactly `u64::MAX` ns reads `u64::MAX - 1` (the decision
-    /// reserves `u64::MAX` for "no wait"; documented in `Decision::deny`).
-    pub fn seen(&self) -> Seen {
-        let retry = self.retry_ns.map(|r| {
-            assert!(r <= U64, "model bug: a wait past the horizon must be None");
-            u64::try_from(r.min(U64 - 1)).unwrap()
-        });
-        assert!(
-            !(self.allowed && retry.is_some()),
-            "model bug: a wait on an admission"
-        );
-        Seen {
-            allowed: self.allowed,
-            limit: self.limit,
-            remaining: u32::try_from(self.remaining).unwrap_or(u32::MAX),
-            retry_after_ns: retry,
-            reset_after_ns: u64::try_from(self.reset_ns.min(U64)).unwrap(),
-        }
-    }
-}
-
 /// Asserts that `got` shows exactly `want`; `ctx` names the subject, operation and time.
 #[track_caller]
 pub fn assert_decision(got: &Decision, want: &Expect, ctx: &dyn Fn() -> String) {
     let got = Seen::of(got);
     let want = want.seen();
     assert_eq!(got, want, "{}", ctx());
-}
-
-/// The smallest `t` in `[lo, hi]` with `fits(t)`, for a predicate that is false below some
-/// point and true from it on; `fits(hi)` must hold.
-pub fn first_true(mut lo: u128, mut hi: u128, fits: impl Fn(u128) -> bool) -> u128 {
-    assert!(
-        fits(hi),
-        "model bug: the predicate must hold at the upper bound"
-    );
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    lo
-}
-
-/// The wait from `now` until the absolute time `at`, or `None` when `at` is past what the clock
-/// can show.
-pub fn wait_until(at: u128, now: u64) -> Option<u128> {
-    (at <= U64).then(|| at - u128::from(now))
-}
-
-/// `I`: the bits of the largest window index a `u64` time can have, `u64::MAX / W` (from
-/// `src/algorithm/window.rs`'s docs), computed by counting rather than with `leading_zeros`.
-pub fn index_bits(window_ns: u64) -> u32 {
-    let max_index = u128::from(u64::MAX / window_ns);
-    let mut bits = 0;
-    while (1u128 << bits) <= max_index {
-        bits += 1;
-    }
-    bits
 }
 
 /// The largest limit the layout of `window` holds, from the model's `max_limit`; `u64::MAX`
@@ -158,6 +54,36 @@ pub fn layout_max(window: Duration, max_limit: fn(u64) -> u128) -> u128 {
         .ok()
         .filter(|&w| w > 0)
         .map_or(U64, max_limit)
+}
+
+/// The window counters' validation (module docs of `src/algorithm/fixed_window.rs` and
+/// `sliding_window.rs`): a zero limit, a window longer than `u64::MAX` ns, a zero window, and a
+/// limit above the layout's `max_limit` are `ConfigError`s, checked in that order. Returns the
+/// limit and the window in ns.
+pub fn validate_window(
+    limit: u32,
+    window: Duration,
+    max_limit: fn(u64) -> u128,
+) -> Result<(u32, u64), ConfigError> {
+    if limit == 0 {
+        return Err(ConfigError::Zero { field: "limit" });
+    }
+    if window.as_nanos() > U64 {
+        return Err(ConfigError::WindowTooLong { window });
+    }
+    if window.is_zero() {
+        return Err(ConfigError::Zero { field: "window" });
+    }
+    let w = u64::try_from(window.as_nanos()).unwrap();
+    let max = max_limit(w);
+    if u128::from(limit) > max {
+        return Err(ConfigError::LimitTooLarge {
+            limit,
+            max: u64::try_from(max).unwrap(),
+            window,
+        });
+    }
+    Ok((limit, w))
 }
 
 /// How a window length is chosen: every layout regime, plus invalid ones.
@@ -399,63 +325,52 @@ pub fn model_time(op: &Op, now: u64, w: u64) -> Option<u64> {
     })
 }
 
-/// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
-/// (`cargo test --release corpus_stats -- --ignored --nocapture`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Stats {
-    pub inputs: u64,
-    pub invalid_config: u64,
-    pub checks: u64,
-    pub allowed: u64,
-    pub denied_with_retry: u64,
-    pub denied_no_retry: u64,
-    pub refused_by_cap: u64,
-    pub keys_evicted: u64,
-    pub clock_backwards: u64,
-    /// Checks and peeks of a key not held while the clock is behind the latest sweep.
-    pub behind_sweep: u64,
-    pub shadow_checks: u64,
-    pub restocks: u64,
-    /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
-    /// dropped a key.
-    pub sweeps_at_backoff: u64,
-    /// Refunds that gave something back.
-    pub refunds: u64,
-    /// Reservations admitted (units held).
-    pub reserves: u64,
-    /// Cancels that gave something back.
-    pub cancels: u64,
-    /// Cancels of a holding reservation that gave nothing back (its window is over, its key
-    /// was dropped, ...).
-    pub cancels_nothing: u64,
-    /// Sweeps that dropped a zero count in a window later than the clock, let through by
-    /// `keyed_model::EXCUSE_ZERO_COUNT_AHEAD` (the lossless-eviction comparison ends there).
-    pub excused_zero_count_ahead: u64,
-    /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
-    pub excused_refund_zero: u64,
+crate::counters! {
+    /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
+    /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_config: u64,
+        pub checks: u64,
+        pub allowed: u64,
+        pub denied_with_retry: u64,
+        pub denied_no_retry: u64,
+        pub refused_by_cap: u64,
+        pub keys_evicted: u64,
+        pub clock_backwards: u64,
+        /// Checks and peeks of a key not held while the clock is behind the latest sweep.
+        pub behind_sweep: u64,
+        pub shadow_checks: u64,
+        pub restocks: u64,
+        /// Automatic sweeps exactly 10 ms after the previous one (the back-off's boundary) that
+        /// dropped a key.
+        pub sweeps_at_backoff: u64,
+        /// Refunds that gave something back.
+        pub refunds: u64,
+        /// Reservations admitted (units held).
+        pub reserves: u64,
+        /// Cancels that gave something back.
+        pub cancels: u64,
+        /// Cancels of a holding reservation that gave nothing back (its window is over, its key
+        /// was dropped, ...).
+        pub cancels_nothing: u64,
+        /// Sweeps that dropped a zero count in a window later than the clock, let through by
+        /// `keyed_model::EXCUSE_ZERO_COUNT_AHEAD` (the lossless-eviction comparison ends there).
+        pub excused_zero_count_ahead: u64,
+        /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
+        pub excused_refund_zero: u64,
+    }
 }
 
-impl std::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Stats) {
-        self.inputs += o.inputs;
-        self.invalid_config += o.invalid_config;
-        self.checks += o.checks;
-        self.allowed += o.allowed;
-        self.denied_with_retry += o.denied_with_retry;
-        self.denied_no_retry += o.denied_no_retry;
-        self.refused_by_cap += o.refused_by_cap;
-        self.keys_evicted += o.keys_evicted;
-        self.clock_backwards += o.clock_backwards;
-        self.behind_sweep += o.behind_sweep;
-        self.shadow_checks += o.shadow_checks;
-        self.restocks += o.restocks;
-        self.sweeps_at_backoff += o.sweeps_at_backoff;
-        self.refunds += o.refunds;
-        self.reserves += o.reserves;
-        self.cancels += o.cancels;
-        self.cancels_nothing += o.cancels_nothing;
-        self.excused_zero_count_ahead += o.excused_zero_count_ahead;
-        self.excused_refund_zero += o.excused_refund_zero;
+impl Stats {
+    /// Counts one check and how the model decided it.
+    pub fn count_check(&mut self, want: &Expect) {
+        self.checks += 1;
+        match (want.allowed, want.retry_ns) {
+            (true, _) => self.allowed += 1,
+            (false, Some(_)) => self.denied_with_retry += 1,
+            (false, None) => self.denied_no_retry += 1,
+        }
     }
 }
 
@@ -480,32 +395,6 @@ pub fn replay_dir<I: for<'a> Arbitrary<'a>, S: Counters>(dir: &str, run: impl Fn
     }
     assert!(seen > 0, "no inputs in {dir}");
     total
-}
-
-impl Counters for Stats {
-    fn fields(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("inputs", self.inputs),
-            ("invalid_config", self.invalid_config),
-            ("checks", self.checks),
-            ("allowed", self.allowed),
-            ("denied_with_retry", self.denied_with_retry),
-            ("denied_no_retry", self.denied_no_retry),
-            ("refused_by_cap", self.refused_by_cap),
-            ("keys_evicted", self.keys_evicted),
-            ("clock_backwards", self.clock_backwards),
-            ("behind_sweep", self.behind_sweep),
-            ("shadow_checks", self.shadow_checks),
-            ("restocks", self.restocks),
-            ("sweeps_at_backoff", self.sweeps_at_backoff),
-            ("refunds", self.refunds),
-            ("reserves", self.reserves),
-            ("cancels", self.cancels),
-            ("cancels_nothing", self.cancels_nothing),
-            ("excused_zero_count_ahead", self.excused_zero_count_ahead),
-            ("excused_refund_zero", self.excused_refund_zero),
-        ]
-    }
 }
 
 /// Seed picking (a maintenance tool, see `fuzz/README.md`): for every counter of [`Stats`] that
@@ -574,4 +463,76 @@ pub fn refresh_seeds<I: for<'a> Arbitrary<'a>, S: Counters>(target: &str, run: i
         std::fs::copy(&path, format!("{seeds}/{name}")).unwrap();
         println!("{name}: {}", path.display());
     }
+}
+
+/// The corpus tests of a target whose input replays with `$run`: `seeds_replay` (every seed of
+/// `corpus/seed_<target>` decodes and passes), and the two tools of `fuzz/README.md`,
+/// `corpus_stats` (`CORPUS=corpus/<target> cargo test --release <target>::tests::corpus_stats
+/// -- --ignored --nocapture` sums the counters over a corpus, the seeds by default) and
+/// `pick_seeds` (replaces the seeds with picks from a grown corpus, see [`refresh_seeds`]).
+#[macro_export]
+macro_rules! corpus_tests {
+    ($target:literal, $run:path) => {
+        #[test]
+        fn seeds_replay() {
+            $crate::common::replay_dir(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_", $target),
+                $run,
+            );
+        }
+
+        $crate::corpus_tools!($target, $run);
+    };
+}
+
+/// The two corpus tools of [`corpus_tests!`] alone, for a target with its own `seeds_replay`.
+#[macro_export]
+macro_rules! corpus_tools {
+    ($target:literal, $run:path) => {
+        #[test]
+        #[ignore = "reporting tool, not a check"]
+        fn corpus_stats() {
+            let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
+                concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_", $target).to_string()
+            });
+            println!("{dir}: {:#?}", $crate::common::replay_dir(&dir, $run));
+        }
+
+        #[test]
+        #[ignore = "maintenance tool, not a check"]
+        fn pick_seeds() {
+            $crate::common::refresh_seeds($target, $run);
+        }
+    };
+}
+
+/// Declares a statistics struct of `u64` counters with its `AddAssign` (summing a corpus) and
+/// its [`Counters`] (each counter by name, in declaration order), so that the three are written
+/// once.
+#[macro_export]
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident: u64, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: u64, )*
+        }
+
+        impl std::ops::AddAssign for $name {
+            fn add_assign(&mut self, o: Self) {
+                $( self.$field += o.$field; )*
+            }
+        }
+
+        impl $crate::common::Counters for $name {
+            fn fields(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($field), self.$field), )*]
+            }
+        }
+    };
 }

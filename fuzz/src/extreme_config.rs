@@ -43,7 +43,7 @@ use cellgate::{
     SlidingLogBuilder, MAX_LOG_LIMIT, MAX_TABLE_KEYS,
 };
 
-use crate::common::{Seen, Stats, U64};
+use crate::common::{Observe, Seen, Stats, U64};
 use crate::{fixed_window_model, gcra_model, sliding_log_model, sliding_window_model};
 
 /// The largest table this target builds (the table allocates its capacity up front).
@@ -956,28 +956,5 @@ mod tests {
         }
     }
 
-    #[test]
-    fn seeds_replay() {
-        crate::common::replay_dir(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_extreme_config"),
-            run,
-        );
-    }
-
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_extreme_config").to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/extreme_config cargo test
-    /// --release extreme_config::tests::pick_seeds -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("extreme_config", run);
-    }
+    crate::corpus_tests!("extreme_config", run);
 }

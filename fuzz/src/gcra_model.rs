@@ -1,7 +1,8 @@
 //! GCRA: the real `Limiter` and `KeyedLimiter<u8>` against a `u128` reference model.
 //!
-//! The model is written from DESIGN.md, "GCRA semantics (exact)", in unbounded-enough
-//! arithmetic (`u128`) so that it cannot share an overflow bug with the implementation:
+//! The model (`cellgate_models::gcra`, shared with `tests/`) is written from the README's "GCRA
+//! semantics (exact)", in unbounded-enough arithmetic (`u128`) so that it cannot share an
+//! overflow bug with the implementation:
 //!
 //! ```text
 //! T = period_ns / count, DVT = T * burst, limit = burst
@@ -30,8 +31,8 @@
 //!
 //! Finally, eviction is checked to be *lossless*: a shadow model that never evicts (and has
 //! no floor) must make the same decisions, as long as no request has been made at a time
-//! before the sweep floor (DESIGN: dropping an idle key changes no decision made at the time
-//! of the sweep or later).
+//! before the sweep floor (README, "Bounded memory": idle keys are dropped losslessly, so
+//! dropping one changes no decision made at the time of the sweep or later).
 //!
 //! **Queues, reservations, refunds, per-call quotas.** From the `Quota::with_queue`,
 //! `reserve`, `cancel`, `refund`, `check_with` and `set_quota` docs, in the same arithmetic:
@@ -40,9 +41,11 @@
 //! CEIL = T * (burst + queue), limit = burst + queue (saturating in u32)
 //! a check admits iff n*T <= DVT and ahead <= CEIL   (ahead = max(tat, now) + n*T - now);
 //!   delay = max(ahead - DVT, 0); remaining counts against CEIL; denied: retry = ahead - CEIL
-//! reserve(n, w) is the same with CEIL replaced by DVT + w (remaining still against CEIL)
-//! cancel of n units that left the TAT at `after` (T: the quota in force at the cancel):
-//!   back = min(max(n*T - (tat - after), 0), max(after - now, 0)); tat := max(tat - back, now)
+//! reserve(n, w) is the same with CEIL replaced by min(DVT + w, CEIL) when the quota has a
+//!   queue, DVT + w without one (remaining still against CEIL)
+//! cancel of n units admitted at `at`: while a place waits to act (tat > now + DVT) only the
+//!   last place comes back (tat == after: tat := max(before, now)); otherwise the part of n*T
+//!   the clock has not eaten since `at`, whatever was admitted since, never below now
 //! refund(n): tat := max(tat - n*T, now)
 //! both return whether the TAT moved; on a keyed limiter neither creates a key
 //! check_with(q, n): a check judged with q's parameters on the same TAT (a refused new key
@@ -50,7 +53,7 @@
 //! ```
 //!
 //! and invariants on top of the model: every decision's `remaining` is at most its `limit`;
-//! a cancel never moves the TAT back by more than its reservation moved it forward; and, while
+//! a cancel never gives back more than its reservation took; and, while
 //! the clock never goes back and nothing is refunded or judged with another quota, the units
 //! admitted and not given back by a cancel, at their acting times (`now + delay`), conform to
 //! the quota: at most `burst + floor(L / T)` of them act in any closed interval of length `L`
@@ -63,12 +66,10 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 
-/// The last instant a TAT can hold.
-const HORIZON: u128 = u64::MAX as u128;
+pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
+use cellgate_models::keyed::SWEEP_BACKOFF_NS;
 
-/// The keyed store's minimum time between two automatic sweeps (limiter clock, ns).
-/// From the `KeyedLimiter` docs: "at most one every 10 ms of the limiter's clock".
-const SWEEP_BACKOFF_NS: u64 = 10_000_000;
+use crate::common::{Observe, Seen};
 
 /// One fuzz input: a quota (possibly invalid), an optional key cap, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -274,55 +275,18 @@ fn key(k: u8) -> u8 {
     k % 16
 }
 
-/// The five observable fields of a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expected {
-    pub allowed: bool,
-    pub limit: u32,
-    pub remaining: u32,
-    pub retry_after_ns: Option<u64>,
-    pub reset_after_ns: u64,
-    /// `delay_ns()`: the wait before acting on an admission (0 when denied).
-    pub delay_ns: u64,
-}
-
-impl Expected {
+impl Observe for Expected {
     /// Reads a real decision, checking that its `Duration` accessors agree with the ns ones,
     /// and that `remaining` never exceeds `limit`.
-    pub fn of(d: &Decision) -> Self {
-        assert_eq!(
-            d.retry_after(),
-            d.retry_after_ns().map(Duration::from_nanos)
-        );
-        assert_eq!(d.reset_after(), Duration::from_nanos(d.reset_after_ns()));
+    fn of(d: &Decision) -> Self {
+        let seen = Seen::of(d);
         assert_eq!(d.delay(), Duration::from_nanos(d.delay_ns()));
         assert!(
-            d.remaining() <= d.limit(),
+            seen.remaining <= seen.limit,
             "Inv: remaining above the limit: {d:?}"
         );
-        Self {
-            allowed: d.is_allowed(),
-            limit: d.limit(),
-            remaining: d.remaining(),
-            retry_after_ns: d.retry_after_ns(),
-            reset_after_ns: d.reset_after_ns(),
-            delay_ns: d.delay_ns(),
-        }
+        Expected::with_delay(seen, d.delay_ns())
     }
-}
-
-/// Validated GCRA parameters, in model arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    /// Emission interval, ns.
-    pub t: u128,
-    /// Tolerance `T * burst`, ns.
-    pub dvt: u128,
-    /// `T * (burst + queue)`, ns: how far ahead any admission may leave the TAT.
-    pub ceiling: u128,
-    pub burst: u32,
-    /// `burst + queue`, saturating in `u32`: the decisions' `limit`.
-    pub limit: u32,
 }
 
 /// Which quotas are valid, and the error an invalid one must get. Checked in the order the
@@ -366,127 +330,7 @@ pub fn validate(
             interval_ns: t as u64,
         });
     }
-    let limit = u32::try_from(u64::from(burst) + u64::from(queue)).unwrap_or(u32::MAX);
-    Ok(Params {
-        t,
-        dvt,
-        ceiling,
-        burst,
-        limit,
-    })
-}
-
-/// The model's decision for `n` units at `now` on stored `tat` (`None`: never seen), and the
-/// TAT to store, if any: a check, which may queue up to the quota's ceiling.
-pub fn step(p: &Params, tat: Option<u64>, now: u64, n: u32) -> (Expected, Option<u64>) {
-    decide(p, tat, now, n, p.ceiling)
-}
-
-/// A decision that admits when the TAT afterwards is at most `ceiling` ahead of `now` (the
-/// quota's ceiling for a check, `DVT + max_wait` for a reservation) and `n` fits the burst.
-pub fn decide(
-    p: &Params,
-    tat: Option<u64>,
-    now: u64,
-    n: u32,
-    ceiling: u128,
-) -> (Expected, Option<u64>) {
-    let now = u128::from(now);
-    let tat = tat.map_or(now, u128::from);
-    let need = u128::from(n) * p.t;
-    let new_tat = tat.max(now) + need;
-    let backlog = tat.saturating_sub(now);
-    let ahead = new_tat - now;
-    // `remaining` counts the places left before the quota's ceiling, queue included.
-    let remaining = |used: u128| -> u32 {
-        let r = p.ceiling.saturating_sub(used) / p.t;
-        r.min(u128::from(p.limit)) as u32
-    };
-    let narrow = |v: u128| u64::try_from(v).expect("model value fits u64 here");
-    // More than the burst never fits: a queue delays requests, it does not widen the burst.
-    let fits = need <= p.dvt;
-    if fits && ahead <= ceiling {
-        if new_tat > HORIZON {
-            // Allowed by the formula, but the TAT would not fit: fail closed.
-            let d = Expected {
-                allowed: false,
-                limit: p.limit,
-                remaining: 0,
-                retry_after_ns: None,
-                reset_after_ns: narrow(backlog),
-                delay_ns: 0,
-            };
-            return (d, None);
-        }
-        let d = Expected {
-            allowed: true,
-            limit: p.limit,
-            remaining: remaining(ahead),
-            retry_after_ns: None,
-            reset_after_ns: narrow(ahead),
-            delay_ns: narrow(ahead.saturating_sub(p.dvt)),
-        };
-        return (d, (n > 0).then(|| narrow(new_tat)));
-    }
-    // When `new_tat > u64::MAX` no wait can help (the request was denied, so `tat > now` and
-    // at the retry instant the horizon rule above denies it): no retry, fail closed.
-    let retry = (fits && new_tat <= HORIZON).then(|| narrow(ahead - ceiling));
-    let d = Expected {
-        allowed: false,
-        limit: p.limit,
-        remaining: remaining(backlog),
-        retry_after_ns: retry,
-        reset_after_ns: narrow(backlog),
-        delay_ns: 0,
-    };
-    (d, None)
-}
-
-/// `cancel` of a reservation of `n` units admitted at clock reading `at` that moved the TAT
-/// from `before` to `after`, on the stored `tat` at `now` (taken as at least `at`). While a
-/// place waits to act (`tat > now + DVT`) only the last place comes back (`tat == after`: the
-/// TAT goes back to `before`, never below `now`); otherwise the part of `n * T` the clock has
-/// not eaten since `at` comes back, whatever was admitted since, never below `now`. The new
-/// TAT, or `None` when nothing comes back.
-pub fn cancel(
-    p: &Params,
-    tat: Option<u64>,
-    now: u64,
-    n: u32,
-    (before, after, at): (u64, u64, u64),
-) -> Option<u64> {
-    let tat = tat.unwrap_or(0);
-    let now = now.max(at);
-    if tat <= now {
-        // Idle: nothing left to give back.
-        return None;
-    }
-    if u128::from(tat) > u128::from(now) + p.dvt {
-        if tat != after {
-            return None;
-        }
-        let new = before.max(now);
-        return (new < tat).then_some(new);
-    }
-    let units = u128::from(n) * p.t;
-    let unspent = (u128::from(at) + units).saturating_sub(u128::from(now));
-    let back = units.min(unspent);
-    let new = (u128::from(tat).saturating_sub(back)).max(u128::from(now)) as u64;
-    (new < tat).then_some(new)
-}
-
-/// The clock reading a GCRA reservation was admitted at: its TAT after, less its decision's
-/// `reset_after` (the new TAT's distance from the reading).
-fn admitted_at(b: &Booked) -> u64 {
-    b.after
-        .saturating_sub(b.reservation.decision().reset_after_ns())
-}
-
-/// `refund(n)` on the stored `tat` at `now`: the new TAT, or `None` when nothing comes back.
-pub fn refund(p: &Params, tat: Option<u64>, now: u64, n: u32) -> Option<u64> {
-    let tat = u128::from(tat.unwrap_or(0));
-    let new = tat.saturating_sub(u128::from(n) * p.t).max(u128::from(now));
-    (new < tat).then_some(new as u64)
+    Ok(Params::of(t, burst, queue))
 }
 
 /// The keyed store, modelled: key -> TAT, plus the cap's bookkeeping.
@@ -595,106 +439,44 @@ impl KeyedModel {
     }
 }
 
-/// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
-/// (`cargo test --release corpus_stats -- --ignored --nocapture`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Stats {
-    pub inputs: u64,
-    pub invalid_quota: u64,
-    pub zero_max_keys: u64,
-    pub checks: u64,
-    pub allowed: u64,
-    pub denied_with_retry: u64,
-    /// Denied with no `retry_after` although `n <= burst`: the horizon (or the key cap).
-    pub denied_at_horizon: u64,
-    pub denied_n_above_burst: u64,
-    pub refused_by_cap: u64,
-    pub keys_evicted: u64,
-    pub clock_backwards: u64,
-    pub shadow_checks: u64,
-    /// Checks admitted with a delay (a queue place).
-    pub queued: u64,
-    /// Reservations admitted (units held), and those of them with a delay.
-    pub reserves: u64,
-    pub reserves_delayed: u64,
-    /// Cancels that gave something back, and cancels of a holding reservation that gave
-    /// nothing back.
-    pub cancels: u64,
-    pub cancels_nothing: u64,
-    /// Cancels that gave back only part of the reservation's place.
-    pub cancels_partial: u64,
-    pub refunds: u64,
-    pub checks_with: u64,
-    pub quota_changes: u64,
-    /// `check_with` / `set_quota` with an invalid quota.
-    pub quota_errors: u64,
-    /// Admissions whose acting times were checked against the conformance bound at the end.
-    pub conformance_checked: u64,
-    /// Cancels that moved the TAT back by more than their reservation moved it forward after
-    /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
-    pub excused_cancel_after_set_quota: u64,
-}
-
-impl crate::common::Counters for Stats {
-    fn fields(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("inputs", self.inputs),
-            ("invalid_quota", self.invalid_quota),
-            ("zero_max_keys", self.zero_max_keys),
-            ("checks", self.checks),
-            ("allowed", self.allowed),
-            ("denied_with_retry", self.denied_with_retry),
-            ("denied_at_horizon", self.denied_at_horizon),
-            ("denied_n_above_burst", self.denied_n_above_burst),
-            ("refused_by_cap", self.refused_by_cap),
-            ("keys_evicted", self.keys_evicted),
-            ("clock_backwards", self.clock_backwards),
-            ("shadow_checks", self.shadow_checks),
-            ("queued", self.queued),
-            ("reserves", self.reserves),
-            ("reserves_delayed", self.reserves_delayed),
-            ("cancels", self.cancels),
-            ("cancels_nothing", self.cancels_nothing),
-            ("cancels_partial", self.cancels_partial),
-            ("refunds", self.refunds),
-            ("checks_with", self.checks_with),
-            ("quota_changes", self.quota_changes),
-            ("quota_errors", self.quota_errors),
-            ("conformance_checked", self.conformance_checked),
-            (
-                "excused_cancel_after_set_quota",
-                self.excused_cancel_after_set_quota,
-            ),
-        ]
-    }
-}
-
-impl std::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Stats) {
-        self.inputs += o.inputs;
-        self.invalid_quota += o.invalid_quota;
-        self.zero_max_keys += o.zero_max_keys;
-        self.checks += o.checks;
-        self.allowed += o.allowed;
-        self.denied_with_retry += o.denied_with_retry;
-        self.denied_at_horizon += o.denied_at_horizon;
-        self.denied_n_above_burst += o.denied_n_above_burst;
-        self.refused_by_cap += o.refused_by_cap;
-        self.keys_evicted += o.keys_evicted;
-        self.clock_backwards += o.clock_backwards;
-        self.shadow_checks += o.shadow_checks;
-        self.queued += o.queued;
-        self.reserves += o.reserves;
-        self.reserves_delayed += o.reserves_delayed;
-        self.cancels += o.cancels;
-        self.cancels_nothing += o.cancels_nothing;
-        self.cancels_partial += o.cancels_partial;
-        self.refunds += o.refunds;
-        self.checks_with += o.checks_with;
-        self.quota_changes += o.quota_changes;
-        self.quota_errors += o.quota_errors;
-        self.conformance_checked += o.conformance_checked;
-        self.excused_cancel_after_set_quota += o.excused_cancel_after_set_quota;
+crate::counters! {
+    /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
+    /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_quota: u64,
+        pub zero_max_keys: u64,
+        pub checks: u64,
+        pub allowed: u64,
+        pub denied_with_retry: u64,
+        /// Denied with no `retry_after` although `n <= burst`: the horizon (or the key cap).
+        pub denied_at_horizon: u64,
+        pub denied_n_above_burst: u64,
+        pub refused_by_cap: u64,
+        pub keys_evicted: u64,
+        pub clock_backwards: u64,
+        pub shadow_checks: u64,
+        /// Checks admitted with a delay (a queue place).
+        pub queued: u64,
+        /// Reservations admitted (units held), and those of them with a delay.
+        pub reserves: u64,
+        pub reserves_delayed: u64,
+        /// Cancels that gave something back, and cancels of a holding reservation that gave
+        /// nothing back.
+        pub cancels: u64,
+        pub cancels_nothing: u64,
+        /// Cancels that gave back only part of the reservation's place.
+        pub cancels_partial: u64,
+        pub refunds: u64,
+        pub checks_with: u64,
+        pub quota_changes: u64,
+        /// `check_with` / `set_quota` with an invalid quota.
+        pub quota_errors: u64,
+        /// Admissions whose acting times were checked against the conformance bound at the end.
+        pub conformance_checked: u64,
+        /// Cancels that moved the TAT back by more than their reservation moved it forward after
+        /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
+        pub excused_cancel_after_set_quota: u64,
     }
 }
 
@@ -738,6 +520,13 @@ struct Booked {
     took: u128,
     /// Its units' index in the subject's conformance list, if one is kept.
     acting: Option<usize>,
+}
+
+/// The clock reading a GCRA reservation was admitted at: its TAT after, less its decision's
+/// `reset_after` (the new TAT's distance from the reading).
+fn admitted_at(b: &Booked) -> u64 {
+    b.after
+        .saturating_sub(b.reservation.decision().reset_after_ns())
 }
 
 /// An outstanding reservation.
@@ -814,12 +603,8 @@ pub fn run(input: &Input) -> Stats {
     if let Some(m) = input.max_keys {
         keyed_builder = keyed_builder.max_keys(usize::from(m));
     }
-    // The model describes the fixed-capacity table (a bound without `exact_keys`) and the exact
-    // map (otherwise); the growing table reclaims idle keys on inserts, which it does not model.
-    if input.exact_keys || input.max_keys.is_none() {
+    if input.exact_keys {
         keyed_builder = keyed_builder.exact_keys();
-    } else {
-        keyed_builder = keyed_builder.fixed_capacity();
     }
     let keyed = keyed_builder.build();
 
@@ -1339,94 +1124,12 @@ fn assert_peeks(
 
 #[cfg(test)]
 mod tests {
-    //! The model against hand-computed vectors (DESIGN.md and cellgate's own unit tests), so a
-    //! model bug is not mistaken for an implementation bug.
+    //! The validation against the documented errors (the model's own vectors are in
+    //! `cellgate-models`).
     use super::*;
-
-    fn params(count: u32, period_ns: u64, burst: u32) -> Params {
-        validate(count, Duration::from_nanos(period_ns), burst, 0).unwrap()
-    }
 
     fn queued(count: u32, period_ns: u64, burst: u32, queue: u32) -> Params {
         validate(count, Duration::from_nanos(period_ns), burst, queue).unwrap()
-    }
-
-    fn run_model(p: &Params, tat: &mut Option<u64>, now: u64, n: u32) -> Expected {
-        let (d, w) = step(p, *tat, now, n);
-        *tat = w.or(*tat);
-        d
-    }
-
-    #[test]
-    fn burst_then_refill() {
-        let p = params(1, 100, 3);
-        let mut tat = None;
-        for (i, rem) in [2u32, 1, 0].into_iter().enumerate() {
-            let d = run_model(&p, &mut tat, 1000, 1);
-            assert!(d.allowed);
-            assert_eq!(d.remaining, rem);
-            assert_eq!(d.reset_after_ns, 100 * (i as u64 + 1));
-        }
-        let d = run_model(&p, &mut tat, 1000, 1);
-        assert_eq!(
-            d,
-            Expected {
-                allowed: false,
-                limit: 3,
-                remaining: 0,
-                retry_after_ns: Some(100),
-                reset_after_ns: 300,
-                delay_ns: 0,
-            }
-        );
-        assert!(!run_model(&p, &mut tat, 1099, 1).allowed);
-        assert!(run_model(&p, &mut tat, 1100, 1).allowed);
-        assert_eq!(tat, Some(1400));
-        assert_eq!(run_model(&p, &mut tat, 10_000, 1).remaining, 2);
-    }
-
-    #[test]
-    fn n_above_burst_and_backwards_time() {
-        let p = params(1, 100, 3);
-        let mut tat = None;
-        let d = run_model(&p, &mut tat, 0, 4);
-        assert_eq!((d.allowed, d.retry_after_ns, d.remaining), (false, None, 3));
-        let p = params(1, 100, 2);
-        let mut tat = None;
-        run_model(&p, &mut tat, 1000, 2);
-        let d = run_model(&p, &mut tat, 500, 1);
-        assert_eq!(
-            (d.allowed, d.reset_after_ns, d.remaining, d.retry_after_ns),
-            (false, 700, 0, Some(600))
-        );
-        // A peek while the backlog exceeds DVT is itself a denial (n = 0 fits iff
-        // backlog <= DVT), with retry = backlog - DVT.
-        let d = run_model(&p, &mut tat, 500, 0);
-        assert_eq!((d.allowed, d.retry_after_ns), (false, Some(500)));
-    }
-
-    #[test]
-    fn horizon() {
-        let p = params(1, 100, 2);
-        let mut tat = None;
-        assert!(run_model(&p, &mut tat, u64::MAX - 100, 1).allowed);
-        assert_eq!(tat, Some(u64::MAX));
-        let d = run_model(&p, &mut tat, u64::MAX, 1);
-        assert_eq!(
-            d,
-            Expected {
-                allowed: false,
-                limit: 2,
-                remaining: 0,
-                retry_after_ns: None,
-                reset_after_ns: 0,
-                delay_ns: 0,
-            }
-        );
-        let p = params(1, u64::MAX, 1);
-        let mut tat = None;
-        assert!(run_model(&p, &mut tat, 0, 1).allowed);
-        assert_eq!(run_model(&p, &mut tat, 0, u32::MAX).retry_after_ns, None);
     }
 
     #[test]
@@ -1480,139 +1183,5 @@ mod tests {
         assert_eq!(p.limit, u32::MAX, "burst + queue saturates in u32");
     }
 
-    #[test]
-    fn queue_delays_then_denies() {
-        // The crate's own example: T = 100, burst 2, queue 2: two at once, two delayed, then
-        // denied; `limit` and `remaining` count the queue.
-        let p = queued(1, 100, 2, 2);
-        let mut tat = None;
-        let got: Vec<_> = (0..5)
-            .map(|_| {
-                let d = run_model(&p, &mut tat, 1000, 1);
-                (d.allowed, d.delay_ns, d.remaining, d.limit)
-            })
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (true, 0, 3, 4),
-                (true, 0, 2, 4),
-                (true, 100, 1, 4),
-                (true, 200, 0, 4),
-                (false, 0, 0, 4)
-            ]
-        );
-        assert_eq!(tat, Some(1400));
-        assert_eq!(run_model(&p, &mut tat, 1000, 1).retry_after_ns, Some(100));
-        // More than the burst never fits, queue or not.
-        let d = run_model(&p, &mut None, 0, 3);
-        assert_eq!((d.allowed, d.retry_after_ns), (false, None));
-    }
-
-    #[test]
-    fn reservations_wait_at_most_max_wait() {
-        // `Reservation` docs: T = 1 s, burst 1.
-        let p = params(1, 1_000_000_000, 1);
-        let mut tat = None;
-        let mut reserve = |wait: u128| {
-            let (d, w) = decide(&p, tat, 0, 1, p.dvt + wait);
-            tat = w.or(tat);
-            (d.allowed, d.delay_ns)
-        };
-        assert_eq!(reserve(0), (true, 0));
-        assert_eq!(reserve(5_000_000_000), (true, 1_000_000_000));
-        assert_eq!(reserve(1_500_000_000), (false, 0));
-        // The `KeyedLimiter::reserve` docs: T = 100 ms, burst 1, max_wait 250 ms.
-        let p = params(10, 1_000_000_000, 1);
-        let mut tat = None;
-        let delays: Vec<_> = (0..4)
-            .map(|_| {
-                let (d, w) = decide(&p, tat, 0, 1, p.dvt + 250_000_000);
-                tat = w.or(tat);
-                d.allowed.then_some(d.delay_ns / 1_000_000)
-            })
-            .collect();
-        assert_eq!(delays, [Some(0), Some(100), Some(200), None]);
-    }
-
-    #[test]
-    fn cancel_gives_back_the_unelapsed_part_or_the_last_place() {
-        // T = 100, DVT = 300, queue 2 (ceiling 500).
-        let p = Params {
-            t: 100,
-            dvt: 300,
-            ceiling: 500,
-            burst: 3,
-            limit: 5,
-        };
-        // Nobody waiting (TAT 1300 <= 1000 + DVT): the whole unit back on a frozen clock,
-        // although others were admitted after it.
-        assert_eq!(
-            cancel(&p, Some(1300), 1000, 1, (1000, 1100, 1000)),
-            Some(1200)
-        );
-        // 40 ns later: 60 back.
-        assert_eq!(
-            cancel(&p, Some(1300), 1040, 1, (1000, 1100, 1000)),
-            Some(1240)
-        );
-        // Someone waiting (TAT 1400 > 1000 + DVT): only the last place.
-        assert_eq!(
-            cancel(&p, Some(1400), 1000, 1, (1300, 1400, 1000)),
-            Some(1300)
-        );
-        assert_eq!(cancel(&p, Some(1400), 1000, 1, (1200, 1300, 1000)), None);
-    }
-
-    #[test]
-    fn refund_never_beyond_a_fresh_key() {
-        let p = params(1, 100, 3);
-        assert_eq!(refund(&p, Some(1300), 1000, 1), Some(1200));
-        assert_eq!(refund(&p, Some(1300), 1000, 5), Some(1000));
-        assert_eq!(refund(&p, Some(1000), 1000, 1), None);
-        assert_eq!(refund(&p, Some(500), 1000, 1), None);
-        assert_eq!(refund(&p, None, 1000, 1), None);
-    }
-
-    #[test]
-    fn seeds_replay() {
-        // Every committed seed must parse and pass (guards the seed corpus against format drift).
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_gcra_model");
-        let mut seen = 0;
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-            // The same decoding libfuzzer-sys applies to a typed `fuzz_target!` input.
-            let input = Input::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes))
-                .expect("a seed that no longer decodes");
-            run(&input);
-            seen += 1;
-        }
-        assert!(seen > 0, "no seeds in {dir}");
-    }
-
-    /// Sums [`Stats`] over a corpus: `CORPUS=corpus/gcra_model cargo test --release
-    /// corpus_stats -- --ignored --nocapture` (default: the seed corpus).
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_gcra_model").to_string()
-        });
-        let mut total = Stats::default();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-            if let Ok(input) = Input::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)) {
-                total += run(&input);
-            }
-        }
-        println!("{dir}: {total:#?}");
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/gcra_model cargo test
-    /// --release gcra_model::tests::pick_seeds -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("gcra_model", run);
-    }
+    crate::corpus_tests!("gcra_model", run);
 }

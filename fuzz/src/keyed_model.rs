@@ -1,22 +1,9 @@
-//! The keyed store, modelled once for every one-cell algorithm (fixed window, sliding window,
-//! stock), and the driver that replays one operation sequence against a direct [`Limiter`], a
-//! [`KeyedLimiter`] in the fingerprint table (`max_keys(m)`) and one in the exact map (no bound,
-//! or `max_keys(m).exact_keys()`), all reading one [`ManualClock`].
-//!
-//! The store's documented behaviour (`KeyedLimiter` docs, "Memory"):
-//!
-//! - a key is held once a write leaves it different from the state a new key starts from; peeks,
-//!   denials and `n = 0` never create one;
-//! - `evict_idle()` drops every key equivalent to a fresh key at the clock's time and raises the
-//!   *sweep floor* to that time; a key not held starts from the algorithm's *swept state* for
-//!   the floor (`Algorithm::swept_word`): the most conservative state a key dropped then could
-//!   have had, which decides exactly like a fresh key from the floor on;
-//! - at `max_keys`, a new key that would be written triggers a sweep at most once every 10 ms of
-//!   the limiter's clock (the time its decisions use); if the store is still full it is
-//!   refused: denied, `remaining = 0`, no `retry_after`, `reset_after = 0`, counted in
-//!   `refused()`; keys dropped by sweeps are counted in `evicted()`;
-//! - `restock` / `set_stock` are operator actions: they create the key if needed, even at
-//!   `max_keys`.
+//! The driver of the one-cell targets (fixed window, sliding window, stock): it replays one
+//! operation sequence against a direct [`Limiter`], a [`KeyedLimiter`] in the fingerprint table
+//! (`max_keys(m)`) and one in the exact map (no bound, or `max_keys(m).exact_keys()`), all
+//! reading one [`ManualClock`], and against the models of `cellgate-models`: the algorithm's
+//! [`CellModel`] and the keyed store's [`KeyedModel`] (whose docs give the store's documented
+//! behaviour).
 //!
 //! On top of that, eviction is checked to be lossless: a shadow model that never evicts must
 //! make the same decisions as the uncapped map as long as no request comes at a time before
@@ -32,72 +19,13 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
 use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 
+pub use cellgate_models::keyed::KeyedModel;
+pub use cellgate_models::{cancel, CellModel, Model};
+
 use crate::common::{
-    apply_time, assert_decision, key, layout_max, model_time, sweep_due, Expect, LimitSel, Op,
-    Seen, Stats, WindowSel,
+    apply_time, assert_decision, key, layout_max, model_time, Expect, LimitSel, Observe, Op, Seen,
+    Stats, WindowSel,
 };
-
-/// A reference model of one single-cell algorithm: a state per key.
-pub trait CellModel {
-    type State: Clone + PartialEq + Debug;
-
-    /// The algorithm's name in `ConfigError::Unsupported`.
-    const NAME: &'static str;
-
-    /// The limit every decision reports.
-    fn limit(&self) -> u32;
-
-    /// A window-like length for the clock moves that are relative to it.
-    fn window(&self) -> u64;
-
-    /// The state of a key never seen.
-    fn fresh(&self) -> Self::State;
-
-    /// The state a key not held starts from once a sweep at `swept > 0` has run.
-    fn swept(&self, swept: u64) -> Self::State;
-
-    /// The decision on `n` units at `now`; updates `st` when it admits `n > 0`.
-    fn step(&self, st: &mut Self::State, now: u64, n: u32) -> Expect;
-
-    /// Whether `st` is equivalent to a fresh key at `now` and later.
-    fn is_idle(&self, st: &Self::State, now: u64) -> bool;
-
-    /// Whether decisions depend on the time. A limiter that does not (stock) decides at time 0;
-    /// the back-off between its automatic sweeps still runs on the clock.
-    fn uses_time(&self) -> bool {
-        true
-    }
-
-    /// Stock: adds `units`, saturating at `u64::MAX` remaining; returns the new remaining.
-    /// `None` for algorithms that have no stock.
-    fn restock(&self, _st: &mut Self::State, _units: u64) -> Option<u64> {
-        None
-    }
-
-    /// Stock: sets the remaining units; `None` for algorithms that have no stock.
-    fn set_stock(&self, _st: &mut Self::State, _units: u64) -> Option<()> {
-        None
-    }
-
-    /// The state as the cell stores it: two states are the same word iff their `word`s are
-    /// equal (the models keep "never written" apart from an all-zero state; the cell does not).
-    fn word(&self, st: &Self::State) -> Self::State;
-
-    /// `refund(n)` at `now`: gives back up to `n` units, never beyond a fresh key's budget
-    /// (stock: adds them). Returns whether anything was given back.
-    fn refund(&self, st: &mut Self::State, now: u64, n: u32) -> bool;
-
-    /// Whether `st` counts nothing at `now` only because its count is zero in a window later
-    /// than now's (see [`EXCUSE_ZERO_COUNT_AHEAD`]).
-    fn zero_count_ahead(&self, _st: &Self::State, _now: u64) -> bool {
-        false
-    }
-
-    /// The part of `cancel` for a state that no longer holds the word the admission wrote
-    /// (`after`): gives back what is provably unspent of its `n` units. Returns whether
-    /// anything was given back.
-    fn uncount(&self, st: &mut Self::State, now: u64, n: u32, after: &Self::State) -> bool;
-}
 
 /// A known bug in cellgate that the window targets let through (counting it in
 /// `Stats::excused_zero_count_ahead`) so that fuzzing can go on; see `fuzz/README.md`. Set it
@@ -135,33 +63,14 @@ pub struct Held<S> {
 /// recorded.
 type Outstanding<S> = (u8, u32, [Held<S>; 3]);
 
-/// `cancel` on `st` (the current state of the reservation's key) at `now` (from the `cancel`
-/// docs): nothing unless the reservation holds units and the state is not already idle (for
-/// the time-based algorithms); if the cell still holds the word the
-/// admission wrote, it goes back to the word before the admission, exactly; otherwise the
-/// algorithm gives back what it can prove unspent. Returns whether anything was given back.
-pub fn cancel<M: CellModel>(
-    m: &M,
-    st: &mut M::State,
-    now: u64,
-    n: u32,
-    holds: bool,
-    before: &M::State,
-    after: &M::State,
-) -> bool {
-    if !holds {
-        return false;
-    }
-    // A time-based state already as good as fresh has nothing left to give back (a key that
-    // a sweep dropped is exactly such a state, and answers the same).
-    if m.uses_time() && m.is_idle(st, now) {
-        return false;
-    }
-    if m.word(st) == m.word(after) {
-        *st = before.clone();
-        return true;
-    }
-    m.uncount(st, now, n, after)
+/// One input of a window target (fixed or sliding window): a configuration (possibly
+/// invalid), the stores' bounds, and operations.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct WindowInput {
+    pub window: WindowSel,
+    pub limit: LimitSel,
+    pub stores: Stores,
+    pub ops: Vec<Op>,
 }
 
 /// The bounds of the two keyed stores.
@@ -201,158 +110,6 @@ impl Cap {
             Cap::Small(x) => 1 + usize::from(x % 16),
             Cap::Big => 64,
         }
-    }
-}
-
-/// The keyed store, modelled.
-#[derive(Debug)]
-pub struct KeyedModel<S> {
-    pub held: BTreeMap<u8, S>,
-    pub max_keys: Option<usize>,
-    pub refused: u64,
-    pub evicted: u64,
-    /// The sweep floor: the latest time of any sweep (0: none yet).
-    pub swept: u64,
-    /// Time of the last automatic sweep; `u64::MAX` for never (as the implementation encodes
-    /// it, so a sweep at `u64::MAX` reads as "never" again).
-    pub last_sweep: u64,
-    /// Automatic sweeps exactly at the back-off boundary that dropped a key.
-    pub sweeps_at_backoff: u64,
-    /// Whether a new key that made room with an automatic sweep is decided again afterwards,
-    /// on the state a key starts from after that sweep (the table, which retries its insert
-    /// from the top), or stays decided on the state from before it (the map). The decisions
-    /// are the same (the swept state decides like the old one at the sweep's time and later);
-    /// what a reservation records as the word before it, which a cancel may restore exactly,
-    /// is not.
-    pub decide_after_sweep: bool,
-}
-
-impl<S: Clone + PartialEq + Debug> KeyedModel<S> {
-    pub fn new(max_keys: Option<usize>) -> Self {
-        Self {
-            held: BTreeMap::new(),
-            max_keys,
-            refused: 0,
-            evicted: 0,
-            swept: 0,
-            last_sweep: u64::MAX,
-            sweeps_at_backoff: 0,
-            decide_after_sweep: false,
-        }
-    }
-
-    /// The state a key that is not held starts from.
-    pub fn start<M: CellModel<State = S>>(&self, m: &M) -> S {
-        if self.swept == 0 {
-            m.fresh()
-        } else {
-            m.swept(self.swept)
-        }
-    }
-
-    pub fn evict_idle<M: CellModel<State = S>>(&mut self, m: &M, now: u64) -> usize {
-        self.swept = self.swept.max(now);
-        let before = self.held.len();
-        self.held.retain(|_, st| !m.is_idle(st, now));
-        let removed = before - self.held.len();
-        self.evicted += removed as u64;
-        removed
-    }
-
-    /// A check at the limiter's decision time `now` (0 for algorithms that ignore time), with
-    /// the clock at `clock`; returns the decision and how many keys an automatic sweep dropped.
-    /// The sweep back-off runs on the clock even when decisions do not.
-    pub fn check<M: CellModel<State = S>>(
-        &mut self,
-        m: &M,
-        k: u8,
-        now: u64,
-        clock: u64,
-        n: u32,
-    ) -> (Expect, usize) {
-        let (d, swept, _, _) = self.check_full(m, k, now, clock, n);
-        (d, swept)
-    }
-
-    /// [`check`](Self::check), also returning the key's state before and after the decision
-    /// (what a reservation records).
-    pub fn check_full<M: CellModel<State = S>>(
-        &mut self,
-        m: &M,
-        k: u8,
-        now: u64,
-        clock: u64,
-        n: u32,
-    ) -> (Expect, usize, S, S) {
-        if let Some(st) = self.held.get_mut(&k) {
-            let before = st.clone();
-            let d = m.step(st, now, n);
-            return (d, 0, before, st.clone());
-        }
-        let mut fresh = self.start(m);
-        let mut st = fresh.clone();
-        let mut d = m.step(&mut st, now, n);
-        if st == fresh {
-            return (d, 0, fresh.clone(), fresh);
-        }
-        let mut swept = 0;
-        if let Some(max) = self.max_keys {
-            if self.held.len() >= max {
-                let (due, boundary) = sweep_due(self.last_sweep, clock);
-                if due {
-                    swept = self.evict_idle(m, now);
-                    self.last_sweep = clock;
-                    if boundary && swept > 0 {
-                        self.sweeps_at_backoff += 1;
-                    }
-                }
-                if self.held.len() >= max {
-                    self.refused += 1;
-                    return (Expect::refused(m.limit()), swept, fresh.clone(), fresh);
-                }
-                if due && self.decide_after_sweep {
-                    fresh = self.start(m);
-                    st = fresh.clone();
-                    d = m.step(&mut st, now, n);
-                    if st == fresh {
-                        return (d, swept, fresh.clone(), fresh);
-                    }
-                }
-            }
-        }
-        self.held.insert(k, st.clone());
-        (d, swept, fresh, st)
-    }
-
-    /// `refund` / `cancel` on `k`: they create no key (a key not held is at its full budget, or
-    /// lost what a reservation on it held), so nothing happens unless `k` is held.
-    pub fn on_held(&mut self, k: u8, f: impl FnOnce(&mut S) -> bool) -> bool {
-        self.held.get_mut(&k).is_some_and(f)
-    }
-
-    pub fn peek<M: CellModel<State = S>>(&self, m: &M, k: u8, now: u64) -> Expect {
-        let mut st = self.held.get(&k).cloned().unwrap_or_else(|| self.start(m));
-        m.step(&mut st, now, 0)
-    }
-
-    /// An operator action (`restock`, `set_stock`): creates the key whatever the bound, unless
-    /// it leaves the state equal to the starting one.
-    pub fn operator<M: CellModel<State = S>, R>(
-        &mut self,
-        m: &M,
-        k: u8,
-        f: impl FnOnce(&mut S) -> R,
-    ) -> R {
-        if let Some(st) = self.held.get_mut(&k) {
-            return f(st);
-        }
-        let fresh = self.start(m);
-        let mut st = fresh.clone();
-        let r = f(&mut st);
-        if st != fresh {
-            self.held.insert(k, st);
-        }
-        r
     }
 }
 
@@ -459,24 +216,20 @@ pub fn run_built<M: CellModel>(
 /// the layout's maximum for `window` (`max_limit`), the model is `validate`'s verdict, and the
 /// subjects are built with the algorithm's constructors (`Limiter::fixed_window`, ...); then as
 /// [`run_built`].
-#[allow(clippy::too_many_arguments)]
 pub fn run_window<M: CellModel>(
-    window: WindowSel,
-    limit: LimitSel,
-    stores: &Stores,
-    ops: &[Op],
+    input: &WindowInput,
     max_limit: fn(u64) -> u128,
     validate: fn(u32, Duration) -> Result<M, ConfigError>,
     direct: fn(u32, Duration) -> LimiterBuilder<DefaultClock>,
     keyed: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>,
 ) -> Stats {
-    let window = window.get();
-    let limit = limit.get(layout_max(window, max_limit));
+    let window = input.window.get();
+    let limit = input.limit.get(layout_max(window, max_limit));
     let clock = ManualClock::new();
     run_built(
         validate(limit, window),
-        stores,
-        ops,
+        &input.stores,
+        &input.ops,
         &clock,
         direct(limit, window).clock(clock.clone()).build(),
         keyed(limit, window).clock(clock.clone()),
@@ -523,35 +276,25 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 });
                 let behind = m.uses_time() && at < map.swept && !map.held.contains_key(&k);
                 stats.behind_sweep += u64::from(behind);
-                let (want, swept) = table.check(m, k, at, now, n);
+                let (want, swept, ..) = table.check_full(m, k, at, now, n);
                 let before = s.table.refused();
                 assert_decision(&s.table.check_n(&k, n), &want, &|| {
                     ctx(&format!("table check_n(&{k}, {n}), model {table:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
                 stats.refused_by_cap += s.table.refused() - before;
-                let (want, swept) = map.check(m, k, at, now, n);
+                let (want, swept, ..) = map.check_full(m, k, at, now, n);
                 let got = s.map.check_n(&k, n);
                 assert_decision(&got, &want, &|| {
                     ctx(&format!("map check_n(&{k}, {n}), model {map:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
-                stats.checks += 1;
-                match (want.allowed, want.retry_ns) {
-                    (true, _) => stats.allowed += 1,
-                    (false, Some(_)) => stats.denied_with_retry += 1,
-                    (false, None) => stats.denied_no_retry += 1,
-                }
+                stats.count_check(&want);
                 if shadow_valid {
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, n);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &got,
-                        &want,
-                        &|| ctx(&format!("shadow check_n(&{k}, {n})"), now),
-                    );
+                    let shadow_ctx = || ctx(&format!("shadow check_n(&{k}, {n})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let st =
+                        shadow_request(m, &shadow, valid, floor, (k, at, n), &got, &shadow_ctx);
                     shadow.insert(k, st);
                     stats.shadow_checks += 1;
                 }
@@ -576,15 +319,11 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                     });
                 }
                 if shadow_valid {
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, 0);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &s.map.peek(&k),
-                        &want,
-                        &|| ctx(&format!("shadow peek(&{k})"), now),
-                    );
+                    // A peek writes nothing: the shadow's state is not kept.
+                    let shadow_ctx = || ctx(&format!("shadow peek(&{k})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let got = s.map.peek(&k);
+                    shadow_request(m, &shadow, valid, floor, (k, at, 0), &got, &shadow_ctx);
                 }
             }
             Op::EvictIdle => {
@@ -609,45 +348,38 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 assert_eq!(s.map.evict_idle(), want, "{}", ctx("map evict_idle", now));
                 stats.keys_evicted += want as u64;
             }
-            Op::Restock { key: k, units } => {
+            Op::Restock { key: k, units } | Op::SetStock { key: k, units } => {
                 let (k, units) = (key(k), units.get(m.limit()));
+                let restock = matches!(op, Op::Restock { .. });
+                let operation = if restock { "restock" } else { "set_stock" };
+                // Both read as the units remaining afterwards (`set_stock` answers `()`: the
+                // units it set).
+                let on_model = |st: &mut M::State| match restock {
+                    true => m.restock(st, units),
+                    false => m.set_stock(st, units).map(|()| units),
+                };
+                let on_keyed = |l: &KeyedLimiter<u8, ManualClock>| match restock {
+                    true => l.restock(&k, units),
+                    false => l.set_stock(&k, units).map(|()| units),
+                };
+                let on_direct = match restock {
+                    true => s.direct.restock(units),
+                    false => s.direct.set_stock(units).map(|()| units),
+                };
                 let unsupported = ConfigError::Unsupported {
-                    operation: "restock",
+                    operation,
                     algorithm: M::NAME,
                 };
-                let want = m.restock(&mut direct, units).ok_or(unsupported.clone());
-                assert_eq!(s.direct.restock(units), want, "{}", ctx("direct", now));
+                let want = on_model(&mut direct).ok_or(unsupported.clone());
+                assert_eq!(on_direct, want, "{}", ctx("direct", now));
                 for (name, subject, model) in
                     [("table", s.table, &mut table), ("map", s.map, &mut map)]
                 {
-                    let want = model
-                        .operator(m, k, |st| m.restock(st, units))
-                        .ok_or(unsupported.clone());
-                    assert_eq!(subject.restock(&k, units), want, "{}", ctx(name, now));
+                    let want = model.operator(m, k, on_model).ok_or(unsupported.clone());
+                    assert_eq!(on_keyed(subject), want, "{}", ctx(name, now));
                 }
                 let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                m.restock(&mut st, units);
-                shadow.insert(k, st);
-                stats.restocks += 1;
-            }
-            Op::SetStock { key: k, units } => {
-                let (k, units) = (key(k), units.get(m.limit()));
-                let unsupported = ConfigError::Unsupported {
-                    operation: "set_stock",
-                    algorithm: M::NAME,
-                };
-                let want = m.set_stock(&mut direct, units).ok_or(unsupported.clone());
-                assert_eq!(s.direct.set_stock(units), want, "{}", ctx("direct", now));
-                for (name, subject, model) in
-                    [("table", s.table, &mut table), ("map", s.map, &mut map)]
-                {
-                    let want = model
-                        .operator(m, k, |st| m.set_stock(st, units))
-                        .ok_or(unsupported.clone());
-                    assert_eq!(subject.set_stock(&k, units), want, "{}", ctx(name, now));
-                }
-                let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                m.set_stock(&mut st, units);
+                on_model(&mut st);
                 shadow.insert(k, st);
                 stats.restocks += 1;
             }
@@ -727,15 +459,11 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 stats.reserves += u64::from(p.holds);
                 if shadow_valid {
                     // As a check for the shadow comparison.
-                    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
-                    let want = m.step(&mut st, at, n);
-                    shadow_step(
-                        &mut shadow_valid,
-                        !m.uses_time() || at >= map.swept,
-                        &r.decision(),
-                        &want,
-                        &|| ctx(&format!("shadow reserve(&{k}, {n})"), now),
-                    );
+                    let shadow_ctx = || ctx(&format!("shadow reserve(&{k}, {n})"), now);
+                    let (floor, valid) = (map.swept, &mut shadow_valid);
+                    let got = r.decision();
+                    let st =
+                        shadow_request(m, &shadow, valid, floor, (k, at, n), &got, &shadow_ctx);
                     shadow.insert(k, st);
                 }
                 outstanding.push((k, n, [d, t, p]));
@@ -802,6 +530,24 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
     }
     stats.sweeps_at_backoff = table.sweeps_at_backoff + map.sweeps_at_backoff;
     stats
+}
+
+/// The never-evicting shadow's decision on `n` units of `k` at `at`, compared with the map's
+/// `got` by [`shadow_step`] (`floor`: the map's sweep floor). Returns the shadow's state
+/// afterwards, for the caller to keep (or not, for a peek).
+fn shadow_request<M: CellModel>(
+    m: &M,
+    shadow: &BTreeMap<u8, M::State>,
+    valid: &mut bool,
+    floor: u64,
+    (k, at, n): (u8, u64, u32),
+    got: &cellgate::Decision,
+    ctx: &dyn Fn() -> String,
+) -> M::State {
+    let mut st = shadow.get(&k).cloned().unwrap_or_else(|| m.fresh());
+    let want = m.step(&mut st, at, n);
+    shadow_step(valid, !m.uses_time() || at >= floor, got, &want, ctx);
+    st
 }
 
 /// One shadow comparison. While `valid` and the request is not behind the sweep floor, `got`

@@ -1,7 +1,7 @@
 //! Reference models and drivers for cellgate's fuzz targets.
 //!
 //! Each `*_model` module holds one target's structured input (derived with `arbitrary`), a
-//! reference model written from `DESIGN.md` and the crate's docs (not from the
+//! reference model written from the README and the crate's docs (not from the
 //! implementation), and a `run` function that replays an input against the real limiters and
 //! the model and panics on the first difference. `extreme_config` checks invariants instead
 //! of a model. The targets in `fuzz_targets/` are one-line wrappers, so a crash input can also

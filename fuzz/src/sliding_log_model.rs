@@ -1,5 +1,6 @@
 //! Exact sliding log: the real `SlidingLog<u8>` (without a bound, and with `max_keys(m)`)
-//! against a model of the `SlidingLog` / `src/algorithm/sliding_log.rs` docs.
+//! against `cellgate_models::SlidingLogModel`, a model of the `SlidingLog` /
+//! `src/algorithm/sliding_log.rs` docs:
 //!
 //! ```text
 //! a unit admitted at t is live at now iff t + W > now (it expires at t + W)
@@ -38,9 +39,12 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
 
+pub use cellgate_models::sliding_log::{LogState, SlidingLogModel};
+use cellgate_models::Model;
+
 use crate::common::{
-    apply_time, assert_decision, first_true, key, model_time, sweep_due, wait_until, Expect,
-    LimitSel, Op, Stats, WindowSel, U64,
+    apply_time, assert_decision, key, model_time, sweep_due, Expect, LimitSel, Op, Stats,
+    WindowSel, U64,
 };
 use crate::keyed_model::shadow_step;
 
@@ -54,24 +58,8 @@ pub struct Input {
     pub ops: Vec<Op>,
 }
 
-/// The validated configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogModel {
-    pub limit: u32,
-    pub window: u64,
-}
-
-/// One key's log: every unit ever recorded, and the floor it started from.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LogState {
-    /// `(recorded at, units, forgotten by the log)`.
-    pub entries: Vec<(u64, u32, bool)>,
-    /// The sweep floor when the key was created (0: none).
-    pub floor: u64,
-}
-
 /// Which configurations are valid, and the exact error of an invalid one.
-pub fn validate(limit: u32, window: Duration) -> Result<LogModel, ConfigError> {
+pub fn validate(limit: u32, window: Duration) -> Result<SlidingLogModel, ConfigError> {
     if limit == 0 {
         return Err(ConfigError::Zero { field: "limit" });
     }
@@ -87,101 +75,10 @@ pub fn validate(limit: u32, window: Duration) -> Result<LogModel, ConfigError> {
     if window.is_zero() {
         return Err(ConfigError::Zero { field: "window" });
     }
-    Ok(LogModel {
+    Ok(SlidingLogModel {
         limit,
         window: u64::try_from(window.as_nanos()).unwrap(),
     })
-}
-
-impl LogModel {
-    fn expiry(&self, t: u64) -> u128 {
-        u128::from(t) + u128::from(self.window)
-    }
-
-    /// The latest expiry the log has forgotten, or its floor.
-    fn forgotten(&self, st: &LogState) -> u128 {
-        st.entries
-            .iter()
-            .filter(|e| e.2)
-            .map(|e| self.expiry(e.0))
-            .fold(u128::from(st.floor), u128::max)
-    }
-
-    /// Units recorded and live at `t` (whether or not the log has forgotten them).
-    fn live_at(&self, st: &LogState, t: u128) -> u128 {
-        st.entries
-            .iter()
-            .filter(|e| self.expiry(e.0) > t)
-            .map(|e| u128::from(e.1))
-            .sum()
-    }
-
-    /// The log's view of what is live at `t`: full while `t` is behind a forgotten expiry.
-    fn counted_at(&self, st: &LogState, t: u128) -> u128 {
-        if t < self.forgotten(st) {
-            u128::from(self.limit)
-        } else {
-            self.live_at(st, t)
-        }
-    }
-
-    fn reset(&self, st: &LogState, now: u64) -> u128 {
-        let until = st
-            .entries
-            .iter()
-            .map(|e| self.expiry(e.0))
-            .fold(self.forgotten(st), u128::max);
-        until.saturating_sub(u128::from(now))
-    }
-
-    pub fn step(&self, st: &mut LogState, now: u64, n: u32) -> Expect {
-        for e in &mut st.entries {
-            if self.expiry(e.0) <= u128::from(now) {
-                e.2 = true;
-            }
-        }
-        let limit = u128::from(self.limit);
-        let live = self.counted_at(st, u128::from(now));
-        let n128 = u128::from(n);
-        if live + n128 <= limit {
-            if n > 0 {
-                let latest = st.entries.iter().map(|e| e.0).max().unwrap_or(0);
-                st.entries.push((now.max(latest), n, false));
-            }
-            return Expect {
-                allowed: true,
-                limit: self.limit,
-                remaining: limit - live - n128,
-                retry_ns: None,
-                reset_ns: self.reset(st, now),
-            };
-        }
-        let retry_ns = if n128 > limit {
-            None
-        } else {
-            // Once every unit has expired and the clock is past `forgotten`, nothing counts.
-            let hi = st
-                .entries
-                .iter()
-                .map(|e| self.expiry(e.0))
-                .fold(self.forgotten(st), u128::max);
-            let at = first_true(u128::from(now) + 1, hi, |t| {
-                self.counted_at(st, t) + n128 <= limit
-            });
-            wait_until(at, now)
-        };
-        Expect {
-            allowed: false,
-            limit: self.limit,
-            remaining: limit.saturating_sub(live),
-            retry_ns,
-            reset_ns: self.reset(st, now),
-        }
-    }
-
-    pub fn is_idle(&self, st: &LogState, now: u64) -> bool {
-        self.reset(st, now) == 0
-    }
 }
 
 /// The keyed log store, modelled.
@@ -209,20 +106,17 @@ impl LogStore {
     }
 
     fn start(&self) -> LogState {
-        LogState {
-            entries: Vec::new(),
-            floor: self.swept,
-        }
+        LogState::swept(self.swept)
     }
 
-    fn evict_idle(&mut self, m: &LogModel, now: u64) -> usize {
+    fn evict_idle(&mut self, m: &SlidingLogModel, now: u64) -> usize {
         self.swept = self.swept.max(now);
         let before = self.held.len();
         self.held.retain(|_, st| !m.is_idle(st, now));
         before - self.held.len()
     }
 
-    fn check(&mut self, m: &LogModel, k: u8, now: u64, n: u32) -> Expect {
+    fn check(&mut self, m: &SlidingLogModel, k: u8, now: u64, n: u32) -> Expect {
         if let Some(st) = self.held.get_mut(&k) {
             return m.step(st, now, n);
         }
@@ -251,7 +145,7 @@ impl LogStore {
         d
     }
 
-    fn peek(&mut self, m: &LogModel, k: u8, now: u64) -> Expect {
+    fn peek(&mut self, m: &SlidingLogModel, k: u8, now: u64) -> Expect {
         match self.held.get_mut(&k) {
             Some(st) => m.step(st, now, 0),
             None => m.step(&mut self.start(), now, 0),
@@ -333,12 +227,7 @@ pub fn run(input: &Input) -> Stats {
                     stats.refused_by_cap += model.refused - before;
                     if j == 0 {
                         got_free = Some(got);
-                        stats.checks += 1;
-                        match (want.allowed, want.retry_ns) {
-                            (true, _) => stats.allowed += 1,
-                            (false, Some(_)) => stats.denied_with_retry += 1,
-                            (false, None) => stats.denied_no_retry += 1,
-                        }
+                        stats.count_check(&want);
                     }
                 }
                 if shadow_valid {
@@ -428,58 +317,8 @@ mod tests {
     //! The model against the crate's own hand-computed vectors.
     use super::*;
 
-    fn m(limit: u32, w: u64) -> LogModel {
+    fn m(limit: u32, w: u64) -> SlidingLogModel {
         validate(limit, Duration::from_nanos(w)).unwrap()
-    }
-
-    #[test]
-    fn exact_window() {
-        let c = m(3, 100);
-        let mut log = LogState::default();
-        assert!(c.step(&mut log, 10, 1).allowed);
-        assert!(c.step(&mut log, 50, 2).allowed);
-        let d = c.step(&mut log, 60, 1);
-        assert_eq!((d.allowed, d.retry_ns, d.reset_ns), (false, Some(50), 90));
-        assert!(!c.step(&mut log, 109, 1).allowed);
-        let d = c.step(&mut log, 110, 1);
-        assert_eq!((d.allowed, d.remaining), (true, 0));
-        assert_eq!(c.step(&mut log, 120, 3).retry_ns, Some(90));
-        assert_eq!(c.step(&mut log, 120, 4).retry_ns, None);
-        assert!(!c.is_idle(&log, 209) && c.is_idle(&log, 210));
-    }
-
-    #[test]
-    fn forgotten_expiries_count_as_full() {
-        let c = m(1, 100);
-        let mut log = LogState::default();
-        assert!(c.step(&mut log, 0, 1).allowed);
-        assert_eq!(c.step(&mut log, 100, 0).remaining, 1);
-        let d = c.step(&mut log, 50, 1);
-        assert_eq!((d.allowed, d.retry_ns, d.reset_ns), (false, Some(50), 50));
-        assert!(!c.is_idle(&log, 99) && c.is_idle(&log, 100));
-        assert!(c.step(&mut log, 100, 1).allowed);
-        // Without the forgetting step (never looked at time 100), time 50 still sees the unit.
-        let mut log = LogState::default();
-        c.step(&mut log, 0, 1);
-        let d = c.step(&mut log, 50, 1);
-        assert_eq!((d.allowed, d.retry_ns), (false, Some(50)));
-    }
-
-    #[test]
-    fn swept_log() {
-        let c = m(2, 100);
-        let swept = LogState {
-            entries: vec![],
-            floor: 250,
-        };
-        for now in [250, 300] {
-            assert_eq!(
-                c.step(&mut swept.clone(), now, 2),
-                c.step(&mut LogState::default(), now, 2)
-            );
-        }
-        let d = c.step(&mut swept.clone(), 249, 1);
-        assert_eq!((d.allowed, d.retry_ns), (false, Some(1)));
     }
 
     #[test]
@@ -499,28 +338,5 @@ mod tests {
         assert_eq!(c.step(&mut log, u64::MAX, 1).retry_ns, None);
     }
 
-    #[test]
-    fn seeds_replay() {
-        crate::common::replay_dir(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_sliding_log_model"),
-            run,
-        );
-    }
-
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_sliding_log_model").to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/sliding_log_model cargo test
-    /// --release sliding_log_model::tests::pick_seeds -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("sliding_log_model", run);
-    }
+    crate::corpus_tests!("sliding_log_model", run);
 }

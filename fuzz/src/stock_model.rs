@@ -1,19 +1,8 @@
 //! Stock (units that only go down, unless an operator restocks): the real `Limiter` and
-//! `KeyedLimiter<u8>` (both stores) against a `u128` model of the `stock` docs.
+//! `KeyedLimiter<u8>` (both stores) against `cellgate_models::StockModel` (whose docs give the
+//! semantics).
 //!
-//! ```text
-//! remaining starts at the configured stock (0 included: nothing on sale until set)
-//! allowed iff n <= remaining; an admission takes n; time plays no part
-//! limit = the configured stock; remaining reported up to u32::MAX (it may exceed the limit
-//! after a restock); retry_after is always None (waiting brings no stock back);
-//! reset_after = 0 while the key holds exactly its configured stock, u64::MAX ns otherwise
-//! restock(u): remaining += u, saturating at u64::MAX; returns the new remaining
-//! set_stock(u): remaining = u
-//! ```
-//!
-//! There is no invalid stock configuration; `max_keys(0)` is still a `ConfigError`. A key
-//! holding exactly its configured stock is the fresh key (never stored, dropped by a sweep),
-//! and a sweep leaves nothing behind (the swept state is the fresh one).
+//! There is no invalid stock configuration; `max_keys(0)` is still a `ConfigError`.
 //!
 //! A stock limiter's decisions do not depend on time: they run at time 0
 //! (`KeyedLimiter::now`). The 10 ms back-off between the automatic sweeps that a full store
@@ -24,8 +13,10 @@ use arbitrary::Arbitrary;
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Limiter};
 
-use crate::common::{Expect, Op, Stats, U64};
-use crate::keyed_model::{run_built, CellModel, Stores};
+pub use cellgate_models::stock::{State, StockModel};
+
+use crate::common::{Op, Stats};
+use crate::keyed_model::{run_built, Stores};
 
 /// One fuzz input: the stock per key, the stores' bounds, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -55,124 +46,6 @@ impl StockSel {
     }
 }
 
-/// The configured stock per key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StockModel {
-    pub stock: u32,
-}
-
-/// State: the remaining units (`None`: untouched, the configured stock).
-pub type State = Option<u128>;
-
-impl StockModel {
-    fn remaining(&self, st: &State) -> u128 {
-        st.unwrap_or(u128::from(self.stock))
-    }
-
-    fn reset(&self, remaining: u128) -> u128 {
-        if remaining == u128::from(self.stock) {
-            0
-        } else {
-            U64
-        }
-    }
-}
-
-impl CellModel for StockModel {
-    /// Normalised so that equal remaining counts are equal states: `None` is the configured
-    /// stock, `Some(r)` anything else.
-    type State = State;
-    const NAME: &'static str = "stock";
-
-    fn limit(&self) -> u32 {
-        self.stock
-    }
-
-    fn window(&self) -> u64 {
-        // Time plays no part; clock moves still run (they must change nothing).
-        1000
-    }
-
-    fn fresh(&self) -> State {
-        None
-    }
-
-    fn swept(&self, _swept: u64) -> State {
-        None
-    }
-
-    fn step(&self, st: &mut State, _now: u64, n: u32) -> Expect {
-        let r = self.remaining(st);
-        let n = u128::from(n);
-        if n <= r {
-            if n > 0 {
-                self.put(st, r - n);
-            }
-            return Expect {
-                allowed: true,
-                limit: self.stock,
-                remaining: r - n,
-                retry_ns: None,
-                reset_ns: self.reset(r - n),
-            };
-        }
-        Expect {
-            allowed: false,
-            limit: self.stock,
-            remaining: r,
-            retry_ns: None,
-            reset_ns: self.reset(r),
-        }
-    }
-
-    fn is_idle(&self, st: &State, _now: u64) -> bool {
-        self.remaining(st) == u128::from(self.stock)
-    }
-
-    fn uses_time(&self) -> bool {
-        false
-    }
-
-    fn restock(&self, st: &mut State, units: u64) -> Option<u64> {
-        let r = (self.remaining(st) + u128::from(units)).min(U64);
-        self.put(st, r);
-        Some(u64::try_from(r).unwrap())
-    }
-
-    fn set_stock(&self, st: &mut State, units: u64) -> Option<()> {
-        self.put(st, u128::from(units));
-        Some(())
-    }
-
-    fn word(&self, st: &State) -> State {
-        *st
-    }
-
-    /// The units back, up to the configured stock and never beyond it (a restock adds stock;
-    /// a key already at or above its configured stock gets nothing).
-    fn refund(&self, st: &mut State, _now: u64, n: u32) -> bool {
-        let r = self.remaining(st);
-        let back = (r + u128::from(n)).min(u128::from(self.stock).max(r));
-        self.put(st, back);
-        back != r
-    }
-
-    /// A stock takes a cancelled admission's units back whatever happened since (they were
-    /// taken; no ceiling), saturating at `u64::MAX` remaining.
-    fn uncount(&self, st: &mut State, _now: u64, n: u32, _after: &State) -> bool {
-        let r = self.remaining(st);
-        let back = (r + u128::from(n)).min(U64);
-        self.put(st, back);
-        back != r
-    }
-}
-
-impl StockModel {
-    fn put(&self, st: &mut State, r: u128) {
-        *st = (r != u128::from(self.stock)).then_some(r);
-    }
-}
-
 /// Replays `input` against the real limiters and the model; panics on any difference.
 pub fn run(input: &Input) -> Stats {
     let stock = input.stock.get();
@@ -192,76 +65,5 @@ pub fn run(input: &Input) -> Stats {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sells_exactly_the_stock_and_restocks() {
-        let s = StockModel { stock: 3 };
-        let mut st = None;
-        let d = s.step(&mut st, 0, 2);
-        assert_eq!(
-            (d.allowed, d.limit, d.remaining, d.reset_ns),
-            (true, 3, 1, U64)
-        );
-        let d = s.step(&mut st, 0, 2);
-        assert_eq!((d.allowed, d.remaining, d.retry_ns), (false, 1, None));
-        assert_eq!(s.restock(&mut st, 2), Some(3));
-        assert_eq!(st, None, "back to the configured stock is the fresh state");
-        assert_eq!(s.step(&mut st, 0, 0).reset_ns, 0);
-        assert_eq!(s.restock(&mut st, u64::MAX), Some(u64::MAX));
-        assert_eq!(s.step(&mut st, 0, 0).seen().remaining, u32::MAX);
-        s.set_stock(&mut st, 0);
-        assert!(!s.step(&mut st, 0, 1).allowed);
-        assert!(s.step(&mut st, 0, 0).allowed, "n = 0 always fits");
-    }
-
-    #[test]
-    fn refund_and_cancel() {
-        use crate::keyed_model::cancel;
-        let s = StockModel { stock: 3 };
-        let mut st = None;
-        s.step(&mut st, 0, 2);
-        assert!(s.refund(&mut st, 0, 1));
-        assert_eq!(st, Some(2));
-        assert!(s.refund(&mut st, 0, 5), "up to the configured stock");
-        assert_eq!(st, None);
-        assert!(!s.refund(&mut st, 0, 1), "never beyond it");
-        assert!(!s.refund(&mut st, 0, 0));
-        let mut restocked = Some(7);
-        assert!(
-            !s.refund(&mut restocked, 0, 1),
-            "a restocked key gets nothing"
-        );
-        // Cancel: the exact word back, or the units added back whatever happened since.
-        let (before, after) = (Some(5), Some(4));
-        let mut now_st = after;
-        assert!(cancel(&s, &mut now_st, 0, 1, true, &before, &after));
-        assert_eq!(now_st, before);
-        let mut now_st = Some(0);
-        assert!(cancel(&s, &mut now_st, 0, 1, true, &before, &after));
-        assert_eq!(now_st, Some(1));
-    }
-
-    #[test]
-    fn seeds_replay() {
-        crate::common::replay_dir(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_stock_model"),
-            run,
-        );
-    }
-
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_stock_model").to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/stock_model cargo test
-    /// --release stock_model::tests::pick_seeds -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("stock_model", run);
-    }
+    crate::corpus_tests!("stock_model", run);
 }

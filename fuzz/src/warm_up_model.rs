@@ -68,7 +68,7 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 
-use crate::common::{Counters, Expect, Seen, U64};
+use crate::common::{Expect, Observe, Seen, U64};
 
 /// The last representable `next_free`, µs (module docs: a 48-bit field).
 pub const MAX_NEXT_FREE_US: u128 = (1 << 48) - 1;
@@ -591,81 +591,30 @@ pub enum WarmOp {
     },
 }
 
-/// What an input exercised.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Stats {
-    pub inputs: u64,
-    pub invalid_config: u64,
-    pub model_skipped: u64,
-    pub allowed: u64,
-    /// Admitted with a wait (a reservation).
-    pub delayed: u64,
-    /// Admissions that paid more than `n * I` (permits spent above the threshold: cold).
-    pub cold_costs: u64,
-    /// Admissions that left no permit stored.
-    pub emptied: u64,
-    pub denied_with_retry: u64,
-    /// Denied with no `retry_after`: the horizon.
-    pub denied_no_retry: u64,
-    /// Decisions where the docs' cost rounding allowed two `next_free`s.
-    pub rounding_choices: u64,
-    pub cancels: u64,
-    pub cancels_nothing: u64,
-    pub evicted: u64,
-    pub clock_backwards: u64,
-    /// Decisions of a swept store on a key not held, with the clock behind the sweep floor.
-    pub behind_sweep: u64,
-}
-
-impl std::ops::AddAssign for Stats {
-    fn add_assign(&mut self, o: Stats) {
-        for (a, b) in self.fields_mut().into_iter().zip(o.fields()) {
-            *a += b.1;
-        }
-    }
-}
-
-impl Stats {
-    fn fields_mut(&mut self) -> Vec<&mut u64> {
-        vec![
-            &mut self.inputs,
-            &mut self.invalid_config,
-            &mut self.model_skipped,
-            &mut self.allowed,
-            &mut self.delayed,
-            &mut self.cold_costs,
-            &mut self.emptied,
-            &mut self.denied_with_retry,
-            &mut self.denied_no_retry,
-            &mut self.rounding_choices,
-            &mut self.cancels,
-            &mut self.cancels_nothing,
-            &mut self.evicted,
-            &mut self.clock_backwards,
-            &mut self.behind_sweep,
-        ]
-    }
-}
-
-impl Counters for Stats {
-    fn fields(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("inputs", self.inputs),
-            ("invalid_config", self.invalid_config),
-            ("model_skipped", self.model_skipped),
-            ("allowed", self.allowed),
-            ("delayed", self.delayed),
-            ("cold_costs", self.cold_costs),
-            ("emptied", self.emptied),
-            ("denied_with_retry", self.denied_with_retry),
-            ("denied_no_retry", self.denied_no_retry),
-            ("rounding_choices", self.rounding_choices),
-            ("cancels", self.cancels),
-            ("cancels_nothing", self.cancels_nothing),
-            ("evicted", self.evicted),
-            ("clock_backwards", self.clock_backwards),
-            ("behind_sweep", self.behind_sweep),
-        ]
+crate::counters! {
+    /// What an input exercised.
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_config: u64,
+        pub model_skipped: u64,
+        pub allowed: u64,
+        /// Admitted with a wait (a reservation).
+        pub delayed: u64,
+        /// Admissions that paid more than `n * I` (permits spent above the threshold: cold).
+        pub cold_costs: u64,
+        /// Admissions that left no permit stored.
+        pub emptied: u64,
+        pub denied_with_retry: u64,
+        /// Denied with no `retry_after`: the horizon.
+        pub denied_no_retry: u64,
+        /// Decisions where the docs' cost rounding allowed two `next_free`s.
+        pub rounding_choices: u64,
+        pub cancels: u64,
+        pub cancels_nothing: u64,
+        pub evicted: u64,
+        pub clock_backwards: u64,
+        /// Decisions of a swept store on a key not held, with the clock behind the sweep floor.
+        pub behind_sweep: u64,
     }
 }
 
@@ -977,6 +926,7 @@ mod tests {
     //! `Limiter::warm_up` doctest) and against Guava's definition by integration, so a model bug
     //! is not mistaken for an implementation bug.
     use super::*;
+    use crate::common::Counters;
 
     const MS: u64 = 1_000_000;
 
@@ -1319,24 +1269,7 @@ mod tests {
         }
     }
 
-    /// `CORPUS=corpus/warm_up_model cargo test --release warm_up_model::tests::corpus_stats --
-    /// --ignored --nocapture`.
-    #[test]
-    #[ignore = "reporting tool, not a check"]
-    fn corpus_stats() {
-        let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_warm_up_model").to_string()
-        });
-        println!("{dir}: {:#?}", crate::common::replay_dir(&dir, run));
-    }
-
-    /// Replaces the seeds with picks from a grown corpus: `CORPUS=corpus/warm_up_model cargo
-    /// test --release warm_up_model::tests::pick_seeds -- --ignored --nocapture --exact`.
-    #[test]
-    #[ignore = "maintenance tool, not a check"]
-    fn pick_seeds() {
-        crate::common::refresh_seeds("warm_up_model", run);
-    }
+    crate::corpus_tools!("warm_up_model", run);
 
     #[test]
     fn a_cold_limiter_spaces_its_first_permits() {

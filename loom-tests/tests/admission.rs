@@ -42,7 +42,10 @@ use cellgate::{check_all, Decision, Gate, KeyedLimiter, Limiter, Quota, Reservat
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{assert_serial, deterministic_hashing, distant_keys, model, permutations, serially};
+use common::{
+    assert_serial, coverage_required, deterministic_hashing, distant_keys, model, permutations,
+    serially,
+};
 
 /// Emission interval of every GCRA limiter, ns.
 const T: u64 = 100;
@@ -90,16 +93,6 @@ fn interleavings(lens: &[usize]) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     go(&mut lens.to_vec(), &mut Vec::new(), &mut out);
     out
-}
-
-/// Whether the run must reach every serial outcome: at a preemption bound of 2 or more (the CI
-/// bound is 3) or with none (exhaustive). With a single preemption loom cannot reach some
-/// interleavings of two multi-step programs, so at bound 1 the models check what it reaches
-/// but do not demand the rest.
-fn coverage_required() -> bool {
-    loom::model::Builder::new()
-        .preemption_bound
-        .is_none_or(|b| b >= 2)
 }
 
 // ---------------------------------------------------------------------------------------------

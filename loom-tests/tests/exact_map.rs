@@ -1,6 +1,6 @@
 //! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built without
 //! `max_keys` or with `exact_keys()`, whose cells live in a dashmap (`Store::Map` in
-//! `src/limiter/keyed/mod.rs`), shared by loom threads.
+//! `src/keyed.rs`), shared by loom threads.
 //!
 //! dashmap is not loom-aware; under `cfg(loom)` the store's map is a loom-visible stand-in
 //! (`src/exact_map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
@@ -26,17 +26,16 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedLimiter, Quota};
-use loom::sync::Arc;
-use loom::thread;
+use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    assert_serial, check_behind_the_sweep, deterministic_hashing, model, permutations, serially,
-    LoomClock,
+    admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
+    assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
+    deterministic_hashing, drained, keyed_check_behind_the_sweep, serial_outcomes, Got,
+    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts,
 };
 
 /// Emission interval, ns.
@@ -48,26 +47,7 @@ const K1: u64 = 1;
 const K2: u64 = 2;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
-
-/// What one thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Check(u64),
-    EvictIdle,
-}
-
-/// What it got back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    Decision(Decision),
-    Evicted(usize),
-}
-
-impl Got {
-    fn admitted(&self) -> bool {
-        matches!(self, Got::Decision(d) if d.is_allowed())
-    }
-}
+type Observed = KeyedObserved;
 
 /// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
 #[derive(Clone)]
@@ -82,185 +62,49 @@ struct Scenario {
     ops: Vec<Op>,
 }
 
-/// The final state as far as the public API can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    len: usize,
-    /// New keys refused because the map was full of live keys.
-    refused: u64,
-    /// Keys dropped as idle (by `evict_idle` or by a sweep at the bound).
-    evicted: u64,
-    /// Per key: peek now, then checks until the first denial.
-    now: Vec<Vec<Decision>>,
-    /// Per key, one interval later: peek, then checks until the first denial.
-    later: Vec<Vec<Decision>>,
-}
-
-/// One serial run: the order (indices into `ops`), the results (indexed like `ops`) and the
-/// final state.
-type Outcome = (Vec<usize>, Vec<Got>, Observed);
-
 impl Scenario {
-    fn limiter(&self, clock: &ManualClock) -> Keyed {
-        let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
-            .with_burst(self.burst);
-        let builder = KeyedLimiter::<u64>::gcra(q).clock(clock.clone());
-        let builder = match self.max_keys {
-            Some(n) => builder.max_keys(n).exact_keys(),
-            None => builder.exact_keys(),
-        };
-        builder.build().expect("valid quota")
-    }
-
-    /// A fresh limiter with the setup applied, and its clock.
-    fn start(&self) -> (Keyed, ManualClock) {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = self.limiter(&clock);
-        (self.setup)(&lim, &clock);
-        (lim, clock)
-    }
-
-    /// Every serial order's results (indexed like `ops`) and final state.
-    fn serial_outcomes(&self) -> Vec<Outcome> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (lim, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&lim, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&lim, &clock, &s.keys, s.burst);
-                    (order, got, seen)
-                })
-                .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
-        let (lim, clock) = self.start();
-        let lim = Arc::new(lim);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let lim = Arc::clone(&lim);
-                thread::spawn(move || apply(&lim, op))
-            })
-            .collect();
-        let mine = apply(&lim, *last);
-        let mut got: Vec<Got> = handles
+    /// Every serial order's outcome, labelled by its order.
+    fn serial_outcomes(&self) -> Vec<(String, Vec<Got>, Observed)> {
+        serial_outcomes(self)
             .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        (got, lim, clock)
+            .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
+            .collect()
     }
 
-    /// Model-checks the scenario: its results and final state must be one of `accepted`
-    /// (the serial outcomes, plus whatever the model documents), and `extra` (scenario-specific
-    /// invariants) must hold on each explored execution. Returns the labels matched.
-    fn check_against(
-        &self,
-        name: &str,
-        accepted: Vec<(String, Vec<Got>, Observed)>,
-        extra: fn(&[Got], &Observed),
-    ) -> BTreeSet<String> {
-        let s = self.clone();
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-        let seen_labels = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, lim, clock) = s.run_concurrently();
-            let seen = observe(&lim, &clock, &s.keys, s.burst);
-            extra(&got, &seen);
-            let label = assert_serial(&accepted, &got, &seen);
-            seen_labels.lock().unwrap().insert(label);
-        });
-        let matched = matched.lock().unwrap().clone();
-        eprintln!("  {name}: outcomes matched {matched:?}");
-        matched
-    }
-
-    /// Model-checks the scenario against its serial outcomes (see `check_against`), and
+    /// Model-checks the scenario against its serial outcomes (see `check_linearizable`), and
     /// asserts that loom reached at least two different serial orders' outcomes where the
     /// serial runs have two different outcomes (the race went both ways).
     fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
         deterministic_hashing();
-        let serial = labelled(self.serial_outcomes());
-        let distinct: BTreeSet<String> = serial
-            .iter()
-            .map(|(_, g, s)| format!("{g:?}{s:?}"))
-            .collect();
-        let matched = self.check_against(name, serial, extra);
-        if distinct.len() > 1 {
-            assert!(
-                matched.len() > 1,
-                "{name}: the race was explored one way only: {matched:?}"
-            );
+        let serial = self.serial_outcomes();
+        let matched = check_linearizable(name, self, serial.clone(), extra);
+        assert_race_went_both_ways(name, &serial, &matched);
+    }
+}
+
+impl KeyedScenario for Scenario {
+    const NOW: u64 = NOW;
+    type Limiter = Keyed;
+    const LATER_NS: u64 = T;
+
+    fn limiter(&self, clock: &ManualClock) -> Keyed {
+        let builder = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T)).clock(clock.clone());
+        let builder = match self.max_keys {
+            Some(n) => builder.max_keys(n).exact_keys(),
+            None => builder.exact_keys(),
+        };
+        let lim = builder.build().expect("valid quota");
+        (self.setup)(&lim, clock);
+        lim
+    }
+
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &self.keys,
+            most: self.burst,
         }
     }
-}
-
-/// Labels serial outcomes by their order.
-fn labelled(outcomes: Vec<Outcome>) -> Vec<(String, Vec<Got>, Observed)> {
-    outcomes
-        .into_iter()
-        .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
-        .collect()
-}
-
-fn apply(lim: &Keyed, op: Op) -> Got {
-    match op {
-        Op::Check(key) => Got::Decision(lim.check(&key)),
-        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
-    }
-}
-
-/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
-fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
-    let mut seen = vec![lim.peek(&key)];
-    for _ in 0..=burst {
-        let d = lim.check(&key);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
-        }
-    }
-    seen
-}
-
-/// The observable state: keys held, refused and evicted, and for every key of `keys` a peek and
-/// checks until the first denial, now and one interval later (equal observations mean equal
-/// TATs: `peek().reset_after()` is `TAT - now` while `TAT > now`).
-fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
-    let len = lim.len();
-    let refused = lim.refused();
-    let evicted = lim.evicted();
-    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    clock.advance_ns(T);
-    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    Observed {
-        len,
-        refused,
-        evicted,
-        now,
-        later,
-    }
-}
-
-/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
-fn drained(seen: &[Decision]) -> usize {
-    seen[1..].iter().filter(|d| d.is_allowed()).count()
-}
-
-fn admitted(got: &[Got]) -> usize {
-    got.iter().filter(|g| g.admitted()).count()
 }
 
 fn no_setup(_: &Keyed, _: &ManualClock) {}
@@ -278,13 +122,10 @@ fn insert_race_same_new_key() {
         keys: vec![K1],
         ops: vec![Op::Check(K1), Op::Check(K1)],
     }
-    .check("exact_map::insert_race_same_new_key", |got, seen| {
-        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
-        // No admission lost: nothing left now; one interval later exactly one more.
-        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
-        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
-    });
+    .check(
+        "exact_map::insert_race_same_new_key",
+        assert_one_admission_one_entry,
+    );
 }
 
 /// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
@@ -306,19 +147,10 @@ fn evict_idle_races_check() {
         keys: vec![K1],
         ops: vec![Op::Check(K1), Op::EvictIdle],
     }
-    .check("exact_map::evict_idle_races_check", |got, seen| {
-        assert!(
-            got[0].admitted(),
-            "the idle key has its whole burst: {got:#?}"
-        );
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now[0]),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check(
+        "exact_map::evict_idle_races_check",
+        assert_eviction_kept_the_admission,
+    );
 }
 
 /// (c) The sweep at the bound racing a check of the key it would evict:
@@ -352,7 +184,7 @@ fn sweep_at_bound_races_check() {
         keys: vec![K1, K2],
         ops: vec![Op::Check(K2), Op::Check(K1)],
     };
-    let serial = labelled(at_bound.serial_outcomes());
+    let serial = at_bound.serial_outcomes();
     // One after the other, the bound is exact: one admitted, the other refused, one key held.
     for (label, got, seen) in &serial {
         assert_eq!(admitted(got), 1, "{label}: {got:#?}");
@@ -364,14 +196,13 @@ fn sweep_at_bound_races_check() {
         max_keys: Some(2),
         ..at_bound.clone()
     };
-    let (order, got, mut seen) = room
-        .serial_outcomes()
+    let (order, got, mut seen) = serial_outcomes(&room)
         .into_iter()
         .find(|(order, _, _)| order == &[1, 0])
         .expect("the order B, A");
     assert_eq!(admitted(&got), 2, "{got:#?}");
     // B re-created K1 after A's sweep evicted it.
-    seen.evicted = 1;
+    seen.evicted = Some(1);
     // A's sweep evicts the idle `K1`, B's miss re-creates it (admitted), and A, finding the
     // map full again, is refused: the decisions and the map of the serial order B, A, with
     // `K1` evicted once. The key counters are loom atomics, so loom reaches this order.
@@ -380,7 +211,7 @@ fn sweep_at_bound_races_check() {
         .find(|(label, _, _)| label.contains("[1, 0]"))
         .cloned()
         .expect("the serial order B, A");
-    b_first_seen.evicted = 1;
+    b_first_seen.evicted = Some(1);
     let mut accepted = serial;
     accepted.push((
         format!("over the bound by one inserter (as {order:?} with room for both)"),
@@ -392,7 +223,7 @@ fn sweep_at_bound_races_check() {
         b_first,
         b_first_seen,
     ));
-    let matched = at_bound.check_against(name, accepted, |got, seen| {
+    let matched = check_linearizable(name, &at_bound, accepted, |got, seen| {
         // Each key within its burst: admitted once at most, nothing left afterwards.
         for (key, d) in [(0, &got[1]), (1, &got[0])] {
             let admitted_here = usize::from(d.admitted());
@@ -410,7 +241,7 @@ fn sweep_at_bound_races_check() {
             // Over the bound only by B's re-insert of the key A's sweep had just removed.
             assert_eq!(
                 (seen.len, seen.refused, seen.evicted),
-                (2, 0, 1),
+                (2, 0, Some(1)),
                 "both admitted, but not by an insert racing the sweep: {got:#?} {seen:#?}"
             );
         } else {
@@ -440,52 +271,19 @@ fn evict_with_check_behind_the_sweep() {
     const BEFORE: u64 = NOW + T / 2;
     const AFTER: u64 = NOW + T;
     deterministic_hashing();
-    let build = |clock: &LoomClock| {
-        let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
-            .clock(clock.clone())
-            .exact_keys()
-            .build()
-            .expect("valid quota");
-        clock.set(NOW);
-        assert!(lim.check(&K1).is_allowed());
-        clock.set(BEFORE);
-        lim
-    };
-    // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
-        let mut seen = Vec::new();
-        for t in [AFTER, AFTER + T] {
-            clock.set(t);
-            seen.push(lim.peek(&K1));
-            for _ in 0..2 {
-                let d = lim.check(&K1);
-                seen.push(d);
-                if !d.is_allowed() {
-                    break;
-                }
-            }
-        }
-        (lim.len(), seen)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "exact_map::evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.check(&K1),
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.evict_idle(),
-        observe,
-        |got, seen| {
-            // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
-            // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
-            if got.0.is_allowed() {
-                assert!(
-                    seen.1[0].reset_after_ns() >= T,
-                    "admitted less than one interval after the previous admission: \
-                     {got:#?} {seen:#?}"
-                );
-            }
+        K1,
+        [NOW, BEFORE, AFTER, T],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+                .exact_keys()
+                .clock(clock.clone())
+                .build()
+                .expect("valid quota")
         },
+        // Burst 1: A may be admitted only a whole interval after the admission at `NOW`.
+        admitted_a_whole_interval_later(T),
     );
     // The interleaving the model is about (the sweep at the new time, then the check at the
     // old one) has the outcome of the check first: both deny at `BEFORE`. That loom reaches it

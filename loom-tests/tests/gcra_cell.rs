@@ -20,35 +20,12 @@ use cellgate::{Decision, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::permutations;
+use common::{check_linearizable, model, serial_outcomes, Scenario};
 
 /// Emission interval of every model, ns.
 const T: u64 = 100;
 /// The frozen time: any instant after the origin (a fresh cell's TAT is 0, i.e. idle).
 const NOW: u64 = 1_000;
-
-/// Model-checks `f` with a loom builder configured from the environment
-/// (`LOOM_MAX_PREEMPTIONS`, `LOOM_MAX_BRANCHES`, `LOOM_CHECKPOINT_FILE`, ...; an unset
-/// `LOOM_MAX_PREEMPTIONS` means an exhaustive search), and reports how many interleavings it
-/// explored and how long that took.
-fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let builder = loom::model::Builder::new();
-    let bound = builder.preemption_bound;
-    let iterations = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&iterations);
-    let start = std::time::Instant::now();
-    builder.check(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "loom model {name}: {} interleavings in {:.2?} (preemption bound {})",
-        iterations.load(Ordering::Relaxed),
-        start.elapsed(),
-        bound.map_or_else(|| "none: exhaustive".to_string(), |b| b.to_string()),
-    );
-}
 
 /// `burst` requests per `burst * T` ns with burst `burst`: emission interval exactly `T`.
 fn limiter(burst: u32, clock: &ManualClock) -> Limiter<ManualClock> {
@@ -58,88 +35,69 @@ fn limiter(burst: u32, clock: &ManualClock) -> Limiter<ManualClock> {
         .expect("valid quota")
 }
 
-/// Each thread's decision, the limiter afterwards, and its clock.
-type Outcome = (Vec<Decision>, Limiter<ManualClock>, ManualClock);
-
 fn frozen_clock() -> ManualClock {
     let clock = ManualClock::new();
     clock.set_ns(NOW);
     clock
 }
 
-/// Runs `ops[i]` (a `check_n` count) on thread `i`, all concurrently on one limiter, and
-/// returns each thread's decision plus the limiter (joined: every write is visible).
-fn run_concurrently(burst: u32, ops: &[u32]) -> Outcome {
-    let clock = frozen_clock();
-    let lim = Arc::new(limiter(burst, &clock));
-    let handles: Vec<_> = ops
-        .iter()
-        .map(|&n| {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check_n(n))
-        })
-        .collect();
-    let decisions = handles
-        .into_iter()
-        .map(|h| h.join().expect("model thread panicked"))
-        .collect();
-    let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-    (decisions, lim, clock)
-}
-
-/// What a serial run of `ops` in `order` gives, per thread (indexed like `ops`), and the
-/// limiter afterwards.
-fn serial(burst: u32, ops: &[u32], order: &[usize]) -> Outcome {
-    let clock = frozen_clock();
-    let lim = limiter(burst, &clock);
-    let mut decisions = vec![None; ops.len()];
-    for &i in order {
-        decisions[i] = Some(lim.check_n(ops[i]));
-    }
-    (
-        decisions.into_iter().map(Option::unwrap).collect(),
-        lim,
-        clock,
-    )
-}
-
-/// The observable state of a limiter at the frozen time and after it: the peek now, then a
-/// probe sequence that spends whatever is left one interval later. Two limiters with equal
-/// probes hold the same TAT (`peek().reset_after()` is `TAT - now` whenever `TAT > now`).
-fn observe(lim: &Limiter<ManualClock>, clock: &ManualClock) -> Vec<Decision> {
-    let mut seen = vec![lim.peek()];
-    clock.advance_ns(T);
-    seen.push(lim.peek());
-    loop {
-        let d = lim.check();
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
-        }
-    }
-    seen
-}
-
-/// Asserts the concurrent outcome equals some serial order's outcome, decisions and final
-/// state both; returns that order.
-fn assert_linearizable(
+/// Concurrent `check_n`s on one direct limiter: `ops[i]` is thread `i`'s count.
+#[derive(Clone, Copy)]
+struct Checks {
     burst: u32,
-    ops: &[u32],
-    got: &[Decision],
-    state: Vec<Decision>,
-) -> Vec<usize> {
-    for order in permutations(ops.len()) {
-        let (want, lim, clock) = serial(burst, ops, &order);
-        if want == got {
-            assert_eq!(
-                observe(&lim, &clock),
-                state,
-                "decisions match serial order {order:?} but the final state does not"
-            );
-            return order;
-        }
+    ops: &'static [u32],
+}
+
+impl Scenario for Checks {
+    type Subject = Limiter<ManualClock>;
+    type Clock = ManualClock;
+    type Op = u32;
+    type Got = Decision;
+    type Observed = Vec<Decision>;
+
+    /// Every check on a thread of its own.
+    const LAST_ON_MAIN: bool = false;
+
+    fn ops(&self) -> &[u32] {
+        self.ops
     }
-    panic!("no serial order of {ops:?} gives the decisions {got:#?}");
+
+    fn start(&self) -> (Limiter<ManualClock>, ManualClock) {
+        let clock = frozen_clock();
+        (limiter(self.burst, &clock), clock)
+    }
+
+    fn apply(&self, lim: &Limiter<ManualClock>, n: u32) -> Decision {
+        lim.check_n(n)
+    }
+
+    /// The observable state of a limiter at the frozen time and after it: the peek now, then a
+    /// probe sequence that spends whatever is left one interval later. Two limiters with equal
+    /// probes hold the same TAT (`peek().reset_after()` is `TAT - now` whenever `TAT > now`).
+    fn observe(&self, lim: &Limiter<ManualClock>, clock: &ManualClock) -> Vec<Decision> {
+        let mut seen = vec![lim.peek()];
+        clock.advance_ns(T);
+        seen.push(lim.peek());
+        loop {
+            let d = lim.check();
+            seen.push(d);
+            if !d.is_allowed() {
+                break;
+            }
+        }
+        seen
+    }
+}
+
+impl Checks {
+    /// Model-checks the checks: the decisions and final state of every execution are those of
+    /// one serial order, and `extra` holds on them.
+    fn check(self, name: &str, extra: fn(&[u32], &[Decision], &[Decision])) {
+        let ops = self.ops;
+        check_linearizable(name, &self, serial_outcomes(&self), move |got, state| {
+            extra(ops, got, state)
+        });
+    }
 }
 
 fn admitted_units(ops: &[u32], got: &[Decision]) -> u64 {
@@ -154,19 +112,19 @@ fn admitted_units(ops: &[u32], got: &[Decision]) -> u64 {
 /// exactly one interval.
 #[test]
 fn two_checks_burst_one() {
-    model("two_checks_burst_one", || {
-        let ops = [1, 1];
-        let (got, lim, clock) = run_concurrently(1, &ops);
+    Checks {
+        burst: 1,
+        ops: &[1, 1],
+    }
+    .check("two_checks_burst_one", |_, got, _| {
         assert_eq!(got.iter().filter(|d| d.is_allowed()).count(), 1, "{got:#?}");
-        for d in &got {
+        for d in got {
             assert_eq!(d.remaining(), 0);
             assert_eq!(d.reset_after_ns(), T);
             if !d.is_allowed() {
                 assert_eq!(d.retry_after_ns(), Some(T));
             }
         }
-        let state = observe(&lim, &clock);
-        assert_linearizable(1, &ops, &got, state);
     });
 }
 
@@ -174,18 +132,18 @@ fn two_checks_burst_one() {
 /// serial run leaves: one interval later exactly one more request fits.
 #[test]
 fn three_checks_burst_two() {
-    model("three_checks_burst_two", || {
-        let ops = [1, 1, 1];
-        let (got, lim, clock) = run_concurrently(2, &ops);
+    Checks {
+        burst: 2,
+        ops: &[1, 1, 1],
+    }
+    .check("three_checks_burst_two", |_, got, state| {
         assert_eq!(got.iter().filter(|d| d.is_allowed()).count(), 2, "{got:#?}");
-        let peek = lim.peek();
+        let peek = state[0];
         assert_eq!(peek.remaining(), 0);
         assert_eq!(peek.reset_after_ns(), 2 * T, "TAT = now + 2T");
         // Serial outcome: after exactly one interval, exactly one more is admitted.
-        let state = observe(&lim, &clock);
         let admitted_later = state[2..].iter().filter(|d| d.is_allowed()).count();
         assert_eq!(admitted_later, 1, "{state:#?}");
-        assert_linearizable(2, &ops, &got, state);
     });
 }
 
@@ -193,14 +151,14 @@ fn three_checks_burst_two() {
 /// and the outcome (decisions and final TAT) is one of the two serial orders.
 #[test]
 fn check_n_two_and_one_burst_two() {
-    model("check_n_two_and_one_burst_two", || {
-        let ops = [2, 1];
-        let (got, lim, clock) = run_concurrently(2, &ops);
-        assert!(admitted_units(&ops, &got) <= 2, "{got:#?}");
+    Checks {
+        burst: 2,
+        ops: &[2, 1],
+    }
+    .check("check_n_two_and_one_burst_two", |ops, got, _| {
+        assert!(admitted_units(ops, got) <= 2, "{got:#?}");
         // Whoever goes first fits, and then the other cannot.
         assert_eq!(got.iter().filter(|d| d.is_allowed()).count(), 1, "{got:#?}");
-        let state = observe(&lim, &clock);
-        assert_linearizable(2, &ops, &got, state);
     });
 }
 

@@ -19,17 +19,16 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedLimiter, SlidingLog};
-use loom::sync::Arc;
-use loom::thread;
+use cellgate::{KeyedLimiter, SlidingLog};
 
 use common::{
-    assert_serial, check_behind_the_sweep, deterministic_hashing, model, permutations, serially,
-    LoomClock,
+    admitted, assert_eviction_kept_the_admission, assert_one_admission_one_entry,
+    assert_race_went_both_ways, check_linearizable, deterministic_hashing, drained,
+    keyed_check_behind_the_sweep, serial_outcomes, Got, KeyedObserved, KeyedOp as Op,
+    KeyedScenario, LoomClock, Parts,
 };
 
 /// The window, ns.
@@ -40,26 +39,7 @@ const NOW: u64 = 1_000;
 const KEY: u64 = 7;
 
 type Log = SlidingLog<u64, ManualClock>;
-
-/// What one thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Check,
-    EvictIdle,
-}
-
-/// What it got back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    Decision(Decision),
-    Evicted(usize),
-}
-
-impl Got {
-    fn admitted(&self) -> bool {
-        matches!(self, Got::Decision(d) if d.is_allowed())
-    }
-}
+type Observed = KeyedObserved;
 
 /// A scenario: a limit, a prefix run before any thread starts, one operation per thread.
 #[derive(Clone)]
@@ -70,143 +50,38 @@ struct Scenario {
     ops: Vec<Op>,
 }
 
-/// The final state as far as the public API can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    len: usize,
-    refused: u64,
-    /// Peek now, then checks until the first denial.
-    now: Vec<Decision>,
-    /// The same one window later.
-    later: Vec<Decision>,
-}
-
 impl Scenario {
-    fn start(&self) -> (Log, ManualClock) {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let log = KeyedLimiter::<u64>::sliding_log(self.limit, Duration::from_nanos(W))
-            .clock(clock.clone())
-            .build()
-            .expect("valid limit and window");
-        (self.setup)(&log, &clock);
-        (log, clock)
-    }
-
-    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (log, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&log, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&log, &clock, s.limit);
-                    (order, got, seen)
-                })
-                .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Log, ManualClock) {
-        let (log, clock) = self.start();
-        let log = Arc::new(log);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let log = Arc::clone(&log);
-                thread::spawn(move || apply(&log, op))
-            })
-            .collect();
-        let mine = apply(&log, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let log = Arc::try_unwrap(log).unwrap_or_else(|_| panic!("threads still hold the log"));
-        (got, log, clock)
-    }
-
     /// Model-checks the scenario: linearizability against the serial outcomes, `extra` on each
     /// execution, and (where the serial orders differ in outcome) that the race went both ways.
     fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
         deterministic_hashing();
-        let serial = self.serial_outcomes();
-        let distinct: BTreeSet<String> = serial
-            .iter()
-            .map(|(_, g, s)| format!("{g:?}{s:?}"))
-            .collect();
-        let s = self.clone();
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-        let seen_orders = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, log, clock) = s.run_concurrently();
-            let seen = observe(&log, &clock, s.limit);
-            extra(&got, &seen);
-            let order = assert_serial(&serial, &got, &seen);
-            seen_orders.lock().unwrap().insert(order);
-        });
-        let matched = matched.lock().unwrap().clone();
-        eprintln!("  {name}: outcomes matched serial orders {matched:?}");
-        // `assert_serial` names the first matching order, so distinct orders matched are
-        // distinct outcomes reached.
-        if distinct.len() > 1 {
-            assert!(
-                matched.len() > 1,
-                "{name}: the race was explored one way only: {matched:?}"
-            );
+        let serial = serial_outcomes(self);
+        let matched = check_linearizable(name, self, serial.clone(), extra);
+        assert_race_went_both_ways(name, &serial, &matched);
+    }
+}
+
+impl KeyedScenario for Scenario {
+    const NOW: u64 = NOW;
+    type Limiter = Log;
+    const LATER_NS: u64 = W;
+
+    fn limiter(&self, clock: &ManualClock) -> Log {
+        let log = KeyedLimiter::<u64>::sliding_log(self.limit, Duration::from_nanos(W))
+            .clock(clock.clone())
+            .build()
+            .expect("valid limit and window");
+        (self.setup)(&log, clock);
+        log
+    }
+
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &[KEY],
+            most: self.limit,
         }
     }
-}
-
-fn apply(log: &Log, op: Op) -> Got {
-    match op {
-        Op::Check => Got::Decision(log.check(&KEY)),
-        Op::EvictIdle => Got::Evicted(log.evict_idle()),
-    }
-}
-
-/// Peek, then checks until the first denial (at most `limit + 1`).
-fn drain(log: &Log, limit: u32) -> Vec<Decision> {
-    let mut seen = vec![log.peek(&KEY)];
-    for _ in 0..=limit {
-        let d = log.check(&KEY);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
-        }
-    }
-    seen
-}
-
-fn observe(log: &Log, clock: &ManualClock, limit: u32) -> Observed {
-    let len = log.len();
-    let refused = log.refused();
-    let now = drain(log, limit);
-    clock.advance_ns(W);
-    let later = drain(log, limit);
-    Observed {
-        len,
-        refused,
-        now,
-        later,
-    }
-}
-
-/// Checks admitted in an observation (after the leading peek).
-fn drained(seen: &[Decision]) -> usize {
-    seen[1..].iter().filter(|d| d.is_allowed()).count()
-}
-
-fn admitted(got: &[Got]) -> usize {
-    got.iter().filter(|g| g.admitted()).count()
 }
 
 /// Two checks of a new key, limit 1: both miss the lookup and decide on a fresh log; the one
@@ -217,14 +92,12 @@ fn two_checks_new_key_limit_one() {
     Scenario {
         limit: 1,
         setup: |_, _| {},
-        ops: vec![Op::Check, Op::Check],
+        ops: vec![Op::Check(KEY), Op::Check(KEY)],
     }
-    .check("sliding_log::two_checks_new_key_limit_one", |got, seen| {
-        assert_eq!(admitted(got), 1, "limit 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "one log for the key: {seen:#?}");
-        assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
-        assert_eq!(drained(&seen.later), 1, "{seen:#?}");
-    });
+    .check(
+        "sliding_log::two_checks_new_key_limit_one",
+        assert_one_admission_one_entry,
+    );
 }
 
 /// Three checks of a held key, limit 2: the key was admitted once a window ago, so it is held
@@ -241,15 +114,15 @@ fn three_checks_held_key_limit_two() {
             clock.set_ns(NOW); // that entry has just expired
             assert_eq!(log.len(), 1);
         },
-        ops: vec![Op::Check, Op::Check, Op::Check],
+        ops: vec![Op::Check(KEY), Op::Check(KEY), Op::Check(KEY)],
     }
     .check(
         "sliding_log::three_checks_held_key_limit_two",
         |got, seen| {
             assert_eq!(admitted(got), 2, "limit 2: exactly two admitted: {got:#?}");
             assert_eq!(seen.len, 1, "{seen:#?}");
-            assert_eq!(drained(&seen.now), 0, "an admission was lost: {seen:#?}");
-            assert_eq!(drained(&seen.later), 2, "{seen:#?}");
+            assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
+            assert_eq!(drained(&seen.later[0]), 2, "{seen:#?}");
         },
     );
 }
@@ -269,18 +142,12 @@ fn evict_idle_races_check() {
             clock.set_ns(NOW + W); // idle
             assert_eq!(log.len(), 1);
         },
-        ops: vec![Op::Check, Op::EvictIdle],
+        ops: vec![Op::Check(KEY), Op::EvictIdle],
     }
-    .check("sliding_log::evict_idle_races_check", |got, seen| {
-        assert!(got[0].admitted(), "the idle key has its limit: {got:#?}");
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check(
+        "sliding_log::evict_idle_races_check",
+        assert_eviction_kept_the_admission,
+    );
 }
 
 /// Eviction with a clock that moves while a check reads it: the sweep floor. The key was
@@ -298,40 +165,16 @@ fn evict_with_check_behind_the_sweep() {
     const BEFORE: u64 = NOW + W / 2;
     const AFTER: u64 = NOW + W;
     deterministic_hashing();
-    let build = |clock: &LoomClock| {
-        let log = KeyedLimiter::<u64>::sliding_log(1, Duration::from_nanos(W))
-            .clock(clock.clone())
-            .build()
-            .expect("valid limit and window");
-        clock.set(NOW);
-        assert!(log.check(&KEY).is_allowed());
-        clock.set(BEFORE);
-        log
-    };
-    // The state afterwards, at `AFTER` and one window later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = |log: &SlidingLog<u64, LoomClock>, clock: &LoomClock| {
-        let mut seen = Vec::new();
-        for t in [AFTER, AFTER + W] {
-            clock.set(t);
-            seen.push(log.peek(&KEY));
-            for _ in 0..2 {
-                let d = log.check(&KEY);
-                seen.push(d);
-                if !d.is_allowed() {
-                    break;
-                }
-            }
-        }
-        (log.len(), seen)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "sliding_log::evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        |log: &SlidingLog<u64, LoomClock>| log.check(&KEY),
-        |log: &SlidingLog<u64, LoomClock>| log.evict_idle(),
-        observe,
+        KEY,
+        [NOW, BEFORE, AFTER, W],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::sliding_log(1, Duration::from_nanos(W))
+                .clock(clock.clone())
+                .build()
+                .expect("valid limit and window")
+        },
         |got, seen| {
             // Limit 1 in any window of W: A may be admitted only once the entry of `NOW` has
             // expired, so its own entry (seen by the peek at `AFTER`) expires at `AFTER + W`.

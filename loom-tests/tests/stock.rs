@@ -13,10 +13,11 @@ mod common;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter};
-use loom::sync::Arc;
-use loom::thread;
 
-use common::{assert_serial, deterministic_hashing, distant_keys, model, permutations, serially};
+use common::{
+    check_linearizable, deterministic_hashing, distant_keys, drain, serial_outcomes,
+    Scenario as Linearizable,
+};
 
 /// What one thread does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,25 +95,62 @@ fn keyed(stock: u32) -> Keyed {
     )
 }
 
-fn apply(shop: &impl Shop, op: Op) -> Got {
-    match op {
-        Op::Check => Got::Decision(shop.check()),
-        Op::Restock(n) => Got::Left(shop.restock(n)),
+/// A sale: the shop `make` builds with `stock` units, and one operation per thread (the last
+/// on the main thread).
+struct Sale<S> {
+    make: fn(u32) -> S,
+    stock: u32,
+    ops: &'static [Op],
+}
+
+impl<S> Clone for Sale<S> {
+    fn clone(&self) -> Self {
+        Self { ..*self }
     }
 }
 
-/// The final state: keys held, the peek, then checks until the first denial.
-fn observe(shop: &impl Shop, most: u64) -> (usize, Vec<Decision>) {
-    let keys = shop.keys();
-    let mut seen = vec![shop.peek()];
-    for _ in 0..=most {
-        let d = shop.check();
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
+impl<S> Sale<S> {
+    /// The most units any run can sell: the stock plus everything restocked.
+    fn most(&self) -> u64 {
+        let restocked: u64 = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Restock(n) => *n,
+                Op::Check => 0,
+            })
+            .sum();
+        u64::from(self.stock) + restocked
+    }
+}
+
+impl<S: Shop> Linearizable for Sale<S> {
+    type Subject = S;
+    type Clock = ();
+    type Op = Op;
+    type Got = Got;
+    type Observed = (usize, Vec<Decision>);
+
+    fn ops(&self) -> &[Op] {
+        self.ops
+    }
+
+    fn start(&self) -> (S, ()) {
+        ((self.make)(self.stock), ())
+    }
+
+    fn apply(&self, shop: &S, op: Op) -> Got {
+        match op {
+            Op::Check => Got::Decision(shop.check()),
+            Op::Restock(n) => Got::Left(shop.restock(n)),
         }
     }
-    (keys, seen)
+
+    /// The final state: keys held, the peek, then checks until the first denial.
+    fn observe(&self, shop: &S, _: &()) -> (usize, Vec<Decision>) {
+        let most = u32::try_from(self.most()).expect("a small stock");
+        (shop.keys(), drain(|| shop.peek(), || shop.check(), most))
+    }
 }
 
 fn sold(got: &[Got]) -> u64 {
@@ -125,48 +163,11 @@ fn sold(got: &[Got]) -> u64 {
 /// every serial order, and asserts conservation: sold + left == stock + restocked.
 fn check_model<S: Shop>(name: &str, make: fn(u32) -> S, stock: u32, ops: &'static [Op]) {
     deterministic_hashing();
-    let restocked: u64 = ops
-        .iter()
-        .map(|op| match op {
-            Op::Restock(n) => *n,
-            Op::Check => 0,
-        })
-        .sum();
-    let most = u64::from(stock) + restocked;
-    let serial = serially(move || {
-        permutations(ops.len())
-            .into_iter()
-            .map(|order| {
-                let shop = make(stock);
-                let mut got = vec![None; ops.len()];
-                for &i in &order {
-                    got[i] = Some(apply(&shop, ops[i]));
-                }
-                let got: Vec<Got> = got.into_iter().map(Option::unwrap).collect();
-                let state = observe(&shop, most);
-                (order, got, state)
-            })
-            .collect::<Vec<_>>()
-    });
-    model(name, move || {
-        let shop = Arc::new(make(stock));
-        let (last, spawned) = ops.split_last().unwrap();
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let shop = Arc::clone(&shop);
-                thread::spawn(move || apply(&*shop, op))
-            })
-            .collect();
-        let mine = apply(&*shop, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let state = observe(&*shop, most);
+    let sale = Sale { make, stock, ops };
+    let most = sale.most();
+    check_linearizable(name, &sale, serial_outcomes(&sale), move |got, state| {
         let left = u64::from(state.1[0].remaining());
-        let sold_now = sold(&got);
+        let sold_now = sold(got);
         assert!(sold_now <= most, "oversold: {got:#?}");
         assert_eq!(
             sold_now + left,
@@ -174,7 +175,6 @@ fn check_model<S: Shop>(name: &str, make: fn(u32) -> S, stock: u32, ops: &'stati
             "sold + left != stock + restocked: {got:#?} {state:#?}"
         );
         assert_eq!(state.0, 1, "the key is held exactly once");
-        assert_serial(&serial, &got, &state);
     });
 }
 

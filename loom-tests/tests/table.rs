@@ -26,13 +26,13 @@ mod common;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedLimiter, Quota};
-use loom::sync::Arc;
-use loom::thread;
+use cellgate::{KeyedLimiter, Quota};
 
 use common::{
-    assert_serial, check_behind_the_sweep, colliding_keys, deterministic_hashing, distant_keys,
-    model, permutations, serially, LoomClock,
+    admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
+    assert_one_admission_one_entry, burst_quota, check_linearizable, colliding_keys,
+    deterministic_hashing, distant_keys, drained, keyed_check_behind_the_sweep, serial_outcomes,
+    Got, KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts,
 };
 
 /// Emission interval, ns.
@@ -41,29 +41,7 @@ const T: u64 = 100;
 const NOW: u64 = 1_000;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
-
-/// What one thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Check(u64),
-    EvictIdle,
-    Peek(u64),
-    Refund(u64, u32),
-}
-
-/// What it got back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    Decision(Decision),
-    Evicted(usize),
-    Refunded(bool),
-}
-
-impl Got {
-    fn admitted(&self) -> bool {
-        matches!(self, Got::Decision(d) if d.is_allowed())
-    }
-}
+type Observed = KeyedObserved;
 
 /// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
 #[derive(Clone)]
@@ -77,152 +55,42 @@ struct Scenario {
     ops: Vec<Op>,
 }
 
-/// The final state as far as the public API can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
-    len: usize,
-    /// New keys refused because the table was full of live keys.
-    refused: u64,
-    /// Per key: peek now, then checks until the first denial.
-    now: Vec<Vec<Decision>>,
-    /// Per key, one interval later: peek, then checks until the first denial.
-    later: Vec<Vec<Decision>>,
-}
-
 impl Scenario {
-    fn limiter(&self, clock: &ManualClock) -> Keyed {
-        let q = Quota::new(self.burst, Duration::from_nanos(T * u64::from(self.burst)))
-            .with_burst(self.burst);
-        KeyedLimiter::<u64>::gcra(q)
-            .max_keys(self.max_keys)
-            .fixed_capacity()
-            .clock(clock.clone())
-            .build()
-            .expect("valid quota")
-    }
-
-    /// A fresh limiter with the setup applied, and its clock.
-    fn start(&self) -> (Keyed, ManualClock) {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = self.limiter(&clock);
-        (self.setup)(&lim, &clock, &self.keys);
-        (lim, clock)
-    }
-
-    /// Every serial order's results (indexed like `ops`) and final state.
-    fn serial_outcomes(&self) -> Vec<(Vec<usize>, Vec<Got>, Observed)> {
-        let s = self.clone();
-        serially(move || {
-            permutations(s.ops.len())
-                .into_iter()
-                .map(|order| {
-                    let (lim, clock) = s.start();
-                    let mut got = vec![None; s.ops.len()];
-                    for &i in &order {
-                        got[i] = Some(apply(&lim, s.ops[i]));
-                    }
-                    let got = got.into_iter().map(Option::unwrap).collect();
-                    let seen = observe(&lim, &clock, &s.keys, s.burst);
-                    (order, got, seen)
-                })
-                .collect()
-        })
-    }
-
-    /// Runs `ops[i]` on thread `i` (the last one on the main thread), all on one limiter.
-    fn run_concurrently(&self) -> (Vec<Got>, Keyed, ManualClock) {
-        let (lim, clock) = self.start();
-        let lim = Arc::new(lim);
-        let (last, spawned) = self.ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let lim = Arc::clone(&lim);
-                thread::spawn(move || apply(&lim, op))
-            })
-            .collect();
-        let mine = apply(&lim, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let lim = Arc::try_unwrap(lim).unwrap_or_else(|_| panic!("threads still hold the limiter"));
-        (got, lim, clock)
-    }
-
     /// Model-checks the scenario: linearizability against the tabulated serial outcomes, plus
     /// `extra` (scenario-specific invariants) on each explored execution.
     fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
         deterministic_hashing();
-        let serial = self.serial_outcomes();
-        let s = self.clone();
-        // The serial orders the explored executions matched, to report that the model saw the
-        // race go each way.
-        let matched = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-        let seen_orders = std::sync::Arc::clone(&matched);
-        model(name, move || {
-            let (got, lim, clock) = s.run_concurrently();
-            let seen = observe(&lim, &clock, &s.keys, s.burst);
-            extra(&got, &seen);
-            let order = assert_serial(&serial, &got, &seen);
-            seen_orders.lock().unwrap().insert(order);
-        });
-        eprintln!(
-            "  {name}: outcomes matched serial orders {:?}",
-            matched.lock().unwrap()
-        );
+        check_linearizable(name, self, serial_outcomes(self), extra);
     }
 }
 
-fn apply(lim: &Keyed, op: Op) -> Got {
-    match op {
-        Op::Check(key) => Got::Decision(lim.check(&key)),
-        Op::EvictIdle => Got::Evicted(lim.evict_idle()),
-        Op::Peek(key) => Got::Decision(lim.peek(&key)),
-        Op::Refund(key, n) => Got::Refunded(lim.refund(&key, n)),
-    }
-}
+impl KeyedScenario for Scenario {
+    const NOW: u64 = NOW;
+    type Limiter = Keyed;
+    const LATER_NS: u64 = T;
+    /// Not `evicted()`: a sweep at the bound may drop an idle key that a racing check then
+    /// re-creates, which decides as the serial order where the check came first but counts
+    /// one eviction more.
+    const OBSERVE_EVICTED: bool = false;
 
-/// Peeks and then checks `key` until the first denial (at most `burst + 1` checks).
-fn drain(lim: &Keyed, key: u64, burst: u32) -> Vec<Decision> {
-    let mut seen = vec![lim.peek(&key)];
-    for _ in 0..=burst {
-        let d = lim.check(&key);
-        seen.push(d);
-        if !d.is_allowed() {
-            break;
+    fn limiter(&self, clock: &ManualClock) -> Keyed {
+        let lim = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T))
+            .max_keys(self.max_keys)
+            .fixed_capacity()
+            .clock(clock.clone())
+            .build()
+            .expect("valid quota");
+        (self.setup)(&lim, clock, &self.keys);
+        lim
+    }
+
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &self.keys,
+            most: self.burst,
         }
     }
-    seen
-}
-
-/// The observable state: keys held, keys refused, and for every key of `keys` a peek and checks
-/// until the first denial, now and one interval later. Equal observations mean equal TATs for
-/// every key (`peek().reset_after()` is `TAT - now` while `TAT > now`, and the checks confirm
-/// how many units are left).
-fn observe(lim: &Keyed, clock: &ManualClock, keys: &[u64], burst: u32) -> Observed {
-    let len = lim.len();
-    let refused = lim.refused();
-    let now = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    clock.advance_ns(T);
-    let later = keys.iter().map(|&k| drain(lim, k, burst)).collect();
-    Observed {
-        len,
-        refused,
-        now,
-        later,
-    }
-}
-
-/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
-fn drained(seen: &[Decision]) -> usize {
-    seen[1..].iter().filter(|d| d.is_allowed()).count()
-}
-
-fn admitted(got: &[Got]) -> usize {
-    got.iter().filter(|g| g.admitted()).count()
 }
 
 fn no_setup(_: &Keyed, _: &ManualClock, _: &[u64]) {}
@@ -240,13 +108,7 @@ fn insert_race_same_new_key() {
         keys: vec![k],
         ops: vec![Op::Check(k), Op::Check(k)],
     }
-    .check("insert_race_same_new_key", |got, seen| {
-        assert_eq!(admitted(got), 1, "burst 1: exactly one admitted: {got:#?}");
-        assert_eq!(seen.len, 1, "exactly one slot for the key");
-        // Nothing left now; one interval later exactly one more.
-        assert_eq!(drained(&seen.now[0]), 0, "{seen:#?}");
-        assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
-    });
+    .check("insert_race_same_new_key", assert_one_admission_one_entry);
 }
 
 /// (b) Eviction racing a check. The key is idle (admitted once at `NOW`, then the clock is set
@@ -268,19 +130,7 @@ fn evict_idle_races_check() {
         keys: vec![k],
         ops: vec![Op::Check(k), Op::EvictIdle],
     }
-    .check("evict_idle_races_check", |got, seen| {
-        assert!(
-            got[0].admitted(),
-            "the idle key has its whole burst: {got:#?}"
-        );
-        assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
-        assert_eq!(
-            drained(&seen.now[0]),
-            0,
-            "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
-        );
-        assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
-    });
+    .check("evict_idle_races_check", assert_eviction_kept_the_admission);
 }
 
 /// (c) Two different keys with the same home slot are inserted at once into a table bounded
@@ -398,53 +248,20 @@ fn evict_with_check_behind_the_sweep() {
     const AFTER: u64 = NOW + T;
     deterministic_hashing();
     let [key, _] = distant_keys();
-    let build = move |clock: &LoomClock| {
-        let lim = KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
-            .max_keys(2)
-            .fixed_capacity()
-            .clock(clock.clone())
-            .build()
-            .expect("valid quota");
-        clock.set(NOW);
-        assert!(lim.check(&key).is_allowed());
-        clock.set(BEFORE);
-        lim
-    };
-    // The state afterwards, at `AFTER` and one interval later: keys held, then per instant a
-    // peek and checks until the first denial.
-    let observe = move |lim: &KeyedLimiter<u64, LoomClock>, clock: &LoomClock| {
-        let mut seen = Vec::new();
-        for t in [AFTER, AFTER + T] {
-            clock.set(t);
-            seen.push(lim.peek(&key));
-            for _ in 0..2 {
-                let d = lim.check(&key);
-                seen.push(d);
-                if !d.is_allowed() {
-                    break;
-                }
-            }
-        }
-        (lim.len(), seen)
-    };
-    check_behind_the_sweep(
+    keyed_check_behind_the_sweep(
         "evict_with_check_behind_the_sweep",
-        [BEFORE, AFTER],
-        build,
-        move |lim: &KeyedLimiter<u64, LoomClock>| lim.check(&key),
-        |lim: &KeyedLimiter<u64, LoomClock>| lim.evict_idle(),
-        observe,
-        |got, seen| {
-            // Burst 1: A may be admitted only a whole interval after the admission at `NOW`, so
-            // its TAT (seen by the peek at `AFTER`) is at least `NOW + 2T`.
-            if got.0.is_allowed() {
-                assert!(
-                    seen.1[0].reset_after_ns() >= T,
-                    "admitted less than one interval after the previous admission: \
-                     {got:#?} {seen:#?}"
-                );
-            }
+        key,
+        [NOW, BEFORE, AFTER, T],
+        |clock: &LoomClock| {
+            KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+                .max_keys(2)
+                .fixed_capacity()
+                .clock(clock.clone())
+                .build()
+                .expect("valid quota")
         },
+        // Burst 1: A may be admitted only a whole interval after the admission at `NOW`.
+        admitted_a_whole_interval_later(T),
     );
 }
 

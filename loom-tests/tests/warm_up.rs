@@ -27,17 +27,14 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
-use loom::sync::Arc;
-use loom::thread;
 
 use common::{
-    assert_serial, check_behind_the_sweep, deterministic_hashing, distant_keys, model,
-    permutations, serially,
+    check_behind_the_sweep, check_linearizable, coverage, coverage_required, deterministic_hashing,
+    distant_keys, serial_outcomes, Scenario as Linearizable,
 };
 
 /// Stable interval `I`, ns (10 µs).
@@ -260,6 +257,48 @@ fn assert_schedule(ops: &[Op], got: &[Got], seen: &Observed, most: usize) {
     );
 }
 
+/// A race: the target `make` builds at `NOW`, set up by `setup`, and one operation per thread
+/// (the last on the main thread).
+struct Race<T> {
+    make: fn(&ManualClock) -> T,
+    setup: fn(&T, &ManualClock),
+    ops: &'static [Op],
+}
+
+impl<T> Clone for Race<T> {
+    fn clone(&self) -> Self {
+        Self { ..*self }
+    }
+}
+
+impl<T: Target> Linearizable for Race<T> {
+    type Subject = T;
+    type Clock = ManualClock;
+    type Op = Op;
+    type Got = Got;
+    type Observed = Observed;
+
+    fn ops(&self) -> &[Op] {
+        self.ops
+    }
+
+    fn start(&self) -> (T, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let target = (self.make)(&clock);
+        (self.setup)(&target, &clock);
+        (target, clock)
+    }
+
+    fn apply(&self, target: &T, op: Op) -> Got {
+        apply(target, op)
+    }
+
+    fn observe(&self, target: &T, clock: &ManualClock) -> Observed {
+        observe(target, clock)
+    }
+}
+
 /// Runs `ops` (the last on the main thread) on a target built by `make` at `NOW` and set up by
 /// `setup`; model-checks linearizability against every serial order, the schedule
 /// (`assert_schedule`) and `extra` on each execution, and that every distinct serial outcome
@@ -272,78 +311,32 @@ fn check_model<T: Target>(
     extra: fn(&[Got], &Observed),
 ) {
     deterministic_hashing();
-    let start = move || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let target = make(&clock);
-        setup(&target, &clock);
-        (target, clock)
-    };
-    let serial = serially(move || {
-        permutations(ops.len())
-            .into_iter()
-            .map(|order| {
-                let (target, clock) = start();
-                let mut got = vec![None; ops.len()];
-                for &i in &order {
-                    got[i] = Some(apply(&target, ops[i]));
-                }
-                let got: Vec<Got> = got.into_iter().map(Option::unwrap).collect();
-                let seen = observe(&target, &clock);
-                // The expected schedule (computed from the docs' formula) holds serially.
-                assert_schedule(ops, &got, &seen, usize::MAX);
-                (format!("serial {order:?}"), got, seen)
-            })
-            .collect::<Vec<_>>()
-    });
+    let race = Race { make, setup, ops };
+    let serial: Vec<_> = serial_outcomes(&race)
+        .into_iter()
+        .map(|(order, got, seen)| {
+            // The expected schedule (computed from the docs' formula) holds serially.
+            assert_schedule(ops, &got, &seen, usize::MAX);
+            (format!("serial {order:?}"), got, seen)
+        })
+        .collect();
     let most = serial
         .iter()
         .map(|(_, g, _)| g.iter().filter(|g| g.admitted().is_some()).count())
         .max()
         .unwrap_or(0);
-    let distinct: BTreeSet<String> = serial
-        .iter()
-        .map(|(_, g, s)| format!("{g:?}{s:?}"))
-        .collect();
-    let reached = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let outcomes = std::sync::Arc::clone(&reached);
-    let table = serial.clone();
-    model(name, move || {
-        let (target, clock) = start();
-        let target = Arc::new(target);
-        let (last, spawned) = ops.split_last().expect("at least one op");
-        let handles: Vec<_> = spawned
-            .iter()
-            .map(|&op| {
-                let target = Arc::clone(&target);
-                thread::spawn(move || apply(&*target, op))
-            })
-            .collect();
-        let mine = apply(&*target, *last);
-        let mut got: Vec<Got> = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        got.push(mine);
-        let seen = observe(&*target, &clock);
-        assert_schedule(ops, &got, &seen, most);
-        extra(&got, &seen);
-        let label = assert_serial(&table, &got, &seen);
-        let (_, g, s) = table.iter().find(|(l, _, _)| *l == label).unwrap();
-        outcomes.lock().unwrap().insert(format!("{g:?}{s:?}"));
+    let matched = check_linearizable(name, &race, serial.clone(), move |got, seen| {
+        assert_schedule(ops, got, seen, most);
+        extra(got, seen);
     });
-    let reached = reached.lock().unwrap().len();
-    eprintln!(
-        "  {name}: {reached} of {} distinct serial outcomes reached",
-        distinct.len()
-    );
+    let (distinct, reached) = coverage(&serial, &matched);
+    eprintln!("  {name}: {reached} of {distinct} distinct serial outcomes reached");
     // At bound 1 loom does not reach every outcome of the three-thread model (4 of 5,
     // measured), so the coverage is asserted at bound 2 or more and in the exhaustive search,
     // as in `admission.rs`.
-    if !matches!(loom::model::Builder::new().preemption_bound, Some(b) if b < 2) {
+    if coverage_required() {
         assert_eq!(
-            reached,
-            distinct.len(),
+            reached, distinct,
             "{name}: some serial outcome was never reached"
         );
     }

@@ -8,7 +8,8 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
-use cellgate::clock::Clock;
+use cellgate::clock::{Clock, ManualClock};
+use cellgate::{Decision, KeyedLimiter, SlidingLog};
 use loom::sync::atomic::AtomicU64;
 
 /// Model-checks `f` with a loom builder configured from the environment
@@ -93,6 +94,472 @@ pub fn permutations(n: usize) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     go(&mut Vec::new(), n, &mut out);
     out
+}
+
+/// A peek, then unit checks until the first denial (at most `most + 1` of them): what a key's
+/// state looks like to the public API. Two cells that drain alike hold the same state (a
+/// peek's `reset_after` is `TAT - now` while `TAT > now`, and the checks count what is left).
+pub fn drain(
+    peek: impl Fn() -> Decision,
+    check: impl Fn() -> Decision,
+    most: u32,
+) -> Vec<Decision> {
+    let mut seen = vec![peek()];
+    for _ in 0..=most {
+        let d = check();
+        seen.push(d);
+        if !d.is_allowed() {
+            break;
+        }
+    }
+    seen
+}
+
+/// What a model thread gets back from a keyed limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Got {
+    Decision(Decision),
+    Evicted(usize),
+    Refunded(bool),
+}
+
+impl Got {
+    pub fn admitted(&self) -> bool {
+        matches!(self, Got::Decision(d) if d.is_allowed())
+    }
+}
+
+/// Requests admitted among the threads' results.
+pub fn admitted(got: &[Got]) -> usize {
+    got.iter().filter(|g| g.admitted()).count()
+}
+
+/// Checks admitted in one key's observation (after the leading peek, which admits nothing).
+pub fn drained(seen: &[Decision]) -> usize {
+    seen[1..].iter().filter(|d| d.is_allowed()).count()
+}
+
+/// The keyed limiters the models observe (`KeyedLimiter` in either store, `SlidingLog`), with
+/// `u64` keys, as [`observe_keys`] and [`observe_at`] read them.
+pub trait Keyed {
+    fn check_key(&self, key: u64) -> Decision;
+    fn peek_key(&self, key: u64) -> Decision;
+    /// Keys held.
+    fn held(&self) -> usize;
+    /// New keys refused at the bound.
+    fn refused_keys(&self) -> u64;
+    /// Keys dropped as idle, where the limiter counts them.
+    fn evicted_keys(&self) -> Option<u64>;
+    /// `evict_idle()`.
+    fn sweep(&self) -> usize;
+    /// `refund(key, n)`, where the limiter has it.
+    fn refund_key(&self, key: u64, n: u32) -> bool;
+}
+
+/// `Keyed` for a limiter type with the same-named inherent methods; `$evicted` reads its
+/// eviction count, if it keeps one.
+macro_rules! keyed {
+    ($limiter:ident, $evicted:expr, $refund:expr) => {
+        impl<C: Clock> Keyed for $limiter<u64, C> {
+            fn check_key(&self, key: u64) -> Decision {
+                self.check(&key)
+            }
+            fn peek_key(&self, key: u64) -> Decision {
+                self.peek(&key)
+            }
+            fn held(&self) -> usize {
+                self.len()
+            }
+            fn refused_keys(&self) -> u64 {
+                self.refused()
+            }
+            fn evicted_keys(&self) -> Option<u64> {
+                let evicted: fn(&Self) -> Option<u64> = $evicted;
+                evicted(self)
+            }
+            fn sweep(&self) -> usize {
+                self.evict_idle()
+            }
+            fn refund_key(&self, key: u64, n: u32) -> bool {
+                let refund: fn(&Self, u64, u32) -> bool = $refund;
+                refund(self, key, n)
+            }
+        }
+    };
+}
+
+keyed!(KeyedLimiter, |l| Some(l.evicted()), |l, key, n| l
+    .refund(&key, n));
+keyed!(SlidingLog, |_| None, |_, _, _| unreachable!(
+    "a sliding log has no refund"
+));
+
+/// A GCRA quota of `burst` requests per `burst * t` ns with burst `burst`: emission interval
+/// exactly `t`.
+pub fn burst_quota(burst: u32, t: u64) -> cellgate::Quota {
+    let period = std::time::Duration::from_nanos(t * u64::from(burst));
+    cellgate::Quota::new(burst, period).with_burst(burst)
+}
+
+/// What one thread does to a keyed limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedOp {
+    Check(u64),
+    EvictIdle,
+    Peek(u64),
+    Refund(u64, u32),
+}
+
+/// A scenario on a keyed limiter (the table, the exact map, the sliding log): each model file
+/// describes its limiter and setup, and the blanket [`Scenario`] impl runs the operations and
+/// observes every key with [`observe_keys`].
+pub trait KeyedScenario: Clone + Send + Sync + 'static {
+    type Limiter: Keyed + Send + Sync + 'static;
+
+    /// How far the observation moves the clock for its second look (an interval, a window).
+    const LATER_NS: u64;
+    /// Whether `evicted()` is part of the observed state.
+    const OBSERVE_EVICTED: bool = true;
+
+    /// The model's instant.
+    const NOW: u64;
+
+    /// A fresh limiter on `clock` (already at the model's instant), with the setup applied.
+    fn limiter(&self, clock: &ManualClock) -> Self::Limiter;
+
+    fn parts(&self) -> Parts<'_>;
+}
+
+/// What a [`KeyedScenario`] runs and observes.
+pub struct Parts<'a> {
+    /// One operation per thread.
+    pub ops: &'a [KeyedOp],
+    /// The keys whose state is observed.
+    pub keys: &'a [u64],
+    /// The most checks a key can admit (its burst or limit).
+    pub most: u32,
+}
+
+impl<K: KeyedScenario> Scenario for K {
+    type Subject = K::Limiter;
+    type Clock = ManualClock;
+    type Op = KeyedOp;
+    type Got = Got;
+    type Observed = KeyedObserved;
+
+    fn ops(&self) -> &[KeyedOp] {
+        self.parts().ops
+    }
+
+    fn start(&self) -> (K::Limiter, ManualClock) {
+        let clock = ManualClock::new();
+        clock.set_ns(K::NOW);
+        (self.limiter(&clock), clock)
+    }
+
+    fn apply(&self, lim: &K::Limiter, op: KeyedOp) -> Got {
+        match op {
+            KeyedOp::Check(key) => Got::Decision(lim.check_key(key)),
+            KeyedOp::EvictIdle => Got::Evicted(lim.sweep()),
+            KeyedOp::Peek(key) => Got::Decision(lim.peek_key(key)),
+            KeyedOp::Refund(key, n) => Got::Refunded(lim.refund_key(key, n)),
+        }
+    }
+
+    fn observe(&self, lim: &K::Limiter, clock: &ManualClock) -> KeyedObserved {
+        let Parts { keys, most, .. } = self.parts();
+        let seen = observe_keys(lim, keys, most, || clock.advance_ns(K::LATER_NS));
+        KeyedObserved {
+            evicted: seen.evicted.filter(|_| K::OBSERVE_EVICTED),
+            ..seen
+        }
+    }
+}
+
+/// [`check_behind_the_sweep`] for a keyed limiter with a limit of 1 per `interval` ns: `make`
+/// builds it on the clock, `key` is admitted at `now` and the clock set to `before`; the
+/// thread's check and the sweep race while the main thread moves the clock to `after`; the
+/// state is observed at `after` and one interval later ([`observe_at`]).
+pub fn keyed_check_behind_the_sweep<L: Keyed + Send + Sync + 'static>(
+    name: &str,
+    key: u64,
+    [now, before, after, interval]: [u64; 4],
+    make: impl Fn(&LoomClock) -> L + Send + Sync + 'static,
+    assert_run: impl Fn(&(Decision, usize), &(usize, Vec<Decision>)) + Send + Sync + 'static,
+) -> BTreeSet<String> {
+    check_behind_the_sweep(
+        name,
+        [before, after],
+        move |clock| {
+            let lim = make(clock);
+            clock.set(now);
+            assert!(lim.check_key(key).is_allowed());
+            clock.set(before);
+            lim
+        },
+        move |lim: &L| lim.check_key(key),
+        |lim: &L| lim.sweep(),
+        move |lim: &L, clock| observe_at(lim, clock, key, [after, after + interval], 1),
+        assert_run,
+    )
+}
+
+/// The assertions of the insert-race models (two checks of one new key with a burst or limit
+/// of 1): exactly one admitted, one entry for the key, nothing left now (no admission lost)
+/// and exactly one more after the observation's later instant.
+pub fn assert_one_admission_one_entry(got: &[Got], seen: &KeyedObserved) {
+    assert_eq!(admitted(got), 1, "exactly one admitted: {got:#?}");
+    assert_eq!(seen.len, 1, "exactly one entry for the key: {seen:#?}");
+    assert_eq!(drained(&seen.now[0]), 0, "an admission was lost: {seen:#?}");
+    assert_eq!(drained(&seen.later[0]), 1, "{seen:#?}");
+}
+
+/// The assertion of the GCRA behind-the-sweep models (burst 1, emission interval `t`): the
+/// check may be admitted only a whole interval after the admission at the model's start, so
+/// its TAT, seen by the first peek of [`observe_at`], is at least `t` ahead.
+pub fn admitted_a_whole_interval_later(
+    t: u64,
+) -> impl Fn(&(Decision, usize), &(usize, Vec<Decision>)) + Send + Sync + 'static {
+    move |got, seen| {
+        if got.0.is_allowed() {
+            assert!(
+                seen.1[0].reset_after_ns() >= t,
+                "admitted less than one interval after the previous admission: {got:#?} {seen:#?}"
+            );
+        }
+    }
+}
+
+/// The assertions of the `evict_idle_races_check` models (`ops = [check(k), evict_idle()]`
+/// on an idle key `k` with a burst or limit of 1): the check is admitted, `evict_idle()`
+/// returns 0 or 1, and the admission is never lost to a removed entry (a further check at the
+/// same instant is denied); `k` is held exactly once.
+pub fn assert_eviction_kept_the_admission(got: &[Got], seen: &KeyedObserved) {
+    assert!(
+        got[0].admitted(),
+        "the idle key has its whole burst: {got:#?}"
+    );
+    assert!(matches!(got[1], Got::Evicted(0 | 1)), "{got:#?}");
+    assert_eq!(
+        drained(&seen.now[0]),
+        0,
+        "the admission was lost: a further check at the same instant was admitted: {seen:#?}"
+    );
+    assert_eq!(seen.len, 1, "the key is held exactly once: {seen:#?}");
+}
+
+/// The final state of a keyed limiter as far as the public API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedObserved {
+    pub len: usize,
+    /// New keys refused because the store was full of live keys.
+    pub refused: u64,
+    /// Keys dropped as idle (by `evict_idle` or by a sweep at the bound), where counted.
+    pub evicted: Option<u64>,
+    /// Per key: a peek now, then checks until the first denial.
+    pub now: Vec<Vec<Decision>>,
+    /// The same per key after `later` moved the clock.
+    pub later: Vec<Vec<Decision>>,
+}
+
+/// Observes `lim`: its counters, then every key of `keys` drained ([`drain`], at most
+/// `most + 1` checks) now and again after `later` (which moves the clock on). Equal
+/// observations mean equal states for every key (`peek().reset_after()` is `TAT - now` while
+/// `TAT > now`, and the checks count what is left).
+pub fn observe_keys(
+    lim: &impl Keyed,
+    keys: &[u64],
+    most: u32,
+    later: impl FnOnce(),
+) -> KeyedObserved {
+    let (len, refused, evicted) = (lim.held(), lim.refused_keys(), lim.evicted_keys());
+    let drain_all = || {
+        keys.iter()
+            .map(|&k| drain(|| lim.peek_key(k), || lim.check_key(k), most))
+            .collect()
+    };
+    let now = drain_all();
+    later();
+    KeyedObserved {
+        len,
+        refused,
+        evicted,
+        now,
+        later: drain_all(),
+    }
+}
+
+/// The observation of the behind-the-sweep models: keys held, then at each of `instants` a peek
+/// of `key` and checks until the first denial (at most `most + 1`).
+pub fn observe_at(
+    lim: &impl Keyed,
+    clock: &LoomClock,
+    key: u64,
+    instants: [u64; 2],
+    most: u32,
+) -> (usize, Vec<Decision>) {
+    let mut seen = Vec::new();
+    for t in instants {
+        clock.set(t);
+        seen.extend(drain(|| lim.peek_key(key), || lim.check_key(key), most));
+    }
+    (lim.held(), seen)
+}
+
+/// A linearizability scenario: a subject (a limiter) built fresh for every run, one operation
+/// per thread, and an observation of the state the run leaves behind.
+///
+/// [`check_linearizable`] model-checks it: every explored execution's results and final state
+/// must be those of running the same operations one after another, in some order
+/// ([`serial_outcomes`]), on a fresh subject.
+pub trait Scenario: Clone + Send + Sync + 'static {
+    type Subject: Send + Sync + 'static;
+    /// What [`Scenario::observe`] needs besides the subject (the clock it reads, to move it).
+    type Clock: 'static;
+    type Op: Copy + Debug + Send + Sync + 'static;
+    type Got: Clone + PartialEq + Debug + Send + Sync + 'static;
+    type Observed: Clone + PartialEq + Debug + Send + Sync + 'static;
+
+    /// Whether the last operation runs on the main thread (one thread fewer to spawn), or on a
+    /// spawned thread like the others.
+    const LAST_ON_MAIN: bool = true;
+
+    /// One operation per thread.
+    fn ops(&self) -> &[Self::Op];
+
+    /// A fresh subject with the scenario's setup applied, and its clock.
+    fn start(&self) -> (Self::Subject, Self::Clock);
+
+    fn apply(&self, subject: &Self::Subject, op: Self::Op) -> Self::Got;
+
+    /// The final state as far as the public API can tell (may move the clock).
+    fn observe(&self, subject: &Self::Subject, clock: &Self::Clock) -> Self::Observed;
+}
+
+/// One run of a scenario: the order its operations ran in (indices into `ops`), the results
+/// (indexed like `ops`) and the final state.
+pub type Outcome<S> = (
+    Vec<usize>,
+    Vec<<S as Scenario>::Got>,
+    <S as Scenario>::Observed,
+);
+
+/// Every serial order's outcome, tabulated once (in a one-thread loom execution, see
+/// [`serially`]) before the concurrent exploration.
+pub fn serial_outcomes<S: Scenario>(s: &S) -> Vec<Outcome<S>> {
+    let s = s.clone();
+    serially(move || {
+        permutations(s.ops().len())
+            .into_iter()
+            .map(|order| {
+                let (subject, clock) = s.start();
+                let mut got = vec![None; s.ops().len()];
+                for &i in &order {
+                    got[i] = Some(s.apply(&subject, s.ops()[i]));
+                }
+                let got = got.into_iter().map(Option::unwrap).collect();
+                let seen = s.observe(&subject, &clock);
+                (order, got, seen)
+            })
+            .collect()
+    })
+}
+
+/// Runs `ops[i]` on thread `i` (the last one on the main thread if [`Scenario::LAST_ON_MAIN`]),
+/// all on one subject; returns the results (indexed like `ops`), the subject (every thread
+/// joined: all writes visible) and its clock.
+pub fn run_concurrently<S: Scenario>(s: &S) -> (Vec<S::Got>, S::Subject, S::Clock) {
+    let (subject, clock) = s.start();
+    let subject = loom::sync::Arc::new(subject);
+    let (spawned, mine) = match s.ops().split_last() {
+        Some((&last, rest)) if S::LAST_ON_MAIN => (rest, Some(last)),
+        _ => (s.ops(), None),
+    };
+    let handles: Vec<_> = spawned
+        .iter()
+        .map(|&op| {
+            let (s, subject) = (s.clone(), loom::sync::Arc::clone(&subject));
+            loom::thread::spawn(move || s.apply(&subject, op))
+        })
+        .collect();
+    let mine = mine.map(|op| s.apply(&subject, op));
+    let mut got: Vec<S::Got> = handles
+        .into_iter()
+        .map(|h| h.join().expect("model thread panicked"))
+        .collect();
+    got.extend(mine);
+    let subject = loom::sync::Arc::try_unwrap(subject)
+        .unwrap_or_else(|_| panic!("threads still hold the limiter"));
+    (got, subject, clock)
+}
+
+/// Model-checks `s`: every explored execution's results and final state must be one of
+/// `accepted` (the serial outcomes, plus whatever the model documents; see [`assert_serial`]),
+/// and `each` (the scenario's own assertions) must hold on it. Returns the labels of the
+/// accepted outcomes the executions matched (also printed).
+pub fn check_linearizable<S, L>(
+    name: &str,
+    s: &S,
+    accepted: Vec<(L, Vec<S::Got>, S::Observed)>,
+    each: impl Fn(&[S::Got], &S::Observed) + Send + Sync + 'static,
+) -> BTreeSet<L>
+where
+    S: Scenario,
+    L: Clone + Debug + Ord + Send + Sync + 'static,
+{
+    let s = s.clone();
+    let matched = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen_labels = Arc::clone(&matched);
+    model(name, move || {
+        let (got, subject, clock) = run_concurrently(&s);
+        let seen = s.observe(&subject, &clock);
+        each(&got, &seen);
+        let label = assert_serial(&accepted, &got, &seen);
+        seen_labels.lock().unwrap().insert(label);
+    });
+    let matched = matched.lock().unwrap().clone();
+    eprintln!("  {name}: outcomes matched {matched:?}");
+    matched
+}
+
+/// How many distinct outcomes (results and state) `outcomes` holds, and how many of them the
+/// labels in `matched` reach. [`assert_serial`] names the first matching outcome, so distinct
+/// labels matched are distinct outcomes reached.
+pub fn coverage<L: Ord, G: Debug, O: Debug>(
+    outcomes: &[(L, G, O)],
+    matched: &BTreeSet<L>,
+) -> (usize, usize) {
+    let key = |(_, g, s): &(L, G, O)| format!("{g:?}{s:?}");
+    let distinct: BTreeSet<String> = outcomes.iter().map(key).collect();
+    let reached: BTreeSet<String> = outcomes
+        .iter()
+        .filter(|o| matched.contains(&o.0))
+        .map(key)
+        .collect();
+    (distinct.len(), reached.len())
+}
+
+/// Where the serial runs have two different outcomes, loom reached at least two (the race was
+/// explored both ways).
+pub fn assert_race_went_both_ways<L: Ord + Debug, G: Debug, O: Debug>(
+    name: &str,
+    outcomes: &[(L, G, O)],
+    matched: &BTreeSet<L>,
+) {
+    let (distinct, reached) = coverage(outcomes, matched);
+    if distinct > 1 {
+        assert!(
+            reached > 1,
+            "{name}: the race was explored one way only: {matched:?}"
+        );
+    }
+}
+
+/// Whether the exploration must reach every serial outcome: at a preemption bound of 2 or more
+/// (the CI bound is 3) or with none (exhaustive). At a bound of 1 loom cannot reach some of the
+/// three-thread models' outcomes.
+pub fn coverage_required() -> bool {
+    !matches!(loom::model::Builder::new().preemption_bound, Some(b) if b < 2)
 }
 
 /// A constant per-instance seed for aHash.
