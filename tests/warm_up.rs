@@ -1,6 +1,6 @@
 //! Warm-up limiters through the public API: eviction is lossless, both stores and the direct
 //! limiter agree, a clock that goes backwards gains nothing, and cancelling the last
-//! reservation is exact. (The algorithm's own model tests are in `src/algorithm/warm_up.rs`.)
+//! reservation is exact. (The algorithm's own model tests are in `src/algorithm/warm_up/mod.rs`.)
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //!
 //! # The model
 //!
-//! Written from the module docs of `src/algorithm/warm_up.rs` and the `Limiter::warm_up` docs
+//! Written from the module docs of `src/algorithm/warm_up/mod.rs` and the `Limiter::warm_up` docs
 //! (not from the code). Stable interval `I = period / count` (integer ns), warm-up period `W`
 //! (ns), `M = W / I` stored permits at most. The state is `(next_free, m)`: `next_free` in whole
 //! µs, `m` the permits *missing* from a full store in fixed point with `F = 16 - bits(ceil(M))`

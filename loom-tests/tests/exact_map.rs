@@ -1,9 +1,9 @@
 //! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built without
 //! `max_keys` or with `exact_keys()`, whose cells live in a dashmap (`Store::Map` in
-//! `src/keyed.rs`), shared by loom threads.
+//! `src/limiter/keyed/mod.rs`), shared by loom threads.
 //!
 //! dashmap is not loom-aware; under `cfg(loom)` the store's map is a loom-visible stand-in
-//! (`src/exact_map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
+//! (`src/sync/map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
 //! discipline (lookups under the read lock, kept while the caller updates the cell; `entry`
 //! under the write lock, kept while an occupied entry is decided on or a vacant one filled;
 //! `retain` judging and removing under the write lock). The keyed limiter's own code (the hit

@@ -1,5 +1,5 @@
 //! Loom models of a runtime quota change (`set_quota`) racing checks, on the real direct
-//! `Limiter`: its GCRA parameters live in a seqlock of four words (`src/setting.rs`), whose
+//! `Limiter`: its GCRA parameters live in a seqlock of four words (`src/sync/seqlock.rs`), whose
 //! sequence number and words are loom atomics under `cfg(loom)`, so loom explores a reader's
 //! loads between a writer's stores (and stale values of each word).
 //!

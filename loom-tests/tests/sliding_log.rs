@@ -2,8 +2,8 @@
 //! (`KeyedLimiter::sliding_log`), shared by loom threads.
 //!
 //! Each key's log sits behind its own mutex inside the exact map. Under `cfg(loom)` that mutex
-//! is a loom `Mutex` (`src/sync.rs`) and the map is the loom-visible stand-in for dashmap
-//! (`src/exact_map.rs`: one shard behind a loom `RwLock`), so loom explores the lookups (read
+//! is a loom `Mutex` (`src/sync/mod.rs`) and the map is the loom-visible stand-in for dashmap
+//! (`src/sync/map.rs`: one shard behind a loom `RwLock`), so loom explores the lookups (read
 //! lock), the per-key mutex, the insert of a new key (`entry`, write lock) and the sweep
 //! (`retain`, write lock, locking each log to judge it) against each other. The algorithm
 //! inside the lock (`Log::step`) is the shipped code.

@@ -1,4 +1,4 @@
-//! Loom models of the hot-key mode (`cellgate::StripedLimiter`, `src/striped.rs`): one quota or
+//! Loom models of the hot-key mode (`cellgate::StripedLimiter`, `src/limiter/striped/mod.rs`): one quota or
 //! stock split over several cells (loom `AtomicU64`s), each updated by the crate's one
 //! compare-and-swap loop, with checks that fall back from stripe to stripe and stock requests
 //! that gather units from several stripes and give them back when they cannot gather enough.

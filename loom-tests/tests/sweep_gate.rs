@@ -1,6 +1,6 @@
 //! Loom model of a full bounded store making room: two threads ask for two new keys while the
 //! table is at `max_keys` and holds one idle key. Both go through the real insert path, the
-//! global bound, the sweep gate (`src/sweep.rs`, whose flag and timestamp are loom atomics
+//! global bound, the sweep gate (`src/sync/sweep_gate.rs`, whose flag and timestamp are loom atomics
 //! under `cfg(loom)`) and the sweep itself (per-shard loom mutex, loom-visible 16-byte slots).
 //!
 //! What any interleaving must give:

@@ -1,8 +1,8 @@
 //! Loom models of the bounded fingerprint table: the real `cellgate::KeyedLimiter` built with
-//! `max_keys` (so `src/table.rs` is its store), shared by loom threads.
+//! `max_keys` (so `src/store/table/mod.rs` is its store), shared by loom threads.
 //!
 //! Under `cfg(loom)` the table's per-shard writer lock is a loom `Mutex` and each 16-byte slot
-//! is a loom-visible stand-in for `AtomicU128` (see `src/sync.rs`), so loom explores the lock-free
+//! is a loom-visible stand-in for `AtomicU128` (see `src/sync/mod.rs`), so loom explores the lock-free
 //! probe, the slot compare-and-swap, the insert under the lock (with its re-probe) and the
 //! sweep's TOMB/EMPTY handling, interleaved with each other.
 //!

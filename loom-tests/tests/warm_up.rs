@@ -1,4 +1,4 @@
-//! Loom models of the warm-up algorithm (Guava's `SmoothWarmingUp`, `src/algorithm/warm_up.rs`):
+//! Loom models of the warm-up algorithm (Guava's `SmoothWarmingUp`, `src/algorithm/warm_up/mod.rs`):
 //! the real `cellgate::Limiter::warm_up` (one `Cell`, a loom `AtomicU64`, driven by the same
 //! compare-and-swap loop as GCRA) and `KeyedLimiter::warm_up` with `max_keys` (the bounded
 //! table: loom-visible slots and shard lock), shared by loom threads.
