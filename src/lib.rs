@@ -128,13 +128,6 @@ mod quota;
 mod store;
 mod sync;
 
-// The old module paths, for the files other branches are still editing on the old layout
-// (their `use crate::cell::..`, `crate::policy::..`, `crate::reservation::..`); drop these once
-// those branches are merged and their imports point at the new paths.
-use admission::reservation;
-use limiter::policy;
-use sync::cell;
-
 pub use admission::gate::{check_all, check_all_in, Gate, MultiDecision};
 pub use admission::reservation::Reservation;
 #[cfg(feature = "async")]

@@ -25,8 +25,8 @@
 //! the lookups at the same time are both charged, so a zone can go past its burst under
 //! concurrency. Here the check is the charge, and a rejection gives back what it took.
 
+use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
-use crate::reservation::Reservation;
 use std::time::Duration;
 
 /// A limiter and key that [`check_all`] can charge and roll back: a [`Limiter`](crate::Limiter),

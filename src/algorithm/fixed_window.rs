@@ -75,9 +75,9 @@ pub(crate) struct FixedWindow {
 
 impl FixedWindow {
     /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::policy::Policy {
-        crate::policy::Policy::new(
-            crate::policy::PolicyKind::FixedWindow,
+    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
+        crate::limiter::policy::Policy::new(
+            crate::limiter::policy::PolicyKind::FixedWindow,
             self.limit,
             Some(std::time::Duration::from_nanos(self.window.get())),
             None,

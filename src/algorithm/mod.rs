@@ -12,9 +12,9 @@ pub(crate) mod stock;
 pub(crate) mod warm_up;
 pub(crate) mod window;
 
+use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::reservation::Reservation;
 
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;

@@ -210,9 +210,9 @@ struct View {
 
 impl SlidingWindow {
     /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::policy::Policy {
-        crate::policy::Policy::new(
-            crate::policy::PolicyKind::SlidingWindow,
+    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
+        crate::limiter::policy::Policy::new(
+            crate::limiter::policy::PolicyKind::SlidingWindow,
             self.limit,
             Some(std::time::Duration::from_nanos(self.window.get())),
             None,

@@ -5,11 +5,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::admission::reservation::Reservation;
 use crate::algorithm::sliding_log::{Log, LogConfig};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::reservation::Reservation;
 // dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
 use crate::limiter::keyed::Hasher;
 use crate::store::stats::StoreCounters;

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::admission::reservation::Reservation;
 use crate::algorithm::{Algorithm, Gcra, Stock};
-use crate::cell::Cell;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::policy::Policy;
+use crate::limiter::policy::Policy;
 use crate::quota::{GcraParams, Quota};
-use crate::reservation::Reservation;
+use crate::sync::cell::Cell;
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
