@@ -603,8 +603,12 @@ pub fn run(input: &Input) -> Stats {
     if let Some(m) = input.max_keys {
         keyed_builder = keyed_builder.max_keys(usize::from(m));
     }
-    if input.exact_keys {
+    // The model describes the fixed-capacity table (a bound without `exact_keys`) and the exact
+    // map (otherwise); the growing table reclaims idle keys on inserts, which it does not model.
+    if input.exact_keys || input.max_keys.is_none() {
         keyed_builder = keyed_builder.exact_keys();
+    } else {
+        keyed_builder = keyed_builder.fixed_capacity();
     }
     let keyed = keyed_builder.build();
 
