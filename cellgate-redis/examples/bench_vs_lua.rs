@@ -70,17 +70,7 @@ fn script_calls(url: &str) -> u64 {
         .arg("commandstats")
         .query(&mut c)
         .expect("INFO");
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    cellgate_redis::script_calls(&info)
 }
 
 fn lua_bucket(o: &Opts, key: &str) -> Sample {

@@ -17,18 +17,7 @@ use std::time::Instant;
 fn script_calls(url: &str) -> Result<u64, redis::RedisError> {
     let mut c = redis::Client::open(url)?.get_connection()?;
     let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c)?;
-    Ok(info
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
+    Ok(cellgate_redis::script_calls(&info))
 }
 
 fn main() -> ExitCode {

@@ -245,3 +245,30 @@ impl LeaseClient {
         })
     }
 }
+
+/// The client calls that ran scripts (`EVAL`, `EVALSHA`, `SCRIPT ...`) in the text of an
+/// `INFO commandstats` reply: the round trips a limiter made to Redis (the commands a script
+/// runs inside Redis are not round trips and are not counted). Lines it cannot read count 0.
+///
+/// # Examples
+///
+/// ```
+/// let info = "# Commandstats\r\n\
+///             cmdstat_evalsha:calls=40,usec=900,usec_per_call=22.50\r\n\
+///             cmdstat_script|load:calls=2,usec=30,usec_per_call=15.00\r\n\
+///             cmdstat_get:calls=7,usec=10,usec_per_call=1.43\r\n";
+/// assert_eq!(cellgate_redis::script_calls(info), 42);
+/// ```
+pub fn script_calls(info: &str) -> u64 {
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}

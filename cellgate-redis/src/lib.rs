@@ -57,6 +57,6 @@ mod shared;
 mod task;
 
 pub use builder::FleetBuilder;
-pub use client::{keys, Kind, LeaseClient, Op, Reply};
+pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::FleetError;
 pub use fleet::{Fleet, FleetState, FleetStats};

@@ -100,17 +100,7 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.connection().unwrap())
             .unwrap();
-        info.lines()
-            .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
+        cellgate_redis::script_calls(&info)
     }
 
     pub fn hgetall(&self, key: &str) -> std::collections::HashMap<String, String> {
