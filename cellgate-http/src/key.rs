@@ -349,10 +349,11 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
+    /// A request head with `headers` and, if given, a peer address (as the connect info).
+    pub(crate) fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
         let mut b = http::Request::builder();
         for (k, v) in headers {
             b = b.header(*k, *v);
@@ -364,7 +365,7 @@ mod tests {
         req.into_parts().0
     }
 
-    fn ip(s: &str) -> IpAddr {
+    pub(crate) fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
     }
 

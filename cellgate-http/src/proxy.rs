@@ -175,26 +175,10 @@ impl KeyExtractor for TrustedProxies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::PeerAddr;
+    use crate::key::tests::{ip, parts};
     use http::StatusCode;
     use proptest::prelude::*;
     use std::net::Ipv4Addr;
-
-    fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
-        let mut b = http::Request::builder();
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        let mut req = b.body(()).unwrap();
-        if let Some(p) = peer {
-            req.extensions_mut().insert(PeerAddr(p.parse().unwrap()));
-        }
-        req.into_parts().0
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn forwarded_headers_from_untrusted_peers_are_ignored() {
