@@ -19,6 +19,7 @@
 //! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
+//! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
@@ -233,6 +234,42 @@ fn main() {
             let ks = keys(checks.min(1_000_000), 4);
             start = Instant::now();
             run_single(&l, &ks, ks.len())
+        }
+        "gov1k" | "gov1m" | "gov_insert1m" => {
+            // governor's keyed limiter (its default dashmap store and clock), with the same
+            // quota, on the same keys as `table1k`, `table1m` and `insert1m`: the peer for the
+            // ratios, in the same process.
+            let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
+            let q = governor::Quota::with_period(Duration::from_secs(1_000))
+                .expect("non-zero period")
+                .allow_burst(nz(10_000_000));
+            let l = governor::RateLimiter::<u64, _, _>::keyed(q);
+            let run = |ks: &[u64], checks: usize| {
+                let mut allowed = 0;
+                for i in 0..checks {
+                    allowed += usize::from(l.check_key(black_box(&ks[i % ks.len()])).is_ok());
+                }
+                allowed
+            };
+            match name {
+                "gov1k" => {
+                    let ks = keys(1_000, 1);
+                    run(&ks, ks.len());
+                    start = Instant::now();
+                    run(&ks, checks)
+                }
+                "gov1m" => {
+                    run(&keys(1_000_000, 2), 1_000_000);
+                    let probes = keys(1_000_000, 3);
+                    start = Instant::now();
+                    run(&probes, checks)
+                }
+                _ => {
+                    let ks = keys(checks.min(1_000_000), 4);
+                    start = Instant::now();
+                    run(&ks, ks.len())
+                }
+            }
         }
         "direct_manual" | "gov_direct_manual" => {
             // As `direct/manual_clock` in benches/gcra.rs: 1 unit per µs, burst 1000.

@@ -4,8 +4,9 @@
 //! # Layout
 //!
 //! ```text
-//! table:  shards (a power of two, fixed at build)
-//! shard:  Swap<Array> (the current slot array)  +  a mutex for writers (and the live count)
+//! table:  shards (a power of two, fixed at build)  +  the published set of their arrays
+//! shard:  a lock for writers, guarding its live count and its current slot array
+//! array:  a frozen flag  +  slots
 //! slot:   | fingerprint: AtomicU64 | state: AtomicU64 |     fingerprint 0 = EMPTY
 //! ```
 //!
@@ -24,51 +25,54 @@
 //! alone is exact. (The fixed table must CAS fingerprint and state together in 16 bytes because
 //! it reuses slots in place, where a state CAS alone could land on another key: ABA.)
 //!
-//! * **A check** loads the shard's current array (an arc-swap guard: a thread-local write, no
-//!   shared one), probes from the home slot (fingerprint loads with Acquire) to its fingerprint
-//!   (hit) or an EMPTY slot (miss), and on a hit runs the step function in a CAS loop on the
-//!   state word. Lock-free: no lock, no wait. It drops the guard before anything else.
-//! * **A miss** takes the shard's lock and probes again (a miss can be an insert in flight, or
-//!   a rebuild: see below). Found: update it. Absent: run the step on the fresh word; if it
-//!   writes, and the ceiling admits one more key, and the array has room, publish
-//!   `(fingerprint, state)` in the first EMPTY slot of the probe run (state, then fingerprint
-//!   with Release). Readers never write fingerprints and writers hold the lock, so that EMPTY
-//!   slot is still EMPTY.
+//! * **A check** takes the table's arrays from its thread's cache (a thread-local reference to
+//!   the set the thread last saw, renewed only when a rebuild has published a newer one: a
+//!   load of the table's generation, no shared write), probes from the home slot (fingerprint
+//!   loads with Acquire) to its fingerprint (hit) or an EMPTY slot (miss), and on a hit runs the
+//!   step function in a CAS loop on the state word, checking after every load of the word that
+//!   the array is not frozen. Lock-free: no lock, no wait, no shared write but its own CAS.
+//! * **A miss, or a frozen array,** takes the shard's lock and probes the shard's current array
+//!   (a miss can be an insert in flight; a frozen array, a rebuild). Found: update it. Absent:
+//!   run the step on the fresh word; if it writes, and the ceiling admits one more key, and the
+//!   array has room, publish `(fingerprint, state)` in the first EMPTY slot of the probe run
+//!   (state, then fingerprint with Release). Readers never write fingerprints and writers hold
+//!   the lock, so that EMPTY slot is still EMPTY.
 //! * **A rebuild** (under the shard's lock) happens when an insert finds the array at its load
 //!   limit (85%), or a sweep finds idle keys in the shard:
-//!   1. the shard's array is swapped for a shared, empty *closed* array: every later check of
-//!      the shard misses and takes the lock, where it waits for the rebuild to finish;
-//!   2. **grace period**: wait until no reader still holds the old array (`Arc::get_mut`
-//!      succeeds): every check that loaded it has finished its CAS loop, and its writes are
-//!      visible (the reference drop releases, `get_mut` acquires);
-//!   3. read the settled states; drop the idle ones (reclaiming on the insert path, as nginx
+//!   1. **freeze** the current array: set its frozen flag, then flip every key's state word
+//!      with one atomic read-modify-write each, which returns the word's final value. A check's
+//!      CAS that landed before the flip is in that value; one after it fails (the word
+//!      changed), and the check, having loaded the flipped word, sees the flag (the flip
+//!      releases, the check's load acquires) and goes to the lock, where it waits for the
+//!      rebuild. No admission is lost and none lands on the old array later;
+//!   2. drop the idle keys among the final states (reclaiming on the insert path, as nginx
 //!      frees idle nodes when an allocation fails), and place the others in a new array sized
 //!      for them (load 0.75 after a rebuild: it grows or shrinks to fit the live keys);
-//!   4. install the new array and free the old. Unlocking publishes it to the waiting checks.
+//!   3. make the new array the shard's current one and publish a new set of arrays (the
+//!      generation goes up, so each thread takes the new set at its next check). Unlocking
+//!      lets the waiting checks go on, on the new array.
 //!
-//!   Because the states are read only after the grace period, no admission can be lost: a
-//!   check either finished on the old array before step 2 ended (its write is read in step 3)
-//!   or loaded the closed or the new array (and decides on the state step 3 carried over).
 //!   Idle keys are judged on their final states, so a key that a racing check made live again
-//!   is kept.
+//!   is kept. A rebuild never waits for checks, and checks of other shards never wait for it.
+//!
+//! A thread whose cache is out of date uses a frozen array for at most one check (it then takes
+//! the new set), so correctness never rests on the caches being fresh: only on the freeze.
 //!
 //! Memory: 16 bytes a slot, load between 0.75 (after a rebuild) and 0.85, so about 19–21 bytes
 //! per live key, plus a few hundred bytes per shard. A shard's memory follows its live keys at
 //! each rebuild; a shard that gets no new keys keeps its array until a sweep
-//! ([`evict_idle`](crate::KeyedLimiter::evict_idle)) or the next insert rebuilds it.
-//!
-//! What a rebuild costs the checks: the keys of the one shard being rebuilt wait for it (about
-//! one pass over that shard, plus the grace period, which a preempted reader can stretch);
-//! checks of every other shard go on. That is the price of exact, lock-free hits on 64-bit words
-//! in safe Rust: the array's memory can only be freed once its readers are gone, and arc-swap's
-//! guards are how a reader says it is gone.
+//! ([`evict_idle`](crate::KeyedLimiter::evict_idle)) or the next insert rebuilds it. An array a
+//! rebuild replaced is freed when the last thread that cached it takes the new set (its next
+//! check of the table), renews its cache for any growing table after this one was dropped (the
+//! entries of dropped tables go then), or exits: a thread that stopped checking keeps the
+//! arrays it last saw (at most the table's size at that time, per thread).
 
 use std::hash::{BuildHasher, Hash};
 
 use crossbeam_utils::CachePadded;
 
 use crate::store::table::fingerprint;
-use crate::sync::grow::{Guard, Shared, Slot, Swap};
+use crate::sync::grow::{Array, Published, Shared};
 use crate::sync::{Counter, Lock};
 
 const EMPTY: u64 = 0;
@@ -108,23 +112,12 @@ fn capacity_for(keys: usize) -> usize {
     (keys * 4).div_ceil(3).max(MIN_SLOTS)
 }
 
-/// A shard's slot array.
-struct Array {
-    slots: Box<[Slot]>,
-}
-
-impl Array {
-    fn empty(len: usize) -> Self {
-        Self {
-            slots: (0..len).map(|_| Slot::new(EMPTY, 0)).collect(),
-        }
-    }
-}
-
-/// One shard: its current array and the lock of its writers (guarding the live count).
-struct Shard {
-    array: Swap<Array>,
-    writer: Lock<usize>,
+/// What a shard's lock guards.
+struct ShardState {
+    /// Keys in `array`.
+    live: usize,
+    /// The current array (also in the published set); never frozen while the lock is free.
+    array: Shared<Array>,
 }
 
 /// What the store's owner decides during an insert or a rebuild.
@@ -145,12 +138,12 @@ pub(crate) trait GrowPolicy {
 
 /// The growing table. See the module docs.
 pub(crate) struct GrowTable {
-    shards: Box<[CachePadded<Shard>]>,
+    shards: Box<[CachePadded<Lock<ShardState>>]>,
     /// `log2(shards.len())`.
     shard_bits: u32,
     held: Counter,
-    /// The array a shard shows while it is being rebuilt: one EMPTY slot, so every probe misses.
-    closed: Shared<Array>,
+    /// The shards' current arrays, for the checks' lock-free probes.
+    published: Published,
 }
 
 impl std::fmt::Debug for GrowTable {
@@ -159,22 +152,6 @@ impl std::fmt::Debug for GrowTable {
             .field("shards", &self.shards.len())
             .field("held", &self.held.get_usize())
             .finish_non_exhaustive()
-    }
-}
-
-/// A key found by a lock-free probe: the array (kept alive and un-rebuilt by the guard), the
-/// slot and the state seen there.
-pub(crate) struct Found {
-    array: Guard<Array>,
-    i: usize,
-    seen: u64,
-}
-
-impl Found {
-    /// The state word seen by the probe.
-    #[inline]
-    pub(crate) fn state(&self) -> u64 {
-        self.seen
     }
 }
 
@@ -189,19 +166,23 @@ impl GrowTable {
                 .min(DEFAULT_SHARDS),
             None => DEFAULT_SHARDS,
         };
-        let shards_vec: Vec<_> = (0..shards)
-            .map(|_| {
-                CachePadded::new(Shard {
-                    array: Swap::new(Shared::new(Array::empty(MIN_SLOTS))),
-                    writer: Lock::new(0),
-                })
+        let arrays: Vec<_> = (0..shards)
+            .map(|_| Shared::new(Array::empty(MIN_SLOTS)))
+            .collect();
+        let shards_vec: Vec<_> = arrays
+            .iter()
+            .map(|array| {
+                CachePadded::new(Lock::new(ShardState {
+                    live: 0,
+                    array: Shared::clone(array),
+                }))
             })
             .collect();
         Self {
             shards: shards_vec.into_boxed_slice(),
             shard_bits: shards.trailing_zeros(),
             held: Counter::new(0),
-            closed: Shared::new(Array::empty(1)),
+            published: Published::new(arrays.into_boxed_slice()),
         }
     }
 
@@ -218,10 +199,9 @@ impl GrowTable {
     }
 
     #[inline]
-    fn shard(&self, h: u64) -> &Shard {
+    fn shard_index(&self, h: u64) -> usize {
         // As in the fixed table: the top `shard_bits` bits (at most 16), by two plain shifts.
-        let i = ((h >> 48) >> (16 - self.shard_bits)) as usize;
-        &self.shards[i]
+        ((h >> 48) >> (16 - self.shard_bits)) as usize
     }
 
     #[inline]
@@ -230,11 +210,12 @@ impl GrowTable {
         ((u64::from(h as u32) * len as u64) >> 32) as usize
     }
 
-    /// Where the key with fingerprint `fp` is in `slots`, or (`Err`) the EMPTY slot that ends
+    /// Where the key with fingerprint `fp` is in `array`, or (`Err`) the EMPTY slot that ends
     /// its probe run; `Err(None)` if the array has no EMPTY slot on the way (never: at least
     /// one slot is EMPTY).
     #[inline(always)]
-    fn probe(slots: &[Slot], fp: u64) -> Result<usize, Option<usize>> {
+    fn probe(array: &Array, fp: u64) -> Result<usize, Option<usize>> {
+        let slots = array.slots();
         let n = slots.len();
         let mut i = Self::home(n, fp);
         for _ in 0..n {
@@ -251,65 +232,53 @@ impl GrowTable {
         Err(None)
     }
 
-    /// Lock-free probe for the key with hash `h`.
-    #[inline]
-    pub(crate) fn find(&self, h: u64) -> Option<Found> {
-        let array = self.shard(h).array.load();
-        let i = Self::probe(&array.slots, fingerprint(h)).ok()?;
-        let seen = array.slots[i].state();
-        Some(Found { array, i, seen })
+    /// The lock-free path: applies `step` to the key with hash `h` if this thread's view of
+    /// its shard's array holds it and is not frozen; `None` otherwise (the caller goes to the
+    /// shard's lock).
+    #[inline(always)]
+    pub(crate) fn try_update<R>(
+        &self,
+        h: u64,
+        step: impl FnMut(u64) -> (R, Option<u64>),
+    ) -> Option<R> {
+        let shard = self.shard_index(h);
+        self.published.with(|arrays| {
+            let array = &arrays[shard];
+            let i = Self::probe(array, fingerprint(h)).ok()?;
+            array.update(i, step)
+        })
     }
 
     /// Loads the home slot of the key with hash `h` (see [`crate::store::table::Table::touch`]).
     #[inline]
     pub(crate) fn touch(&self, h: u64) -> u64 {
-        let array = self.shard(h).array.load();
-        array.slots[Self::home(array.slots.len(), fingerprint(h))].fingerprint()
-    }
-
-    /// Applies `step` to a found key. Cannot fail: the slot is the key's for as long as the
-    /// guard in `found` holds the array.
-    #[inline(always)]
-    pub(crate) fn update<R>(found: Found, step: impl FnMut(u64) -> (R, Option<u64>)) -> R {
-        Self::update_slot(&found.array.slots[found.i], found.seen, step)
-    }
-
-    #[inline(always)]
-    fn update_slot<R>(
-        slot: &Slot,
-        mut seen: u64,
-        mut step: impl FnMut(u64) -> (R, Option<u64>),
-    ) -> R {
-        loop {
-            let (result, next) = step(seen);
-            let next = match next {
-                Some(next) if next != seen => next,
-                _ => return result,
-            };
-            match slot.compare_exchange_state(seen, next) {
-                Ok(_) => return result,
-                Err(actual) => seen = actual,
-            }
-        }
+        let shard = self.shard_index(h);
+        self.published
+            .with(|arrays| {
+                let slots = arrays[shard].slots();
+                Some(slots[Self::home(slots.len(), fingerprint(h))].fingerprint())
+            })
+            .unwrap_or(EMPTY)
     }
 
     /// The state of the key with hash `h`, `None` if it is not held. A miss is confirmed under
-    /// the shard's lock (a rebuild may be in progress).
+    /// the shard's lock (an insert or a rebuild may be in progress).
     #[inline]
     pub(crate) fn get(&self, h: u64) -> Option<u64> {
-        match self.find(h) {
-            Some(found) => Some(found.state()),
-            None => self.get_locked(h),
-        }
+        let shard = self.shard_index(h);
+        let seen = self.published.with(|arrays| {
+            let array = &arrays[shard];
+            array.state(Self::probe(array, fingerprint(h)).ok()?)
+        });
+        seen.or_else(|| self.get_locked(h))
     }
 
     #[cold]
     #[inline(never)]
     fn get_locked(&self, h: u64) -> Option<u64> {
-        let shard = self.shard(h);
-        let _live = shard.writer.lock();
-        // Under the lock no rebuild is in progress and no insert: the probe is exact.
-        self.find(h).map(|found| found.state())
+        let state = self.shards[self.shard_index(h)].lock();
+        let i = Self::probe(&state.array, fingerprint(h)).ok()?;
+        Some(state.array.state_locked(i))
     }
 
     /// Applies `step` to the key with hash `h` if it is held; `None` if it is not.
@@ -319,8 +288,8 @@ impl GrowTable {
         h: u64,
         mut step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        if let Some(found) = self.find(h) {
-            return Some(Self::update(found, &mut step));
+        if let Some(r) = self.try_update(h, &mut step) {
+            return Some(r);
         }
         self.update_existing_locked(h, step)
     }
@@ -332,16 +301,17 @@ impl GrowTable {
         h: u64,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        let shard = self.shard(h);
-        let _live = shard.writer.lock();
-        let found = self.find(h)?;
-        Some(Self::update(found, step))
+        let state = self.shards[self.shard_index(h)].lock();
+        let i = Self::probe(&state.array, fingerprint(h)).ok()?;
+        // Under the lock the current array is not frozen: `update` gives `Some`.
+        state.array.update(i, step)
     }
 
-    /// The slow path of a key that a lock-free probe did not find: under the shard's lock,
-    /// probe again; update the key if it appeared, otherwise run `step` on the fresh word and
-    /// insert the result if it writes and the policy admits one more key (rebuilding the shard
-    /// first if its array is full). `None` when refused at the ceiling.
+    /// The slow path of a key that a lock-free probe did not find (or found frozen): under the
+    /// shard's lock, probe the current array; update the key if it is there, otherwise run
+    /// `step` on the fresh word and insert the result if it writes and the policy admits one
+    /// more key (rebuilding the shard first if its array is full). `None` when refused at the
+    /// ceiling.
     pub(crate) fn insert<R>(
         &self,
         h: u64,
@@ -349,17 +319,15 @@ impl GrowTable {
         policy: &impl GrowPolicy,
     ) -> Option<R> {
         let fp = fingerprint(h);
-        let shard = self.shard(h);
+        let index = self.shard_index(h);
         loop {
-            let mut live = shard.writer.lock();
-            // Under the lock the current array is stable (rebuilds hold the lock) and never the
-            // closed one.
-            let array = shard.array.load();
-            let free = match Self::probe(&array.slots, fp) {
-                Ok(i) => {
-                    let slot = &array.slots[i];
-                    return Some(Self::update_slot(slot, slot.state(), &step));
-                }
+            let mut state = self.shards[index].lock();
+            let free = match Self::probe(&state.array, fp) {
+                Ok(i) => match state.array.update(i, &step) {
+                    Some(r) => return Some(r),
+                    // Unreachable: the current array is never frozen under the lock.
+                    None => continue,
+                },
                 Err(free) => free,
             };
             let fresh = policy.fresh();
@@ -369,27 +337,25 @@ impl GrowTable {
                 _ => return Some(result),
             };
             if !policy.has_room(self.held.get_usize()) {
-                drop(array);
-                drop(live);
+                drop(state);
                 if policy.make_room() {
                     continue;
                 }
                 return None;
             }
-            let Some(free) = free.filter(|_| *live < max_live(array.slots.len())) else {
+            let Some(free) = free.filter(|_| state.live < max_live(state.array.slots().len()))
+            else {
                 // Full (or, impossibly, no EMPTY slot): rebuild without idle keys and with room
-                // for this one, then probe again. The guard must go first: the rebuild waits
-                // for every reader of the array, ourselves included.
-                drop(array);
+                // for this one, then probe again.
                 // Keep at least half the old size: under churn (keys going idle and others
                 // arriving) a rebuild that dropped nearly everything would otherwise size the
                 // array for the few keys left and rebuild again a few inserts later; with the
                 // floor, the inserts between two rebuilds are proportional to the array, so the
                 // copying stays amortised O(1) per insert. Sweeps shrink all the way.
-                let floor = *live / 2;
+                let floor = state.live / 2;
                 let dropped = self.rebuild(
-                    shard,
-                    &mut live,
+                    index,
+                    &mut state,
                     &|w| policy.is_idle(w),
                     &|| policy.before_sweep(),
                     1,
@@ -400,8 +366,8 @@ impl GrowTable {
                 }
                 continue;
             };
-            array.slots[free].publish(fp, word);
-            *live += 1;
+            state.array.slots()[free].publish(fp, word);
+            state.live += 1;
             self.held.add(1);
             return Some(result);
         }
@@ -412,75 +378,56 @@ impl GrowTable {
     /// under its own lock.
     pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
         let mut removed = 0;
-        for shard in self.shards.iter() {
-            let mut live = shard.writer.lock();
-            let any_idle = {
-                let array = shard.array.load();
-                array
-                    .slots
-                    .iter()
-                    .any(|s| s.fingerprint() != EMPTY && is_idle(s.state()))
-            };
+        for (index, shard) in self.shards.iter().enumerate() {
+            let mut state = shard.lock();
+            let array = &state.array;
+            let any_idle = array
+                .slots()
+                .iter()
+                .enumerate()
+                .any(|(i, s)| s.fingerprint() != EMPTY && is_idle(array.state_locked(i)));
             if any_idle {
                 // The caller raised the sweep floor before the sweep.
-                removed += self.rebuild(shard, &mut live, is_idle, &|| {}, 0, 0);
+                removed += self.rebuild(index, &mut state, is_idle, &|| {}, 0, 0);
             }
         }
         removed
     }
 
-    /// Rebuilds `shard` (under its lock, `live` being its count; the caller holds no guard of
-    /// it) into a new array holding its keys that are not idle, with room for `extra` more and
-    /// for at least `floor` keys; `before_drop` runs once, before the first key is dropped (the
-    /// limiter raises its sweep floor there). Returns how many keys were dropped.
+    /// Rebuilds shard `index` (under its lock, `state` being what it guards) into a new array
+    /// holding its keys that are not idle, with room for `extra` more and for at least `floor`
+    /// keys; `before_drop` runs once, before the first key is dropped (the limiter raises its
+    /// sweep floor there). Returns how many keys were dropped.
     fn rebuild(
         &self,
-        shard: &Shard,
-        live: &mut usize,
+        index: usize,
+        state: &mut ShardState,
         is_idle: &dyn Fn(u64) -> bool,
         before_drop: &dyn Fn(),
         extra: usize,
         floor: usize,
     ) -> usize {
-        // Steps 1 and 2 of the module docs: close the shard, wait out its readers.
-        let old = shard.array.replace_quiesced(Shared::clone(&self.closed));
-        // Step 3: the settled states. The old array is ours alone now: one pass judges each key
-        // once and clears the idle ones in place, a second places the rest in the new array,
-        // which is the rebuild's only allocation (fewer heap holes).
-        let mut kept = 0;
+        // Step 1 of the module docs: freeze; the states it returns are final.
+        let mut keys = state.array.freeze(state.live);
+        // Step 2: judge each key once on its final state.
         let mut dropping = false;
-        for slot in old.slots.iter() {
-            let (fp, state) = slot.settled();
-            if fp != EMPTY {
-                if is_idle(state) {
-                    if !dropping {
-                        dropping = true;
-                        before_drop();
-                    }
-                    slot.clear_unshared();
-                } else {
-                    kept += 1;
-                }
+        keys.retain(|&(_, word)| {
+            let idle = is_idle(word);
+            if idle && !dropping {
+                dropping = true;
+                before_drop();
             }
-        }
+            !idle
+        });
+        let kept = keys.len();
         let cap = capacity_for((kept + extra).max(floor));
-        let array = Array::empty(cap);
-        for slot in old.slots.iter() {
-            let (fp, state) = slot.settled();
-            if fp == EMPTY {
-                continue;
-            }
-            let mut i = Self::home(cap, fp);
-            while array.slots[i].settled().0 != EMPTY {
-                i = if i + 1 == cap { 0 } else { i + 1 };
-            }
-            // Not yet shared: nobody reads it before the install below publishes it.
-            array.slots[i].set_unshared(fp, state);
-        }
-        let removed = *live - kept;
-        // Step 4: install; the old array is freed when `old` drops (ours is its last reference).
-        shard.array.store(Shared::new(array));
-        *live = kept;
+        let array = Shared::new(Array::with_keys(cap, keys, Self::home));
+        // Step 3: install and publish. The old array is freed when the last thread's cache
+        // lets it go.
+        self.published.replace(index, Shared::clone(&array));
+        state.array = array;
+        let removed = state.live - kept;
+        state.live = kept;
         self.held.sub(removed as u64);
         removed
     }
@@ -490,10 +437,7 @@ impl GrowTable {
     fn slots(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| {
-                let _live = s.writer.lock();
-                s.array.load().slots.len()
-            })
+            .map(|s| s.lock().array.slots().len())
             .sum()
     }
 }

@@ -1,25 +1,25 @@
-//! The atomics of the growing table ([`crate::store::grow_table`]): a slot of two 64-bit words, a
-//! shard's swappable slot array with its grace period, and the key count. Swapped for loom's
-//! under `cfg(loom)`, so that `loom-tests/tests/grow_table.rs` model-checks this very code.
+//! The atomics of the growing table ([`crate::store::grow_table`]): a slot of two 64-bit words,
+//! a slot array that a rebuild can *freeze*, and the per-thread view of a table's current arrays
+//! that lets a check reach its array without a shared write. Swapped for loom's under
+//! `cfg(loom)`, so that `loom-tests/tests/grow_table.rs` model-checks this very code.
 //!
 //! The protocol these primitives serve is written down in [`crate::store::grow_table`]'s module
 //! docs; each ordering below says why it suffices for its part of it.
 
-use super::{AtomicU64, Ordering};
+use std::cell::RefCell;
 
-/// The reference-counted pointer the arrays live behind (loom's under `cfg(loom)`, so that loom
-/// sees the readers' reference counts that the grace period waits on).
+use super::{AtomicBool, AtomicU64, Lock, Ordering};
+
+/// The reference-counted pointer the arrays live behind (loom's under `cfg(loom)`).
 #[cfg(not(loom))]
 pub(crate) type Shared<T> = std::sync::Arc<T>;
 #[cfg(loom)]
 pub(crate) type Shared<T> = loom::sync::Arc<T>;
 
-/// What a reader holds while it uses an array: the array cannot be freed, nor its grace period
-/// end, before the guard is dropped.
-#[cfg(not(loom))]
-pub(crate) type Guard<T> = arc_swap::Guard<std::sync::Arc<T>>;
-#[cfg(loom)]
-pub(crate) type Guard<T> = loom::sync::Arc<T>;
+/// What a rebuild xors into every state word it freezes. Any nonzero value works: the point is
+/// that the word changes, so that no compare-and-swap that expects an earlier value succeeds
+/// after the freeze (see [`Array::freeze`]).
+const FLIP: u64 = 1 << 63;
 
 /// One slot of the growing table: a key's fingerprint and its state word, 16 bytes.
 ///
@@ -35,7 +35,7 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// A slot holding `(fp, state)`; `(0, 0)` is EMPTY. For arrays not yet shared.
-    pub(crate) fn new(fp: u64, state: u64) -> Self {
+    fn new(fp: u64, state: u64) -> Self {
         Self {
             fp: AtomicU64::new(fp),
             state: AtomicU64::new(state),
@@ -50,26 +50,6 @@ impl Slot {
         self.fp.load(Ordering::Acquire)
     }
 
-    /// The slot's state word. Only meaningful after [`fingerprint`](Self::fingerprint) showed
-    /// a key (whose Acquire orders this load after the state's first store).
-    #[inline(always)]
-    pub(crate) fn state(&self) -> u64 {
-        // Relaxed: the state is self-contained (the decision depends on this word alone) and
-        // the CAS that may follow re-validates it; no other memory is published through it.
-        self.state.load(Ordering::Relaxed)
-    }
-
-    /// Replaces the state `current` by `new`; `Err(actual)` if it was not `current`.
-    #[inline(always)]
-    pub(crate) fn compare_exchange_state(&self, current: u64, new: u64) -> Result<u64, u64> {
-        // Relaxed: as in `Cell::update`, the CAS's atomicity orders admissions on the key (its
-        // modification order); the fingerprint cannot change under it (see the type's docs),
-        // and the grace period of a resize synchronises through the reader's guard, not
-        // through this word.
-        self.state
-            .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
-    }
-
     /// Fills an EMPTY slot of a shared array with a key. Under the shard's lock (which excludes
     /// every other writer of fingerprints); readers may be probing the slot.
     pub(crate) fn publish(&self, fp: u64, state: u64) {
@@ -80,124 +60,293 @@ impl Slot {
         self.fp.store(fp, Ordering::Release);
     }
 
-    /// Sets a slot of an array that is not shared (yet, or any more). Relaxed: whoever gets
-    /// the array later gets it through the swap's publication (or not at all).
-    pub(crate) fn set_unshared(&self, fp: u64, state: u64) {
+    /// Whether a slot of an array that is not shared yet is EMPTY.
+    fn is_empty_unshared(&self) -> bool {
+        // Relaxed: nobody else has the array yet (see `set_unshared`).
+        self.fp.load(Ordering::Relaxed) == 0
+    }
+
+    /// Sets a slot of an array that is not shared yet. Relaxed: whoever gets the array gets it
+    /// through the lock or the snapshot that publishes it (a mutex: release and acquire).
+    fn set_unshared(&self, fp: u64, state: u64) {
         self.state.store(state, Ordering::Relaxed);
         self.fp.store(fp, Ordering::Relaxed);
     }
-
-    /// Empties a slot of an array nobody else uses any more (after its grace period).
-    pub(crate) fn clear_unshared(&self) {
-        self.set_unshared(0, 0);
-    }
-
-    /// The fingerprint and state of a slot of an array nobody else uses (after its grace
-    /// period, or before it is shared). Relaxed: the grace period's acquisition of the array
-    /// (`Shared::get_mut`, which synchronises with every reader's release of its guard) already
-    /// orders every reader's writes before these loads.
-    pub(crate) fn settled(&self) -> (u64, u64) {
-        (
-            self.fp.load(Ordering::Relaxed),
-            self.state.load(Ordering::Relaxed),
-        )
-    }
 }
 
-/// A shard's current slot array, replaceable while readers use it.
-///
-/// Readers [`load`](Self::load) a guard (arc-swap: a thread-local debt slot, no shared write);
-/// the writer, under the shard's lock, [`replace_quiesced`](Self::replace_quiesced)s the array
-/// and gets the old one back only once no reader holds it any more.
-pub(crate) struct Swap<T> {
-    #[cfg(not(loom))]
-    inner: arc_swap::ArcSwap<T>,
-    #[cfg(loom)]
-    inner: loom::sync::Mutex<Shared<T>>,
+/// A shard's slot array. Shared by the shard (its current array), the table's published
+/// snapshot and the per-thread views of it; replaced whole by a rebuild, which first
+/// [`freeze`](Self::freeze)s it.
+#[derive(Debug)]
+pub(crate) struct Array {
+    frozen: AtomicBool,
+    slots: Box<[Slot]>,
 }
 
-impl<T> std::fmt::Debug for Swap<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Swap").finish_non_exhaustive()
-    }
-}
-
-impl<T> Swap<T> {
-    pub(crate) fn new(value: Shared<T>) -> Self {
+impl Array {
+    /// An array of `len` EMPTY slots.
+    pub(crate) fn empty(len: usize) -> Self {
         Self {
-            #[cfg(not(loom))]
-            inner: arc_swap::ArcSwap::new(value),
-            #[cfg(loom)]
-            inner: loom::sync::Mutex::new(value),
+            frozen: AtomicBool::new(false),
+            slots: (0..len).map(|_| Slot::new(0, 0)).collect(),
         }
     }
 
-    /// The current array. arc-swap's load has Acquire semantics towards the store that put the
-    /// array there, so the slots written before that store are visible.
+    /// An array of `len` slots holding `keys` (`(fingerprint, state)`, distinct nonzero
+    /// fingerprints, fewer than `len`), each placed by `home` and linear probing.
+    pub(crate) fn with_keys(
+        len: usize,
+        keys: impl IntoIterator<Item = (u64, u64)>,
+        home: impl Fn(usize, u64) -> usize,
+    ) -> Self {
+        let array = Self::empty(len);
+        for (fp, state) in keys {
+            let mut i = home(len, fp);
+            while !array.slots[i].is_empty_unshared() {
+                i = if i + 1 == len { 0 } else { i + 1 };
+            }
+            array.slots[i].set_unshared(fp, state);
+        }
+        array
+    }
+
+    /// The slots.
     #[inline(always)]
-    pub(crate) fn load(&self) -> Guard<T> {
-        #[cfg(not(loom))]
-        {
-            self.inner.load()
-        }
-        #[cfg(loom)]
-        {
-            Shared::clone(&self.inner.lock().unwrap())
+    pub(crate) fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// Applies `step` to the state of slot `i` (whose fingerprint the caller saw to be its
+    /// key's) in a compare-and-swap loop, as [`crate::sync::cell::Cell::update`] does; `None`
+    /// if the array is frozen (a rebuild took the key's state to a new array: the caller must
+    /// look there, under the shard's lock). Lock-free.
+    #[inline(always)]
+    pub(crate) fn update<R>(
+        &self,
+        i: usize,
+        mut step: impl FnMut(u64) -> (R, Option<u64>),
+    ) -> Option<R> {
+        let slot = &self.slots[i];
+        // Acquire: if this reads a word a freeze flipped, it synchronises with the freeze's
+        // Release, so the `frozen` load below sees the flag the freeze set first.
+        let mut seen = slot.state.load(Ordering::Acquire);
+        loop {
+            // After every load of the word: a flipped word is never a key's state.
+            if self.is_frozen() {
+                return None;
+            }
+            let (result, next) = step(seen);
+            let next = match next {
+                Some(next) if next != seen => next,
+                _ => return Some(result),
+            };
+            // Success Relaxed: the CAS's atomicity orders admissions on the key (its
+            // modification order), and a freeze's read-modify-write reads the last value in
+            // that order, so a CAS that succeeds is one the freeze carries over; nothing else
+            // is published through the word. Failure Acquire: as the load above.
+            match slot.state.compare_exchange_weak(
+                seen,
+                next,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(result),
+                Err(actual) => seen = actual,
+            }
         }
     }
 
-    /// Installs `new` (seen by every later [`load`](Self::load)); the old value is dropped once
-    /// its last reader lets go. Under the shard's lock.
-    pub(crate) fn store(&self, new: Shared<T>) {
-        #[cfg(not(loom))]
-        self.inner.store(new);
-        #[cfg(loom)]
-        {
-            *self.inner.lock().unwrap() = new;
-        }
+    /// The state of slot `i` (whose fingerprint the caller saw), `None` if the array is frozen.
+    #[inline]
+    pub(crate) fn state(&self, i: usize) -> Option<u64> {
+        // Acquire: as in `update`.
+        let word = self.slots[i].state.load(Ordering::Acquire);
+        (!self.is_frozen()).then_some(word)
     }
 
-    /// Installs `new` and returns the old array once no reader holds it (the grace period):
-    /// every check that loaded the old array has finished with it, and its writes are visible.
-    /// Under the shard's lock, and the caller must hold no guard of this swap (it would wait
-    /// for itself).
+    /// The state of slot `i` of an array that is not frozen, under the shard's lock (which
+    /// excludes freezes; checks may still be updating it: the value is one of them).
+    pub(crate) fn state_locked(&self, i: usize) -> u64 {
+        // Relaxed: the word is self-contained; under the lock no freeze can flip it.
+        self.slots[i].state.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn is_frozen(&self) -> bool {
+        // Relaxed: it is read only after a load of a state word, whose Acquire (when that
+        // load saw a flipped word) already orders the flag's store before this load.
+        self.frozen.load(Ordering::Relaxed)
+    }
+
+    /// Freezes the array and returns its keys with their final states. Under the shard's lock
+    /// (so no insert adds a key meanwhile), once per array. Checks may be running on it.
     ///
-    /// A reader holds a guard for one probe and compare-and-swap loop and never blocks while
-    /// holding it, so the wait is short; a reader preempted inside that window makes it as
-    /// long as the preemption (the writer yields its CPU meanwhile).
-    pub(crate) fn replace_quiesced(&self, new: Shared<T>) -> Shared<T> {
-        #[cfg(not(loom))]
-        let mut old = self.inner.swap(new);
-        #[cfg(loom)]
-        let mut old = std::mem::replace(&mut *self.inner.lock().unwrap(), new);
-        // arc-swap's `swap` turns every reader's outstanding debt on the old pointer into a real
-        // reference count before it returns, so the count is exact from here on. `get_mut`
-        // succeeds only when ours is the last reference, and it acquires: it synchronises with
-        // each reader's release of its reference (Arc's drop is a Release decrement), so all
-        // their state writes happen before the caller reads the slots.
-        let mut spins = 0u32;
-        while Shared::get_mut(&mut old).is_none() {
-            spins += 1;
-            pause(spins);
+    /// Sets the flag, then flips every key's state word with one read-modify-write each. A
+    /// check's compare-and-swap that lands before the flip is in the word the flip returns;
+    /// one after it fails (the word changed) and, having loaded the flipped word, sees the
+    /// flag. So the returned states are final: no admission is lost, none lands later.
+    /// `live`: the number of keys in the array (the result's length).
+    pub(crate) fn freeze(&self, live: usize) -> Vec<(u64, u64)> {
+        // Relaxed: published to checks by each flip's Release below.
+        self.frozen.store(true, Ordering::Relaxed);
+        let mut keys = Vec::with_capacity(live);
+        for slot in self.slots.iter() {
+            // Relaxed: fingerprints are written under the shard's lock, which we hold.
+            let fp = slot.fp.load(Ordering::Relaxed);
+            if fp != 0 {
+                // Release: a check that reads the flipped word (Acquire) sees the flag.
+                keys.push((fp, slot.state.fetch_xor(FLIP, Ordering::Release)));
+            }
         }
-        old
+        keys
     }
 }
 
-/// One turn of the grace period's wait.
-#[inline]
-fn pause(spins: u32) {
-    #[cfg(loom)]
-    {
-        let _ = spins;
-        loom::thread::yield_now();
-    }
+/// A table's current arrays (one per shard), as a set that a rebuild replaces whole.
+pub(crate) type Arrays = Box<[Shared<Array>]>;
+
+/// The arrays a table's checks use, published so that a check reaches them without a shared
+/// write: each thread keeps its own reference to the set it last saw (a thread-local cache)
+/// and takes a new one only when a rebuild has published a newer set.
+///
+/// A thread may use a set that is out of date for as long as one check takes (it compared the
+/// generation just before a rebuild bumped it): its array is then frozen, and the check goes to
+/// the shard's lock (see [`Array::update`]). So correctness never depends on the cache being
+/// fresh, only speed does.
+///
+/// Memory: a thread's cache keeps the arrays of the last set it saw alive until its next check
+/// of the table after a rebuild (it then drops them), until it renews any table's entry after
+/// the table was dropped (renewing prunes the entries of dropped tables), or until it exits.
+pub(crate) struct Published {
+    /// Distinguishes this table's entry in a thread's cache.
+    id: u64,
+    /// Bumped by every [`replace`](Self::replace).
+    generation: AtomicU64,
+    current: Lock<Shared<Arrays>>,
+    /// Lets caches see that the table is gone (they hold only weak references to it).
     #[cfg(not(loom))]
-    {
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+    alive: std::sync::Arc<()>,
+}
+
+impl std::fmt::Debug for Published {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One table's entry in a thread's cache.
+struct Entry {
+    id: u64,
+    generation: u64,
+    arrays: Shared<Arrays>,
+    #[cfg(not(loom))]
+    alive: std::sync::Weak<()>,
+}
+
+/// A thread's cache: its entries, most recently refreshed first.
+struct Cache {
+    entries: Vec<Entry>,
+}
+
+/// Entries a thread keeps at most (tables it uses at once); the least recently refreshed goes.
+const MAX_ENTRIES: usize = 8;
+
+#[cfg(not(loom))]
+thread_local! {
+    static CACHE: RefCell<Cache> = const {
+        RefCell::new(Cache { entries: Vec::new() })
+    };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache { entries: Vec::new() });
+}
+
+/// Ids of tables: a std atomic even under loom (a static cannot hold a loom atomic); only
+/// distinctness matters.
+fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: only distinctness matters, which the atomic increment gives.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Published {
+    /// Publishes `arrays` (one per shard).
+    pub(crate) fn new(arrays: Arrays) -> Self {
+        Self {
+            id: next_id(),
+            generation: AtomicU64::new(0),
+            current: Lock::new(Shared::new(arrays)),
+            #[cfg(not(loom))]
+            alive: std::sync::Arc::new(()),
         }
+    }
+
+    /// Runs `f` on the arrays as this thread last saw them, after taking the current set if a
+    /// rebuild published a newer one since. `None` if `f` gives `None`, or if the thread has no
+    /// cache to use (it is exiting, or its cache is in use): the caller then goes to the lock.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&[Shared<Array>]) -> Option<R>) -> Option<R> {
+        CACHE
+            .try_with(|cache| {
+                // A check never runs another check inside `f` (steps are pure); a cache in use
+                // sends the caller to the lock rather than panic.
+                let mut cache = cache.try_borrow_mut().ok()?;
+                // Relaxed: a stale generation only means a stale set, which checks detect
+                // through the frozen arrays; the set itself is taken under the lock.
+                let generation = self.generation.load(Ordering::Relaxed);
+                match cache.entries.first() {
+                    Some(e) if e.id == self.id && e.generation == generation => {}
+                    _ => self.refresh(&mut cache),
+                }
+                f(&cache.entries.first()?.arrays)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Puts this table's current set first in `cache`.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, cache: &mut Cache) {
+        let (generation, arrays) = {
+            let current = self.current.lock();
+            // Relaxed: read under the lock that `replace` bumps it under.
+            (self.generation.load(Ordering::Relaxed), Shared::clone(&current))
+        };
+        let entry = Entry {
+            id: self.id,
+            generation,
+            arrays,
+            #[cfg(not(loom))]
+            alive: std::sync::Arc::downgrade(&self.alive),
+        };
+        if let Some(at) = cache.entries.iter().position(|e| e.id == self.id) {
+            cache.entries.remove(at);
+        } else if cache.entries.len() == MAX_ENTRIES {
+            cache.entries.pop();
+        }
+        cache.entries.insert(0, entry);
+        cache.prune();
+    }
+
+    /// Replaces shard `shard`'s array in the published set. Under that shard's lock.
+    pub(crate) fn replace(&self, shard: usize, array: Shared<Array>) {
+        let mut current = self.current.lock();
+        let mut arrays: Vec<Shared<Array>> = current.iter().map(Shared::clone).collect();
+        arrays[shard] = array;
+        *current = Shared::new(arrays.into_boxed_slice());
+        // Relaxed: read by `refresh` under the same lock; by checks only as a hint.
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Cache {
+    /// Drops the entries of tables that are gone.
+    fn prune(&mut self) {
+        #[cfg(not(loom))]
+        self.entries.retain(|e| e.alive.strong_count() > 0);
     }
 }

@@ -71,8 +71,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             }
             Store::Grow(table, hasher) => {
                 let h = GrowTable::hash(hasher, key);
-                if let Some(found) = table.find(h) {
-                    return Some(GrowTable::update(found, &step));
+                if let Some(r) = table.try_update(h, &step) {
+                    return Some(r);
                 }
                 self.grow_insert(table, h, now, step, capped)
             }

@@ -44,17 +44,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         now: u64,
         n: u32,
     ) -> Decision {
-        if let Some(found) = table.find(h) {
-            let (word, next) = GrowTable::update(found, move |w| {
-                let next = algorithm.step(w, now, n).1;
-                ((w, next), next)
-            });
-            return decision_after(algorithm, word, next, now, n);
-        }
         let step = move |w| {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
+        if let Some((word, next)) = table.try_update(h, step) {
+            return decision_after(algorithm, word, next, now, n);
+        }
         match self.grow_insert(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
