@@ -2,11 +2,10 @@
 //! `cellgate::KeyedLimiter` with its default store, shared by loom threads.
 //!
 //! Under `cfg(loom)` the table has one shard whose smallest array has two slots (so a second
-//! key grows it and a sweep of one of two keys shrinks it), its slots are loom atomics, its
-//! writer lock a loom mutex, and its swappable array a loom mutex around a loom `Arc` (whose
-//! reference count the rebuild's grace period waits on, as it waits on arc-swap's outside
-//! loom). So loom explores the lock-free probe and 64-bit state CAS against the rebuild's four
-//! steps (close, grace period, settle and copy, install).
+//! key grows it and a sweep of one of two keys shrinks it), its slots and frozen flags are loom
+//! atomics, its writer lock a loom mutex, and the per-thread cache of the published arrays a
+//! loom `thread_local!`. So loom explores the lock-free probe and 64-bit state CAS, on fresh and
+//! stale views, against the rebuild's steps (freeze, judge and copy, install and publish).
 //!
 //! Each model states what every interleaving must give; the mutations each one catches are
 //! listed in `loom-tests/README.md` ("The growing table").
@@ -43,8 +42,8 @@ fn limiter(clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
 
 /// A check of a held key races the insert of a second key, which finds the two-slot array full
 /// and grows it (rebuild into three slots). The check's admission must survive the grow: it
-/// lands on the old array before the grace period ends (and is copied) or waits and lands on
-/// the new one.
+/// lands on the old array before the freeze flips A's word (and is copied) or fails there,
+/// goes to the lock and lands on the new one.
 #[test]
 fn check_races_a_grow() {
     deterministic_hashing();
@@ -190,5 +189,38 @@ fn insert_races_a_shrink() {
         assert_eq!(lim.len(), 2, "A and C");
         assert_eq!(lim.peek(&C).remaining(), 1, "C's key was lost");
         assert_eq!(lim.peek(&A).remaining(), 1);
+    });
+}
+
+/// A thread whose cached view of the arrays goes stale: it checks A twice (its first check
+/// takes the current set into its cache) while the main thread's insert of B grows the array.
+/// A check on the stale view finds the old array frozen and goes to the lock: A's units land
+/// exactly once, in the array that survives.
+#[test]
+fn a_stale_view_sends_checks_to_the_lock() {
+    deterministic_hashing();
+    model("a_stale_view_sends_checks_to_the_lock", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        assert!(lim.check(&A).is_allowed());
+        assert!(lim.check(&A).is_allowed());
+        // One interval on, A has one unit back.
+        clock.set_ns(NOW + T);
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || (lim.check(&A), lim.check(&A)))
+        };
+        let b = lim.check(&B);
+        let (first, second) = other.join().unwrap();
+        assert!(first.is_allowed() && first.remaining() == 0, "{first:?}");
+        assert!(!second.is_allowed(), "A's unit admitted twice: {second:?}");
+        assert!(b.is_allowed() && b.remaining() == 1, "B's first unit: {b:?}");
+        assert_eq!(lim.len(), 2);
+        assert_eq!(
+            lim.peek(&A).remaining(),
+            0,
+            "A's admission was lost in the grow"
+        );
     });
 }

@@ -6,7 +6,7 @@
 //! - [`cell::Cell`]: one key's packed word and the compare-and-swap loop that updates it;
 //! - [`Slot`]: the fixed table's 16-byte slot (fingerprint and word);
 //! - [`grow`]: the growing table's slot of two 64-bit words, its swappable slot arrays and
-//!   their grace period (arc-swap, or a loom `Arc` behind a loom mutex);
+//!   freeze, and the per-thread cache through which checks reach a table's current arrays;
 //! - [`map`]: the exact stores' sharded map (dashmap, or a loom-visible stand-in);
 //! - [`SeqLock`] and [`Flag`]: a runtime-changed quota, read without a lock;
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
