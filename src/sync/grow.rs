@@ -144,12 +144,10 @@ impl Array {
             // modification order), and a freeze's read-modify-write reads the last value in
             // that order, so a CAS that succeeds is one the freeze carries over; nothing else
             // is published through the word. Failure Acquire: as the load above.
-            match slot.state.compare_exchange_weak(
-                seen,
-                next,
-                Ordering::Relaxed,
-                Ordering::Acquire,
-            ) {
+            match slot
+                .state
+                .compare_exchange_weak(seen, next, Ordering::Relaxed, Ordering::Acquire)
+            {
                 Ok(_) => return Some(result),
                 Err(actual) => seen = actual,
             }
@@ -314,7 +312,10 @@ impl Published {
         let (generation, arrays) = {
             let current = self.current.lock();
             // Relaxed: read under the lock that `replace` bumps it under.
-            (self.generation.load(Ordering::Relaxed), Shared::clone(&current))
+            (
+                self.generation.load(Ordering::Relaxed),
+                Shared::clone(&current),
+            )
         };
         let entry = Entry {
             id: self.id,
