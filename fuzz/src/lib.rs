@@ -11,6 +11,7 @@ pub mod common;
 pub mod extreme_config;
 pub mod fixed_window_model;
 pub mod gcra_model;
+pub mod grow_model;
 pub mod keyed_model;
 pub mod sliding_log_model;
 pub mod sliding_window_model;

@@ -1,0 +1,200 @@
+//! The growing table (the keyed builder's default store) against the exact map, differentially.
+//!
+//! The exact map (`exact_keys()`) is checked against the reference models by the other
+//! targets; this target replays the same operations on both stores of a keyed limiter and
+//! requires the same decision from each, while enough keys come and go that the growing table
+//! grows, reclaims idle keys on inserts, and shrinks under sweeps. Its reclaiming is invisible
+//! to callers by construction (only idle keys go, and an idle key decides as a fresh one at the
+//! same time or later), which is what this checks: every decision equal, the growing table
+//! never holding more keys than the map, and exactly the same keys after a sweep.
+//!
+//! The clock only moves forward here: a check at a time behind a sweep is decided against the
+//! sweep floor (see the README), which the two stores raise at different moments (the map
+//! only at `evict_idle`, the growing table also when an insert reclaims); the other targets
+//! check clocks that go backwards on the stores they model. No ceiling: at a ceiling the
+//! growing table reclaims where the map refuses, by design.
+
+use std::time::Duration;
+
+use arbitrary::Arbitrary;
+use cellgate::clock::ManualClock;
+use cellgate::{Decision, KeyedBuilder, KeyedLimiter, Quota};
+
+/// The algorithm and its parameters (small, so that keys go idle within a run).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Algorithm {
+    /// GCRA: `count` per `period_ms`, burst `burst`.
+    Gcra { count: u8, period_ms: u8, burst: u8 },
+    /// Fixed window: `limit` per `window_ms`.
+    FixedWindow { limit: u8, window_ms: u8 },
+    /// Sliding window: `limit` per `window_ms`.
+    SlidingWindow { limit: u8, window_ms: u8 },
+    /// A stock of `units` per key.
+    Stock { units: u8 },
+}
+
+/// One operation.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Op {
+    /// `check_n(key, n)` on both stores.
+    Check { key: u16, n: u8 },
+    /// One check of each of `count + 1` consecutive keys from `first` (many new keys: grows).
+    Many { first: u16, count: u8 },
+    /// `peek(key)`.
+    Peek { key: u16 },
+    /// `refund(key, n)`.
+    Refund { key: u16, n: u8 },
+    /// The clock moves forward by `ms` milliseconds.
+    Advance { ms: u16 },
+    /// `evict_idle()` on both stores.
+    EvictIdle,
+}
+
+/// A run: the algorithm and the operations.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Input {
+    pub algorithm: Algorithm,
+    pub ops: Vec<Op>,
+}
+
+crate::counters! {
+    /// What an input exercised.
+    pub struct Stats {
+        pub inputs: u64,
+        pub invalid_config: u64,
+        pub checks: u64,
+        pub allowed: u64,
+        pub denied: u64,
+        pub reclaimed_on_insert: u64,
+        pub evicted: u64,
+        pub refunds: u64,
+    }
+}
+
+fn builder(a: Algorithm) -> KeyedBuilder<u16, cellgate::clock::DefaultClock> {
+    let ms = |v: u8| Duration::from_millis(u64::from(v.max(1)));
+    match a {
+        Algorithm::Gcra {
+            count,
+            period_ms,
+            burst,
+        } => KeyedLimiter::gcra(
+            Quota::new(u32::from(count.max(1)), ms(period_ms)).with_burst(u32::from(burst.max(1))),
+        ),
+        Algorithm::FixedWindow { limit, window_ms } => {
+            KeyedLimiter::fixed_window(u32::from(limit.max(1)), ms(window_ms))
+        }
+        Algorithm::SlidingWindow { limit, window_ms } => {
+            KeyedLimiter::sliding_window(u32::from(limit.max(1)), ms(window_ms))
+        }
+        Algorithm::Stock { units } => KeyedLimiter::stock(u32::from(units.max(1))),
+    }
+}
+
+fn same(grow: Decision, map: Decision, what: &dyn Fn() -> String) {
+    assert_eq!(grow, map, "growing table vs exact map: {}", what());
+}
+
+/// Replays `input`; panics on the first difference.
+pub fn run(input: &Input) -> Stats {
+    let mut stats = Stats {
+        inputs: 1,
+        ..Stats::default()
+    };
+    let clock = ManualClock::new();
+    let grow = builder(input.algorithm).clock(clock.clone()).build();
+    let map = builder(input.algorithm)
+        .clock(clock.clone())
+        .exact_keys()
+        .build();
+    let (grow, map) = match (grow, map) {
+        (Ok(g), Ok(m)) => (g, m),
+        (g, m) => {
+            assert_eq!(g.err(), m.err(), "the two builds disagree");
+            stats.invalid_config += 1;
+            return stats;
+        }
+    };
+    for (i, op) in input.ops.iter().enumerate() {
+        let ctx = || format!("op #{i} {op:?} of {:?}", input.algorithm);
+        match *op {
+            Op::Check { key, n } => {
+                let n = u32::from(n % 4);
+                let (g, m) = (grow.check_n(&key, n), map.check_n(&key, n));
+                same(g, m, &ctx);
+                stats.checks += 1;
+                stats.allowed += u64::from(m.is_allowed());
+                stats.denied += u64::from(!m.is_allowed());
+            }
+            Op::Many { first, count } => {
+                for key in (0..=u16::from(count)).map(|d| first.wrapping_add(d)) {
+                    let before = grow.len();
+                    let (g, m) = (grow.check(&key), map.check(&key));
+                    same(g, m, &|| format!("{} key {key}", ctx()));
+                    stats.checks += 1;
+                    stats.allowed += u64::from(m.is_allowed());
+                    stats.denied += u64::from(!m.is_allowed());
+                    stats.reclaimed_on_insert += u64::from(grow.len() < before);
+                }
+            }
+            Op::Peek { key } => same(grow.peek(&key), map.peek(&key), &ctx),
+            Op::Refund { key, n } => {
+                let n = u32::from(n % 4);
+                let (g, m) = (grow.refund(&key, n), map.refund(&key, n));
+                // A key the growing table reclaimed was idle: nothing to give back in the map
+                // either (a refund never raises a key beyond a fresh one's budget).
+                assert_eq!(g, m, "refund: {}", ctx());
+                stats.refunds += u64::from(m);
+            }
+            Op::Advance { ms } => clock.advance(Duration::from_millis(u64::from(ms))),
+            Op::EvictIdle => {
+                let (_, m) = (grow.evict_idle(), map.evict_idle());
+                stats.evicted += m as u64;
+                // Both now hold exactly the keys that are not idle.
+                assert_eq!(grow.len(), map.len(), "held after a sweep: {}", ctx());
+            }
+        }
+        assert!(
+            grow.len() <= map.len(),
+            "the growing table holds {} keys, the map {}: {}",
+            grow.len(),
+            map.len(),
+            ctx()
+        );
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::corpus_tests!("grow_model", run);
+
+    /// The driver itself: thousands of keys through a small GCRA, time moving on, sweeps.
+    #[test]
+    fn many_keys_grow_reclaim_and_shrink() {
+        let mut ops = Vec::new();
+        for round in 0..20u16 {
+            ops.push(Op::Many {
+                first: round * 200,
+                count: 255,
+            });
+            ops.push(Op::Check { key: 7, n: 1 });
+            ops.push(Op::Advance { ms: 1_500 });
+            if round % 5 == 4 {
+                ops.push(Op::EvictIdle);
+            }
+        }
+        let stats = run(&Input {
+            algorithm: Algorithm::Gcra {
+                count: 1,
+                period_ms: 10,
+                burst: 2,
+            },
+            ops,
+        });
+        assert!(stats.checks > 5_000, "{stats:?}");
+        assert!(stats.reclaimed_on_insert > 0, "{stats:?}");
+    }
+}
