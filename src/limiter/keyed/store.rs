@@ -2,64 +2,67 @@
 //! (growing table, fixed table or map), the sweep of idle keys and making room at the cap.
 
 use super::*;
+use crate::limiter::engine::{Engine, Held};
+use crate::store::exact::ExactMap;
+
+/// One key of a keyed limiter: what the operations written once in
+/// [`engine`](crate::limiter::engine) work on.
+pub(super) struct At<'a, K, C, Q: ?Sized> {
+    limiter: &'a KeyedLimiter<K, C>,
+    key: &'a Q,
+}
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
-    /// The word `key` holds, or the one it would start from.
-    pub(super) fn word_of<Q>(&self, key: &Q) -> u64
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let word = match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::get`.
-            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
-            Store::Grow(table, hasher) => table.get(GrowTable::hash(hasher, key)),
-            Store::Map(map) => map.get(key).map(|cell| cell.load()),
-        };
-        word.unwrap_or_else(|| self.fresh_word())
+    /// `key` of this limiter, for the operations of [`engine`](crate::limiter::engine).
+    #[inline(always)]
+    pub(super) fn at<'a, Q: ?Sized>(&'a self, key: &'a Q) -> At<'a, K, C, Q> {
+        At { limiter: self, key }
+    }
+}
+
+impl<K, C, Q> Held for At<'_, K, C, Q>
+where
+    K: Hash + Eq + Borrow<Q>,
+    C: Clock,
+    Q: Hash + Eq + ?Sized,
+{
+    #[inline(always)]
+    fn setting(&self) -> &Setting {
+        &self.limiter.setting
     }
 
-    /// Applies `step` to `key`'s cell if the key is held; `None` if it is not.
-    pub(super) fn update_existing<Q, R>(
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        self.limiter.now()
+    }
+
+    /// The word the key holds, or the one it would start from.
+    fn word(&self) -> u64 {
+        let word = self.limiter.store.get(self.key);
+        word.unwrap_or_else(|| self.limiter.fresh_word())
+    }
+
+    fn update_existing<R>(&self, step: impl Fn(u64) -> (R, Option<u64>)) -> Option<R> {
+        self.limiter.store.update_existing(self.key, step)
+    }
+}
+
+impl<K, C, Q> Engine for At<'_, K, C, Q>
+where
+    K: Hash + Eq + Borrow<Q>,
+    C: Clock,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    /// Applies `step` to the key's cell, creating the cell if `step` writes on a fresh state.
+    /// `None` when the key is new, the store is at `max_keys` and `capped` is set.
+    fn apply<R>(
         &self,
-        key: &Q,
-        step: impl Fn(u64) -> (R, Option<u64>),
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::update_existing`.
-            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
-            Store::Grow(table, hasher) => table.update_existing(GrowTable::hash(hasher, key), step),
-            Store::Map(map) => Some(map.get(key)?.update(step)),
-        }
-    }
-
-    /// The decision for a new key that the full store cannot take.
-    #[cold]
-    pub(super) fn refuse(&self) -> Decision {
-        // Relaxed: a statistic; nothing is ordered by it.
-        self.counters.refused.add(1);
-        let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
-        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
-    }
-
-    /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
-    /// Returns `None` when the key is new, the store is at `max_keys` and `capped` is set.
-    pub(super) fn apply<Q, R>(
-        &self,
-        key: &Q,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         capped: bool,
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        match &self.store {
+    ) -> Option<R> {
+        let (limiter, key) = (self.limiter, self.key);
+        match &limiter.store {
             Store::Table(table, hasher) => {
                 let h = Table::hash(hasher, key);
                 if let Some(found) = table.find(h) {
@@ -67,22 +70,48 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                         return Some(r);
                     }
                 }
-                self.table_insert(table, h, now, step, capped)
+                limiter.table_insert(table, h, now, step, capped)
             }
             Store::Grow(table, hasher) => {
                 let h = GrowTable::hash(hasher, key);
                 if let Some(found) = table.find(h) {
                     return Some(GrowTable::update(found, &step));
                 }
-                self.grow_insert(table, h, now, step, capped)
+                limiter.grow_insert(table, h, now, step, capped)
             }
             Store::Map(map) => {
-                if let Some(cell) = map.get(key) {
-                    return Some(cell.update(step));
+                if let Some(r) = map.with(key, |cell| cell.update(&step)) {
+                    return Some(r);
                 }
-                self.map_insert(map, key, step, now, capped)
+                limiter.map_insert(map, key, step, now, capped)
             }
         }
+    }
+
+    fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
+        self.limiter.full(decide)
+    }
+
+    fn store_full(&self) -> ConfigError {
+        ConfigError::StoreFull {
+            max_keys: self.limiter.max_keys,
+        }
+    }
+
+    #[inline(always)]
+    fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
+        self.limiter.check_on(algorithm, self.key, n)
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+    /// The decision for a new key that the full store cannot take.
+    #[cold]
+    pub(super) fn refuse(&self) -> Decision {
+        // Relaxed: a statistic; nothing is ordered by it.
+        self.counters.refused.add(1);
+        let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
+        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
     /// The table's miss path: the key was not found (or vanished under a sweep).
@@ -125,7 +154,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     #[inline(never)]
     pub(super) fn map_insert<Q, R>(
         &self,
-        map: &DashMap<K, Cell, Hasher>,
+        map: &ExactMap<K, Cell>,
         key: &Q,
         step: impl Fn(u64) -> (R, Option<u64>),
         now: u64,
@@ -142,20 +171,16 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             // state fresh.
             return Some(result);
         };
-        if capped && self.held.get_usize() >= self.max_keys && !self.make_room(now) {
-            return None;
-        }
-        Some(match map.entry(key.to_owned()) {
+        let cap = if capped { self.max_keys } else { usize::MAX };
+        map.insert(
+            key,
+            Cell::new(word),
+            cap,
+            || self.make_room(now),
             // Another thread inserted it since our lookup: decide on its state.
-            Entry::Occupied(e) => e.get().update(step),
-            Entry::Vacant(e) => {
-                e.insert(Cell::new(word));
-                // Relaxed: `held` is a soft count for the cap and `len`; no memory is
-                // published through it.
-                self.held.add(1);
-                result
-            }
-        })
+            |cell| cell.update(step),
+            result,
+        )
     }
 
     /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
@@ -206,23 +231,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
         self.swept.raise_to(now);
         let is_idle = |word| self.setting.kind().is_idle(word, now);
-        let removed = match &self.store {
-            Store::Table(table, _) => table.sweep(&is_idle),
-            Store::Grow(table, _) => table.sweep(&is_idle),
-            Store::Map(map) => {
-                let mut removed = 0usize;
-                // The shard's write lock excludes every check on that shard, so no admission
-                // can be in flight on a cell while it is judged idle and removed.
-                map.retain(|_, cell| {
-                    let keep = !is_idle(cell.load());
-                    removed += usize::from(!keep);
-                    keep
-                });
-                // Relaxed: counters only (see `held`).
-                self.held.sub(removed as u64);
-                removed
-            }
-        };
+        let removed = self.store.sweep(&is_idle);
         // Relaxed: a statistic.
         self.counters.evicted.add(removed as u64);
         removed
