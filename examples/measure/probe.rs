@@ -58,8 +58,14 @@ fn keys(n: usize, seed: u64) -> Vec<u64> {
     keys
 }
 
+/// Checks `keys` in turn, `checks` times in all; `lap` runs each time the keys start over.
 #[inline(never)]
-fn run_single<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64], checks: usize) -> usize {
+fn run_single<C: Clock>(
+    l: &KeyedLimiter<u64, C>,
+    keys: &[u64],
+    checks: usize,
+    lap: impl Fn(),
+) -> usize {
     let mut allowed = 0;
     let mut i = 0;
     for _ in 0..checks {
@@ -68,6 +74,7 @@ fn run_single<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64], checks: usize) -
         i += 1;
         if i == keys.len() {
             i = 0;
+            lap();
         }
     }
     allowed
@@ -113,27 +120,6 @@ fn run_sliding_manual(l: &Limiter<ManualClock>, clock: &ManualClock, checks: usi
     for _ in 0..checks {
         clock.advance_ns(4_000);
         allowed += usize::from(black_box(l.check()).is_allowed());
-    }
-    allowed
-}
-
-#[inline(never)]
-fn run_sliding_keyed(
-    l: &KeyedLimiter<u64, ManualClock>,
-    clock: &ManualClock,
-    keys: &[u64],
-    checks: usize,
-) -> usize {
-    let mut allowed = 0;
-    let mut i = 0;
-    for _ in 0..checks {
-        let d = l.check(black_box(&keys[i]));
-        allowed += usize::from(black_box(d).is_allowed());
-        i += 1;
-        if i == keys.len() {
-            i = 0;
-            clock.advance_ns(4_000);
-        }
     }
     allowed
 }
@@ -195,7 +181,7 @@ fn main() {
             if name == "batch1k_16" {
                 run_batch(&l, &ks, checks, 16)
             } else {
-                run_single(&l, &ks, checks)
+                run_single(&l, &ks, checks, || {})
             }
         }
         "table1k_manual" => {
@@ -203,7 +189,7 @@ fn main() {
             let l = keyed(ManualClock::new(), Some(1_000), false);
             fill(&l, &ks);
             start = Instant::now();
-            run_single(&l, &ks, checks)
+            run_single(&l, &ks, checks, || {})
         }
         "table1m" | "fixed1m" | "map1m" | "batch1m_16" | "batch1m_64" => {
             let table = name != "map1m";
@@ -218,7 +204,7 @@ fn main() {
             match name {
                 "batch1m_16" => run_batch(&l, &probes, checks, 16),
                 "batch1m_64" => run_batch(&l, &probes, checks, 64),
-                _ => run_single(&l, &probes, checks),
+                _ => run_single(&l, &probes, checks, || {}),
             }
         }
         "insert1m" | "insert1m_fixed" | "insert1m_map" => {
@@ -232,7 +218,7 @@ fn main() {
             );
             let ks = keys(checks.min(1_000_000), 4);
             start = Instant::now();
-            run_single(&l, &ks, ks.len())
+            run_single(&l, &ks, ks.len(), || {})
         }
         "direct_manual" | "gov_direct_manual" => {
             // As `direct/manual_clock` in benches/gcra.rs: 1 unit per µs, burst 1000.
@@ -280,7 +266,7 @@ fn main() {
             let ks = keys(1_000, 1);
             fill(&l, &ks);
             start = Instant::now();
-            run_sliding_keyed(&l, &clock, &ks, checks)
+            run_single(&l, &ks, checks, || clock.advance_ns(4_000))
         }
         other => {
             eprintln!("unknown workload {other}");

@@ -211,12 +211,8 @@ struct View {
 impl SlidingWindow {
     /// The policy this configuration enforces (see [`crate::Policy`]).
     pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::SlidingWindow,
-            self.limit,
-            Some(std::time::Duration::from_nanos(self.window.get())),
-            None,
-        )
+        let kind = crate::limiter::policy::PolicyKind::SlidingWindow;
+        super::window::policy(kind, self.limit, self.window)
     }
 
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {

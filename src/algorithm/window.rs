@@ -32,6 +32,16 @@ pub(crate) fn window_ns(window: Duration) -> Result<NonZeroU64, ConfigError> {
     NonZeroU64::new(ns).ok_or(ConfigError::Zero { field: "window" })
 }
 
+/// The policy of a window counter: `limit` per `window` ns (see [`crate::Policy`]).
+pub(crate) fn policy(
+    kind: crate::limiter::policy::PolicyKind,
+    limit: u32,
+    window: NonZeroU64,
+) -> crate::limiter::policy::Policy {
+    let window = Duration::from_nanos(window.get());
+    crate::limiter::policy::Policy::new(kind, limit, Some(window), None)
+}
+
 /// A validated non-zero limit.
 pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
     if limit == 0 {

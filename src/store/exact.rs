@@ -104,3 +104,44 @@ impl<K: Hash + Eq, V> ExactMap<K, V> {
         removed
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::ExactMap;
+
+    #[test]
+    fn insert_respects_the_cap_and_a_present_key() {
+        let map = ExactMap::<String, u32>::new();
+        // Room: inserted, counted.
+        assert_eq!(
+            map.insert("a", 1, 1, || unreachable!(), |_| "present", "new"),
+            Some("new")
+        );
+        assert_eq!(map.len(), 1);
+        // At the cap, and no room made: nothing inserted.
+        assert_eq!(map.insert("b", 2, 1, || false, |_| "present", "new"), None);
+        assert_eq!((map.len(), map.with("b", |v| *v)), (1, None));
+        // At the cap, room made: inserted.
+        assert_eq!(
+            map.insert("b", 2, 1, || true, |_| "present", "new"),
+            Some("new")
+        );
+        // Present: decided on the value held, which is kept, and not counted again.
+        assert_eq!(map.insert("a", 9, usize::MAX, || true, |v| *v, 0), Some(1));
+        assert_eq!((map.len(), map.with("a", |v| *v)), (2, Some(1)));
+    }
+
+    #[test]
+    fn retain_removes_and_counts() {
+        let map = ExactMap::<u32, u32>::with_shards(4);
+        for k in 0..10 {
+            map.insert(&k, k, usize::MAX, || true, |_| (), ());
+        }
+        assert_eq!(map.retain(|v| v % 2 == 0), 5);
+        assert_eq!(map.len(), 5);
+        assert_eq!(
+            (map.with(&3, |v| *v), map.with(&4, |v| *v)),
+            (None, Some(4))
+        );
+    }
+}

@@ -110,7 +110,7 @@ pub(crate) fn drive<R, E>(
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::Cell;
+    use super::{drive, Cell, Swap};
 
     #[test]
     fn update_writes_only_when_asked() {
@@ -121,6 +121,25 @@ mod tests {
         let r = cell.update(|w| (w + 1, Some(w + 1)));
         assert_eq!(r, 8);
         assert_eq!(cell.load(), 8);
+    }
+
+    #[test]
+    fn drive_retries_on_the_winning_word_and_stops_on_abort() {
+        // The first swap loses to 10, the second to 11, the third is aborted.
+        let mut swaps = vec![Swap::Abort("gone"), Swap::Retry(11), Swap::Retry(10)];
+        let mut seen = vec![];
+        let r = drive(
+            1,
+            |w| {
+                seen.push(w);
+                (w, Some(w + 1))
+            },
+            |_, _| swaps.pop().unwrap(),
+        );
+        assert_eq!((r, seen), (Err("gone"), vec![1, 10, 11]));
+        // A step that writes nothing (or the same word) swaps nothing.
+        let r: Result<u64, ()> = drive(5, |w| (w, Some(w)), |_, _| unreachable!());
+        assert_eq!(r, Ok(5));
     }
 
     #[test]

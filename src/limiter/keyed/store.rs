@@ -70,14 +70,14 @@ where
                         return Some(r);
                     }
                 }
-                limiter.table_insert(table, h, now, step, capped)
+                limiter.insert_hashed(table, h, now, step, capped)
             }
             Store::Grow(table, hasher) => {
                 let h = GrowTable::hash(hasher, key);
                 if let Some(found) = table.find(h) {
                     return Some(GrowTable::update(found, &step));
                 }
-                limiter.grow_insert(table, h, now, step, capped)
+                limiter.insert_hashed(table, h, now, step, capped)
             }
             Store::Map(map) => {
                 if let Some(r) = map.with(key, |cell| cell.update(&step)) {
@@ -114,11 +114,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
-    /// The table's miss path: the key was not found (or vanished under a sweep).
+    /// A fingerprint table's miss path: the key was not found (or vanished under a sweep, or
+    /// its shard of the growing table was being rebuilt). Out of line: the hit path stays
+    /// short.
     #[inline(never)]
-    pub(super) fn table_insert<R>(
+    pub(super) fn insert_hashed<T: Fingerprints, R>(
         &self,
-        table: &Table,
+        table: &T,
         h: u64,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
@@ -129,25 +131,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             now,
             capped,
         };
-        table.insert(h, step, &policy)
-    }
-
-    /// The growing table's miss path: the key was not found (or its shard was being rebuilt).
-    #[inline(never)]
-    pub(super) fn grow_insert<R>(
-        &self,
-        table: &GrowTable,
-        h: u64,
-        now: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        capped: bool,
-    ) -> Option<R> {
-        let policy = TablePolicy {
-            limiter: self,
-            now,
-            capped,
-        };
-        table.insert(h, step, &policy)
+        table.insert_with(h, step, &policy)
     }
 
     /// The map's miss path: the key is not held (or was not a moment ago).
@@ -250,8 +234,36 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
+/// The two fingerprint tables, as [`KeyedLimiter::insert_hashed`] inserts into them: each with
+/// the limiter's view of itself as its insert policy.
+pub(super) trait Fingerprints {
+    fn insert_with<K: Hash + Eq, C: Clock, R>(
+        &self,
+        h: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        policy: &TablePolicy<'_, K, C>,
+    ) -> Option<R>;
+}
+
+macro_rules! fingerprints {
+    ($($table:ty),*) => {$(
+        impl Fingerprints for $table {
+            fn insert_with<K: Hash + Eq, C: Clock, R>(
+                &self,
+                h: u64,
+                step: impl Fn(u64) -> (R, Option<u64>),
+                policy: &TablePolicy<'_, K, C>,
+            ) -> Option<R> {
+                self.insert(h, step, policy)
+            }
+        }
+    )*};
+}
+
+fingerprints!(Table, GrowTable);
+
 /// The table's view of this limiter during one insert.
-struct TablePolicy<'a, K, C> {
+pub(super) struct TablePolicy<'a, K, C> {
     limiter: &'a KeyedLimiter<K, C>,
     now: u64,
     capped: bool,

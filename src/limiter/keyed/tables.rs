@@ -28,7 +28,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match self.table_insert(table, h, now, step, true) {
+        match self.insert_hashed(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -55,7 +55,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match self.grow_insert(table, h, now, step, true) {
+        match self.insert_hashed(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -113,60 +113,65 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         let keys = keys.into_iter();
         match &self.store {
-            Store::Table(table, hasher) => {
-                let mut keys = keys.fuse();
-                let mut hashes = [0u64; BATCH];
-                loop {
-                    // First pass: hash a group of keys and touch each one's home slot. The
-                    // loads are independent of each other, so the CPU overlaps their misses.
-                    let mut len = 0;
-                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-                        let h = Table::hash(hasher, key);
-                        table.touch(h);
-                        *slot = h;
-                        len += 1;
-                    }
-                    if len == 0 {
-                        break;
-                    }
-                    // Second pass: the checks themselves, in order, each probing afresh (the
-                    // slots are in cache now). Probing afresh, not from the first pass's
-                    // values, keeps every decision exactly `check`'s: an earlier check of the
-                    // batch may have changed a later key's slot (the same key twice, a new key
-                    // inserted, or a key swept or evicted to make room).
-                    out.reserve(len);
-                    for &h in &hashes[..len] {
-                        out.push(self.check_hashed(table, h, algorithm, now, 1));
-                    }
-                }
-            }
-            Store::Grow(table, hasher) => {
-                let mut keys = keys.fuse();
-                let mut hashes = [0u64; BATCH];
-                loop {
-                    // As for the fixed table above: touch a group's home slots, then check.
-                    let mut len = 0;
-                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-                        let h = GrowTable::hash(hasher, key);
-                        table.touch(h);
-                        *slot = h;
-                        len += 1;
-                    }
-                    if len == 0 {
-                        break;
-                    }
-                    out.reserve(len);
-                    for &h in &hashes[..len] {
-                        out.push(self.check_grow(table, h, algorithm, now, 1));
-                    }
-                }
-            }
+            Store::Table(table, hasher) => batched(
+                keys,
+                out,
+                |key| {
+                    let h = Table::hash(hasher, key);
+                    table.touch(h);
+                    h
+                },
+                |h| self.check_hashed(table, h, algorithm, now, 1),
+            ),
+            Store::Grow(table, hasher) => batched(
+                keys,
+                out,
+                |key| {
+                    let h = GrowTable::hash(hasher, key);
+                    table.touch(h);
+                    h
+                },
+                |h| self.check_grow(table, h, algorithm, now, 1),
+            ),
             Store::Map(_) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
                     out.push(self.check_at(algorithm, key, now, 1));
                 }
             }
+        }
+    }
+}
+
+/// [`KeyedLimiter::check_many`] over a fingerprint table: `touch` hashes a group of keys and
+/// touches each one's home slot, then `check` checks them, in order.
+#[inline(always)]
+fn batched<'q, Q: ?Sized + 'q>(
+    keys: impl Iterator<Item = &'q Q>,
+    out: &mut Vec<Decision>,
+    touch: impl Fn(&Q) -> u64,
+    check: impl Fn(u64) -> Decision,
+) {
+    let mut keys = keys.fuse();
+    let mut hashes = [0u64; BATCH];
+    loop {
+        // First pass: hash a group of keys and touch each one's home slot. The loads are
+        // independent of each other, so the CPU overlaps their misses.
+        let mut len = 0;
+        for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+            *slot = touch(key);
+            len += 1;
+        }
+        if len == 0 {
+            break;
+        }
+        // Second pass: the checks themselves, in order, each probing afresh (the slots are in
+        // cache now). Probing afresh, not from the first pass's values, keeps every decision
+        // exactly `check`'s: an earlier check of the batch may have changed a later key's slot
+        // (the same key twice, a new key inserted, or a key swept or evicted to make room).
+        out.reserve(len);
+        for &h in &hashes[..len] {
+            out.push(check(h));
         }
     }
 }
