@@ -389,46 +389,28 @@ fn insert_new_key(c: &mut Criterion) {
     g.sample_size(30);
     let keys = u64_keys(MANY_KEYS, 4);
 
-    inserts(
-        &mut g,
-        "cellgate_table",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .max_keys(MANY_KEYS)
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
-    inserts(
-        &mut g,
-        "cellgate_fixed",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .max_keys(MANY_KEYS)
-                .fixed_capacity()
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
-    inserts(
-        &mut g,
-        "cellgate_map",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .exact_keys()
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
+    // The three stores: the growing table (with a ceiling), the fixed table, the exact map.
+    type Builder = cellgate::KeyedBuilder<u64, cellgate::clock::DefaultClock>;
+    type Store = fn(Builder) -> Builder;
+    let stores: [(&str, Store); 3] = [
+        ("cellgate_table", |b| b.max_keys(MANY_KEYS)),
+        ("cellgate_fixed", |b| b.max_keys(MANY_KEYS).fixed_capacity()),
+        ("cellgate_map", |b| b.exact_keys()),
+    ];
+    for (name, store) in stores {
+        inserts(
+            &mut g,
+            name,
+            &keys,
+            || {
+                store(KeyedLimiter::<u64>::gcra(cellgate_quota()))
+                    .build()
+                    .expect("valid quota")
+            },
+            |l, k| l.check(k),
+            |l| l.len(),
+        );
+    }
     inserts(
         &mut g,
         "governor",

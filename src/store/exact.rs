@@ -52,6 +52,7 @@ impl<K: Hash + Eq, V> ExactMap<K, V> {
         // A `match`, not `Option::map`: `f` is then called right here, in the caller's inlined
         // copy, where LLVM inlines it (through `map`'s closure it stayed a call: the exact
         // map's check grew by a sixth, see BENCHMARKS.md "Instruction counts").
+        #[allow(clippy::manual_map)]
         match self.map.get(key) {
             Some(value) => Some(f(&value)),
             None => None,
