@@ -27,35 +27,20 @@
 //! The quota (interval 1000 s, burst 10^7) admits every check and keeps every key live. Without
 //! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
 
+mod keys;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cellgate::clock::{Clock, CoarseClock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
+use keys::u64_keys;
 
 /// Every check is allowed (a burst of 10^7), and a key stays live for at least 1000 s after a
 /// check (interval 1000 s), so that no store may drop it during a run, however slow (callgrind):
 /// the workloads measure hits and inserts, not reclaims.
 fn quota() -> Quota {
     Quota::new(10_000_000, Duration::from_secs(10_000_000 * 1_000))
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn keys(n: usize, seed: u64) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
-    let mut state = seed;
-    for i in (1..keys.len()).rev() {
-        state = state.wrapping_add(1);
-        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
-        keys.swap(i, j);
-    }
-    keys
 }
 
 /// Checks `keys` in turn, `checks` times in all; `lap` runs each time the keys start over.
@@ -167,7 +152,7 @@ fn main() {
     let allowed = match name {
         "table1k" | "fixed1k" | "map1k" | "table1k_changed" | "batch1k_16" => {
             let table = name != "map1k";
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             let l = keyed(
                 cellgate::clock::QuantaClock::new(),
                 table.then_some(1_000),
@@ -185,7 +170,7 @@ fn main() {
             }
         }
         "table1k_manual" => {
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             let l = keyed(ManualClock::new(), Some(1_000), false);
             fill(&l, &ks);
             start = Instant::now();
@@ -198,8 +183,8 @@ fn main() {
                 table.then_some(1_000_000),
                 name == "fixed1m",
             );
-            fill(&l, &keys(1_000_000, 2));
-            let probes = keys(1_000_000, 3);
+            fill(&l, &u64_keys(1_000_000, 2));
+            let probes = u64_keys(1_000_000, 3);
             start = Instant::now();
             match name {
                 "batch1m_16" => run_batch(&l, &probes, checks, 16),
@@ -216,7 +201,7 @@ fn main() {
                 (name != "insert1m_map").then_some(1_000_000),
                 name == "insert1m_fixed",
             );
-            let ks = keys(checks.min(1_000_000), 4);
+            let ks = u64_keys(checks.min(1_000_000), 4);
             start = Instant::now();
             run_single(&l, &ks, ks.len(), || {})
         }
@@ -263,7 +248,7 @@ fn main() {
                 .max_keys(1_000)
                 .build()
                 .expect("valid limit");
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             fill(&l, &ks);
             start = Instant::now();
             run_single(&l, &ks, checks, || clock.advance_ns(4_000))
