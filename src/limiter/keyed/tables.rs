@@ -145,9 +145,10 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
 /// [`KeyedLimiter::check_many`] over a fingerprint table: `touch` hashes a group of keys and
 /// touches each one's home slot, then `check` checks them, in order. Out of line, one copy per
-/// table: each copy is laid out for its own table's probe alone (inlined into `check_many`,
-/// with every store's path beside it, the batch cost about 7 instructions a key more, and
-/// with the table's probe inlined here it costs about 30 fewer: BENCHMARKS.md).
+/// table: each copy is laid out for its own table's probe alone, which LLVM then inlines here;
+/// inlined into `check_many`, beside every store's path, the batch cost more per key
+/// (BENCHMARKS.md, "Instruction counts").
+#[inline(never)]
 fn batched<'q, Q: ?Sized + 'q>(
     keys: impl Iterator<Item = &'q Q>,
     out: &mut Vec<Decision>,
