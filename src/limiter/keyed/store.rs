@@ -4,6 +4,7 @@
 use super::*;
 use crate::limiter::engine::{Engine, Held};
 use crate::store::exact::ExactMap;
+use crate::store::Hasher;
 
 /// One key of a keyed limiter: what the operations written once in
 /// [`engine`](crate::limiter::engine) work on.
@@ -243,6 +244,9 @@ pub(super) trait Fingerprints {
         step: impl Fn(u64) -> (R, Option<u64>),
         policy: &TablePolicy<'_, K, C>,
     ) -> Option<R>;
+
+    /// Hashes `key` and loads its home slot (see `check_many`); returns the hash.
+    fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64;
 }
 
 macro_rules! fingerprints {
@@ -255,6 +259,13 @@ macro_rules! fingerprints {
                 policy: &TablePolicy<'_, K, C>,
             ) -> Option<R> {
                 self.insert(h, step, policy)
+            }
+
+            #[inline(always)]
+            fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64 {
+                let h = <$table>::hash(hasher, key);
+                self.touch(h);
+                h
             }
         }
     )*};

@@ -2,7 +2,9 @@
 //! table), and [`check_many`](KeyedLimiter::check_many), which hashes and touches a group of
 //! keys before checking them.
 
+use super::store::Fingerprints;
 use super::*;
+use crate::store::Hasher;
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The table store's check of the key with hash `h`.
@@ -113,26 +115,12 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         let keys = keys.into_iter();
         match &self.store {
-            Store::Table(table, hasher) => batched(
-                keys,
-                out,
-                move |key| {
-                    let h = Table::hash(hasher, key);
-                    table.touch(h);
-                    h
-                },
-                move |h| self.check_hashed(table, h, algorithm, now, 1),
-            ),
-            Store::Grow(table, hasher) => batched(
-                keys,
-                out,
-                move |key| {
-                    let h = GrowTable::hash(hasher, key);
-                    table.touch(h);
-                    h
-                },
-                move |h| self.check_grow(table, h, algorithm, now, 1),
-            ),
+            Store::Table(table, hasher) => batched(table, hasher, keys, out, move |h| {
+                self.check_hashed(table, h, algorithm, now, 1)
+            }),
+            Store::Grow(table, hasher) => batched(table, hasher, keys, out, move |h| {
+                self.check_grow(table, h, algorithm, now, 1)
+            }),
             Store::Map(_) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
@@ -143,16 +131,17 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
-/// [`KeyedLimiter::check_many`] over a fingerprint table: `touch` hashes a group of keys and
-/// touches each one's home slot, then `check` checks them, in order. Out of line, one copy per
-/// table: each copy is laid out for its own table's probe alone, which LLVM then inlines here;
-/// inlined into `check_many`, beside every store's path, the batch cost more per key
-/// (BENCHMARKS.md, "Instruction counts").
+/// [`KeyedLimiter::check_many`] over a fingerprint table: hashes a group of keys and touches
+/// each one's home slot, then `check` checks them, in order. Out of line, one copy per table:
+/// each copy is laid out for its own table's probe alone, which LLVM then inlines here; inlined
+/// into `check_many`, beside every store's path, the batch cost more per key (BENCHMARKS.md,
+/// "Instruction counts").
 #[inline(never)]
-fn batched<'q, Q: ?Sized + 'q>(
+fn batched<'q, T: Fingerprints, Q: Hash + ?Sized + 'q>(
+    table: &T,
+    hasher: &Hasher,
     keys: impl Iterator<Item = &'q Q>,
     out: &mut Vec<Decision>,
-    touch: impl Fn(&Q) -> u64,
     check: impl Fn(u64) -> Decision,
 ) {
     let mut keys = keys.fuse();
@@ -162,7 +151,7 @@ fn batched<'q, Q: ?Sized + 'q>(
         // independent of each other, so the CPU overlaps their misses.
         let mut len = 0;
         for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-            *slot = touch(key);
+            *slot = table.hash_and_touch(hasher, key);
             len += 1;
         }
         if len == 0 {
