@@ -72,6 +72,25 @@ fn configure<'a>(
     g
 }
 
+/// Benchmarks `check`, with the clock advanced by `advance` every `ADVANCE_EVERY` checks.
+fn bench_advancing<R>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    advance: impl Fn(),
+    check: impl Fn() -> R,
+) {
+    let mut i = 0u64;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            i += 1;
+            if i % ADVANCE_EVERY == 0 {
+                advance();
+            }
+            black_box(check())
+        })
+    });
+}
+
 fn direct_manual_clock(c: &mut Criterion) {
     let mut g = configure(c, "direct/manual_clock");
     let advance = Duration::from_nanos(ADVANCE_INTERVALS * MANUAL_INTERVAL_NS);
@@ -81,29 +100,21 @@ fn direct_manual_clock(c: &mut Criterion) {
         .clock(clock.clone())
         .build()
         .expect("valid quota");
-    let mut i = 0u64;
-    g.bench_function("cellgate", |b| {
-        b.iter(|| {
-            i += 1;
-            if i % ADVANCE_EVERY == 0 {
-                clock.advance(advance);
-            }
-            black_box(limiter.check())
-        })
-    });
+    bench_advancing(
+        &mut g,
+        "cellgate",
+        || clock.advance(advance),
+        || limiter.check(),
+    );
 
     let clock = FakeRelativeClock::default();
     let limiter = RateLimiter::direct_with_clock(governor_quota(MANUAL_RATE), clock.clone());
-    let mut i = 0u64;
-    g.bench_function("governor", |b| {
-        b.iter(|| {
-            i += 1;
-            if i % ADVANCE_EVERY == 0 {
-                clock.advance(advance);
-            }
-            black_box(limiter.check())
-        })
-    });
+    bench_advancing(
+        &mut g,
+        "governor",
+        || clock.advance(advance),
+        || limiter.check(),
+    );
     g.finish();
 }
 

@@ -44,6 +44,9 @@
 //! SipHash `RandomState`): what a user of either gets. The 1M-key limiters are built once per
 //! entry, outside the timing, and dropped before the next is built.
 
+#[path = "../examples/measure/keys.rs"]
+mod keys;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -55,6 +58,7 @@ use cellgate::clock::{CoarseClock, ManualClock};
 use cellgate::{KeyedLimiter, Limiter, Quota};
 use governor::clock::{FakeRelativeClock, QuantaUpkeepClock};
 use governor::RateLimiter;
+use keys::{shuffle, splitmix64, u64_keys};
 
 /// One unit per 1000 s: a key stays live (its state not equivalent to a fresh one) for at least
 /// that long after a check, so that no store may reclaim it during a run, and every group
@@ -77,31 +81,6 @@ fn governor_quota() -> governor::Quota {
     governor::Quota::with_period(INTERVAL)
         .expect("non-zero interval")
         .allow_burst(nz(BURST))
-}
-
-/// splitmix64: a bijection on `u64`, so distinct inputs give distinct keys.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A fixed-seed Fisher-Yates shuffle (reproducible from run to run).
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    let mut state = seed;
-    for i in (1..v.len()).rev() {
-        state = state.wrapping_add(1);
-        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-}
-
-/// `n` distinct `u64` keys, in a shuffled order.
-fn u64_keys(n: usize, seed: u64) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
-    shuffle(&mut keys, seed);
-    keys
 }
 
 /// `n` distinct `String` keys of 16 to 32 hex digits.
@@ -389,46 +368,28 @@ fn insert_new_key(c: &mut Criterion) {
     g.sample_size(30);
     let keys = u64_keys(MANY_KEYS, 4);
 
-    inserts(
-        &mut g,
-        "cellgate_table",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .max_keys(MANY_KEYS)
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
-    inserts(
-        &mut g,
-        "cellgate_fixed",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .max_keys(MANY_KEYS)
-                .fixed_capacity()
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
-    inserts(
-        &mut g,
-        "cellgate_map",
-        &keys,
-        || {
-            KeyedLimiter::<u64>::gcra(cellgate_quota())
-                .exact_keys()
-                .build()
-                .expect("valid quota")
-        },
-        |l, k| l.check(k),
-        |l| l.len(),
-    );
+    // The three stores: the growing table (with a ceiling), the fixed table, the exact map.
+    type Builder = cellgate::KeyedBuilder<u64, cellgate::clock::DefaultClock>;
+    type Store = fn(Builder) -> Builder;
+    let stores: [(&str, Store); 3] = [
+        ("cellgate_table", |b| b.max_keys(MANY_KEYS)),
+        ("cellgate_fixed", |b| b.max_keys(MANY_KEYS).fixed_capacity()),
+        ("cellgate_map", |b| b.exact_keys()),
+    ];
+    for (name, store) in stores {
+        inserts(
+            &mut g,
+            name,
+            &keys,
+            || {
+                store(KeyedLimiter::<u64>::gcra(cellgate_quota()))
+                    .build()
+                    .expect("valid quota")
+            },
+            |l, k| l.check(k),
+            |l| l.len(),
+        );
+    }
     inserts(
         &mut g,
         "governor",

@@ -244,8 +244,8 @@ proptest! {
             prop_assert_eq!(evict.len(), before - n);
             prop_assert!(evict.len() <= keep.len());
         }
-        prop_assert_eq!(evict.evicted(), evicted);
-        prop_assert_eq!(keep.evicted(), 0);
+        prop_assert_eq!(evict.stats().evicted, evicted);
+        prop_assert_eq!(keep.stats().evicted, 0);
         // Long after everything, every key is idle.
         clock_b.advance_ns(u64::from(q.burst) * q.interval() + 1);
         evict.evict_idle();
@@ -264,12 +264,12 @@ fn evict_idle_drops_only_idle_keys() {
     assert_eq!(l.evict_idle(), 0, "key 1 is one ns short of fresh");
     clock.advance_ns(1);
     assert_eq!(l.evict_idle(), 1);
-    assert_eq!((l.len(), l.evicted()), (1, 1));
+    assert_eq!((l.len(), l.stats().evicted), (1, 1));
     assert_eq!(l.peek(&2).remaining(), 1);
     clock.advance(SEC);
     assert_eq!(l.evict_idle(), 1);
     assert!(l.is_empty());
-    assert_eq!(l.evicted(), 2);
+    assert_eq!(l.stats().evicted, 2);
 }
 
 #[test]
@@ -282,26 +282,26 @@ fn max_keys_refuses_new_keys_and_sweeps_idle_ones() {
         .unwrap();
     assert!(l.check(&1).is_allowed());
     assert!(l.check(&2).is_allowed());
-    assert_eq!(l.refused(), 0);
+    assert_eq!(l.stats().refused, 0);
     // Full of live keys: a new key is denied with nothing to wait for, and counted.
     let d = l.check(&3);
     assert!(!d.is_allowed());
     assert_eq!((d.retry_after(), d.remaining()), (None, 0));
-    assert_eq!(l.refused(), 1);
+    assert_eq!(l.stats().refused, 1);
     assert!(!l.check(&4).is_allowed());
-    assert_eq!(l.refused(), 2);
+    assert_eq!(l.stats().refused, 2);
     // Requests that would create no key are not refusals.
     assert!(l.peek(&5).is_allowed());
     assert!(!l.check_n(&5, 3).is_allowed());
-    assert_eq!(l.refused(), 2);
+    assert_eq!(l.stats().refused, 2);
     // Held keys are unaffected by the cap.
     assert!(l.check(&1).is_allowed());
     assert_eq!(l.len(), 2);
     // Once the held keys are idle, a new key makes room by sweeping them.
     clock.advance(Duration::from_secs(10));
     assert!(l.check(&3).is_allowed());
-    assert_eq!(l.refused(), 2);
-    assert!(l.evicted() >= 1);
+    assert_eq!(l.stats().refused, 2);
+    assert!(l.stats().evicted >= 1);
     assert!(l.len() <= 2, "{} keys", l.len());
 }
 
@@ -451,7 +451,7 @@ fn full_stock_store_keeps_sweeping() {
     l.set_stock(&1, 1).unwrap(); // key 1 is back to its configured stock: idle
     clock.advance(Duration::from_secs(1));
     assert!(l.check(&2).is_allowed(), "the automatic sweep made room");
-    assert_eq!(l.evicted(), 1);
+    assert_eq!(l.stats().evicted, 1);
 }
 
 /// Operator actions on a new key that the fixed-capacity table (`max_keys` with
@@ -494,5 +494,5 @@ fn restock_past_the_ceiling_grows_the_default_table() {
     assert_eq!(l.peek(&999).remaining(), 6);
     // Traffic still cannot add a key past the ceiling.
     assert!(!l.check(&5_000).is_allowed());
-    assert_eq!(l.refused(), 1);
+    assert_eq!(l.stats().refused, 1);
 }

@@ -97,7 +97,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 }
 
 fn counters(l: &KeyedLimiter<u64, ManualClock>) -> (usize, u64, u64) {
-    (l.len(), l.refused(), l.untracked())
+    (l.len(), l.stats().refused, l.stats().untracked)
 }
 
 proptest! {
@@ -175,7 +175,7 @@ fn duplicates_and_the_cap_in_one_batch() {
             (true, 0)
         ]
     );
-    assert_eq!((l.len(), l.refused()), (2, 1));
+    assert_eq!((l.len(), l.stats().refused), (2, 1));
     // An empty batch appends nothing.
     l.check_many(std::iter::empty::<&u64>(), &mut out);
     assert_eq!(out.len(), 6);

@@ -281,15 +281,15 @@ fn max_keys_bounds_concurrent_insertion() {
         "{} keys held with max_keys {MAX_KEYS} and {THREADS} threads",
         limiter.len()
     );
-    assert_eq!(limiter.refused(), attempts - admitted.len() as u64);
+    assert_eq!(limiter.stats().refused, attempts - admitted.len() as u64);
     // Keys already held keep their own budget (burst 2: one more each).
     for key in &admitted {
         assert!(limiter.check(key).is_allowed(), "held key {key} refused");
     }
     // A new key is still refused, and counted.
-    let before = limiter.refused();
+    let before = limiter.stats().refused;
     assert!(!limiter.check(&u64::MAX).is_allowed());
-    assert_eq!(limiter.refused(), before + 1);
+    assert_eq!(limiter.stats().refused, before + 1);
 }
 
 /// Eviction racing checks: keys are idle (equivalent to fresh) when the race starts, a sweeper

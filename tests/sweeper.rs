@@ -38,13 +38,13 @@ fn sweeper_drops_idle_keys_and_ends_with_the_limiter() {
         let sweeper = l.spawn_sweeper(Duration::from_millis(1)).unwrap();
         assert_eq!(Arc::weak_count(&l), 1, "the thread holds a Weak");
         // Nothing is idle yet: sweeps (if any ran already) drop nothing.
-        assert_eq!((l.len(), l.evicted()), (100, 0), "bounded {bounded}");
+        assert_eq!((l.len(), l.stats().evicted), (100, 0), "bounded {bounded}");
         // Keys 0..50 go idle (one second later every key is back to full), 50..100 stay busy.
         for k in 50..100 {
             assert!(l.check(&k).is_allowed());
         }
         clock.advance(Duration::from_secs(1));
-        eventually("the idle keys dropped", || l.evicted() == 50);
+        eventually("the idle keys dropped", || l.stats().evicted == 50);
         assert_eq!(l.len(), 50);
         for k in 50..100 {
             assert_eq!(l.peek(&k).remaining(), 1, "key {k} kept its state");

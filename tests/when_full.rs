@@ -38,7 +38,12 @@ fn deny_new_is_the_default_and_never_touches_held_keys() {
     assert!(!d.is_allowed());
     assert_eq!(d.retry_after(), None);
     assert_eq!(
-        (l.len(), l.refused(), l.evicted_live(), l.untracked()),
+        (
+            l.len(),
+            l.stats().refused,
+            l.stats().evicted_live,
+            l.stats().untracked
+        ),
         (4, 1, 0, 0)
     );
     // Held keys keep exactly their budgets.
@@ -63,7 +68,7 @@ fn admit_untracked_decides_as_fresh_without_storing() {
     // A request that a fresh key would deny is still denied.
     assert!(!l.check_n(&3, 4).is_allowed());
     // Five admitted untracked; the denial needed no storing, so it is not counted.
-    assert_eq!((l.len(), l.untracked(), l.refused()), (2, 5, 0));
+    assert_eq!((l.len(), l.stats().untracked, l.stats().refused), (2, 5, 0));
     // Held keys are limited as always.
     assert!(l.check_n(&1, 2).is_allowed());
     assert!(!l.check(&1).is_allowed());
@@ -82,7 +87,10 @@ fn evict_nearest_fresh_forgets_the_key_closest_to_fresh() {
         assert!(l.check_n(&k, 4 - k as u32).is_allowed());
     }
     assert!(l.check(&100).is_allowed());
-    assert_eq!((l.len(), l.evicted_live(), l.refused()), (4, 1, 0));
+    assert_eq!(
+        (l.len(), l.stats().evicted_live, l.stats().refused),
+        (4, 1, 0)
+    );
     // Key 3 was forgotten (lossy: back to a full budget); the others kept theirs.
     assert_eq!(l.peek(&3).remaining(), 10);
     for k in 0..3u64 {
@@ -91,7 +99,7 @@ fn evict_nearest_fresh_forgets_the_key_closest_to_fresh() {
     // The new key (1 s of backlog) and key 2 (2 s) are now the nearest: the new one goes next.
     assert!(l.check_n(&101, 5).is_allowed());
     assert_eq!(l.peek(&100).remaining(), 10);
-    assert_eq!(l.evicted_live(), 2);
+    assert_eq!(l.stats().evicted_live, 2);
     assert!(l.len() <= 4);
 }
 
@@ -105,7 +113,7 @@ fn stock_keys_are_never_evicted() {
     assert!(l.check(&1).is_allowed());
     assert!(l.check(&2).is_allowed());
     assert!(!l.check(&3).is_allowed());
-    assert_eq!((l.evicted_live(), l.refused()), (0, 1));
+    assert_eq!((l.stats().evicted_live, l.stats().refused), (0, 1));
     assert_eq!(l.peek(&1).remaining(), 4);
 }
 
@@ -178,9 +186,11 @@ fn concurrent_inserts_respect_the_cap() {
             );
             let attempts = THREADS * 5_000 - CAP as u64;
             match policy {
-                WhenFull::DenyNew => assert!(l.refused() >= attempts - THREADS),
-                WhenFull::EvictNearestFresh => assert!(l.evicted_live() >= attempts - THREADS),
-                _ => assert!(l.untracked() >= attempts - THREADS),
+                WhenFull::DenyNew => assert!(l.stats().refused >= attempts - THREADS),
+                WhenFull::EvictNearestFresh => {
+                    assert!(l.stats().evicted_live >= attempts - THREADS)
+                }
+                _ => assert!(l.stats().untracked >= attempts - THREADS),
             }
         }
     }
@@ -219,8 +229,14 @@ fn held_keys_are_exact_under_a_flood() {
         }
         assert!(flooded.len() <= 500);
     }
-    assert!(flooded.refused() > 10_000, "the flood filled the store");
-    assert!(flooded.evicted() > 1_000, "sweeps dropped idle flood keys");
+    assert!(
+        flooded.stats().refused > 10_000,
+        "the flood filled the store"
+    );
+    assert!(
+        flooded.stats().evicted > 1_000,
+        "sweeps dropped idle flood keys"
+    );
     // Ten keys at 10 a second for 14 s, plus their bursts.
     assert_eq!(admitted, 10 * (3 + 139));
 }
@@ -237,7 +253,7 @@ fn evict_nearest_fresh_sustained_flood_keeps_every_held_key_reachable() {
         assert!(l.check(&k).is_allowed(), "key {k}");
     }
     assert_eq!(l.len(), CAP);
-    assert_eq!(l.evicted_live(), FLOOD - CAP as u64);
+    assert_eq!(l.stats().evicted_live, FLOOD - CAP as u64);
     // A held key has spent one unit of ten; an evicted one is fresh.
     let held: Vec<u64> = (0..FLOOD)
         .filter(|k| match l.peek(k).remaining() {

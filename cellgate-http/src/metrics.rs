@@ -78,9 +78,9 @@ impl KeyStats {
     {
         Self {
             held: limiter.len() as u64,
-            refused: limiter.refused(),
-            evicted_fresh: limiter.evicted(),
-            evicted_live: limiter.evicted_live(),
+            refused: limiter.stats().refused,
+            evicted_fresh: limiter.stats().evicted,
+            evicted_live: limiter.stats().evicted_live,
         }
     }
 }

@@ -191,10 +191,10 @@ fn main() {
     println!(
         "held at most {most_held} keys (cap {}); refused {}, evicted idle {}, evicted live {}, untracked {}",
         args.cap,
-        flooded.refused(),
-        flooded.evicted(),
-        flooded.evicted_live(),
-        flooded.untracked()
+        flooded.stats().refused,
+        flooded.stats().evicted,
+        flooded.stats().evicted_live,
+        flooded.stats().untracked
     );
     println!(
         "legitimate checks: {legit_checks}, differing from the flood-free limiter: {mismatches}"

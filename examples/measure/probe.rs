@@ -28,11 +28,14 @@
 //! The quota (interval 1000 s, burst 10^7) admits every check and keeps every key live. Without
 //! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
 
+mod keys;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cellgate::clock::{Clock, CoarseClock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
+use keys::u64_keys;
 
 /// Every check is allowed (a burst of 10^7), and a key stays live for at least 1000 s after a
 /// check (interval 1000 s), so that no store may drop it during a run, however slow (callgrind):
@@ -41,26 +44,14 @@ fn quota() -> Quota {
     Quota::new(10_000_000, Duration::from_secs(10_000_000 * 1_000))
 }
 
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn keys(n: usize, seed: u64) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
-    let mut state = seed;
-    for i in (1..keys.len()).rev() {
-        state = state.wrapping_add(1);
-        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
-        keys.swap(i, j);
-    }
-    keys
-}
-
+/// Checks `keys` in turn, `checks` times in all; `lap` runs each time the keys start over.
 #[inline(never)]
-fn run_single<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64], checks: usize) -> usize {
+fn run_single<C: Clock>(
+    l: &KeyedLimiter<u64, C>,
+    keys: &[u64],
+    checks: usize,
+    lap: impl Fn(),
+) -> usize {
     let mut allowed = 0;
     let mut i = 0;
     for _ in 0..checks {
@@ -69,6 +60,7 @@ fn run_single<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64], checks: usize) -
         i += 1;
         if i == keys.len() {
             i = 0;
+            lap();
         }
     }
     allowed
@@ -119,27 +111,6 @@ fn run_sliding_manual(l: &Limiter<ManualClock>, clock: &ManualClock, checks: usi
 }
 
 #[inline(never)]
-fn run_sliding_keyed(
-    l: &KeyedLimiter<u64, ManualClock>,
-    clock: &ManualClock,
-    keys: &[u64],
-    checks: usize,
-) -> usize {
-    let mut allowed = 0;
-    let mut i = 0;
-    for _ in 0..checks {
-        let d = l.check(black_box(&keys[i]));
-        allowed += usize::from(black_box(d).is_allowed());
-        i += 1;
-        if i == keys.len() {
-            i = 0;
-            clock.advance_ns(4_000);
-        }
-    }
-    allowed
-}
-
-#[inline(never)]
 fn run_direct_manual(checks: usize, advance: impl Fn(), check: impl Fn() -> bool) -> usize {
     let mut allowed = 0;
     for i in 1..=checks {
@@ -182,7 +153,7 @@ fn main() {
     let allowed = match name {
         "table1k" | "fixed1k" | "map1k" | "table1k_changed" | "batch1k_16" => {
             let table = name != "map1k";
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             let l = keyed(
                 cellgate::clock::QuantaClock::new(),
                 table.then_some(1_000),
@@ -196,15 +167,15 @@ fn main() {
             if name == "batch1k_16" {
                 run_batch(&l, &ks, checks, 16)
             } else {
-                run_single(&l, &ks, checks)
+                run_single(&l, &ks, checks, || {})
             }
         }
         "table1k_manual" => {
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             let l = keyed(ManualClock::new(), Some(1_000), false);
             fill(&l, &ks);
             start = Instant::now();
-            run_single(&l, &ks, checks)
+            run_single(&l, &ks, checks, || {})
         }
         "table1m" | "fixed1m" | "map1m" | "batch1m_16" | "batch1m_64" => {
             let table = name != "map1m";
@@ -213,13 +184,13 @@ fn main() {
                 table.then_some(1_000_000),
                 name == "fixed1m",
             );
-            fill(&l, &keys(1_000_000, 2));
-            let probes = keys(1_000_000, 3);
+            fill(&l, &u64_keys(1_000_000, 2));
+            let probes = u64_keys(1_000_000, 3);
             start = Instant::now();
             match name {
                 "batch1m_16" => run_batch(&l, &probes, checks, 16),
                 "batch1m_64" => run_batch(&l, &probes, checks, 64),
-                _ => run_single(&l, &probes, checks),
+                _ => run_single(&l, &probes, checks, || {}),
             }
         }
         "insert1m" | "insert1m_fixed" | "insert1m_map" => {
@@ -231,9 +202,9 @@ fn main() {
                 (name != "insert1m_map").then_some(1_000_000),
                 name == "insert1m_fixed",
             );
-            let ks = keys(checks.min(1_000_000), 4);
+            let ks = u64_keys(checks.min(1_000_000), 4);
             start = Instant::now();
-            run_single(&l, &ks, ks.len())
+            run_single(&l, &ks, ks.len(), || {})
         }
         "gov1k" | "gov1m" | "gov_insert1m" => {
             // governor's keyed limiter (its default dashmap store and clock), with the same
@@ -253,19 +224,19 @@ fn main() {
             };
             match name {
                 "gov1k" => {
-                    let ks = keys(1_000, 1);
+                    let ks = u64_keys(1_000, 1);
                     run(&ks, ks.len());
                     start = Instant::now();
                     run(&ks, checks)
                 }
                 "gov1m" => {
-                    run(&keys(1_000_000, 2), 1_000_000);
-                    let probes = keys(1_000_000, 3);
+                    run(&u64_keys(1_000_000, 2), 1_000_000);
+                    let probes = u64_keys(1_000_000, 3);
                     start = Instant::now();
                     run(&probes, checks)
                 }
                 _ => {
-                    let ks = keys(checks.min(1_000_000), 4);
+                    let ks = u64_keys(checks.min(1_000_000), 4);
                     start = Instant::now();
                     run(&ks, ks.len())
                 }
@@ -314,10 +285,10 @@ fn main() {
                 .max_keys(1_000)
                 .build()
                 .expect("valid limit");
-            let ks = keys(1_000, 1);
+            let ks = u64_keys(1_000, 1);
             fill(&l, &ks);
             start = Instant::now();
-            run_sliding_keyed(&l, &clock, &ks, checks)
+            run_single(&l, &ks, checks, || clock.advance_ns(4_000))
         }
         other => {
             eprintln!("unknown workload {other}");

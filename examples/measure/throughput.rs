@@ -46,6 +46,8 @@
 //! / keys, so the table's up-front allocation is counted; `peak` uses `VmHWM` instead (it
 //! includes a map's old table while it grows). Medians of the three runs are printed. Linux only.
 
+mod keys;
+
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
 use std::process::{Command, ExitCode};
@@ -54,6 +56,7 @@ use std::time::{Duration, Instant};
 
 use cellgate::clock::Clock;
 use cellgate::{KeyedLimiter, Quota, StripedLimiter};
+use keys::{shuffle, splitmix64};
 
 /// One unit per nanosecond: faster than any check, so every check is allowed.
 const RATE: u32 = 1_000_000_000;
@@ -80,27 +83,9 @@ fn governor_quota() -> governor::Quota {
     governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
 }
 
-/// splitmix64: a bijection on `u64`, so distinct inputs give distinct keys.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Key number `i`: distinct, scattered `u64`s.
 fn key(i: usize) -> u64 {
     splitmix64(i as u64)
-}
-
-/// A fixed-seed Fisher-Yates shuffle (reproducible from run to run).
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    let mut state = seed;
-    for i in (1..v.len()).rev() {
-        state = state.wrapping_add(1);
-        let j = (splitmix64(state) % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
 }
 
 /// What the harness needs from a keyed limiter.

@@ -362,7 +362,7 @@ impl Subject for KeyedLimiter<u8, ManualClock> {
         Some(KeyedLimiter::len(self))
     }
     fn refused(&self) -> u64 {
-        KeyedLimiter::refused(self)
+        KeyedLimiter::stats(self).refused
     }
 }
 
@@ -386,7 +386,7 @@ impl Subject for SlidingLog<u8, ManualClock> {
         Some(SlidingLog::len(self))
     }
     fn refused(&self) -> u64 {
-        SlidingLog::refused(self)
+        SlidingLog::stats(self).refused
     }
 }
 

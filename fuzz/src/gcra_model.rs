@@ -703,7 +703,7 @@ pub fn run(input: &Input) -> Stats {
                     (true, _) => stats.allowed += 1,
                     (false, Some(_)) => stats.denied_with_retry += 1,
                     (false, None) if n > params.burst => stats.denied_n_above_burst += 1,
-                    (false, None) if keyed.refused() > stats.refused_by_cap => {
+                    (false, None) if keyed.stats().refused > stats.refused_by_cap => {
                         stats.refused_by_cap += 1;
                     }
                     (false, None) => stats.denied_at_horizon += 1,
@@ -1070,13 +1070,13 @@ pub fn run(input: &Input) -> Stats {
         );
         assert_eq!(keyed.is_empty(), model.tats.is_empty());
         assert_eq!(
-            keyed.refused(),
+            keyed.stats().refused,
             model.refused,
             "refused after {}",
             ctx(now, &params)
         );
         assert_eq!(
-            keyed.evicted(),
+            keyed.stats().evicted,
             model.evicted,
             "evicted after {}",
             ctx(now, &params)

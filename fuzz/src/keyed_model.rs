@@ -277,12 +277,12 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let behind = m.uses_time() && at < map.swept && !map.held.contains_key(&k);
                 stats.behind_sweep += u64::from(behind);
                 let (want, swept, ..) = table.check_full(m, k, at, now, n);
-                let before = s.table.refused();
+                let before = s.table.stats().refused;
                 assert_decision(&s.table.check_n(&k, n), &want, &|| {
                     ctx(&format!("table check_n(&{k}, {n}), model {table:?}"), now)
                 });
                 stats.keys_evicted += swept as u64;
-                stats.refused_by_cap += s.table.refused() - before;
+                stats.refused_by_cap += s.table.stats().refused - before;
                 let (want, swept, ..) = map.check_full(m, k, at, now, n);
                 let got = s.map.check_n(&k, n);
                 assert_decision(&got, &want, &|| {
@@ -445,9 +445,9 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let d = held(r.clone(), &want, before, direct.clone());
                 check_reservation(&r, &want, d.holds, "direct reserve");
                 let (want, swept, before, after) = table.check_full(m, k, at, now, n);
-                let refused = s.table.refused();
+                let refused = s.table.stats().refused;
                 let r = s.table.reserve(&k, n, wait);
-                stats.refused_by_cap += s.table.refused() - refused;
+                stats.refused_by_cap += s.table.stats().refused - refused;
                 stats.keys_evicted += swept as u64;
                 let t = held(r.clone(), &want, before, after);
                 check_reservation(&r, &want, t.holds, "table reserve");
@@ -524,8 +524,8 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
         for (name, subject, model) in [("table", s.table, &table), ("map", s.map, &map)] {
             assert_eq!(subject.len(), model.held.len(), "{}", ctx(name, now));
             assert_eq!(subject.is_empty(), model.held.is_empty());
-            assert_eq!(subject.refused(), model.refused, "{}", ctx(name, now));
-            assert_eq!(subject.evicted(), model.evicted, "{}", ctx(name, now));
+            assert_eq!(subject.stats().refused, model.refused, "{}", ctx(name, now));
+            assert_eq!(subject.stats().evicted, model.evicted, "{}", ctx(name, now));
         }
     }
     stats.sweeps_at_backoff = table.sweeps_at_backoff + map.sweeps_at_backoff;

@@ -301,7 +301,7 @@ pub fn run(input: &Input) -> Stats {
             );
             assert_eq!(subject.is_empty(), model.held.is_empty());
             assert_eq!(
-                subject.refused(),
+                subject.stats().refused,
                 model.refused,
                 "{}",
                 ctx(&format!("log {j}"), now)

@@ -857,7 +857,7 @@ pub fn run(input: &Input) -> Stats {
         for (s, l) in [(1, &never), (2, &table), (3, &map)] {
             if use_model {
                 assert_eq!(l.len(), stores[s].held.len(), "{}", ctx(NAMES[s]));
-                assert_eq!(l.evicted(), stores[s].evicted, "{}", ctx(NAMES[s]));
+                assert_eq!(l.stats().evicted, stores[s].evicted, "{}", ctx(NAMES[s]));
             }
         }
         for k in 0..KEYS {

@@ -67,10 +67,10 @@ fn two_new_keys_race_through_the_sweep_gate() {
             admitted >= 1,
             "nobody got in after the idle key was dropped"
         );
-        assert_eq!(lim.evicted(), 1, "the idle key is dropped exactly once");
+        assert_eq!(lim.stats().evicted, 1, "the idle key is dropped exactly once");
         assert_eq!(lim.len(), admitted, "held keys are the admitted ones");
         assert_eq!(lim.len(), 1, "one shard: the cap is exact");
-        assert_eq!(lim.refused(), 2 - admitted as u64);
+        assert_eq!(lim.stats().refused, 2 - admitted as u64);
         // Each admitted key spent exactly its one unit (burst 1: nothing more now).
         for (key, got) in [(a, got_a), (b, got_b)] {
             if got {

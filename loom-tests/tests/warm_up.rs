@@ -141,7 +141,7 @@ impl Target for Keyed {
         self.0.peek(&self.1)
     }
     fn keys(&self) -> (usize, u64) {
-        (self.0.len(), self.0.refused())
+        (self.0.len(), self.0.stats().refused)
     }
 }
 

@@ -27,6 +27,7 @@ use std::num::NonZeroU64;
 use super::window::clamp_ns;
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::limiter::policy::{Policy, PolicyKind};
 
 /// The packed layout of one configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,16 +43,10 @@ impl Layout {
         }
     }
 
-    /// Mask of the count field.
+    /// Mask of the count field: also the largest count it holds.
     #[inline]
     pub(crate) const fn count_mask(self) -> u64 {
-        (1u64 << self.count_bits) - 1
-    }
-
-    /// The largest count the field holds.
-    #[inline]
-    pub(crate) const fn max_count(self) -> u64 {
-        self.count_mask()
+        super::window::count_mask(self.count_bits)
     }
 
     #[inline]
@@ -74,24 +69,19 @@ pub(crate) struct FixedWindow {
 }
 
 impl FixedWindow {
-    /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::FixedWindow,
-            self.limit,
-            Some(std::time::Duration::from_nanos(self.window.get())),
-            None,
-        )
-    }
-
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
         let (limit, w) =
-            super::window::validate(limit, window, |w| Layout::for_window(w).max_count())?;
+            super::window::validate(limit, window, |w| Layout::for_window(w).count_mask())?;
         Ok(Self {
             window: w,
             limit,
             layout: Layout::for_window(w),
         })
+    }
+
+    /// The policy this configuration enforces (see [`crate::Policy`]).
+    pub(crate) fn policy(&self) -> Policy {
+        super::window::policy(PolicyKind::FixedWindow, self.limit, self.window)
     }
 
     /// The stored `(index, count)` as it applies at window `k`.
@@ -275,7 +265,7 @@ mod tests {
         assert!(!d.is_allowed());
         assert_eq!(d.retry_after(), None, "no later window is representable");
         // Layout bounds are ConfigErrors naming the limit.
-        let max = Layout::for_window(NonZeroU64::new(1_000_000_000).unwrap()).max_count();
+        let max = Layout::for_window(NonZeroU64::new(1_000_000_000).unwrap()).count_mask();
         assert_eq!(max, (1 << 29) - 1);
         let err = FixedWindow::new(1 << 29, Duration::from_secs(1)).unwrap_err();
         assert!(matches!(err, ConfigError::LimitTooLarge { limit, .. } if limit == 1 << 29));
@@ -320,7 +310,7 @@ mod layout_props {
             let count = c & l.count_mask();
             prop_assert_eq!(l.unpack(l.pack(index, count)), (index, count));
             let top = u64::MAX / w.get();
-            prop_assert_eq!(l.unpack(l.pack(top, l.max_count())), (top, l.max_count()));
+            prop_assert_eq!(l.unpack(l.pack(top, l.count_mask())), (top, l.count_mask()));
         }
     }
 }

@@ -78,6 +78,7 @@ use std::num::NonZeroU64;
 use super::window::clamp_ns;
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::limiter::policy::{Policy, PolicyKind};
 
 /// The shortest horizon a configuration may have: 180 days, in nanoseconds. It admits a
 /// million per second (horizon 194 days) and 8 million per minute (182 days); anything
@@ -106,16 +107,10 @@ impl Layout {
         }
     }
 
-    /// Mask of one count field.
+    /// Mask of one count field: also the largest count it holds.
     #[inline]
     pub(crate) const fn count_mask(self) -> u64 {
-        (1u64 << self.count_bits) - 1
-    }
-
-    /// The largest count a field holds.
-    #[inline]
-    pub(crate) const fn max_count(self) -> u64 {
-        self.count_mask()
+        super::window::count_mask(self.count_bits)
     }
 
     /// Shift of the window index: above both counts (at most 62).
@@ -159,7 +154,7 @@ impl Layout {
         while bits > 1 && !(Layout { count_bits: bits }).horizon_is_long_enough(w) {
             bits -= 1;
         }
-        Layout { count_bits: bits }.max_count()
+        Layout { count_bits: bits }.count_mask()
     }
 
     #[inline]
@@ -209,16 +204,6 @@ struct View {
 }
 
 impl SlidingWindow {
-    /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::SlidingWindow,
-            self.limit,
-            Some(std::time::Duration::from_nanos(self.window.get())),
-            None,
-        )
-    }
-
     pub(crate) fn new(limit: u32, window: std::time::Duration) -> Result<Self, ConfigError> {
         let (limit, w) = super::window::validate(limit, window, Layout::max_limit)?;
         let layout = Layout::for_limit(limit);
@@ -228,6 +213,11 @@ impl SlidingWindow {
             layout,
             last: layout.last_index(w),
         })
+    }
+
+    /// The policy this configuration enforces (see [`crate::Policy`]).
+    pub(crate) fn policy(&self) -> Policy {
+        super::window::policy(PolicyKind::SlidingWindow, self.limit, self.window)
     }
 
     /// The first instant (ns since the clock's origin) from which every request is denied, or
@@ -564,7 +554,7 @@ mod tests {
         let l = Layout::for_limit(1_000_000);
         let last = l.last_index(secs(1));
         assert_eq!(last, (1 << 24) - 1);
-        let m = l.max_count();
+        let m = l.count_mask();
         for (i, p, c) in [(0, 0, 0), (last, m, m), (last, 0, m), (1, m, 0)] {
             assert_eq!(l.unpack(l.pack(i, p, c)), (i, p, c));
         }
@@ -644,7 +634,7 @@ mod layout_props {
             let last = l.last_index(w);
             prop_assert!(last <= u64::MAX / w.get());
             let index = last.checked_add(1).map_or(i, |m| i % m);
-            let m = l.max_count().min(u64::from(limit));
+            let m = l.count_mask().min(u64::from(limit));
             let (prev, curr) = (p % (m + 1), c % (m + 1));
             prop_assert_eq!(l.unpack(l.pack(index, prev, curr)), (index, prev, curr));
             prop_assert_eq!(l.unpack(l.pack(last, m, m)), (last, m, m));

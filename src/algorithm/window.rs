@@ -32,6 +32,23 @@ pub(crate) fn window_ns(window: Duration) -> Result<NonZeroU64, ConfigError> {
     NonZeroU64::new(ns).ok_or(ConfigError::Zero { field: "window" })
 }
 
+/// The mask of a count field `bits` wide (below 64), which is also the largest count it holds:
+/// the field both window counters' layouts are made of.
+#[inline]
+pub(crate) const fn count_mask(bits: u32) -> u64 {
+    (1u64 << bits) - 1
+}
+
+/// The policy of a window counter: `limit` per `window` ns (see [`crate::Policy`]).
+pub(crate) fn policy(
+    kind: crate::limiter::policy::PolicyKind,
+    limit: u32,
+    window: NonZeroU64,
+) -> crate::limiter::policy::Policy {
+    let window = Duration::from_nanos(window.get());
+    crate::limiter::policy::Policy::new(kind, limit, Some(window), None)
+}
+
 /// A validated non-zero limit.
 pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
     if limit == 0 {
@@ -42,7 +59,7 @@ pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
 }
 
 /// Validates a window counter's configuration: a non-zero `limit` and `window`, and a limit
-/// that the algorithm's packed layout for this window holds (`max_count`).
+/// that the algorithm's packed layout for this window holds (`max_count`, its count field's mask).
 pub(crate) fn validate(
     lim: u32,
     window: Duration,

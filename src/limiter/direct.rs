@@ -9,6 +9,7 @@ use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmU
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::limiter::engine::{Engine, Held};
 use crate::limiter::setting::Setting;
 use crate::quota::Quota;
 use crate::sync::cell::Cell;
@@ -249,7 +250,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn peek(&self) -> Decision {
-        self.setting.load().peek(self.cell.load(), self.now())
+        Held::peek(self)
     }
 
     /// The decision a request for `n` units would get now, consuming nothing.
@@ -264,7 +265,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn peek_n(&self, n: u32) -> Decision {
-        self.setting.load().decide(self.cell.load(), self.now(), n)
+        Held::peek_n(self, n)
     }
 
     /// Reserves `n` units, admitting them now with a delay if their turn comes within
@@ -280,19 +281,7 @@ impl<C: Clock> Limiter<C> {
     /// [`check_n`](Self::check_n) does, always with no delay. See [`Reservation`] for an
     /// example.
     pub fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        let wait = crate::quota::saturating_ns(max_wait);
-        let (before, after) = self.cell.update(|w| {
-            let write = algorithm.step_within(w, now, n, wait).1;
-            ((w, write), write)
-        });
-        Reservation::new(
-            algorithm.step_within(before, now, n, wait).0,
-            n,
-            before,
-            after,
-        )
+        Engine::reserve(self, n, max_wait)
     }
 
     /// Waits until `n` units are admitted, for at most `timeout` (Guava's
@@ -347,13 +336,7 @@ impl<C: Clock> Limiter<C> {
     /// A check that keeps what [`cancel`](Self::cancel) needs: [`check_n`](Self::check_n) with
     /// the limiter's own queue.
     fn charge(&self, n: u32) -> Reservation {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        let (before, after) = self.cell.update(|w| {
-            let write = algorithm.step(w, now, n).1;
-            ((w, write), write)
-        });
-        Reservation::new(algorithm.decide(before, now, n), n, before, after)
+        Engine::charge(self, n)
     }
 
     /// Gives back the units of `reservation` (obtained from this limiter) that are provably
@@ -368,15 +351,7 @@ impl<C: Clock> Limiter<C> {
     /// in, if it still counts; stock takes them back. A cancelled reservation can therefore
     /// never let the limiter exceed its quota, not even for an instant.
     pub fn cancel(&self, reservation: Reservation) -> bool {
-        if !reservation.holds() {
-            return false;
-        }
-        let algorithm = self.setting.load();
-        let now = self.now();
-        self.cell.update(|w| {
-            let write = algorithm.cancel(w, now, &reservation);
-            (write.is_some(), write)
-        })
+        Held::cancel(self, reservation)
     }
 
     /// Gives back `n` units of admitted work that did not happen (a failed order), and returns
@@ -398,12 +373,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn refund(&self, n: u32) -> bool {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        self.cell.update(|w| {
-            let write = algorithm.refund(w, now, n);
-            (write.is_some(), write)
-        })
+        Held::refund(self, n)
     }
 
     /// Checks `n` units against `quota` instead of the limiter's own (GCRA only): the quota
@@ -416,9 +386,7 @@ impl<C: Clock> Limiter<C> {
     /// [`ConfigError`] if `quota` is invalid, or [`ConfigError::Unsupported`] if this is not a
     /// GCRA limiter.
     pub fn check_with(&self, quota: &Quota, n: u32) -> Result<Decision, ConfigError> {
-        self.setting.kind().gcra("check_with")?;
-        let algorithm = Algorithm::Gcra(Gcra::new(quota.gcra_params()?));
-        Ok(self.check_on(&algorithm, n))
+        Engine::check_with(self, quota, n)
     }
 
     /// Replaces the limiter's quota at runtime (GCRA only; Guava's `setRate`).
@@ -444,9 +412,7 @@ impl<C: Clock> Limiter<C> {
     /// [`ConfigError`] if `quota` is invalid (nothing changes), or
     /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
-        self.setting.kind().gcra("set_quota")?;
-        self.setting.store(Gcra::new(quota.gcra_params()?));
-        Ok(())
+        self.setting.set_quota(quota)
     }
 
     /// Adds `units` to the stock (saturating) and returns the units now remaining.
@@ -463,8 +429,7 @@ impl<C: Clock> Limiter<C> {
     ///
     /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
     pub fn restock(&self, units: u64) -> Result<u64, ConfigError> {
-        let stock = *self.setting.kind().stock("restock")?;
-        Ok(self.cell.update(|word| stock.restock(word, units)))
+        Engine::restock(self, units)
     }
 
     /// Sets the remaining stock to `units`.
@@ -473,9 +438,7 @@ impl<C: Clock> Limiter<C> {
     ///
     /// [`ConfigError::Unsupported`] if this is not a [`stock`](Limiter::stock) limiter.
     pub fn set_stock(&self, units: u64) -> Result<(), ConfigError> {
-        let word = self.setting.kind().stock("set_stock")?.word(units);
-        self.cell.update(|_| ((), Some(word)));
-        Ok(())
+        Engine::set_stock(self, units)
     }
 
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
@@ -503,3 +466,49 @@ impl<C: Clock> Limiter<C> {
 }
 
 crate::limiter::rate_limiter::direct_limiter_traits!(Limiter);
+
+/// The direct limiter's one cell, for the operations written once in [`engine`](super::engine).
+impl<C: Clock> Held for Limiter<C> {
+    #[inline(always)]
+    fn setting(&self) -> &Setting {
+        &self.setting
+    }
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        Limiter::now(self)
+    }
+
+    #[inline(always)]
+    fn word(&self) -> u64 {
+        self.cell.load()
+    }
+
+    #[inline(always)]
+    fn update_existing<R>(&self, step: impl Fn(u64) -> (R, Option<u64>)) -> Option<R> {
+        Some(self.cell.update(step))
+    }
+}
+
+impl<C: Clock> Engine for Limiter<C> {
+    #[inline(always)]
+    fn apply<R>(&self, _: u64, step: impl Fn(u64) -> (R, Option<u64>), _: bool) -> Option<R> {
+        Some(self.cell.update(step))
+    }
+
+    /// Never called: the one cell always exists ([`apply`](Engine::apply) never fails). The
+    /// decision on the word, as if it had been asked.
+    fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
+        decide(self.cell.load())
+    }
+
+    /// Never called (see [`full`](Engine::full)).
+    fn store_full(&self) -> ConfigError {
+        ConfigError::StoreFull { max_keys: 1 }
+    }
+
+    #[inline(always)]
+    fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
+        Limiter::check_on(self, algorithm, n)
+    }
+}

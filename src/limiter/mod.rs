@@ -1,7 +1,8 @@
 //! The public limiters, facades over the cells and stores: [`direct`] (one cell), [`keyed`] (a
 //! cell per key in a store), [`striped`] (one quota split over several cells), [`sliding_log`]
 //! (an exact log per key), with the trait they share ([`rate_limiter`]), its description of a
-//! limiter ([`policy`]) and the runtime-replaceable algorithm they read ([`setting`]).
+//! limiter ([`policy`]) and the runtime-replaceable algorithm they read ([`setting`]). The
+//! operations of the direct and the keyed limiter are written once, in [`engine`].
 
 pub(crate) mod direct;
 mod engine;

@@ -99,6 +99,15 @@ impl Setting {
     }
 }
 
+impl Setting {
+    /// Replaces a GCRA limiter's quota: every limiter's `set_quota`.
+    pub(crate) fn set_quota(&self, quota: crate::Quota) -> Result<(), crate::ConfigError> {
+        self.kind().gcra("set_quota")?;
+        self.store(Gcra::new(quota.gcra_params()?));
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for Setting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&self.load(), f)

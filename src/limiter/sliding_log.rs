@@ -10,11 +10,10 @@ use crate::algorithm::sliding_log::{Log, LogConfig};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-// dashmap and std's mutex, or loom's stand-ins under `cfg(loom)`: the same calls either way.
-use crate::limiter::keyed::Hasher;
+use crate::store::exact::ExactMap;
 use crate::store::stats::StoreCounters;
-use crate::sync::map::{DashMap, Entry};
 use crate::sync::sweep_gate::SweepGate;
+// std's mutex, or loom's under `cfg(loom)`.
 use crate::sync::{Counter, Lock};
 
 /// Never more than `limit` units for a key in *any* window of length `W`: the exact guarantee
@@ -55,11 +54,10 @@ use crate::sync::{Counter, Lock};
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct SlidingLog<K, C = DefaultClock> {
-    map: DashMap<K, Lock<Log>, Hasher>,
+    map: ExactMap<K, Lock<Log>>,
     config: LogConfig,
     clock: C,
     max_keys: usize,
-    held: Counter,
     counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys (see `Log::swept`). Through the loom
@@ -129,11 +127,10 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
             None => usize::MAX,
         };
         Ok(SlidingLog {
-            map: DashMap::with_hasher(Hasher::new()),
+            map: ExactMap::new(),
             config,
             clock: self.clock,
             max_keys,
-            held: Counter::new(0),
             counters: StoreCounters::new(),
             sweeps: SweepGate::new(),
             swept: Counter::new(0),
@@ -159,29 +156,52 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let now = self.clock.now();
-        if let Some(log) = self.map.get(key) {
-            return log.lock().step(&self.config, now, n);
+        let step = |log: &Lock<Log>| log.lock().step(&self.config, now, n);
+        if let Some(decision) = self.map.with(key, step) {
+            return decision;
         }
         let mut fresh = self.fresh_log();
         let decision = fresh.step(&self.config, now, n);
         if !decision.is_allowed() || n == 0 {
             return decision;
         }
-        // Relaxed: `held` is a soft count for the cap; no memory is published through it.
-        if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
-            // Relaxed: a statistic.
-            self.counters.refused.add(1);
-            return Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
-                .because(crate::Denial::StoreFull);
-        }
-        match self.map.entry(key.to_owned()) {
-            Entry::Occupied(e) => e.get().lock().step(&self.config, now, n),
-            Entry::Vacant(e) => {
-                e.insert(Lock::new(fresh));
-                self.held.add(1);
-                decision
-            }
-        }
+        self.insert(key, fresh, now, step, decision)
+            .unwrap_or_else(|| self.refuse())
+    }
+
+    /// Inserts `fresh` for `key` (a new key's log after its first admission) and returns
+    /// `inserted`; `present` decides instead if another thread inserted the key first; `None`
+    /// if the map is at `max_keys` and no sweep makes room.
+    fn insert<Q, R>(
+        &self,
+        key: &Q,
+        fresh: Log,
+        now: u64,
+        present: impl FnOnce(&Lock<Log>) -> R,
+        inserted: R,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let make_room = || self.make_room(now);
+        self.map.insert(
+            key,
+            Lock::new(fresh),
+            self.max_keys,
+            make_room,
+            present,
+            inserted,
+        )
+    }
+
+    /// The decision for a new key when the map is full of live keys.
+    #[cold]
+    fn refuse(&self) -> Decision {
+        // Relaxed: a statistic.
+        self.counters.refused.add(1);
+        Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
+            .because(crate::Denial::StoreFull)
     }
 
     /// The decision a request for `key` would get now, consuming nothing and creating no key.
@@ -191,16 +211,14 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let now = self.clock.now();
-        match self.map.get(key) {
-            Some(log) => log.lock().peek(&self.config, now),
-            None => self.fresh_log().peek(&self.config, now),
-        }
+        self.map
+            .with(key, |log| log.lock().peek(&self.config, now))
+            .unwrap_or_else(|| self.fresh_log().peek(&self.config, now))
     }
 
     /// Keys currently held.
     pub fn len(&self) -> usize {
-        // Relaxed: a snapshot count.
-        self.held.get_usize()
+        self.map.len()
     }
 
     /// Whether no key is held.
@@ -224,11 +242,10 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.counters.snapshot(self.len())
     }
 
-    /// Requests for new keys denied because the map was full of live keys (also in
-    /// [`stats`](Self::stats)).
+    /// Requests for new keys denied because the map was full of live keys.
+    #[deprecated(note = "read `stats().refused`: one snapshot of every store counter")]
     pub fn refused(&self) -> u64 {
-        // Relaxed: a statistic.
-        self.counters.refused.get()
+        self.stats().refused
     }
 
     /// Drops every key whose log has fully expired; returns how many. Lossless.
@@ -248,15 +265,11 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     fn evict_idle_at(&self, now: u64) -> usize {
         // Relaxed: see `fresh_log`; ordered by the shard locks `retain` takes below.
         self.swept.raise_to(now);
-        let mut removed = 0usize;
         // The shard's write lock excludes every check on the shard while it is swept.
-        self.map.retain(|_, log| {
-            let keep = !log.lock().is_idle(&self.config, now);
-            removed += usize::from(!keep);
-            keep
-        });
-        // Relaxed: a count (see `held`).
-        self.held.sub(removed as u64);
+        let removed = self
+            .map
+            .retain(|log| !log.lock().is_idle(&self.config, now));
+        // Relaxed: a statistic.
         self.counters.evicted.add(removed as u64);
         removed
     }
@@ -267,7 +280,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.sweeps.maybe_sweep(now, || {
             self.evict_idle_at(now);
         });
-        self.held.get_usize() < self.max_keys
+        self.map.len() < self.max_keys
     }
 
     /// The clock this limiter reads.
@@ -294,10 +307,9 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let now = self.clock.now();
-        match self.map.get(key) {
-            Some(log) => log.lock().peek_n(&self.config, now, n),
-            None => self.fresh_log().peek_n(&self.config, now, n),
-        }
+        self.map
+            .with(key, |log| log.lock().peek_n(&self.config, now, n))
+            .unwrap_or_else(|| self.fresh_log().peek_n(&self.config, now, n))
     }
 
     /// A check of `n` units on `key` that keeps what [`cancel`](Self::cancel) needs: the
@@ -312,8 +324,9 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         // any other word (so that the reservation holds them).
         let reservation =
             |(d, at): (Decision, Option<u64>)| Reservation::new(d, n, at.map_or(0, |t| !t), at);
-        if let Some(log) = self.map.get(key) {
-            return reservation(log.lock().charge(&self.config, now, n));
+        let charge = |log: &Lock<Log>| reservation(log.lock().charge(&self.config, now, n));
+        if let Some(r) = self.map.with(key, charge) {
+            return r;
         }
         // A new key: the same path as `check_n`'s.
         let mut fresh = self.fresh_log();
@@ -321,20 +334,8 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if at.is_none() {
             return reservation((decision, at));
         }
-        if self.held.get_usize() >= self.max_keys && !self.make_room(now) {
-            self.counters.refused.add(1);
-            let d = Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
-                .because(crate::Denial::StoreFull);
-            return reservation((d, None));
-        }
-        match self.map.entry(key.to_owned()) {
-            Entry::Occupied(e) => reservation(e.get().lock().charge(&self.config, now, n)),
-            Entry::Vacant(e) => {
-                e.insert(Lock::new(fresh));
-                self.held.add(1);
-                reservation((decision, at))
-            }
-        }
+        self.insert(key, fresh, now, charge, reservation((decision, at)))
+            .unwrap_or_else(|| reservation((self.refuse(), None)))
     }
 
     /// A log cannot schedule ahead: a reservation decides as a [`charge`](crate::RateLimiter::charge)
@@ -369,10 +370,11 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         if !reservation.holds() {
             return false;
         }
-        match self.map.get(key) {
-            Some(log) => log.lock().unadmit(reservation.after, reservation.n),
-            None => false,
-        }
+        self.map
+            .with(key, |log| {
+                log.lock().unadmit(reservation.after, reservation.n)
+            })
+            .unwrap_or(false)
     }
 
     /// The policy this limiter enforces: [`PolicyKind::SlidingLog`](crate::PolicyKind),

@@ -15,6 +15,8 @@
 //! on, admissions on a cell are totally ordered by the word's modification order and no unit
 //! of capacity can be spent twice.
 
+use std::convert::Infallible;
+
 use crate::sync::{AtomicU64, Ordering};
 
 /// One packed limiter state, updated only by compare-and-swap.
@@ -47,15 +49,8 @@ impl Cell {
     /// `(result, None)` to write nothing. It may run several times under contention and must be
     /// a pure function of its argument (plus values captured before the call).
     #[inline(always)]
-    pub(crate) fn update<R>(&self, mut step: impl FnMut(u64) -> (R, Option<u64>)) -> R {
-        let mut current = self.load();
-        loop {
-            let (result, next) = step(current);
-            let next = match next {
-                Some(next) if next != current => next,
-                // Nothing to write: the result was computed on a value the cell really held.
-                _ => return result,
-            };
+    pub(crate) fn update<R>(&self, step: impl FnMut(u64) -> (R, Option<u64>)) -> R {
+        let swap = |current, next| -> Swap<Infallible> {
             // Relaxed on success and failure: the CAS itself is what makes the update atomic
             // (a read-modify-write always reads the latest value in the word's modification
             // order), and the word carries no other data that a reader would need to see.
@@ -66,16 +61,56 @@ impl Cell {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return result,
-                Err(actual) => current = actual,
+                Ok(_) => Swap::Done,
+                Err(actual) => Swap::Retry(actual),
             }
+        };
+        match drive(self.load(), step, swap) {
+            Ok(result) => result,
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// What one compare-and-swap of a [`drive`] loop did.
+pub(crate) enum Swap<E> {
+    /// The new word is written.
+    Done,
+    /// Another thread wrote this word first: run the step again on it.
+    Retry(u64),
+    /// The word is gone (a table slot that changed owner): stop, with this.
+    Abort(E),
+}
+
+/// The compare-and-swap loop of every state word, a [`Cell`]'s or a table slot's (see the
+/// module docs): runs `step` on `current`, returns at once if it writes nothing (or the same
+/// word), else tries `swap(current, next)`, and on [`Swap::Retry`] runs `step` again on the
+/// word that won. `swap` is the only part that differs between the homes of a word (a 64-bit
+/// CAS on a cell; a 16-byte CAS on a slot that also checks the key's fingerprint).
+#[inline(always)]
+pub(crate) fn drive<R, E>(
+    mut current: u64,
+    mut step: impl FnMut(u64) -> (R, Option<u64>),
+    mut swap: impl FnMut(u64, u64) -> Swap<E>,
+) -> Result<R, E> {
+    loop {
+        let (result, next) = step(current);
+        let next = match next {
+            Some(next) if next != current => next,
+            // Nothing to write: the result was computed on a value the word really held.
+            _ => return Ok(result),
+        };
+        match swap(current, next) {
+            Swap::Done => return Ok(result),
+            Swap::Retry(actual) => current = actual,
+            Swap::Abort(e) => return Err(e),
         }
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::Cell;
+    use super::{drive, Cell, Swap};
 
     #[test]
     fn update_writes_only_when_asked() {
@@ -86,6 +121,25 @@ mod tests {
         let r = cell.update(|w| (w + 1, Some(w + 1)));
         assert_eq!(r, 8);
         assert_eq!(cell.load(), 8);
+    }
+
+    #[test]
+    fn drive_retries_on_the_winning_word_and_stops_on_abort() {
+        // The first swap loses to 10, the second to 11, the third is aborted.
+        let mut swaps = vec![Swap::Abort("gone"), Swap::Retry(11), Swap::Retry(10)];
+        let mut seen = vec![];
+        let r = drive(
+            1,
+            |w| {
+                seen.push(w);
+                (w, Some(w + 1))
+            },
+            |_, _| swaps.pop().unwrap(),
+        );
+        assert_eq!((r, seen), (Err("gone"), vec![1, 10, 11]));
+        // A step that writes nothing (or the same word) swaps nothing.
+        let r: Result<u64, ()> = drive(5, |w| (w, Some(w)), |_, _| unreachable!());
+        assert_eq!(r, Ok(5));
     }
 
     #[test]

@@ -171,7 +171,7 @@ macro_rules! keyed {
                 self.len()
             }
             fn refused_keys(&self) -> u64 {
-                self.refused()
+                self.stats().refused
             }
             fn evicted_keys(&self) -> Option<u64> {
                 let evicted: fn(&Self) -> Option<u64> = $evicted;
@@ -188,7 +188,7 @@ macro_rules! keyed {
     };
 }
 
-keyed!(KeyedLimiter, |l| Some(l.evicted()), |l, key, n| l
+keyed!(KeyedLimiter, |l| Some(l.stats().evicted), |l, key, n| l
     .refund(&key, n));
 keyed!(SlidingLog, |_| None, |_, _, _| unreachable!(
     "a sliding log has no refund"

@@ -40,27 +40,27 @@ use super::*;
 /// assert!(l.check(&1).is_allowed());
 /// assert!(l.check(&2).is_allowed()); // no room: decided as fresh, not remembered
 /// assert!(l.check(&2).is_allowed());
-/// assert_eq!((l.len(), l.untracked()), (1, 2));
+/// assert_eq!((l.len(), l.stats().untracked), (1, 2));
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum WhenFull {
     /// Deny requests for new keys (no `retry_after`), counted in
-    /// [`refused`](KeyedLimiter::refused). Fails closed: the default.
+    /// [`stats().refused`](KeyedLimiter::stats). Fails closed: the default.
     #[default]
     DenyNew,
     /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
     /// slots around the new key's place in the table; this policy selects the fixed-capacity
     /// table, whose slots can be freed one at a time), counted in
-    /// [`evicted_live`](KeyedLimiter::evicted_live). Lossy: the evicted key starts over with a
+    /// [`stats().evicted_live`](KeyedLimiter::stats). Lossy: the evicted key starts over with a
     /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
     /// evicted (stock is configuration, not state). The bounded table only: with
     /// [`exact_keys`](KeyedBuilder::exact_keys), `build()` reports
     /// [`ConfigError::Unsupported`].
     EvictNearestFresh,
     /// Decide requests for new keys as for a fresh key, without storing them, counted in
-    /// [`untracked`](KeyedLimiter::untracked). Lossy: such keys are not limited at all while the
+    /// [`stats().untracked`](KeyedLimiter::stats). Lossy: such keys are not limited at all while the
     /// store stays full.
     AdmitUntracked,
 }
@@ -334,10 +334,7 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             });
         }
         let store = if self.exact_keys {
-            Store::Map(DashMap::with_hasher_and_shard_amount(
-                Hasher::new(),
-                MAP_SHARDS,
-            ))
+            Store::map()
         } else if max_keys > MAX_TABLE_KEYS && self.max_keys.is_some() {
             return Err(ConfigError::TooManyKeys {
                 max_keys,
@@ -346,9 +343,9 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
         } else if self.max_keys.is_some()
             && (self.fixed_capacity || self.when_full == WhenFull::EvictNearestFresh)
         {
-            Store::Table(Table::with_capacity(max_keys), Hasher::new())
+            Store::table(max_keys)
         } else {
-            Store::Grow(GrowTable::new(self.max_keys), Hasher::new())
+            Store::grow(self.max_keys)
         };
         Ok(KeyedLimiter {
             store,
@@ -356,7 +353,6 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             clock: self.clock,
             max_keys,
             when_full: self.when_full,
-            held: Counter::new(0),
             counters: StoreCounters::new(),
             sweeps: SweepGate::new(),
             swept: Counter::new(0),

@@ -5,30 +5,23 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::admission::reservation::Reservation;
 use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::store::stats::StoreCounters;
-use crate::sync::cell::Cell;
-use crate::sync::Counter;
-// dashmap, or its loom stand-in under `cfg(loom)`: the same calls either way.
-use crate::admission::reservation::Reservation;
+use crate::limiter::engine::{Engine, Held};
 use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
 use crate::store::grow_table::{GrowPolicy, GrowTable};
+use crate::store::keys::Store;
+use crate::store::stats::StoreCounters;
 use crate::store::table::{InsertPolicy, Table};
-use crate::sync::map::{DashMap, Entry};
+use crate::sync::cell::Cell;
 use crate::sync::sweep_gate::SweepGate;
-
-/// The hasher of both stores: aHash, keyed from the operating system's random source once per
-/// process (and varied per instance), so clients who do not know the key cannot aim hash
-/// collisions (HashDoS) or, in the table, fingerprint collisions at another key. Not SipHash,
-/// the standard library's cryptographic default: it costs several times aHash's on a `u64`
-/// key, most of a check's budget (BENCHMARKS.md, "Figures moved out of the code").
-pub(crate) type Hasher = ahash::RandomState;
+use crate::sync::Counter;
 
 mod builder;
 mod store;
@@ -93,7 +86,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 ///   at the bound first triggers such a sweep (at most one every 10 ms of the limiter's clock,
 ///   one sweeper at a time; the tables also sweep a single full shard on their own); if the
 ///   store is still full of live keys, the [`WhenFull`] policy decides (by default the new key
-///   is denied, with no `retry_after`, and counted in [`refused`](KeyedLimiter::refused)). Keys
+///   is denied, with no `retry_after`, and counted in [`stats().refused`](KeyedLimiter::stats)). Keys
 ///   already held are never affected by the bound.
 ///
 /// A key dropped by a sweep at time `s` comes back as the most conservative state it could have
@@ -128,9 +121,6 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     clock: C,
     max_keys: usize,
     when_full: WhenFull,
-    /// Map store: keys inserted minus keys removed; the cap reads this instead of locking every
-    /// shard. (The table keeps its own count.)
-    held: Counter,
     counters: StoreCounters,
     sweeps: SweepGate,
     /// The latest `now` at which a sweep dropped keys; new keys start from
@@ -138,26 +128,6 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
     /// Through the loom shim, so that loom checks the ordering argument in `fresh_word`.
     swept: Counter,
 }
-
-/// Where a keyed limiter keeps its cells.
-enum Store<K> {
-    /// Exact keys in a dashmap: unbounded unless `max_keys` is set.
-    Map(DashMap<K, Cell, Hasher>),
-    /// Keys by fingerprint in a fixed-capacity lock-free table (see [`crate::store::table`]):
-    /// kept for `max_keys` with `fixed_capacity()` or [`WhenFull::EvictNearestFresh`], whose
-    /// one-key evictions need in-place removal.
-    Table(Table, Hasher),
-    /// Keys by fingerprint in the growing lock-free table (see
-    /// [`crate::store::grow_table`]): the default.
-    Grow(GrowTable, Hasher),
-}
-
-/// Shards of the exact map. A sweep write-locks one shard at a time, so more shards mean shorter
-/// pauses for the checks that land on the shard being swept: at a million keys, 256 shards hold
-/// about 4 000 keys each (dashmap's default, four per core, would hold 125 000 each on two
-/// cores; pause lengths in BENCHMARKS.md, "Figures moved out of the code"). Costs a few tens of
-/// KiB.
-const MAP_SHARDS: usize = 256;
 
 /// Keys [`KeyedLimiter::check_many`] hashes and touches before checking them: enough
 /// independent loads in flight to cover a miss's latency, few enough that the group's slots are
@@ -251,11 +221,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 return self.check_grow(table, GrowTable::hash(hasher, key), algorithm, now, n);
             }
             Store::Map(map) => {
-                if let Some(cell) = map.get(key) {
-                    let (word, next) = cell.update(move |w| {
+                let hit = map.with(key, |cell| {
+                    cell.update(move |w| {
                         let next = algorithm.step(w, now, n).1;
                         ((w, next), next)
-                    });
+                    })
+                });
+                if let Some((word, next)) = hit {
                     return decision_after(algorithm, word, next, now, n);
                 }
                 let step = move |w| {
@@ -274,7 +246,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The decision for a new key that the full store cannot take: refused, or (under
     /// [`WhenFull::AdmitUntracked`]) `decide` on a fresh word, not stored.
     #[cold]
-    fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
+    pub(super) fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
         if self.when_full == WhenFull::AdmitUntracked {
             // Relaxed: a statistic.
             self.counters.untracked.add(1);
@@ -299,8 +271,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
-        self.setting.load().decide(self.word_of(key), now, n)
+        Held::peek_n(&self.at(key), n)
     }
 
     /// Reserves `n` units on `key`, admitting them now with a delay if their turn comes within
@@ -328,25 +299,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        let wait = crate::quota::saturating_ns(max_wait);
-        let step = |w| {
-            let write = algorithm.step_within(w, now, n, wait).1;
-            ((w, write), write)
-        };
-        match self.apply(key, now, step, true) {
-            Some((before, after)) => Reservation::new(
-                algorithm.step_within(before, now, n, wait).0,
-                n,
-                before,
-                after,
-            ),
-            None => {
-                let decision = self.full(|w| algorithm.step_within(w, now, n, wait).0);
-                Reservation::new(decision, n, 0, None)
-            }
-        }
+        Engine::reserve(&self.at(key), n, max_wait)
     }
 
     /// `key` of this limiter as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
@@ -424,19 +377,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        let step = |w| {
-            let write = algorithm.step(w, now, n).1;
-            ((w, write), write)
-        };
-        match self.apply(key, now, step, true) {
-            Some((before, after)) => {
-                Reservation::new(algorithm.decide(before, now, n), n, before, after)
-            }
-            // Untracked or refused: nothing to cancel.
-            None => Reservation::new(self.full(|w| algorithm.decide(w, now, n)), n, 0, None),
-        }
+        Engine::charge(&self.at(key), n)
     }
 
     /// Gives back the units of `reservation` (obtained from this limiter for `key`) that are
@@ -459,16 +400,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if !reservation.holds() {
-            return false;
-        }
-        let algorithm = self.setting.load();
-        let now = self.now();
-        self.update_existing(key, |w| {
-            let write = algorithm.cancel(w, now, &reservation);
-            (write.is_some(), write)
-        })
-        .unwrap_or(false)
+        Held::cancel(&self.at(key), reservation)
     }
 
     /// Gives back `n` units of admitted work on `key` that did not happen (a failed order);
@@ -491,13 +423,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let algorithm = self.setting.load();
-        let now = self.now();
-        self.update_existing(key, |w| {
-            let write = algorithm.refund(w, now, n);
-            (write.is_some(), write)
-        })
-        .unwrap_or(false)
+        Held::refund(&self.at(key), n)
     }
 
     /// Checks `n` units on `key` against `quota` instead of the limiter's own (GCRA only): the
@@ -527,9 +453,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.setting.kind().gcra("check_with")?;
-        let algorithm = Algorithm::Gcra(Gcra::new(quota.gcra_params()?));
-        Ok(self.check_on(&algorithm, key, n))
+        Engine::check_with(&self.at(key), quota, n)
     }
 
     /// Replaces the quota of every key at runtime (GCRA only; Guava's `setRate`, the Lua
@@ -554,9 +478,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// [`ConfigError`] if `quota` is invalid (nothing changes), or
     /// [`ConfigError::Unsupported`] if this is not a GCRA limiter.
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
-        self.setting.kind().gcra("set_quota")?;
-        self.setting.store(Gcra::new(quota.gcra_params()?));
-        Ok(())
+        self.setting.set_quota(quota)
     }
 
     /// Adds `units` to `key`'s stock (saturating) and returns the units now remaining. An
@@ -572,11 +494,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let stock = *self.setting.kind().stock("restock")?;
-        self.apply(key, self.now(), |word| stock.restock(word, units), false)
-            .ok_or(ConfigError::StoreFull {
-                max_keys: self.max_keys,
-            })
+        Engine::restock(&self.at(key), units)
     }
 
     /// Sets `key`'s remaining stock to `units`, whatever it was. An operator action: it
@@ -600,11 +518,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let word = self.setting.kind().stock("set_stock")?.word(units);
-        self.apply(key, self.now(), |_| ((), Some(word)), false)
-            .ok_or(ConfigError::StoreFull {
-                max_keys: self.max_keys,
-            })
+        Engine::set_stock(&self.at(key), units)
     }
 
     /// The decision a request for `key` would get now, consuming nothing and creating no key.
@@ -622,18 +536,12 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
-        self.setting.load().peek(self.word_of(key), now)
+        Held::peek(&self.at(key))
     }
 
     /// Keys currently held.
     pub fn len(&self) -> usize {
-        match &self.store {
-            Store::Table(table, _) => table.len(),
-            Store::Grow(table, _) => table.len(),
-            // Relaxed: a snapshot count; see `held`.
-            Store::Map(_) => self.held.get_usize(),
-        }
+        self.store.len()
     }
 
     /// Whether no key is held.
@@ -669,30 +577,29 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.when_full
     }
 
-    /// Requests for new keys denied because the map was full of live keys (also in
-    /// [`stats`](Self::stats)).
+    /// Requests for new keys denied because the map was full of live keys.
+    #[deprecated(note = "read `stats().refused`: one snapshot of every store counter")]
     pub fn refused(&self) -> u64 {
-        // Relaxed: a statistic.
-        self.counters.refused.get()
+        self.stats().refused
     }
 
     /// Keys dropped because their state was equivalent to a fresh key.
+    #[deprecated(note = "read `stats().evicted`: one snapshot of every store counter")]
     pub fn evicted(&self) -> u64 {
-        // Relaxed: a statistic.
-        self.counters.evicted.get()
+        self.stats().evicted
     }
 
     /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
+    #[deprecated(note = "read `stats().evicted_live`: one snapshot of every store counter")]
     pub fn evicted_live(&self) -> u64 {
-        // Relaxed: a statistic.
-        self.counters.evicted_live.get()
+        self.stats().evicted_live
     }
 
     /// Requests for new keys decided without storing the key, under
     /// [`WhenFull::AdmitUntracked`].
+    #[deprecated(note = "read `stats().untracked`: one snapshot of every store counter")]
     pub fn untracked(&self) -> u64 {
-        // Relaxed: a statistic.
-        self.counters.untracked.get()
+        self.stats().untracked
     }
 
     /// The policy for a new key when the store is full of live keys.

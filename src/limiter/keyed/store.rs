@@ -2,41 +2,110 @@
 //! (growing table, fixed table or map), the sweep of idle keys and making room at the cap.
 
 use super::*;
+use crate::limiter::engine::{Engine, Held};
+use crate::store::exact::ExactMap;
+use crate::store::Hasher;
+
+/// One key of a keyed limiter: what the operations written once in
+/// [`engine`](crate::limiter::engine) work on.
+pub(super) struct At<'a, K, C, Q: ?Sized> {
+    limiter: &'a KeyedLimiter<K, C>,
+    key: &'a Q,
+}
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
-    /// The word `key` holds, or the one it would start from.
-    pub(super) fn word_of<Q>(&self, key: &Q) -> u64
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let word = match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::get`.
-            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
-            Store::Grow(table, hasher) => table.get(GrowTable::hash(hasher, key)),
-            Store::Map(map) => map.get(key).map(|cell| cell.load()),
-        };
-        word.unwrap_or_else(|| self.fresh_word())
+    /// `key` of this limiter, for the operations of [`engine`](crate::limiter::engine).
+    #[inline(always)]
+    pub(super) fn at<'a, Q: ?Sized>(&'a self, key: &'a Q) -> At<'a, K, C, Q> {
+        At { limiter: self, key }
+    }
+}
+
+impl<K, C, Q> Held for At<'_, K, C, Q>
+where
+    K: Hash + Eq + Borrow<Q>,
+    C: Clock,
+    Q: Hash + Eq + ?Sized,
+{
+    #[inline(always)]
+    fn setting(&self) -> &Setting {
+        &self.limiter.setting
     }
 
-    /// Applies `step` to `key`'s cell if the key is held; `None` if it is not.
-    pub(super) fn update_existing<Q, R>(
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        self.limiter.now()
+    }
+
+    /// The word the key holds, or the one it would start from.
+    fn word(&self) -> u64 {
+        let word = self.limiter.store.get(self.key);
+        word.unwrap_or_else(|| self.limiter.fresh_word())
+    }
+
+    fn update_existing<R>(&self, step: impl Fn(u64) -> (R, Option<u64>)) -> Option<R> {
+        self.limiter.store.update_existing(self.key, step)
+    }
+}
+
+impl<K, C, Q> Engine for At<'_, K, C, Q>
+where
+    K: Hash + Eq + Borrow<Q>,
+    C: Clock,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    /// Applies `step` to the key's cell, creating the cell if `step` writes on a fresh state.
+    /// `None` when the key is new, the store is at `max_keys` and `capped` is set.
+    fn apply<R>(
         &self,
-        key: &Q,
+        now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        match &self.store {
-            // A miss is confirmed under the shard's lock: see `Table::update_existing`.
-            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
-            Store::Grow(table, hasher) => table.update_existing(GrowTable::hash(hasher, key), step),
-            Store::Map(map) => Some(map.get(key)?.update(step)),
+        capped: bool,
+    ) -> Option<R> {
+        let (limiter, key) = (self.limiter, self.key);
+        match &limiter.store {
+            Store::Table(table, hasher) => {
+                let h = Table::hash(hasher, key);
+                if let Some(found) = table.find(h) {
+                    if let Ok(r) = Table::update(found, h, &step) {
+                        return Some(r);
+                    }
+                }
+                limiter.insert_hashed(table, h, now, step, capped)
+            }
+            Store::Grow(table, hasher) => {
+                let h = GrowTable::hash(hasher, key);
+                if let Some(r) = table.try_update(h, &step) {
+                    return Some(r);
+                }
+                limiter.insert_hashed(table, h, now, step, capped)
+            }
+            Store::Map(map) => {
+                if let Some(r) = map.with(key, |cell| cell.update(&step)) {
+                    return Some(r);
+                }
+                limiter.map_insert(map, key, step, now, capped)
+            }
         }
     }
 
+    fn full(&self, decide: impl Fn(u64) -> Decision) -> Decision {
+        self.limiter.full(decide)
+    }
+
+    fn store_full(&self) -> ConfigError {
+        ConfigError::StoreFull {
+            max_keys: self.limiter.max_keys,
+        }
+    }
+
+    #[inline(always)]
+    fn check_on(&self, algorithm: &Algorithm, n: u32) -> Decision {
+        self.limiter.check_on(algorithm, self.key, n)
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The decision for a new key that the full store cannot take.
     #[cold]
     pub(super) fn refuse(&self) -> Decision {
@@ -46,50 +115,13 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
-    /// Applies `step` to `key`'s cell, creating the cell if `step` writes on a fresh state.
-    /// Returns `None` when the key is new, the store is at `max_keys` and `capped` is set.
-    pub(super) fn apply<Q, R>(
-        &self,
-        key: &Q,
-        now: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        capped: bool,
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        match &self.store {
-            Store::Table(table, hasher) => {
-                let h = Table::hash(hasher, key);
-                if let Some(found) = table.find(h) {
-                    if let Ok(r) = Table::update(found, h, &step) {
-                        return Some(r);
-                    }
-                }
-                self.table_insert(table, h, now, step, capped)
-            }
-            Store::Grow(table, hasher) => {
-                let h = GrowTable::hash(hasher, key);
-                if let Some(r) = table.try_update(h, &step) {
-                    return Some(r);
-                }
-                self.grow_insert(table, h, now, step, capped)
-            }
-            Store::Map(map) => {
-                if let Some(cell) = map.get(key) {
-                    return Some(cell.update(step));
-                }
-                self.map_insert(map, key, step, now, capped)
-            }
-        }
-    }
-
-    /// The table's miss path: the key was not found (or vanished under a sweep).
+    /// A fingerprint table's miss path: the key was not found (or vanished under a sweep, or
+    /// its shard of the growing table was being rebuilt). Out of line: the hit path stays
+    /// short.
     #[inline(never)]
-    pub(super) fn table_insert<R>(
+    pub(super) fn insert_hashed<T: Fingerprints, R>(
         &self,
-        table: &Table,
+        table: &T,
         h: u64,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
@@ -100,32 +132,14 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             now,
             capped,
         };
-        table.insert(h, step, &policy)
-    }
-
-    /// The growing table's miss path: the key was not found (or its shard was being rebuilt).
-    #[inline(never)]
-    pub(super) fn grow_insert<R>(
-        &self,
-        table: &GrowTable,
-        h: u64,
-        now: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        capped: bool,
-    ) -> Option<R> {
-        let policy = TablePolicy {
-            limiter: self,
-            now,
-            capped,
-        };
-        table.insert(h, step, &policy)
+        table.insert_with(h, step, &policy)
     }
 
     /// The map's miss path: the key is not held (or was not a moment ago).
     #[inline(never)]
     pub(super) fn map_insert<Q, R>(
         &self,
-        map: &DashMap<K, Cell, Hasher>,
+        map: &ExactMap<K, Cell>,
         key: &Q,
         step: impl Fn(u64) -> (R, Option<u64>),
         now: u64,
@@ -142,20 +156,16 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             // state fresh.
             return Some(result);
         };
-        if capped && self.held.get_usize() >= self.max_keys && !self.make_room(now) {
-            return None;
-        }
-        Some(match map.entry(key.to_owned()) {
+        let cap = if capped { self.max_keys } else { usize::MAX };
+        map.insert(
+            key,
+            Cell::new(word),
+            cap,
+            || self.make_room(now),
             // Another thread inserted it since our lookup: decide on its state.
-            Entry::Occupied(e) => e.get().update(step),
-            Entry::Vacant(e) => {
-                e.insert(Cell::new(word));
-                // Relaxed: `held` is a soft count for the cap and `len`; no memory is
-                // published through it.
-                self.held.add(1);
-                result
-            }
-        })
+            |cell| cell.update(step),
+            result,
+        )
     }
 
     /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
@@ -206,23 +216,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
         self.swept.raise_to(now);
         let is_idle = |word| self.setting.kind().is_idle(word, now);
-        let removed = match &self.store {
-            Store::Table(table, _) => table.sweep(&is_idle),
-            Store::Grow(table, _) => table.sweep(&is_idle),
-            Store::Map(map) => {
-                let mut removed = 0usize;
-                // The shard's write lock excludes every check on that shard, so no admission
-                // can be in flight on a cell while it is judged idle and removed.
-                map.retain(|_, cell| {
-                    let keep = !is_idle(cell.load());
-                    removed += usize::from(!keep);
-                    keep
-                });
-                // Relaxed: counters only (see `held`).
-                self.held.sub(removed as u64);
-                removed
-            }
-        };
+        let removed = self.store.sweep(&is_idle);
         // Relaxed: a statistic.
         self.counters.evicted.add(removed as u64);
         removed
@@ -241,8 +235,46 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
+/// The two fingerprint tables, as [`KeyedLimiter::insert_hashed`] inserts into them: each with
+/// the limiter's view of itself as its insert policy.
+pub(super) trait Fingerprints {
+    fn insert_with<K: Hash + Eq, C: Clock, R>(
+        &self,
+        h: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        policy: &TablePolicy<'_, K, C>,
+    ) -> Option<R>;
+
+    /// Hashes `key` and loads its home slot (see `check_many`); returns the hash.
+    fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64;
+}
+
+macro_rules! fingerprints {
+    ($($table:ty),*) => {$(
+        impl Fingerprints for $table {
+            fn insert_with<K: Hash + Eq, C: Clock, R>(
+                &self,
+                h: u64,
+                step: impl Fn(u64) -> (R, Option<u64>),
+                policy: &TablePolicy<'_, K, C>,
+            ) -> Option<R> {
+                self.insert(h, step, policy)
+            }
+
+            #[inline(always)]
+            fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64 {
+                let h = <$table>::hash(hasher, key);
+                self.touch(h);
+                h
+            }
+        }
+    )*};
+}
+
+fingerprints!(Table, GrowTable);
+
 /// The table's view of this limiter during one insert.
-struct TablePolicy<'a, K, C> {
+pub(super) struct TablePolicy<'a, K, C> {
     limiter: &'a KeyedLimiter<K, C>,
     now: u64,
     capped: bool,

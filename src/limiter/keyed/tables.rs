@@ -2,7 +2,9 @@
 //! table), and [`check_many`](KeyedLimiter::check_many), which hashes and touches a group of
 //! keys before checking them.
 
+use super::store::Fingerprints;
 use super::*;
+use crate::store::Hasher;
 
 impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// The table store's check of the key with hash `h`.
@@ -28,7 +30,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match self.table_insert(table, h, now, step, true) {
+        match self.insert_hashed(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -51,7 +53,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         if let Some((word, next)) = table.try_update(h, step) {
             return decision_after(algorithm, word, next, now, n);
         }
-        match self.grow_insert(table, h, now, step, true) {
+        match self.insert_hashed(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -109,60 +111,55 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         let keys = keys.into_iter();
         match &self.store {
-            Store::Table(table, hasher) => {
-                let mut keys = keys.fuse();
-                let mut hashes = [0u64; BATCH];
-                loop {
-                    // First pass: hash a group of keys and touch each one's home slot. The
-                    // loads are independent of each other, so the CPU overlaps their misses.
-                    let mut len = 0;
-                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-                        let h = Table::hash(hasher, key);
-                        table.touch(h);
-                        *slot = h;
-                        len += 1;
-                    }
-                    if len == 0 {
-                        break;
-                    }
-                    // Second pass: the checks themselves, in order, each probing afresh (the
-                    // slots are in cache now). Probing afresh, not from the first pass's
-                    // values, keeps every decision exactly `check`'s: an earlier check of the
-                    // batch may have changed a later key's slot (the same key twice, a new key
-                    // inserted, or a key swept or evicted to make room).
-                    out.reserve(len);
-                    for &h in &hashes[..len] {
-                        out.push(self.check_hashed(table, h, algorithm, now, 1));
-                    }
-                }
-            }
-            Store::Grow(table, hasher) => {
-                let mut keys = keys.fuse();
-                let mut hashes = [0u64; BATCH];
-                loop {
-                    // As for the fixed table above: touch a group's home slots, then check.
-                    let mut len = 0;
-                    for (slot, key) in hashes.iter_mut().zip(&mut keys) {
-                        let h = GrowTable::hash(hasher, key);
-                        table.touch(h);
-                        *slot = h;
-                        len += 1;
-                    }
-                    if len == 0 {
-                        break;
-                    }
-                    out.reserve(len);
-                    for &h in &hashes[..len] {
-                        out.push(self.check_grow(table, h, algorithm, now, 1));
-                    }
-                }
-            }
+            Store::Table(table, hasher) => batched(table, hasher, keys, out, move |h| {
+                self.check_hashed(table, h, algorithm, now, 1)
+            }),
+            Store::Grow(table, hasher) => batched(table, hasher, keys, out, move |h| {
+                self.check_grow(table, h, algorithm, now, 1)
+            }),
             Store::Map(_) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
                     out.push(self.check_at(algorithm, key, now, 1));
                 }
             }
+        }
+    }
+}
+
+/// [`KeyedLimiter::check_many`] over a fingerprint table: hashes a group of keys and touches
+/// each one's home slot, then `check` checks them, in order. Out of line, one copy per table:
+/// each copy is laid out for its own table's probe alone, which LLVM then inlines here; inlined
+/// into `check_many`, beside every store's path, the batch cost more per key (BENCHMARKS.md,
+/// "Instruction counts").
+#[inline(never)]
+fn batched<'q, T: Fingerprints, Q: Hash + ?Sized + 'q>(
+    table: &T,
+    hasher: &Hasher,
+    keys: impl Iterator<Item = &'q Q>,
+    out: &mut Vec<Decision>,
+    check: impl Fn(u64) -> Decision,
+) {
+    let mut keys = keys.fuse();
+    let mut hashes = [0u64; BATCH];
+    loop {
+        // First pass: hash a group of keys and touch each one's home slot. The loads are
+        // independent of each other, so the CPU overlaps their misses.
+        let mut len = 0;
+        for (slot, key) in hashes.iter_mut().zip(&mut keys) {
+            *slot = table.hash_and_touch(hasher, key);
+            len += 1;
+        }
+        if len == 0 {
+            break;
+        }
+        // Second pass: the checks themselves, in order, each probing afresh (the slots are in
+        // cache now). Probing afresh, not from the first pass's values, keeps every decision
+        // exactly `check`'s: an earlier check of the batch may have changed a later key's slot
+        // (the same key twice, a new key inserted, or a key swept or evicted to make room).
+        out.reserve(len);
+        for &h in &hashes[..len] {
+            out.push(check(h));
         }
     }
 }

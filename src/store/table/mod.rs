@@ -79,6 +79,7 @@ use std::hash::{BuildHasher, Hash};
 
 use crossbeam_utils::CachePadded;
 
+use crate::sync::cell::{drive, Swap};
 use crate::sync::{Counter, Lock, Slot};
 
 const EMPTY: u64 = 0;
@@ -303,24 +304,23 @@ impl Table {
     pub(crate) fn update<R>(
         found: Found<'_>,
         h: u64,
-        mut step: impl FnMut(u64) -> (R, Option<u64>),
+        step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Result<R, ()> {
         let fp = fingerprint(h);
-        let mut seen = found.seen;
-        loop {
-            let (result, next) = step(state_of(seen));
-            let next = match next {
-                Some(next) if next != state_of(seen) => next,
-                _ => return Ok(result),
-            };
+        // The expected value is the whole slot: the probe found `fp` there, and a retry happens
+        // only while the fingerprint is still `fp`.
+        drive(found.state(), step, |current, next| {
             // Relaxed: as in `Cell::update`, the CAS's atomicity (on the whole slot, so also
             // on the fingerprint) is what orders admissions; no other memory is published.
-            match found.slot.compare_exchange_weak(seen, pack(fp, next)) {
-                Ok(_) => return Ok(result),
-                Err(actual) if fp_of(actual) == fp => seen = actual,
-                Err(_) => return Err(()),
+            match found
+                .slot
+                .compare_exchange_weak(pack(fp, current), pack(fp, next))
+            {
+                Ok(_) => Swap::Done,
+                Err(actual) if fp_of(actual) == fp => Swap::Retry(state_of(actual)),
+                Err(_) => Swap::Abort(()),
             }
-        }
+        })
     }
 
     /// The state word of the key with hash `h`, `None` if it is not held. A lock-free probe; a
