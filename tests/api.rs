@@ -278,6 +278,7 @@ fn max_keys_refuses_new_keys_and_sweeps_idle_ones() {
     let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1).with_burst(2))
         .clock(clock.clone())
         .max_keys(2)
+        .when_full(cellgate::WhenFull::DenyNew)
         .build()
         .unwrap();
     assert!(l.check(&1).is_allowed());

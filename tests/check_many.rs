@@ -156,6 +156,7 @@ fn duplicates_and_the_cap_in_one_batch() {
     let l = KeyedLimiter::<u64>::gcra(Quota::per_second(2))
         .clock(clock.clone())
         .max_keys(2)
+        .when_full(cellgate::WhenFull::DenyNew)
         .build()
         .unwrap();
     let mut out = Vec::new();

@@ -238,8 +238,8 @@ fn direct_mixed_check_n_never_exceeds_the_burst() {
 /// With `max_keys`, concurrent insertion of distinct keys may overshoot the cap by at most
 /// `THREADS - 1`: a thread checks the count before inserting, so at most one insertion per
 /// thread can be in flight past a check that saw room (the builder documents "at most the
-/// number of threads inserting at the same moment"). Every new key that is not admitted is
-/// counted in `refused()`, and keys already held are not affected by the cap.
+/// number of threads inserting at the same moment"). Under `DenyNew` every new key that is not
+/// admitted is counted in `refused()`, and keys already held are not affected by the cap.
 #[test]
 fn max_keys_bounds_concurrent_insertion() {
     const MAX_KEYS: usize = 100;
@@ -248,6 +248,7 @@ fn max_keys_bounds_concurrent_insertion() {
     let limiter = KeyedLimiter::<u64>::gcra(quota)
         .clock(frozen_clock())
         .max_keys(MAX_KEYS)
+        .when_full(cellgate::WhenFull::DenyNew)
         .build()
         .unwrap();
     let admitted_keys: Vec<Vec<u64>> = hammer(|i| {

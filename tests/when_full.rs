@@ -1,5 +1,5 @@
-//! The policies for a new key when a bounded store is full of live keys: deny it (default),
-//! evict the live key nearest to fresh, or decide it untracked.
+//! The policies for a new key when a bounded store is full of live keys: drop light keys
+//! (default), deny it, evict the live key nearest to fresh, or decide it untracked.
 
 use std::time::Duration;
 
@@ -23,14 +23,8 @@ fn limiter(
 }
 
 #[test]
-fn deny_new_is_the_default_and_never_touches_held_keys() {
-    let clock = ManualClock::new();
-    let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1).with_burst(5))
-        .clock(clock.clone())
-        .max_keys(4)
-        .build()
-        .unwrap();
-    assert_eq!(l.when_full(), WhenFull::DenyNew);
+fn deny_new_never_touches_held_keys() {
+    let (clock, l) = limiter(4, 5, WhenFull::DenyNew);
     for k in 0..4 {
         assert!(l.check(&k).is_allowed());
     }
@@ -53,6 +47,50 @@ fn deny_new_is_the_default_and_never_touches_held_keys() {
     // Once the held keys are idle, the new key gets in (a lossless sweep makes room).
     clock.advance(Duration::from_secs(5));
     assert!(l.check(&99).is_allowed());
+}
+
+/// The default: at the ceiling a new key takes the place of light keys (at most one unit
+/// from fresh); keys with a backlog and stock keys keep their state, and when only they are
+/// left the new key is refused.
+#[test]
+fn evict_light_is_the_default_and_drops_only_light_keys() {
+    for store in ["grow", "fixed", "exact"] {
+        let clock = ManualClock::new();
+        let b = KeyedLimiter::<u64>::gcra(Quota::per_second(1).with_burst(5))
+            .clock(clock.clone())
+            .max_keys(4);
+        let l = match store {
+            "grow" => b.build(),
+            "fixed" => b.fixed_capacity().build(),
+            _ => b.exact_keys().build(),
+        }
+        .unwrap();
+        assert_eq!(l.when_full(), WhenFull::EvictLight);
+        // Keys 0 and 1 busy (3 and 5 units spent), 2 and 3 light (one unit each).
+        assert!(l.check_n(&0, 3).is_allowed());
+        assert!(l.check_n(&1, 5).is_allowed());
+        assert!(l.check(&2).is_allowed());
+        assert!(l.check(&3).is_allowed());
+        let d = l.check(&10);
+        assert!(d.is_allowed(), "{store}: a light key made room: {d:?}");
+        assert!(
+            l.check(&11).is_allowed(),
+            "{store}: the other light key too"
+        );
+        assert_eq!(l.stats().evicted_live, 2, "{store}");
+        assert_eq!(l.len(), 4, "{store}");
+        // The busy keys kept exactly their budgets.
+        assert_eq!(l.peek(&0).remaining(), 2, "{store}");
+        assert_eq!(l.peek(&1).remaining(), 0, "{store}");
+        // Keys 10 and 11 are light now, but a light key only goes for a new one: make them
+        // busy, and the next new key is refused (nothing light is left).
+        assert!(l.check_n(&10, 2).is_allowed());
+        assert!(l.check_n(&11, 2).is_allowed());
+        let d = l.check(&12);
+        assert!(!d.is_allowed(), "{store}: no light key left: {d:?}");
+        assert_eq!(d.denial(), Some(cellgate::Denial::StoreFull), "{store}");
+        assert_eq!(l.peek(&10).remaining(), 2, "{store}");
+    }
 }
 
 #[test]
@@ -105,16 +143,22 @@ fn evict_nearest_fresh_forgets_the_key_closest_to_fresh() {
 
 #[test]
 fn stock_keys_are_never_evicted() {
-    let l = KeyedLimiter::<u64>::stock(5)
-        .max_keys(2)
-        .when_full(WhenFull::EvictNearestFresh)
-        .build()
-        .unwrap();
-    assert!(l.check(&1).is_allowed());
-    assert!(l.check(&2).is_allowed());
-    assert!(!l.check(&3).is_allowed());
-    assert_eq!((l.stats().evicted_live, l.stats().refused), (0, 1));
-    assert_eq!(l.peek(&1).remaining(), 4);
+    for policy in [WhenFull::EvictNearestFresh, WhenFull::EvictLight] {
+        let l = KeyedLimiter::<u64>::stock(5)
+            .max_keys(2)
+            .when_full(policy)
+            .build()
+            .unwrap();
+        assert!(l.check(&1).is_allowed());
+        assert!(l.check(&2).is_allowed());
+        assert!(!l.check(&3).is_allowed());
+        assert_eq!(
+            (l.stats().evicted_live, l.stats().refused),
+            (0, 1),
+            "{policy:?}"
+        );
+        assert_eq!(l.peek(&1).remaining(), 4, "{policy:?}");
+    }
 }
 
 #[test]
@@ -148,6 +192,7 @@ fn concurrent_inserts_respect_the_cap() {
     const THREADS: u64 = 4;
     const CAP: usize = 2_000;
     for policy in [
+        WhenFull::EvictLight,
         WhenFull::DenyNew,
         WhenFull::EvictNearestFresh,
         WhenFull::AdmitUntracked,
@@ -187,6 +232,12 @@ fn concurrent_inserts_respect_the_cap() {
             let attempts = THREADS * 5_000 - CAP as u64;
             match policy {
                 WhenFull::DenyNew => assert!(l.stats().refused >= attempts - THREADS),
+                // Every key is light (one request of a burst of one): new keys take their
+                // places, or are refused while a scan is backed off.
+                WhenFull::EvictLight => {
+                    assert!(l.stats().evicted_live > 0, "exact={exact}");
+                    assert!(l.stats().evicted_live + l.stats().refused >= attempts - THREADS);
+                }
                 WhenFull::EvictNearestFresh => {
                     assert!(l.stats().evicted_live >= attempts - THREADS)
                 }
@@ -196,49 +247,62 @@ fn concurrent_inserts_respect_the_cap() {
     }
 }
 
-/// A flood of new keys at a full store under the default policy: keys that are held (busy
-/// keys, whose state is never back to fresh) keep exactly the decisions they would get with no
-/// flood at all. (A light user whose key went idle and was dropped is a new key again: while
-/// the flood keeps the store full of live keys, it is refused; see `WhenFull`.)
+/// A flood of new keys at a full store: keys that are held and busy (whose state is never
+/// back to fresh, nor within a unit of it) keep exactly the decisions they would get with no
+/// flood at all, under the default policy and under `DenyNew`. Returning users (keys that went
+/// idle and were dropped) are served under the default, and refused under `DenyNew` while the
+/// flood keeps the store full of live keys.
 #[test]
-fn held_keys_are_exact_under_a_flood() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(10).with_burst(3);
-    let flooded = KeyedLimiter::<u64>::gcra(quota)
-        .clock(clock.clone())
-        .max_keys(500)
-        .build()
-        .unwrap();
-    let quiet = KeyedLimiter::<u64>::gcra(quota)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let legit: Vec<u64> = (0..10).collect();
-    let mut next_flood = 1_000_000u64;
-    let mut admitted = 0;
-    for step in 0..2_000u64 {
-        clock.advance(Duration::from_millis(7));
-        for &k in &legit {
-            let (a, b) = (flooded.check(&k), quiet.check(&k));
-            assert_eq!(a, b, "key {k} at step {step}");
-            admitted += u32::from(a.is_allowed());
+fn busy_keys_are_exact_and_returning_users_served_under_a_flood() {
+    for policy in [WhenFull::EvictLight, WhenFull::DenyNew] {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).with_burst(3);
+        let flooded = KeyedLimiter::<u64>::gcra(quota)
+            .clock(clock.clone())
+            .max_keys(500)
+            .when_full(policy)
+            .build()
+            .unwrap();
+        let quiet = KeyedLimiter::<u64>::gcra(quota)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let busy: Vec<u64> = (0..10).collect();
+        let mut next_flood = 1_000_000u64;
+        let (mut admitted, mut returning, mut returning_refused) = (0, 0, 0);
+        for step in 0..2_000u64 {
+            clock.advance(Duration::from_millis(7));
+            for &k in &busy {
+                let (a, b) = (flooded.check(&k), quiet.check(&k));
+                assert_eq!(a, b, "{policy:?}: key {k} at step {step}");
+                admitted += u32::from(a.is_allowed());
+            }
+            // A returning user every 20 steps: a key last seen 2.8 s ago (idle, dropped).
+            if step % 20 == 0 {
+                let k = 100 + step / 20 % 2;
+                returning += 1;
+                returning_refused += u32::from(!flooded.check(&k).is_allowed());
+            }
+            for _ in 0..60 {
+                flooded.check(&next_flood);
+                next_flood += 1;
+            }
+            assert!(flooded.len() <= 500);
         }
-        for _ in 0..60 {
-            flooded.check(&next_flood);
-            next_flood += 1;
+        // Ten keys at 10 a second for 14 s, plus their bursts.
+        assert_eq!(admitted, 10 * (3 + 139), "{policy:?}");
+        let s = flooded.stats();
+        match policy {
+            WhenFull::DenyNew => {
+                assert!(s.refused > 10_000, "the flood filled the store: {s:?}");
+                assert!(returning_refused > 0, "{returning_refused} of {returning}");
+            }
+            _ => {
+                assert!(s.evicted_live > 10_000, "flood keys made room: {s:?}");
+                assert_eq!(returning_refused, 0, "of {returning}: {s:?}");
+            }
         }
-        assert!(flooded.len() <= 500);
     }
-    assert!(
-        flooded.stats().refused > 10_000,
-        "the flood filled the store"
-    );
-    assert!(
-        flooded.stats().evicted > 1_000,
-        "sweeps dropped idle flood keys"
-    );
-    // Ten keys at 10 a second for 14 s, plus their bursts.
-    assert_eq!(admitted, 10 * (3 + 139));
 }
 
 /// A sustained flood of new keys at the cap under `EvictNearestFresh` (every insert evicts a

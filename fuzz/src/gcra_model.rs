@@ -601,7 +601,10 @@ pub fn run(input: &Input) -> Stats {
     let direct = Limiter::gcra(quota).clock(clock.clone()).build();
     let mut keyed_builder = KeyedLimiter::<u8>::gcra(quota).clock(clock.clone());
     if let Some(m) = input.max_keys {
-        keyed_builder = keyed_builder.max_keys(usize::from(m));
+        // The model describes `DenyNew` at the ceiling (the default drops light keys instead).
+        keyed_builder = keyed_builder
+            .max_keys(usize::from(m))
+            .when_full(cellgate::WhenFull::DenyNew);
     }
     // The model describes the fixed-capacity table (a bound without `exact_keys`) and the exact
     // map (otherwise); the growing table reclaims idle keys on inserts, which it does not model.

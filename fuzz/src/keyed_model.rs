@@ -172,9 +172,14 @@ pub fn bound<C: Clock>(
 ) -> (cellgate::KeyedBuilder<u8, C>, cellgate::KeyedBuilder<u8, C>) {
     // The fixed-capacity table and the exact map: the models do not describe the growing
     // table's reclaiming of idle keys on inserts.
-    let table = table.max_keys(stores.table.table()).fixed_capacity();
+    // The models describe `DenyNew` at the ceiling (the default drops light keys instead).
+    let deny = cellgate::WhenFull::DenyNew;
+    let table = table
+        .max_keys(stores.table.table())
+        .fixed_capacity()
+        .when_full(deny);
     let map = match stores.map {
-        Some(c) => map.max_keys(c.map()).exact_keys(),
+        Some(c) => map.max_keys(c.map()).exact_keys().when_full(deny),
         None => map.exact_keys(),
     };
     (table, map)

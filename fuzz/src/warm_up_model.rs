@@ -661,8 +661,14 @@ pub fn run(input: &Input) -> Stats {
         .collect();
     let keyed = || KeyedLimiter::<u8>::warm_up(quota, warm).clock(clock.clone());
     let never = keyed().build();
-    let table = keyed().max_keys(64).fixed_capacity().build();
-    let map = keyed().max_keys(64).exact_keys().build();
+    // The model describes `DenyNew` at the ceiling (the default drops light keys instead).
+    let deny = cellgate::WhenFull::DenyNew;
+    let table = keyed()
+        .max_keys(64)
+        .fixed_capacity()
+        .when_full(deny)
+        .build();
+    let map = keyed().max_keys(64).exact_keys().when_full(deny).build();
     let want = validate(count, period, warm);
     // Every builder must agree with the model on validity, to the error.
     let err = want.as_ref().err();

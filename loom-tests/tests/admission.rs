@@ -517,6 +517,7 @@ impl Shop {
             stock: KeyedLimiter::<u64>::stock(m.stock)
                 .max_keys(1)
                 .fixed_capacity()
+                .when_full(cellgate::WhenFull::DenyNew)
                 .clock(clock.clone())
                 .build()
                 .expect("valid stock"),
@@ -524,6 +525,7 @@ impl Shop {
             users: KeyedLimiter::<u64>::gcra(quota(m.user_burst))
                 .max_keys(2)
                 .fixed_capacity()
+                .when_full(cellgate::WhenFull::DenyNew)
                 .clock(clock)
                 .build()
                 .expect("valid quota"),

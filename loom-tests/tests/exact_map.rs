@@ -90,7 +90,10 @@ impl KeyedScenario for Scenario {
     fn limiter(&self, clock: &ManualClock) -> Keyed {
         let builder = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T)).clock(clock.clone());
         let builder = match self.max_keys {
-            Some(n) => builder.max_keys(n).exact_keys(),
+            Some(n) => builder
+                .max_keys(n)
+                .exact_keys()
+                .when_full(cellgate::WhenFull::DenyNew),
             None => builder.exact_keys(),
         };
         let lim = builder.build().expect("valid quota");

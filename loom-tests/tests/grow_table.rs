@@ -224,3 +224,54 @@ fn a_stale_view_sends_checks_to_the_lock() {
         );
     });
 }
+
+/// At the ceiling (`max_keys(2)`, the default `EvictLight`): a new key C's insert drops the
+/// light key B while a check makes B busy. B is judged on its final state: if B's check lands
+/// while B still holds its first unit, B is busy and is never dropped (C is refused: nothing
+/// light is left). If the drop lands first, B's check finds B new and is decided fresh; B is
+/// then light again and, as the policy allows, either takes C's place or gives its own to C's
+/// retried insert. The busy key A is never touched.
+#[test]
+fn a_light_key_made_busy_races_its_eviction() {
+    deterministic_hashing();
+    model("a_light_key_made_busy_races_its_eviction", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(
+            KeyedLimiter::<u64>::gcra(Quota::new(2, Duration::from_nanos(2 * T)).with_burst(2))
+                .clock(clock.clone())
+                .max_keys(2)
+                .build()
+                .expect("valid quota"),
+        );
+        // A busy (both units spent), B light (one unit spent).
+        assert!(lim.check_n(&A, 2).is_allowed());
+        assert!(lim.check(&B).is_allowed());
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.check(&B))
+        };
+        let c = lim.check(&C);
+        let b = other.join().unwrap();
+        assert!(b.is_allowed(), "B's check: {b:?}");
+        assert_eq!(lim.len(), 2);
+        assert_eq!(lim.peek(&A).remaining(), 0, "busy A was dropped");
+        if b.remaining() == 0 {
+            // B's check found B holding its first unit: B is busy and must stay.
+            assert_eq!(lim.peek(&B).remaining(), 0, "busy B was dropped");
+            assert!(!c.is_allowed(), "C took a busy key's place: {c:?}");
+            assert_eq!(c.denial(), Some(cellgate::Denial::StoreFull));
+            assert_eq!(lim.stats().evicted_live, 0);
+        } else {
+            // B had been dropped (light): its check was decided fresh, C got in.
+            assert_eq!(b.remaining(), 1, "B's check after its drop: {b:?}");
+            assert!(c.is_allowed(), "{c:?}");
+            let (b_left, c_left) = (lim.peek(&B).remaining(), lim.peek(&C).remaining());
+            assert!(
+                (b_left, c_left) == (1, 2) || (b_left, c_left) == (2, 1),
+                "B {b_left}, C {c_left}: exactly one of the two light keys held"
+            );
+            assert_eq!(lim.stats().evicted_live, 2);
+        }
+    });
+}

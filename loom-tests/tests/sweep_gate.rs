@@ -49,6 +49,7 @@ fn two_new_keys_race_through_the_sweep_gate() {
         let lim = KeyedLimiter::<u64>::gcra(Quota::with_interval(Duration::from_nanos(T)))
             .max_keys(1)
             .fixed_capacity()
+            .when_full(cellgate::WhenFull::DenyNew)
             .clock(clock.clone())
             .build()
             .expect("valid quota");

@@ -77,6 +77,7 @@ impl KeyedScenario for Scenario {
         let lim = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T))
             .max_keys(self.max_keys)
             .fixed_capacity()
+            .when_full(cellgate::WhenFull::DenyNew)
             .clock(clock.clone())
             .build()
             .expect("valid quota");
@@ -256,6 +257,7 @@ fn evict_with_check_behind_the_sweep() {
             KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
                 .max_keys(2)
                 .fixed_capacity()
+                .when_full(cellgate::WhenFull::DenyNew)
                 .clock(clock.clone())
                 .build()
                 .expect("valid quota")

@@ -158,6 +158,7 @@ fn keyed(max_keys: usize, clock: &ManualClock) -> Keyed {
         KeyedLimiter::<u64>::warm_up(quota(), Duration::from_nanos(W))
             .max_keys(max_keys)
             .fixed_capacity()
+            .when_full(cellgate::WhenFull::DenyNew)
             .clock(clock.clone())
             .build()
             .expect("valid warm-up"),
@@ -466,6 +467,7 @@ fn evict_with_check_behind_the_sweep_keyed() {
         let lim = KeyedLimiter::<u64>::warm_up(quota(), Duration::from_nanos(W))
             .max_keys(2)
             .fixed_capacity()
+            .when_full(cellgate::WhenFull::DenyNew)
             .clock(clock.clone())
             .build()
             .expect("valid warm-up");

@@ -118,7 +118,20 @@ struct ShardState {
     live: usize,
     /// The current array (also in the published set); never frozen while the lock is free.
     array: Shared<Array>,
+    /// At the ceiling, no scan of this shard for light keys before this time (policy ns): the
+    /// last scan found too few to be worth a rebuild.
+    light_scan_after: u64,
 }
+
+/// A scan for light keys at the ceiling rebuilds the shard only if at least this fraction
+/// (1 / `LIGHT_YIELD`) of its keys can go, so that the copying stays amortised (at most
+/// `LIGHT_YIELD` slot copies per new key admitted this way).
+const LIGHT_YIELD: usize = 16;
+
+/// After a scan that found too few light keys, the shard is not scanned again for this long
+/// (ns): a flood against a store full of busy keys costs one lock and one comparison per new
+/// key, not a scan.
+const LIGHT_SCAN_BACKOFF_NS: u64 = 1_000_000;
 
 /// What the store's owner decides during an insert or a rebuild.
 pub(crate) trait GrowPolicy {
@@ -134,6 +147,17 @@ pub(crate) trait GrowPolicy {
     fn make_room(&self) -> bool;
     /// An insert's rebuild dropped `n` idle keys.
     fn dropped(&self, n: usize);
+    /// At the ceiling: whether a live key whose state is `word` may give its place to a new
+    /// key (it holds at most one unit more than a fresh key would). `false` for every word
+    /// unless the policy evicts light keys.
+    fn is_light(&self, word: u64) -> bool;
+    /// Whether the policy evicts light keys at all (a shortcut for [`is_light`](Self::is_light)
+    /// being `false` everywhere).
+    fn evicts_light(&self) -> bool;
+    /// The policy's time (ns), for the light-key scans' back-off.
+    fn now(&self) -> u64;
+    /// A ceiling's rebuild dropped `n` live (light) keys.
+    fn dropped_live(&self, n: usize);
 }
 
 /// The growing table. See the module docs.
@@ -175,6 +199,7 @@ impl GrowTable {
                 CachePadded::new(Lock::new(ShardState {
                     live: 0,
                     array: Shared::clone(array),
+                    light_scan_after: 0,
                 }))
             })
             .collect();
@@ -337,6 +362,9 @@ impl GrowTable {
                 _ => return Some(result),
             };
             if !policy.has_room(self.held.get_usize()) {
+                if policy.evicts_light() && self.drop_light(index, &mut state, policy) {
+                    continue;
+                }
                 drop(state);
                 if policy.make_room() {
                     continue;
@@ -371,6 +399,57 @@ impl GrowTable {
             self.held.add(1);
             return Some(result);
         }
+    }
+
+    /// At the ceiling: rebuilds shard `index` without its idle and light keys if enough of them
+    /// can go (see [`LIGHT_YIELD`]); whether any did. Under the shard's lock. Scans are backed
+    /// off per shard when they find too few.
+    #[cold]
+    fn drop_light(&self, index: usize, state: &mut ShardState, policy: &impl GrowPolicy) -> bool {
+        let now = policy.now();
+        if now < state.light_scan_after {
+            return false;
+        }
+        let array = &state.array;
+        let light = array
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| {
+                s.fingerprint() != EMPTY && {
+                    let word = array.state_locked(i);
+                    policy.is_idle(word) || policy.is_light(word)
+                }
+            })
+            .count();
+        if light == 0 || light * LIGHT_YIELD < state.live {
+            state.light_scan_after = now.saturating_add(LIGHT_SCAN_BACKOFF_NS);
+            return false;
+        }
+        // Judged again on the final states inside the rebuild: a key a racing check made
+        // heavy meanwhile is kept.
+        let live_dropped = std::cell::Cell::new(0usize);
+        let dropped = self.rebuild(
+            index,
+            state,
+            &|w| {
+                let idle = policy.is_idle(w);
+                let light = !idle && policy.is_light(w);
+                live_dropped.set(live_dropped.get() + usize::from(light));
+                idle || light
+            },
+            &|| policy.before_sweep(),
+            1,
+            0,
+        );
+        let live_dropped = live_dropped.get();
+        if dropped > live_dropped {
+            policy.dropped(dropped - live_dropped);
+        }
+        if live_dropped > 0 {
+            policy.dropped_live(live_dropped);
+        }
+        dropped > 0
     }
 
     /// Drops every key whose state `is_idle` says holds no information; returns how many.
@@ -479,6 +558,16 @@ mod tests {
             false
         }
         fn dropped(&self, _: usize) {}
+        fn is_light(&self, _: u64) -> bool {
+            false
+        }
+        fn evicts_light(&self) -> bool {
+            false
+        }
+        fn now(&self) -> u64 {
+            0
+        }
+        fn dropped_live(&self, _: usize) {}
     }
 
     /// Spreads small integers over the hash space (an odd multiplier is a bijection).

@@ -26,12 +26,13 @@ pub struct Stats {
     /// Keys held now.
     pub keys: usize,
     /// Requests for new keys denied because the store was full of live keys
-    /// ([`WhenFull::DenyNew`](crate::WhenFull::DenyNew), and the sliding log).
+    /// ([`WhenFull::DenyNew`](crate::WhenFull::DenyNew), [`WhenFull::EvictLight`](crate::WhenFull::EvictLight)
+    /// with no light key to drop, and the sliding log).
     pub refused: u64,
     /// Keys dropped because their state was equivalent to a fresh key (lossless).
     pub evicted: u64,
-    /// Live keys evicted to make room, under
-    /// [`WhenFull::EvictNearestFresh`](crate::WhenFull::EvictNearestFresh) (not counted in
+    /// Live keys evicted to make room, under [`WhenFull::EvictLight`](crate::WhenFull::EvictLight)
+    /// and [`WhenFull::EvictNearestFresh`](crate::WhenFull::EvictNearestFresh) (not counted in
     /// `evicted`).
     pub evicted_live: u64,
     /// Requests for new keys decided without storing the key, under

@@ -9,46 +9,89 @@ use super::*;
 ///
 /// # Which to choose
 ///
-/// The default, [`DenyNew`](WhenFull::DenyNew), is the only policy under which the limiter
-/// never admits more than its quota for any key, whatever an attacker sends: a flood of new
-/// keys can fill the store and get *new* keys refused until keys go idle, but it can neither
-/// reset a tracked key's budget nor get anything admitted unaccounted. Keys already held are
-/// never affected. Size `max_keys` above the number of keys live at once in normal traffic
-/// (new keys per second × how long a key stays live, `burst × interval` for GCRA) and a flood
-/// costs only new visitors, for as long as it lasts. A returning client whose key went idle
-/// and was dropped counts as a new visitor: a busy key (one with a backlog) is never dropped,
-/// a light user's may be, and while the store is full of live keys it is then refused.
+/// A flood of new keys (random source addresses, made-up user ids) fills any bounded store
+/// with keys that each made one request and stay live until their budget refills. Then two
+/// things matter: that **busy keys keep their budgets** (a flood that could push a key with a
+/// backlog out of the store would reset it, and that key could then send its whole burst
+/// again), and that **returning users are served** (a client whose key went idle and was
+/// dropped comes back as a new key; refusing it because flood keys hold the room turns a flood
+/// into an outage for them).
 ///
-/// The lossy policies trade that guarantee for availability to new keys:
+/// The default, [`EvictLight`](WhenFull::EvictLight), gives both: at the ceiling a new key may
+/// take the place of a *light* key, one holding at most one unit more than a fresh key would
+/// (a flood key after its single request is light; a key with a backlog is not), so a busy
+/// key is never dropped, and each key dropped this way can gain at most one unit of budget, per
+/// time it is dropped. nginx's `limit_req` instead frees the least recently used node when its
+/// zone is full, whatever its state: a flood faster than the zone turns over resets keys with
+/// backlogs. Stock keys are never dropped (their state is configuration): a flash sale's
+/// per-user cap (a stock of one per user) holds under any flood, and its per-user rate limits
+/// lose at most one unit per eviction of that user's key.
+///
+/// [`DenyNew`](WhenFull::DenyNew) is the strict choice: the limiter never admits more than its
+/// quota for any key, whatever an attacker sends, but while flood keys hold the store a
+/// returning user whose key went idle is refused as new. Choose it where one unit more for a
+/// light key is worse than refusing new keys during a flood, and size `max_keys` above the
+/// keys live at once in normal traffic (new keys per second × how long a key stays live,
+/// `burst × interval` for GCRA).
+///
+/// The lossy policies trade more for availability to new keys:
 /// [`EvictNearestFresh`](WhenFull::EvictNearestFresh) keeps serving new keys by forgetting the
-/// live key closest to fresh (an attacker who can create keys can then make a victim key forget
-/// up to its whole burst), and [`AdmitUntracked`](WhenFull::AdmitUntracked) decides for new keys
-/// as for fresh ones without remembering them (no per-key limit for them at all while the
-/// store is full). Put a global limiter in front when using either.
+/// live key closest to fresh, however far that is (an attacker who can create keys can then make
+/// a victim key forget up to its whole burst), and [`AdmitUntracked`](WhenFull::AdmitUntracked)
+/// decides for new keys as for fresh ones without remembering them (no per-key limit for them
+/// at all while the store is full). Put a global limiter in front when using either.
+///
+/// `examples/measure/key_flood.rs` measures both sides: busy keys' decisions against a
+/// flood-free limiter, and returning users refused.
 ///
 /// # Examples
 ///
 /// ```
+/// use std::time::Duration;
 /// use cellgate::{KeyedLimiter, Quota, WhenFull};
 /// use cellgate::clock::ManualClock;
 ///
-/// let l = KeyedLimiter::<u64>::gcra(Quota::per_hour(1))
+/// let clock = ManualClock::new();
+/// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1).with_burst(5))
+///     .clock(clock.clone())
+///     .max_keys(2)
+///     .build()?;
+/// assert_eq!(l.when_full(), WhenFull::EvictLight);
+/// for _ in 0..5 {
+///     l.check(&1); // key 1: busy (its whole burst spent)
+/// }
+/// assert!(l.check(&2).is_allowed()); // key 2: one request, light
+/// // Full: key 3 takes key 2's place; busy key 1 keeps its state.
+/// assert!(l.check(&3).is_allowed());
+/// assert!(!l.check(&1).is_allowed());
+/// assert_eq!(l.stats().evicted_live, 1);
+///
+/// let strict = KeyedLimiter::<u64>::gcra(Quota::per_hour(1))
 ///     .clock(ManualClock::new())
 ///     .max_keys(1)
-///     .when_full(WhenFull::AdmitUntracked)
+///     .when_full(WhenFull::DenyNew)
 ///     .build()?;
-/// assert!(l.check(&1).is_allowed());
-/// assert!(l.check(&2).is_allowed()); // no room: decided as fresh, not remembered
-/// assert!(l.check(&2).is_allowed());
-/// assert_eq!((l.len(), l.stats().untracked), (1, 2));
+/// assert!(strict.check(&1).is_allowed());
+/// assert!(!strict.check(&2).is_allowed()); // refused: the store is full of live keys
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum WhenFull {
-    /// Deny requests for new keys (no `retry_after`), counted in
-    /// [`stats().refused`](KeyedLimiter::stats). Fails closed: the default.
+    /// Make room for a new key by dropping *light* keys: live keys that hold at most one unit
+    /// more than a fresh key would (`remaining` at least the fresh budget minus one). Keys with
+    /// a backlog are never dropped, nor are stock keys. Each dropped key can gain at most one
+    /// unit of budget, counted in [`Stats::evicted_live`](crate::Stats). If no light key can
+    /// go, the new key is refused as under [`DenyNew`](WhenFull::DenyNew). The default.
+    ///
+    /// On the default (growing) table, the new key's shard drops its light keys when at least
+    /// a sixteenth of its keys can go (scans of a shard that had too few are backed off for a
+    /// millisecond); on every store, a throttled sweep (at most one per 10 ms) drops idle and
+    /// then light keys across the store.
     #[default]
+    EvictLight,
+    /// Deny requests for new keys (no `retry_after`, [`Denial::StoreFull`](crate::Denial)),
+    /// counted in [`stats().refused`](KeyedLimiter::stats). Fails closed: the strict choice.
     DenyNew,
     /// Evict the live key nearest to fresh (the least `reset_after`, among a sample of 64
     /// slots around the new key's place in the table; this policy selects the fixed-capacity
@@ -240,7 +283,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
             max_keys: None,
             exact_keys: false,
             fixed_capacity: false,
-            when_full: WhenFull::DenyNew,
+            when_full: WhenFull::EvictLight,
             _key: std::marker::PhantomData,
         }
     }

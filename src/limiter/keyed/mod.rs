@@ -550,13 +550,14 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// What the store has done with its keys: keys held, new keys refused, keys evicted
-    /// (idle, and live under [`WhenFull::EvictNearestFresh`]), new keys decided untracked.
+    /// (idle, and live under [`WhenFull::EvictLight`] and [`WhenFull::EvictNearestFresh`]), new
+    /// keys decided untracked.
     ///
     /// ```
     /// use cellgate::{KeyedLimiter, Quota};
-    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(1).build()?;
-    /// l.check(&1);
-    /// l.check(&2); // no room, and key 1 is not idle: refused
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1).with_burst(2)).max_keys(1).build()?;
+    /// l.check_n(&1, 2);
+    /// l.check(&2); // no room, and key 1 is neither idle nor light: refused
     /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
@@ -570,7 +571,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// ```
     /// use cellgate::{KeyedLimiter, Quota, WhenFull};
     /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(10).build()?;
-    /// assert_eq!(l.when_full(), WhenFull::DenyNew);
+    /// assert_eq!(l.when_full(), WhenFull::EvictLight);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn when_full(&self) -> WhenFull {
@@ -589,7 +590,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.stats().evicted
     }
 
-    /// Live keys evicted to make room under [`WhenFull::EvictNearestFresh`].
+    /// Live keys evicted to make room under [`WhenFull::EvictLight`] and
+    /// [`WhenFull::EvictNearestFresh`].
     #[deprecated(note = "read `stats().evicted_live`: one snapshot of every store counter")]
     pub fn evicted_live(&self) -> u64 {
         self.stats().evicted_live

@@ -213,13 +213,30 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     pub(super) fn evict_idle_at(&self, now: u64) -> usize {
-        // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
-        self.swept.raise_to(now);
-        let is_idle = |word| self.setting.kind().is_idle(word, now);
-        let removed = self.store.sweep(&is_idle);
+        let removed = self.evict_where_at(now, &|word| self.setting.kind().is_idle(word, now));
         // Relaxed: a statistic.
         self.counters.evicted.add(removed as u64);
         removed
+    }
+
+    /// Drops every key whose word `is_idle` (idle, or at the ceiling under
+    /// [`WhenFull::EvictLight`], light) at `now`; returns how many.
+    fn evict_where_at(&self, now: u64, is_idle: &dyn Fn(u64) -> bool) -> usize {
+        // Relaxed: see `fresh_word`; ordered by the shard locks `retain` takes below.
+        self.swept.raise_to(now);
+        self.store.sweep(&is_idle)
+    }
+
+    /// Whether a live key whose state is `word` may give its place to a new key at the
+    /// ceiling under [`WhenFull::EvictLight`]: it holds at most one unit more than a fresh key
+    /// would at `now` (dropping it gives it back at most one unit). Stock keys never are.
+    pub(super) fn is_light(&self, word: u64, now: u64) -> bool {
+        let algorithm = self.setting.load();
+        if matches!(algorithm, Algorithm::Stock(_)) {
+            return false;
+        }
+        let fresh = algorithm.peek(self.fresh_word(), now).remaining();
+        algorithm.peek(word, now).remaining().saturating_add(1) >= fresh
     }
 
     /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
@@ -230,6 +247,11 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // otherwise a stock store would sweep once and never again.
         self.sweeps.maybe_sweep(self.clock.now(), || {
             self.evict_idle_at(now);
+            if self.when_full == WhenFull::EvictLight && self.len() >= self.max_keys {
+                let light = self.evict_where_at(now, &|word| self.is_light(word, now));
+                // Relaxed: a statistic.
+                self.counters.evicted_live.add(light as u64);
+            }
         });
         self.len() < self.max_keys
     }
@@ -357,6 +379,23 @@ impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
     fn dropped(&self, n: usize) {
         // Relaxed: a statistic.
         self.limiter.counters.evicted.add(n as u64);
+    }
+
+    fn is_light(&self, word: u64) -> bool {
+        self.evicts_light() && self.limiter.is_light(word, self.now)
+    }
+
+    fn evicts_light(&self) -> bool {
+        self.capped && self.limiter.when_full == WhenFull::EvictLight
+    }
+
+    fn now(&self) -> u64 {
+        self.now
+    }
+
+    fn dropped_live(&self, n: usize) {
+        // Relaxed: a statistic.
+        self.limiter.counters.evicted_live.add(n as u64);
     }
 }
 
