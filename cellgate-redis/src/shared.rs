@@ -1,7 +1,7 @@
 //! What the checking threads and the background task share, and the one place this crate
 //! names atomics.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use cellgate::{Decision, Limiter};
 use tokio::sync::Notify;
@@ -17,8 +17,9 @@ pub(crate) struct Shared {
     /// The outage share (rate limits with a reserved burst only).
     pub(crate) fallback: Option<Limiter>,
     pub(crate) state: AtomicU8,
-    /// A check was denied since the task last looked: refill now, and lease more.
-    pub(crate) dry: AtomicBool,
+    /// The largest check denied since the task last looked (0: none): lease more, and refill
+    /// at once if the pool holds less than it.
+    pub(crate) dry: AtomicU32,
     pub(crate) stop: AtomicBool,
     pub(crate) wake: Notify,
     /// Units admitted by the fallback, to charge to Redis.
@@ -57,7 +58,7 @@ impl Shared {
         }
         // Load first: a pool that stays dry is checked by every thread, and a plain load keeps
         // the flag's cache line shared.
-        if !self.dry.load(Ordering::Relaxed) && !self.dry.swap(true, Ordering::Relaxed) {
+        if self.dry.load(Ordering::Relaxed) < n && self.dry.fetch_max(n, Ordering::Relaxed) < n {
             self.wake.notify_one();
         }
         pool
