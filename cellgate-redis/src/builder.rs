@@ -234,7 +234,7 @@ impl FleetBuilder {
 }
 
 /// A process id unique across the fleet and across restarts of one process.
-fn process_id() -> String {
+pub(crate) fn process_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

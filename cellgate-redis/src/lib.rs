@@ -51,6 +51,7 @@ mod builder;
 mod client;
 mod error;
 mod fleet;
+pub mod keyed;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod shared;
@@ -60,3 +61,4 @@ pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::FleetError;
 pub use fleet::{Fleet, FleetState, FleetStats};
+pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};
