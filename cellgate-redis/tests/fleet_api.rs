@@ -81,15 +81,22 @@ fn a_crash_loses_at_most_one_and_a_half_leases() {
             .filter(|(k, _)| k.starts_with("n:"))
             .map(|(_, v)| v.parse::<u64>().unwrap())
             .sum();
-        assert!(held >= sold, "the server counts {held} held for {sold} sold");
+        assert!(
+            held >= sold,
+            "the server counts {held} held for {sold} sold"
+        );
         let at_risk = held - sold;
         worst = worst.max(at_risk);
         assert!(
             at_risk <= 2 * (cap + cap / 2),
-            "after selling {sold}: a crash of both would lose {at_risk}: {holders:?} {:?}", fleets.iter().map(|f| f.stats()).collect::<Vec<_>>()
+            "after selling {sold}: a crash of both would lose {at_risk}: {holders:?} {:?}",
+            fleets.iter().map(|f| f.stats()).collect::<Vec<_>>()
         );
     }
-    eprintln!("crash: worst units at risk {worst} (bound {})", 2 * (cap + cap / 2));
+    eprintln!(
+        "crash: worst units at risk {worst} (bound {})",
+        2 * (cap + cap / 2)
+    );
 }
 
 #[test]

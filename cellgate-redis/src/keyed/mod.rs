@@ -76,7 +76,7 @@ use crate::fleet::FleetState;
 use crate::shared::{CONNECTED, FALLBACK};
 
 /// How a keyed check was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Via {
     /// From units this process had leased for a hot key: local, at once.
     Lease,
@@ -476,10 +476,7 @@ impl KeyedFleetBuilder {
     /// configuration.
     pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
         let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
-        if burst == 0
-            || interval_us >= 1 << 40
-            || burst.saturating_mul(interval_us) >= 1 << 50
-        {
+        if burst == 0 || interval_us >= 1 << 40 || burst.saturating_mul(interval_us) >= 1 << 50 {
             return Err(FleetError::Config(format!(
                 "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
             )));
@@ -495,7 +492,8 @@ impl KeyedFleetBuilder {
             counters: Counters::default(),
         });
         let (tx, rx) = mpsc::channel(self.queue);
-        let (task, runtime) = task::Task::connect(&self, url, interval_us, burst, shared.clone(), rx)?;
+        let (task, runtime) =
+            task::Task::connect(&self, url, interval_us, burst, shared.clone(), rx)?;
         let thread = std::thread::Builder::new()
             .name(format!("cellgate-keyed-{}", self.name))
             .spawn(move || runtime.block_on(task.run()))

@@ -63,6 +63,12 @@ struct Hot {
     /// Units admitted and cold checks seen in the current window.
     window: u64,
     rate: f64,
+    /// Asked for less than it got: no lease asked before this.
+    next_ask: Instant,
+    /// The key's GCRA had nothing when it was last asked: checks are denied here, without
+    /// asking Redis, until this moment (conservative: a give-back elsewhere may free units
+    /// earlier).
+    dry_until: Instant,
 }
 
 pub(crate) struct Task {
@@ -215,6 +221,14 @@ impl Task {
     fn accept(&mut self, r: Request) {
         if let Some(h) = self.hot.get_mut(&r.key) {
             h.window += u64::from(r.n);
+            let now = Instant::now();
+            if now < h.dry_until && u64::from(r.n) <= self.burst {
+                let wait = h.dry_until - now;
+                let _ = r
+                    .reply
+                    .send(KeyDecision::new(false, Via::Lease, Some(wait)));
+                return;
+            }
         } else {
             *self.seen.entry(r.key.clone()).or_insert(0) += 1;
         }
@@ -223,6 +237,14 @@ impl Task {
         } else {
             // Redis is known not to answer: do not make the caller wait for it.
             self.decide_by_fallback(r);
+        }
+    }
+
+    fn outage_state(&self) -> u8 {
+        if self.cfg.fallback {
+            FALLBACK
+        } else {
+            PARTITIONED
         }
     }
 
@@ -260,6 +282,16 @@ impl Task {
                 }
             }
         }
+        if !late.is_empty() {
+            // Redis holds a batch past a check's wait: count it sick, so the next checks are
+            // decided at once, until this batch (or its retry) is answered.
+            self.shared
+                .state
+                .store(self.outage_state(), Ordering::Relaxed);
+            for r in std::mem::take(&mut self.queue) {
+                self.decide_by_fallback(r);
+            }
+        }
         for r in late {
             self.decide_by_fallback(r);
         }
@@ -282,7 +314,11 @@ impl Task {
             // Withdraw: units are interchangeable, so if checks took some meanwhile, look
             // again.
             loop {
-                let x = if idle { h.book.level() } else { h.book.expired(now) };
+                let x = if idle {
+                    h.book.level()
+                } else {
+                    h.book.expired(now)
+                };
                 let x = x.min(u64::from(u32::MAX));
                 if x == 0 {
                     break;
@@ -322,6 +358,8 @@ impl Task {
                             asking: false,
                             window: 0,
                             rate: f64::from(count) / secs,
+                            next_ask: now,
+                            dry_until: now,
                         },
                     );
                 }
@@ -371,10 +409,15 @@ impl Task {
                 let want = ((h.rate * 0.2) as u64)
                     .max(self.cfg.min_lease)
                     .min(self.burst);
-                if !h.asking && h.book.level() <= want / 2 {
+                if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
                     h.asking = true;
                     h.want = want;
-                    push(&mut ops, &mut waiters, (key.clone(), KeyOp::Lease, want), None);
+                    push(
+                        &mut ops,
+                        &mut waiters,
+                        (key.clone(), KeyOp::Lease, want),
+                        None,
+                    );
                 }
             }
             while ops.len() < MAX_BATCH {
@@ -424,8 +467,9 @@ impl Task {
                     .backend_errors
                     .fetch_add(1, Ordering::Relaxed);
                 self.failures = self.failures.saturating_add(1);
-                let state = if self.cfg.fallback { FALLBACK } else { PARTITIONED };
-                self.shared.state.store(state, Ordering::Relaxed);
+                self.shared
+                    .state
+                    .store(self.outage_state(), Ordering::Relaxed);
                 for w in f.waiters.iter_mut() {
                     if let Some(r) = w.take() {
                         self.decide_by_fallback(r);
@@ -445,7 +489,10 @@ impl Task {
         self.shared.state.store(CONNECTED, Ordering::Relaxed);
         if reply.live.max(1) != self.live {
             self.live = reply.live.max(1);
-            self.shared.counters.live.store(self.live, Ordering::Relaxed);
+            self.shared
+                .counters
+                .live
+                .store(self.live, Ordering::Relaxed);
             let _ = self.fallback.set_quota(share(self.interval_us, self.live));
         }
         let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
@@ -470,6 +517,23 @@ impl Task {
                     match self.hot.get_mut(&key) {
                         Some(h) => {
                             h.asking = false;
+                            if res.value < n {
+                                // The key is short: come back once the fleet has accrued about
+                                // a minimum lease per holder (within half a lease lifetime),
+                                // and not before its next unit.
+                                let us = self
+                                    .interval_us
+                                    .saturating_mul(self.cfg.min_lease)
+                                    .saturating_mul(self.live);
+                                let mut back =
+                                    Duration::from_micros(us).min(self.cfg.lease_lifetime / 2);
+                                if res.value == 0 {
+                                    let dry = Duration::from_micros(res.info.unsigned_abs());
+                                    h.dry_until = now + dry;
+                                    back = back.max(dry);
+                                }
+                                h.next_ask = now + back;
+                            }
                             if res.value > 0 {
                                 // The pool is a stock: restock cannot fail but on a full
                                 // table, in which case the units go back.
@@ -551,6 +615,8 @@ fn call(
 
 /// The outage share of one of `live` processes for one key: `R / live`, burst one.
 fn share(interval_us: u64, live: u64) -> Quota {
-    Quota::with_interval(Duration::from_micros(interval_us.saturating_mul(live.max(1))))
-        .with_burst(1)
+    Quota::with_interval(Duration::from_micros(
+        interval_us.saturating_mul(live.max(1)),
+    ))
+    .with_burst(1)
 }

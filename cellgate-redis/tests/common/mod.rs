@@ -89,6 +89,26 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and nothing is answered, the way a
+    /// sick Redis looks. [`resume`](Self::resume) thaws it.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a [`pause`](Self::pause)d server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
+    }
+
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
     }
