@@ -7,6 +7,12 @@
 //! - `fleet rate`: `Fleet::rate` at 1,000,000/s (the fastest the µs protocol expresses),
 //!   hammered by `--threads` threads; decisions include local denials.
 //! - `fleet stock`: `Fleet::stock` of 10^12 units: every decision is an admission.
+//! - `lua keys`: the Lua bucket again, each request on one of 1,000,000 keys (a rate per key).
+//! - `keyed cold`: `KeyedFleet::rate` (1,000/s per key) with each check on one of 1,000,000
+//!   keys, so every key stays cold and every check goes to Redis, batched: `--concurrency`
+//!   checks in flight per thread, as the Lua rows.
+//! - `keyed hot`: the same limit on 16 keys checked as fast as `--threads` threads can
+//!   (100,000/s per key): leased, local.
 //!
 //! ```text
 //! cargo run --release -p cellgate-redis --example bench_vs_lua -- \
@@ -17,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{Fleet, FleetBuilder};
+use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet};
 
 /// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time.
 const BUCKET_LUA: &str = r"
@@ -50,6 +56,8 @@ struct Sample {
     decisions: u64,
     allowed: u64,
     calls: u64,
+    /// CPU microseconds the Redis server used (user + system), all its work included.
+    usec: u64,
     secs: f64,
 }
 
@@ -60,9 +68,14 @@ impl Sample {
     fn calls_per_decision(&self) -> f64 {
         self.calls as f64 / self.decisions.max(1) as f64
     }
+    fn usec_per_decision(&self) -> f64 {
+        self.usec as f64 / self.decisions.max(1) as f64
+    }
 }
 
-fn script_calls(url: &str) -> u64 {
+/// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
+/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included).
+fn redis_counters(url: &str) -> (u64, u64) {
     let mut c = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("redis connection");
@@ -70,11 +83,33 @@ fn script_calls(url: &str) -> u64 {
         .arg("commandstats")
         .query(&mut c)
         .expect("INFO");
-    cellgate_redis::script_calls(&info)
+    let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
+    let secs: f64 = cpu
+        .lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum();
+    (cellgate_redis::script_calls(&info), (secs * 1e6) as u64)
 }
 
-fn lua_bucket(o: &Opts, key: &str) -> Sample {
-    let before = script_calls(&o.url);
+/// Redis's counters since `before`.
+fn since(url: &str, before: (u64, u64)) -> (u64, u64) {
+    let now = redis_counters(url);
+    (now.0 - before.0, now.1 - before.1)
+}
+
+/// The key of a request: one key, or one of 1,000,000 (`{key}-{i}`, `i` from a per-task
+/// sequence stepping through them in a scattered order).
+fn pick(key: &str, spread: bool, i: &mut u64) -> String {
+    if !spread {
+        return key.to_owned();
+    }
+    *i = (*i + 7_919) % 1_000_000;
+    format!("{key}-{i}")
+}
+
+fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
+    let before = redis_counters(&o.url);
     let stop = Arc::new(AtomicBool::new(false));
     let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let start = Instant::now();
@@ -98,9 +133,10 @@ fn lua_bucket(o: &Opts, key: &str) -> Sample {
                             let (stop, decisions, allowed) =
                                 (stop.clone(), decisions.clone(), allowed.clone());
                             tokio::spawn(async move {
+                                let mut i = 0;
                                 while !stop.load(Ordering::Relaxed) {
                                     let ok: i64 = script
-                                        .key(&key)
+                                        .key(pick(&key, spread, &mut i))
                                         .arg(1_000_000)
                                         .arg(1_000_000)
                                         .invoke_async(&mut conn)
@@ -125,16 +161,18 @@ fn lua_bucket(o: &Opts, key: &str) -> Sample {
         t.join().unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
+    let redis = since(&o.url, before);
     Sample {
         decisions: decisions.load(Ordering::Relaxed),
         allowed: allowed.load(Ordering::Relaxed),
-        calls: script_calls(&o.url) - before,
+        calls: redis.0,
+        usec: redis.1,
         secs,
     }
 }
 
 fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
-    let before = script_calls(&o.url);
+    let before = redis_counters(&o.url);
     let fleet = Arc::new(builder.connect(&o.url).expect("connect"));
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
@@ -163,10 +201,119 @@ fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
     }
     let secs = start.elapsed().as_secs_f64();
     fleet.shutdown();
+    let redis = since(&o.url, before);
     Sample {
         decisions,
         allowed,
-        calls: script_calls(&o.url) - before,
+        calls: redis.0,
+        usec: redis.1,
+        secs,
+    }
+}
+
+/// Cold keys: `--concurrency` async checks in flight per thread, each on a new key.
+fn keyed_cold(o: &Opts, name: &str) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(
+        KeyedFleet::rate(name, 1_000, Duration::from_secs(1))
+            .connect(&o.url)
+            .expect("connect"),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let start = Instant::now();
+    let threads: Vec<_> = (0..o.threads)
+        .map(|t| {
+            let (fleet, stop, conc) = (fleet.clone(), stop.clone(), o.concurrency);
+            let (decisions, allowed) = (decisions.clone(), allowed.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let tasks: Vec<_> = (0..conc)
+                        .map(|c| {
+                            let (fleet, stop) = (fleet.clone(), stop.clone());
+                            let (decisions, allowed) = (decisions.clone(), allowed.clone());
+                            let mut i = (t * conc + c) as u64 * 31_337;
+                            tokio::spawn(async move {
+                                while !stop.load(Ordering::Relaxed) {
+                                    let d = fleet.check(&pick("k", true, &mut i)).await;
+                                    decisions.fetch_add(1, Ordering::Relaxed);
+                                    allowed.fetch_add(u64::from(d.is_allowed()), Ordering::Relaxed);
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await.unwrap();
+                    }
+                });
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(o.seconds));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    fleet.shutdown();
+    let redis = since(&o.url, before);
+    Sample {
+        decisions: decisions.load(Ordering::Relaxed),
+        allowed: allowed.load(Ordering::Relaxed),
+        calls: redis.0,
+        usec: redis.1,
+        secs,
+    }
+}
+
+/// Hot keys: 16 keys at 100,000/s each, checked by `--threads` threads as fast as they can.
+fn keyed_hot(o: &Opts, name: &str) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(
+        KeyedFleet::rate(name, 100_000, Duration::from_secs(1))
+            .connect(&o.url)
+            .expect("connect"),
+    );
+    let keys: Arc<Vec<String>> = Arc::new((0..16).map(|k| format!("hot{k}")).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let threads: Vec<_> = (0..o.threads)
+        .map(|_| {
+            let (fleet, stop, keys) = (fleet.clone(), stop.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let (mut decisions, mut allowed) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for k in keys.iter() {
+                        for _ in 0..16 {
+                            allowed += u64::from(fleet.check_blocking(k, 1).is_allowed());
+                        }
+                    }
+                    decisions += 256;
+                }
+                (decisions, allowed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(o.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let (mut decisions, mut allowed) = (0, 0);
+    for t in threads {
+        let (d, a) = t.join().unwrap();
+        decisions += d;
+        allowed += a;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    fleet.shutdown();
+    let redis = since(&o.url, before);
+    Sample {
+        decisions,
+        allowed,
+        calls: redis.0,
+        usec: redis.1,
         secs,
     }
 }
@@ -201,9 +348,12 @@ fn main() {
         ("lua bucket", vec![]),
         ("fleet rate", vec![]),
         ("fleet stock", vec![]),
+        ("lua keys", vec![]),
+        ("keyed cold", vec![]),
+        ("keyed hot", vec![]),
     ];
     for run in 0..o.runs {
-        let s = lua_bucket(&o, &format!("bench-lua-{tag}-{run}"));
+        let s = lua_bucket(&o, &format!("bench-lua-{tag}-{run}"), false);
         rows[0].1.push(s);
         let name = format!("bench-rate-{tag}-{run}");
         let s = fleet(&o, Fleet::rate(&name, 1_000_000, Duration::from_secs(1)));
@@ -211,13 +361,20 @@ fn main() {
         let name = format!("bench-stock-{tag}-{run}");
         let s = fleet(&o, Fleet::stock(&name, 1_000_000_000_000));
         rows[2].1.push(s);
+        let s = lua_bucket(&o, &format!("bench-luak-{tag}-{run}"), true);
+        rows[3].1.push(s);
+        let s = keyed_cold(&o, &format!("bench-cold-{tag}-{run}"));
+        rows[4].1.push(s);
+        let s = keyed_hot(&o, &format!("bench-hot-{tag}-{run}"));
+        rows[5].1.push(s);
         for (label, samples) in &rows {
             let s = samples[run];
             println!(
-                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision",
+                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision",
                 s.per_sec(),
                 s.allowed as f64 / s.secs,
-                s.calls_per_decision()
+                s.calls_per_decision(),
+                s.usec_per_decision()
             );
         }
     }
@@ -230,8 +387,9 @@ fn main() {
         let d = median(samples.iter().map(Sample::per_sec).collect());
         let a = median(samples.iter().map(|s| s.allowed as f64 / s.secs).collect());
         let c = median(samples.iter().map(Sample::calls_per_decision).collect());
+        let u = median(samples.iter().map(Sample::usec_per_decision).collect());
         println!(
-            "{label:12} {d:>14.0} decisions/s {a:>14.0} admitted/s {c:>10.2e} calls/decision {:>8.1}x lua",
+            "{label:12} {d:>14.0} decisions/s {a:>14.0} admitted/s {c:>10.2e} calls/decision {u:>8.3} redis us/decision {:>8.1}x lua",
             d / lua
         );
     }

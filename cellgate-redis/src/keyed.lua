@@ -5,12 +5,14 @@
 -- KEYS[2] holders hash  s:<pid> last seen (us)
 -- KEYS[3] replies hash  <pid> -> "seq live v1 i1 v2 i2 ..." (the answer to the newest batch)
 -- KEYS[3 + i]           key i's theoretical arrival time (us), expiring once it is in the past
--- ARGV: pid, seq, T (us), B, holder ttl (us), then for each key i: op_i, n_i
+-- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
+--   count the live holders; a batch with a lease always does), then for each key i: op_i, n_i
 --   op 'g' check n units, all or nothing (a cold check passed through)
 --   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool)
 --   op 'r' give n unadmitted leased units back
 --   op 'c' charge n units admitted during an outage, whatever the room
--- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders, v1, i1, v2, i2, ... }
+-- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
+--   batch did not touch), v1, i1, v2, i2, ... }
 --   v: units checked (0 denied) / leased / given / charged
 --   i: for 'g' and 'l', the units still available after it, or when none is (i <= 0) the
 --      negated microseconds until one unit is (-1 when the check can never fit: n > B)
@@ -21,6 +23,11 @@
 local C, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local pid, seq = ARGV[1], tonumber(ARGV[2])
 local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local touch = ARGV[6] == '1'
+local nops = #KEYS - 3
+for k = 1, nops do
+  if ARGV[5 + 2 * k] == 'l' then touch = true end
+end
 
 local function int(x) return string.format('%d', x) end
 
@@ -34,10 +41,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local ct = redis.call('HGET', C, 'T')
-if not ct then
+local conf = redis.call('HMGET', C, 'T', 'B')
+if not conf[1] then
   redis.call('HSET', C, 'T', int(T), 'B', int(B))
-elseif tonumber(ct) ~= T or tonumber(redis.call('HGET', C, 'B')) ~= B then
+elseif tonumber(conf[1]) ~= T or tonumber(conf[2]) ~= B then
   return redis.error_reply('CELLGATE keyed limit exists with another configuration')
 end
 
@@ -57,31 +64,38 @@ if last then
   if seq < out[1] then return { 2, out[2] } end
 end
 
--- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind).
-local live = 1
-local all = redis.call('HGETALL', H)
-for i = 1, #all, 2 do
-  local p = string.sub(all[i], 3)
-  if p ~= pid then
-    if tonumber(all[i + 1]) + ttl < now then
-      redis.call('HDEL', H, all[i])
-    else
-      live = live + 1
+-- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
+-- counted only when the batch touches: a process touches at least once a heartbeat.
+local live = 0
+if touch then
+  live = 1
+  local all = redis.call('HGETALL', H)
+  for i = 1, #all, 2 do
+    local p = string.sub(all[i], 3)
+    if p ~= pid then
+      if tonumber(all[i + 1]) + ttl < now then
+        redis.call('HDEL', H, all[i])
+      else
+        live = live + 1
+      end
     end
   end
+  redis.call('HSET', H, 's:' .. pid, int(now))
 end
-redis.call('HSET', H, 's:' .. pid, int(now))
 
 local lease_cap = math.max(1, fdiv(B, 2 * live))
 local room = B * T
 local tats = {}
+-- One read for every key of the batch.
+local stored = {}
+if #KEYS > 3 then stored = redis.call('MGET', unpack(KEYS, 4)) end
 local out = { 0, live }
-local saved = int(seq) .. ' ' .. int(live)
-for k = 1, #KEYS - 3 do
+local saved = { int(seq), int(live) }
+for k = 1, nops do
   local key = KEYS[3 + k]
-  local op, n = ARGV[4 + 2 * k], tonumber(ARGV[5 + 2 * k])
+  local op, n = ARGV[5 + 2 * k], tonumber(ARGV[6 + 2 * k])
   local tat = tats[key]
-  if not tat then tat = tonumber(redis.call('GET', key) or '0') end
+  if not tat then tat = tonumber(stored[k]) or 0 end
   if tat < now then tat = now end
   local v, info = 0, 0
   if op == 'g' or op == 'l' then
@@ -115,15 +129,17 @@ for k = 1, #KEYS - 3 do
   tats[key] = tat
   out[#out + 1] = v
   out[#out + 1] = info
-  saved = saved .. ' ' .. int(v) .. ' ' .. int(info)
+  saved[#saved + 1] = int(v)
+  saved[#saved + 1] = int(info)
 end
 for key, tat in pairs(tats) do
   if tat > now then
-    -- Gone once it is in the past, when the key is as good as new.
-    redis.call('SET', key, int(tat), 'PX', int(fdiv(tat - now, 1000) + 1000))
+    -- Gone once it is in the past (the server's own clock decides both), when the key is
+    -- as good as new: Redis holds only keys with a debt.
+    redis.call('SET', key, int(tat), 'PX', int(fdiv(tat - now + 999, 1000)))
   else
     redis.call('DEL', key)
   end
 end
-redis.call('HSET', Q, pid, saved)
+redis.call('HSET', Q, pid, table.concat(saved, ' '))
 return out

@@ -107,7 +107,8 @@ static CASE: AtomicU64 = AtomicU64::new(0);
 
 async fn call(c: &mut KeyedClient, seq: u64, ops: &[(String, KeyOp, u64)]) -> BatchReply {
     for _ in 0..200 {
-        match c.batch(seq, ops).await {
+        // Every third batch refreshes the holder (as the limiter does once a heartbeat).
+        match c.batch(seq, ops, seq % 3 == 0).await {
             Ok(r) => return r,
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }

@@ -58,7 +58,7 @@ pub struct BatchReply {
     /// `true` when a newer sequence of this process was executed first: nothing changed and
     /// `results` is empty.
     pub stale: bool,
-    /// Live holders of this limit (this process included).
+    /// Live holders of this limit (this process included); 0 when the batch did not touch.
     pub live: u64,
     /// One per operation, in order.
     pub results: Vec<KeyReply>,
@@ -80,7 +80,9 @@ pub struct BatchReply {
 /// let mut c = KeyedClient::connect(
 ///     "redis://127.0.0.1:6379", "users", 100_000, 5, "me", Duration::from_millis(200),
 /// ).await?;
-/// let r = c.batch(1, &[("alice".into(), KeyOp::Check, 1), ("bob".into(), KeyOp::Lease, 3)]).await?;
+/// let r = c
+///     .batch(1, &[("alice".into(), KeyOp::Check, 1), ("bob".into(), KeyOp::Lease, 3)], true)
+///     .await?;
 /// assert_eq!(r.results.len(), 2);
 /// # Ok(()) }
 /// ```
@@ -147,7 +149,10 @@ impl KeyedClient {
     }
 
     /// Sends `ops` (at most [`MAX_BATCH`]) as batch `seq`. Sending the same `(seq, ops)`
-    /// again gets the first execution's answer and changes nothing.
+    /// again gets the first execution's answer and changes nothing. With `touch` (and in any
+    /// batch with a lease) the server refreshes this process's liveness and counts the live
+    /// holders; a process must touch within the holder ttl (10 s) to count as live, and
+    /// [`BatchReply::live`] is 0 when the batch did not touch.
     ///
     /// # Errors
     ///
@@ -159,6 +164,7 @@ impl KeyedClient {
         &mut self,
         seq: u64,
         ops: &[(String, KeyOp, u64)],
+        touch: bool,
     ) -> Result<BatchReply, FleetError> {
         if ops.len() > MAX_BATCH {
             return Err(FleetError::Config(format!(
@@ -178,7 +184,8 @@ impl KeyedClient {
             .arg(seq)
             .arg(self.interval_us)
             .arg(self.burst)
-            .arg(ttl_us);
+            .arg(ttl_us)
+            .arg(u8::from(touch));
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }

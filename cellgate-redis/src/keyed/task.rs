@@ -46,6 +46,7 @@ enum Event {
 struct InFlight {
     seq: u64,
     ops: Vec<(String, KeyOp, u64)>,
+    touch: bool,
     /// The callers of the `Check` operations still waiting, index-aligned with `ops`.
     waiters: Vec<Option<Request>>,
     first_sent: Instant,
@@ -83,7 +84,8 @@ pub(crate) struct Task {
     queue: VecDeque<Request>,
     inflight: Option<InFlight>,
     failures: u32,
-    last_contact: Instant,
+    /// When the last batch that refreshed this holder's liveness was sent.
+    last_touch: Instant,
     live: u64,
     hot: HashMap<String, Hot>,
     /// Cold checks per key in the current window (cleared every window).
@@ -117,7 +119,7 @@ impl Task {
                 KeyedClient::connect(url, &cfg.name, interval_us, burst, &pid, timeout).await?;
             let mut tries = 0;
             let first = loop {
-                match c.batch(1, &[]).await {
+                match c.batch(1, &[], true).await {
                     Ok(r) => break r,
                     Err(FleetError::Timeout) if tries < 4 => tries += 1,
                     Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
@@ -145,7 +147,7 @@ impl Task {
             queue: VecDeque::new(),
             inflight: None,
             failures: 0,
-            last_contact: now,
+            last_touch: now,
             live,
             hot: HashMap::new(),
             seen: HashMap::new(),
@@ -376,7 +378,13 @@ impl Task {
     fn maybe_send(&mut self, now: Instant) {
         if let Some(f) = &mut self.inflight {
             if f.call.is_none() && now >= f.retry_at {
-                f.call = Some(call(&self.client, &self.shared, f.seq, f.ops.clone()));
+                f.call = Some(call(
+                    &self.client,
+                    &self.shared,
+                    f.seq,
+                    f.ops.clone(),
+                    f.touch,
+                ));
             }
             return;
         }
@@ -432,7 +440,10 @@ impl Task {
                 );
             }
         }
-        if ops.is_empty() && now.duration_since(self.last_contact) < HEARTBEAT {
+        // Liveness is refreshed (and the live holders counted) once a heartbeat, by the batch
+        // due then or by an empty one.
+        let touch = now.duration_since(self.last_touch) >= HEARTBEAT;
+        if ops.is_empty() && !touch {
             return;
         }
         self.seq += 1;
@@ -441,10 +452,11 @@ impl Task {
             .counters
             .passed_through
             .fetch_add(passed, Ordering::Relaxed);
-        let call = call(&self.client, &self.shared, self.seq, ops.clone());
+        let call = call(&self.client, &self.shared, self.seq, ops.clone(), touch);
         self.inflight = Some(InFlight {
             seq: self.seq,
             ops,
+            touch,
             waiters,
             first_sent: now,
             call: Some(call),
@@ -485,10 +497,13 @@ impl Task {
             }
         };
         self.failures = 0;
-        self.last_contact = now;
         self.shared.state.store(CONNECTED, Ordering::Relaxed);
-        if reply.live.max(1) != self.live {
-            self.live = reply.live.max(1);
+        if reply.live > 0 {
+            // The batch touched (it is 0 otherwise).
+            self.last_touch = f.first_sent;
+        }
+        if reply.live > 0 && reply.live != self.live {
+            self.live = reply.live;
             self.shared
                 .counters
                 .live
@@ -582,7 +597,7 @@ impl Task {
                 let pending = f.call.take();
                 let r = match pending {
                     Some(c) => c.await,
-                    None => call(&self.client, &self.shared, f.seq, f.ops.clone()).await,
+                    None => call(&self.client, &self.shared, f.seq, f.ops.clone(), f.touch).await,
                 };
                 self.on_reply(r);
                 if self.inflight.is_some() {
@@ -594,8 +609,7 @@ impl Task {
             if self.gives.is_empty() && self.debts.is_empty() {
                 break;
             }
-            // Charges and give-backs only: the state is no longer connected.
-            self.last_contact = Instant::now();
+            // Charges and give-backs only (closing: no leases, no checks).
             self.maybe_send(Instant::now());
         }
     }
@@ -607,10 +621,11 @@ fn call(
     shared: &KeyedShared,
     seq: u64,
     ops: Vec<(String, KeyOp, u64)>,
+    touch: bool,
 ) -> Call {
     shared.counters.batches.fetch_add(1, Ordering::Relaxed);
     let mut client = client.clone();
-    Box::pin(async move { client.batch(seq, &ops).await })
+    Box::pin(async move { client.batch(seq, &ops, touch).await })
 }
 
 /// The outage share of one of `live` processes for one key: `R / live`, burst one.
