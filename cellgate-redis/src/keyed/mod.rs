@@ -185,6 +185,24 @@ pub(crate) struct KeyedShared {
 // though the join orders it anyway). The pool is a cellgate limiter: its own CAS loops make
 // admissions exact.
 
+impl KeyedShared {
+    pub(crate) fn stats(&self) -> KeyedStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        KeyedStats {
+            hot_keys: get(&c.hot_keys),
+            leased: get(&c.leased),
+            batches: get(&c.batches),
+            passed_through: get(&c.passed_through),
+            lease_requests: get(&c.lease_requests),
+            backend_errors: get(&c.backend_errors),
+            fallback_admitted: get(&c.fallback_admitted),
+            charged_back: get(&c.charged_back),
+            live: get(&c.live),
+        }
+    }
+}
+
 /// A cold check waiting for the batching task.
 pub(crate) struct Request {
     pub(crate) key: String,
@@ -354,21 +372,8 @@ impl KeyedFleet {
 
     /// The counters of this limiter.
     pub fn stats(&self) -> KeyedStats {
-        let c = &self.shared.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        KeyedStats {
-            hot_keys: get(&c.hot_keys),
-            leased: get(&c.leased),
-            batches: get(&c.batches),
-            passed_through: get(&c.passed_through),
-            lease_requests: get(&c.lease_requests),
-            backend_errors: get(&c.backend_errors),
-            fallback_admitted: get(&c.fallback_admitted),
-            charged_back: get(&c.charged_back),
-            live: get(&c.live),
-        }
+        self.shared.stats()
     }
-
     /// The limit's name.
     pub fn name(&self) -> &str {
         &self.name

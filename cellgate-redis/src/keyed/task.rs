@@ -371,6 +371,12 @@ impl Task {
         let c = &self.shared.counters;
         c.hot_keys.store(self.hot.len() as u64, Ordering::Relaxed);
         c.leased.store(leased, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        crate::metrics::publish_keyed(
+            &self.cfg.name,
+            &self.shared.stats(),
+            self.shared.state.load(Ordering::Relaxed),
+        );
     }
 
     /// Starts the next call: the failed batch again once its backoff has passed, or a new one
