@@ -19,6 +19,9 @@ use cellgate_redis::keyed::{BatchReply, KeyOp, KeyedClient};
 use proptest::prelude::*;
 
 const T_US: u64 = 200_000;
+
+/// A batch's operations.
+type Ops = Vec<(String, KeyOp, u64)>;
 const B: u64 = 12;
 const KEYS: usize = 3;
 
@@ -92,7 +95,7 @@ struct Proc {
     /// Leased units held per key, not yet admitted or given back.
     held: [u64; KEYS],
     /// Executed batches, oldest first.
-    history: Vec<(u64, Vec<(String, KeyOp, u64)>)>,
+    history: Vec<(u64, Ops)>,
 }
 
 /// What the server executed, per key.
@@ -108,7 +111,7 @@ static CASE: AtomicU64 = AtomicU64::new(0);
 async fn call(c: &mut KeyedClient, seq: u64, ops: &[(String, KeyOp, u64)]) -> BatchReply {
     for _ in 0..200 {
         // Every third batch refreshes the holder (as the limiter does once a heartbeat).
-        match c.batch(seq, ops, seq % 3 == 0).await {
+        match c.batch(seq, ops, seq.is_multiple_of(3)).await {
             Ok(r) => return r,
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
@@ -160,7 +163,7 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
             Step::Batch { p, items, fate } => {
                 let pr = &mut procs[*p];
                 // Give-backs are withdrawn locally first: never admitted, whatever happens.
-                let ops: Vec<(String, KeyOp, u64)> = items
+                let ops: Ops = items
                     .iter()
                     .map(|i| match *i {
                         Item::Check(k, n) => (key(k), KeyOp::Check, n),

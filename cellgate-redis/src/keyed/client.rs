@@ -74,7 +74,7 @@ pub struct BatchReply {
 /// ```no_run
 /// # async fn run() -> Result<(), cellgate_redis::FleetError> {
 /// use std::time::Duration;
-/// use cellgate_redis::{KeyOp, KeyedClient};
+/// use cellgate_redis::keyed::{KeyOp, KeyedClient};
 ///
 /// // 10 per second per key, burst 5.
 /// let mut c = KeyedClient::connect(
