@@ -19,6 +19,8 @@
 //!     --redis redis://127.0.0.1:6379 --seconds 3 --threads 1 --runs 3
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,92 +100,39 @@ fn since(url: &str, before: (u64, u64)) -> (u64, u64) {
     (now.0 - before.0, now.1 - before.1)
 }
 
-/// The key of a request: one key, or one of 1,000,000 (`{key}-{i}`, `i` from a per-task
-/// sequence stepping through them in a scattered order).
-fn pick(key: &str, spread: bool, i: &mut u64) -> String {
-    if !spread {
-        return key.to_owned();
-    }
-    *i = (*i + 7_919) % 1_000_000;
-    format!("{key}-{i}")
+/// What one row's load did: decisions, admissions, and for how long.
+struct Load {
+    decisions: u64,
+    allowed: u64,
+    secs: f64,
 }
 
-fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
-    let before = redis_counters(&o.url);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let start = Instant::now();
-    let threads: Vec<_> = (0..o.threads)
-        .map(|_| {
-            let (url, key, conc) = (o.url.clone(), key.to_owned(), o.concurrency);
-            let (stop, decisions, allowed) = (stop.clone(), decisions.clone(), allowed.clone());
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async move {
-                    let client = redis::Client::open(url).unwrap();
-                    let conn = client.get_multiplexed_async_connection().await.unwrap();
-                    let script = redis::Script::new(BUCKET_LUA);
-                    let tasks: Vec<_> = (0..conc)
-                        .map(|_| {
-                            let (mut conn, script, key) =
-                                (conn.clone(), script.clone(), key.clone());
-                            let (stop, decisions, allowed) =
-                                (stop.clone(), decisions.clone(), allowed.clone());
-                            tokio::spawn(async move {
-                                let mut i = 0;
-                                while !stop.load(Ordering::Relaxed) {
-                                    let ok: i64 = script
-                                        .key(pick(&key, spread, &mut i))
-                                        .arg(1_000_000)
-                                        .arg(1_000_000)
-                                        .invoke_async(&mut conn)
-                                        .await
-                                        .unwrap();
-                                    decisions.fetch_add(1, Ordering::Relaxed);
-                                    allowed.fetch_add(ok as u64, Ordering::Relaxed);
-                                }
-                            })
-                        })
-                        .collect();
-                    for t in tasks {
-                        t.await.unwrap();
-                    }
-                });
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs_f64(o.seconds));
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let redis = since(&o.url, before);
-    Sample {
-        decisions: decisions.load(Ordering::Relaxed),
-        allowed: allowed.load(Ordering::Relaxed),
-        calls: redis.0,
-        usec: redis.1,
-        secs,
+impl Load {
+    /// The row's sample: the load and what Redis did since `before`.
+    fn sample(self, o: &Opts, before: (u64, u64)) -> Sample {
+        let (calls, usec) = since(&o.url, before);
+        Sample {
+            decisions: self.decisions,
+            allowed: self.allowed,
+            calls,
+            usec,
+            secs: self.secs,
+        }
     }
 }
 
-fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
-    let before = redis_counters(&o.url);
-    let fleet = Arc::new(builder.connect(&o.url).expect("connect"));
+/// `--threads` threads calling `check` as fast as they can for `--seconds`.
+fn spin(o: &Opts, check: Arc<dyn Fn() -> bool + Send + Sync>) -> Load {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let threads: Vec<_> = (0..o.threads)
         .map(|_| {
-            let (fleet, stop) = (fleet.clone(), stop.clone());
+            let (check, stop) = (check.clone(), stop.clone());
             std::thread::spawn(move || {
                 let (mut decisions, mut allowed) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..256 {
-                        allowed += u64::from(fleet.check().is_allowed());
+                        allowed += u64::from(check());
                     }
                     decisions += 256;
                 }
@@ -199,32 +148,31 @@ fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
         decisions += d;
         allowed += a;
     }
-    let secs = start.elapsed().as_secs_f64();
-    fleet.shutdown();
-    let redis = since(&o.url, before);
-    Sample {
+    Load {
         decisions,
         allowed,
-        calls: redis.0,
-        usec: redis.1,
-        secs,
+        secs: start.elapsed().as_secs_f64(),
     }
 }
 
-/// Cold keys: `--concurrency` async checks in flight per thread, each on a new key.
-fn keyed_cold(o: &Opts, name: &str) -> Sample {
-    let before = redis_counters(&o.url);
-    let fleet = Arc::new(
-        KeyedFleet::rate(name, 1_000, Duration::from_secs(1))
-            .connect(&o.url)
-            .expect("connect"),
-    );
+type AsyncCheck = Arc<dyn Fn(u64) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// `--threads` threads, each with its own current-thread runtime, where `setup` makes the
+/// thread's check (connecting, say) and `--concurrency` tasks call it in a loop for
+/// `--seconds`, each with its own sequence of key numbers (below 1,000,000, in a scattered
+/// order).
+fn pipelined<S, F>(o: &Opts, setup: S) -> Load
+where
+    S: Fn() -> F + Send + Sync + 'static,
+    F: Future<Output = AsyncCheck>,
+{
+    let setup = Arc::new(setup);
     let stop = Arc::new(AtomicBool::new(false));
     let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let start = Instant::now();
     let threads: Vec<_> = (0..o.threads)
         .map(|t| {
-            let (fleet, stop, conc) = (fleet.clone(), stop.clone(), o.concurrency);
+            let (setup, stop, conc) = (setup.clone(), stop.clone(), o.concurrency);
             let (decisions, allowed) = (decisions.clone(), allowed.clone());
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
@@ -232,16 +180,18 @@ fn keyed_cold(o: &Opts, name: &str) -> Sample {
                     .build()
                     .unwrap();
                 rt.block_on(async move {
+                    let check = setup().await;
                     let tasks: Vec<_> = (0..conc)
                         .map(|c| {
-                            let (fleet, stop) = (fleet.clone(), stop.clone());
+                            let (check, stop) = (check.clone(), stop.clone());
                             let (decisions, allowed) = (decisions.clone(), allowed.clone());
                             let mut i = (t * conc + c) as u64 * 31_337;
                             tokio::spawn(async move {
                                 while !stop.load(Ordering::Relaxed) {
-                                    let d = fleet.check(&pick("k", true, &mut i)).await;
+                                    i = (i + 7_919) % 1_000_000;
+                                    let ok = check(i).await;
                                     decisions.fetch_add(1, Ordering::Relaxed);
-                                    allowed.fetch_add(u64::from(d.is_allowed()), Ordering::Relaxed);
+                                    allowed.fetch_add(u64::from(ok), Ordering::Relaxed);
                                 }
                             })
                         })
@@ -258,16 +208,77 @@ fn keyed_cold(o: &Opts, name: &str) -> Sample {
     for t in threads {
         t.join().unwrap();
     }
-    let secs = start.elapsed().as_secs_f64();
-    fleet.shutdown();
-    let redis = since(&o.url, before);
-    Sample {
+    Load {
         decisions: decisions.load(Ordering::Relaxed),
         allowed: allowed.load(Ordering::Relaxed),
-        calls: redis.0,
-        usec: redis.1,
-        secs,
+        secs: start.elapsed().as_secs_f64(),
     }
+}
+
+/// The Lua bucket on `key`, or with `spread` on one of 1,000,000 keys `{key}-{i}`.
+fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
+    let before = redis_counters(&o.url);
+    let (url, key) = (o.url.clone(), key.to_owned());
+    let load = pipelined(o, move || {
+        let (url, key) = (url.clone(), key.clone());
+        async move {
+            let client = redis::Client::open(url).unwrap();
+            let conn = client.get_multiplexed_async_connection().await.unwrap();
+            let script = redis::Script::new(BUCKET_LUA);
+            Arc::new(move |i| {
+                let (mut conn, script) = (conn.clone(), script.clone());
+                let key = if spread {
+                    format!("{key}-{i}")
+                } else {
+                    key.clone()
+                };
+                Box::pin(async move {
+                    let ok: i64 = script
+                        .key(key)
+                        .arg(1_000_000)
+                        .arg(1_000_000)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
+                    ok == 1
+                }) as Pin<Box<dyn Future<Output = bool> + Send>>
+            }) as AsyncCheck
+        }
+    });
+    load.sample(o, before)
+}
+
+fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(builder.connect(&o.url).expect("connect"));
+    let f = fleet.clone();
+    let load = spin(o, Arc::new(move || f.check().is_allowed()));
+    fleet.shutdown();
+    load.sample(o, before)
+}
+
+/// Cold keys: `--concurrency` async checks in flight per thread, each on one of 1,000,000
+/// keys.
+fn keyed_cold(o: &Opts, name: &str) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(
+        KeyedFleet::rate(name, 1_000, Duration::from_secs(1))
+            .connect(&o.url)
+            .expect("connect"),
+    );
+    let f = fleet.clone();
+    let load = pipelined(o, move || {
+        let f = f.clone();
+        async move {
+            Arc::new(move |i| {
+                let f = f.clone();
+                Box::pin(async move { f.check(&format!("k-{i}")).await.is_allowed() })
+                    as Pin<Box<dyn Future<Output = bool> + Send>>
+            }) as AsyncCheck
+        }
+    });
+    fleet.shutdown();
+    load.sample(o, before)
 }
 
 /// Hot keys: 16 keys at 100,000/s each, checked by `--threads` threads as fast as they can.
@@ -278,44 +289,21 @@ fn keyed_hot(o: &Opts, name: &str) -> Sample {
             .connect(&o.url)
             .expect("connect"),
     );
-    let keys: Arc<Vec<String>> = Arc::new((0..16).map(|k| format!("hot{k}")).collect());
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let threads: Vec<_> = (0..o.threads)
-        .map(|_| {
-            let (fleet, stop, keys) = (fleet.clone(), stop.clone(), keys.clone());
-            std::thread::spawn(move || {
-                let (mut decisions, mut allowed) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    for k in keys.iter() {
-                        for _ in 0..16 {
-                            allowed += u64::from(fleet.check_blocking(k, 1).is_allowed());
-                        }
-                    }
-                    decisions += 256;
-                }
-                (decisions, allowed)
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs_f64(o.seconds));
-    stop.store(true, Ordering::Relaxed);
-    let (mut decisions, mut allowed) = (0, 0);
-    for t in threads {
-        let (d, a) = t.join().unwrap();
-        decisions += d;
-        allowed += a;
+    let keys: Vec<String> = (0..16).map(|k| format!("hot{k}")).collect();
+    thread_local! {
+        static NEXT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
-    let secs = start.elapsed().as_secs_f64();
+    let f = fleet.clone();
+    let load = spin(
+        o,
+        Arc::new(move || {
+            // Sixteen checks in a row on each key, in turn (a counter of this thread's own).
+            let n = NEXT.with(|c| c.replace(c.get() + 1));
+            f.check_blocking(&keys[n / 16 % keys.len()], 1).is_allowed()
+        }),
+    );
     fleet.shutdown();
-    let redis = since(&o.url, before);
-    Sample {
-        decisions,
-        allowed,
-        calls: redis.0,
-        usec: redis.1,
-        secs,
-    }
+    load.sample(o, before)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

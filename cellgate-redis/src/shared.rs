@@ -2,6 +2,8 @@
 //! names atomics.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 
 use cellgate::{Decision, Limiter};
 use tokio::sync::Notify;
@@ -62,5 +64,23 @@ impl Shared {
             self.wake.notify_one();
         }
         pool
+    }
+}
+
+/// Stops a limiter's background thread: sets `stop`, wakes it, and waits for it to finish
+/// (its last commands included). Later calls find no thread and return at once.
+pub(crate) fn stop_thread(
+    stop: &AtomicBool,
+    wake: &Notify,
+    thread: &Mutex<Option<JoinHandle<()>>>,
+) {
+    stop.store(true, Ordering::Release);
+    wake.notify_one();
+    let handle = thread
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(h) = handle {
+        let _ = h.join();
     }
 }

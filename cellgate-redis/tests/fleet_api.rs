@@ -3,19 +3,13 @@
 
 mod common;
 
+use common::wait_for;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cellgate::{PolicyKind, RateLimiter};
 use cellgate_redis::{Fleet, FleetError, FleetState};
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn two_limiters_with_one_name_sell_the_stock_exactly() {

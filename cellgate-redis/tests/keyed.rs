@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::wait_for;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,14 +27,6 @@ fn limiter(url: &str, name: &str) -> KeyedFleet {
         .hot_rate(50)
         .connect(url)
         .unwrap()
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::{fate, Fate};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,15 +26,6 @@ const T_US: u64 = 200_000;
 type Ops = Vec<(String, KeyOp, u64)>;
 const B: u64 = 12;
 const KEYS: usize = 3;
-
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    Delivered,
-    LostThenRetried,
-    LostAbandoned,
-    NeverArrived,
-    Duplicated,
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -58,16 +51,6 @@ enum Step {
         p: usize,
     },
     RestartRedis,
-}
-
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        4 => Just(Fate::Delivered),
-        1 => Just(Fate::LostThenRetried),
-        1 => Just(Fate::LostAbandoned),
-        1 => Just(Fate::NeverArrived),
-        1 => Just(Fate::Duplicated),
-    ]
 }
 
 fn item() -> impl Strategy<Value = Item> {
@@ -269,19 +252,5 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
 
 #[test]
 fn keyed_protocol_matches_the_model() {
-    let Some(server) = common::redis() else {
-        return;
-    };
-    let server = std::cell::RefCell::new(server);
-    let config = proptest::test_runner::Config {
-        cases: 24,
-        ..Default::default()
-    };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
-    let result = runner.run(&proptest::collection::vec(step(), 1..40), |steps| {
-        run(&mut server.borrow_mut(), &steps)
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    common::model_cases(step(), run);
 }

@@ -4,7 +4,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use common::wait_for;
+
+use std::time::Duration;
 
 use cellgate_redis::{Fleet, FleetState, KeyedFleet};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
@@ -27,14 +29,6 @@ fn value(s: &Snapshotter, name: &str) -> Option<f64> {
                 DebugValue::Histogram(_) => f64::NAN,
             })
         })
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
