@@ -7,7 +7,8 @@
 //! - `fleet rate`: `Fleet::rate` at 1,000,000/s (the fastest the µs protocol expresses),
 //!   hammered by `--threads` threads; decisions include local denials.
 //! - `fleet stock`: `Fleet::stock` of 10^12 units: every decision is an admission.
-//! - `lua keys`: the Lua bucket again, each request on one of 1,000,000 keys (a rate per key).
+//! - `lua keys`: the Lua bucket again, each request on one of 1,000,000 keys, 1,000/s per key,
+//!   each key expiring once its bucket is full (the per-key limit of the keyed rows).
 //! - `keyed cold`: `KeyedFleet::rate` (1,000/s per key) with each check on one of 1,000,000
 //!   keys, so every key stays cold and every check goes to Redis, batched: `--concurrency`
 //!   checks in flight per thread, as the Lua rows.
@@ -27,9 +28,11 @@ use std::time::{Duration, Instant};
 
 use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet};
 
-/// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time.
+/// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time. With
+/// `ARGV[3]` = 1 the key expires when its bucket is full again, as a limiter with many keys
+/// needs to bound its memory.
 const BUCKET_LUA: &str = r"
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, burst, expire = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
@@ -42,6 +45,9 @@ if tokens >= 1 then
   ok = 1
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', string.format('%d', now))
+if expire then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1)
+end
 return ok
 ";
 
@@ -227,16 +233,18 @@ fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
             let script = redis::Script::new(BUCKET_LUA);
             Arc::new(move |i| {
                 let (mut conn, script) = (conn.clone(), script.clone());
-                let key = if spread {
-                    format!("{key}-{i}")
+                // One key: 1,000,000/s; many: 1,000/s each, expiring when full.
+                let (key, rate, expire) = if spread {
+                    (format!("{key}-{i}"), 1_000, 1)
                 } else {
-                    key.clone()
+                    (key.clone(), 1_000_000, 0)
                 };
                 Box::pin(async move {
                     let ok: i64 = script
                         .key(key)
-                        .arg(1_000_000)
-                        .arg(1_000_000)
+                        .arg(rate)
+                        .arg(rate)
+                        .arg(expire)
                         .invoke_async(&mut conn)
                         .await
                         .unwrap();
