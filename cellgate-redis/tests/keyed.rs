@@ -229,3 +229,35 @@ fn a_sick_redis_never_holds_a_cold_check_past_its_wait() {
         .unwrap();
     assert!(tat > now, "k1's charges are not in Redis");
 }
+
+#[test]
+fn hot_keys_are_bounded_and_go_cold_when_idle() {
+    let Some(r) = common::redis() else { return };
+    let fleet = KeyedFleet::rate("idle", 1_000, Duration::from_secs(1))
+        .max_wait(Duration::from_secs(2))
+        .command_timeout(Duration::from_secs(1))
+        .hot_rate(50)
+        .max_hot(2)
+        .idle_return(Duration::from_millis(200))
+        .connect(&r.url())
+        .unwrap();
+    // Four keys hammered: at most two are leased.
+    let start = Instant::now();
+    let mut leased = 0u64;
+    while start.elapsed() < Duration::from_millis(500) {
+        for k in ["a", "b", "c", "d"] {
+            leased += u64::from(fleet.check_blocking(k, 1).via() == Via::Lease);
+        }
+        let s = fleet.stats();
+        assert!(s.hot_keys <= 2, "{s:?}");
+    }
+    assert!(leased > 0, "no key was leased");
+    assert!(fleet.stats().lease_requests > 0);
+    // Idle: the leases go back and the keys go cold; nothing is held locally.
+    wait_for("the hot keys to go cold", || {
+        let s = fleet.stats();
+        s.hot_keys == 0 && s.leased == 0
+    });
+    let stats = fleet.stats();
+    eprintln!("idle: {leased} checks from leases; {stats:?}");
+}

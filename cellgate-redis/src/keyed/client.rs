@@ -14,7 +14,13 @@ const KEYED_LUA: &str = include_str!("../keyed.lua");
 /// The most operations one batch carries.
 pub const MAX_BATCH: usize = 256;
 
-/// One operation on one key of a keyed limit.
+/// One operation on one key of a keyed limit (see [`KeyedClient::batch`]).
+///
+/// ```
+/// use cellgate_redis::keyed::KeyOp;
+/// let ops = [("alice".to_owned(), KeyOp::Check, 1), ("bob".to_owned(), KeyOp::Lease, 8)];
+/// assert_eq!(ops.len(), 2);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyOp {
     /// Check `n` units now, all or nothing (a cold check passed through).
@@ -111,6 +117,10 @@ impl std::fmt::Debug for KeyedClient {
 
 /// The Redis key holding `key`'s state in keyed limit `name`: under the limit's hash tag, so
 /// one batch stays on one cluster slot.
+///
+/// ```
+/// assert_eq!(cellgate_redis::keyed::key_of("users", "alice"), "cellgate:{users}:k:alice");
+/// ```
 pub fn key_of(name: &str, key: &str) -> String {
     format!("cellgate:{{{name}}}:k:{key}")
 }

@@ -76,6 +76,18 @@ use crate::fleet::FleetState;
 use crate::shared::{CONNECTED, FALLBACK};
 
 /// How a keyed check was decided.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn run(users: cellgate_redis::KeyedFleet) {
+/// use cellgate_redis::Via;
+/// let d = users.check_blocking("alice", 1);
+/// if d.via() == Via::Fallback {
+///     eprintln!("redis did not answer in time: decided by this process's share");
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Via {
     /// From units this process had leased for a hot key: local, at once.
@@ -134,6 +146,15 @@ impl KeyDecision {
 }
 
 /// Counters of one keyed fleet limiter (see [`KeyedFleet::stats`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn run(users: cellgate_redis::KeyedFleet) {
+/// let s = users.stats();
+/// println!("{} hot keys, {} checks in {} script calls", s.hot_keys, s.passed_through, s.batches);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyedStats {
     /// Keys hot in this process now (leased).
