@@ -61,19 +61,19 @@
 mod client;
 mod task;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cellgate::KeyedLimiter;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 
 pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
 
 use crate::error::FleetError;
 use crate::fleet::FleetState;
-use crate::shared::{CONNECTED, FALLBACK};
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK};
 
 /// How a keyed check was decided.
 ///
@@ -175,53 +175,6 @@ pub struct KeyedStats {
     pub charged_back: u64,
     /// Live processes sharing the limit, as the server last said.
     pub live: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) hot_keys: AtomicU64,
-    pub(crate) leased: AtomicU64,
-    pub(crate) batches: AtomicU64,
-    pub(crate) passed_through: AtomicU64,
-    pub(crate) lease_requests: AtomicU64,
-    pub(crate) backend_errors: AtomicU64,
-    pub(crate) fallback_admitted: AtomicU64,
-    pub(crate) charged_back: AtomicU64,
-    pub(crate) live: AtomicU64,
-}
-
-/// What the checking threads and the batching task share.
-pub(crate) struct KeyedShared {
-    /// Leased units of hot keys.
-    pub(crate) pool: KeyedLimiter<String>,
-    pub(crate) state: AtomicU8,
-    pub(crate) stop: AtomicBool,
-    pub(crate) wake: Notify,
-    pub(crate) counters: Counters,
-}
-
-// Orderings: `state` is a hint (a stale read sends one more check through the batching task,
-// which decides it either way), the counters only matter by value (Relaxed read-modify-writes
-// lose no increment), and `stop` is set before the task is woken and joined (Release/Acquire,
-// though the join orders it anyway). The pool is a cellgate limiter: its own CAS loops make
-// admissions exact.
-
-impl KeyedShared {
-    pub(crate) fn stats(&self) -> KeyedStats {
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        KeyedStats {
-            hot_keys: get(&c.hot_keys),
-            leased: get(&c.leased),
-            batches: get(&c.batches),
-            passed_through: get(&c.passed_through),
-            lease_requests: get(&c.lease_requests),
-            backend_errors: get(&c.backend_errors),
-            fallback_admitted: get(&c.fallback_admitted),
-            charged_back: get(&c.charged_back),
-            live: get(&c.live),
-        }
-    }
 }
 
 /// A cold check waiting for the batching task.
@@ -501,13 +454,7 @@ impl KeyedFleetBuilder {
         let pool = KeyedLimiter::<String>::stock(0)
             .build()
             .map_err(|e| FleetError::Config(e.to_string()))?;
-        let shared = Arc::new(KeyedShared {
-            pool,
-            state: AtomicU8::new(CONNECTED),
-            stop: AtomicBool::new(false),
-            wake: Notify::new(),
-            counters: Counters::default(),
-        });
+        let shared = Arc::new(KeyedShared::new(pool));
         let (tx, rx) = mpsc::channel(self.queue);
         let (task, runtime) =
             task::Task::connect(&self, url, interval_us, burst, shared.clone(), rx)?;

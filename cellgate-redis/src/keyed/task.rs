@@ -18,10 +18,10 @@ use cellgate::{KeyedLimiter, Quota};
 use tokio::sync::mpsc;
 
 use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
-use super::{KeyDecision, KeyedFleetBuilder, KeyedShared, Request, Via};
+use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{CONNECTED, FALLBACK, PARTITIONED};
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
