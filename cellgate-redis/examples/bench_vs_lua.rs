@@ -7,21 +7,32 @@
 //! - `fleet rate`: `Fleet::rate` at 1,000,000/s (the fastest the µs protocol expresses),
 //!   hammered by `--threads` threads; decisions include local denials.
 //! - `fleet stock`: `Fleet::stock` of 10^12 units: every decision is an admission.
+//! - `lua keys`: the Lua bucket again, each request on one of 1,000,000 keys, 1,000/s per key,
+//!   each key expiring once its bucket is full (the per-key limit of the keyed rows).
+//! - `keyed cold`: `KeyedFleet::rate` (1,000/s per key) with each check on one of 1,000,000
+//!   keys, so every key stays cold and every check goes to Redis, batched: `--concurrency`
+//!   checks in flight per thread, as the Lua rows.
+//! - `keyed hot`: the same limit on 16 keys checked as fast as `--threads` threads can
+//!   (100,000/s per key): leased, local.
 //!
 //! ```text
 //! cargo run --release -p cellgate-redis --example bench_vs_lua -- \
 //!     --redis redis://127.0.0.1:6379 --seconds 3 --threads 1 --runs 3
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{Fleet, FleetBuilder};
+use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet};
 
-/// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time.
+/// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time. With
+/// `ARGV[3]` = 1 the key expires when its bucket is full again, as a limiter with many keys
+/// needs to bound its memory.
 const BUCKET_LUA: &str = r"
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, burst, expire = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
@@ -34,6 +45,9 @@ if tokens >= 1 then
   ok = 1
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', string.format('%d', now))
+if expire then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1)
+end
 return ok
 ";
 
@@ -50,6 +64,8 @@ struct Sample {
     decisions: u64,
     allowed: u64,
     calls: u64,
+    /// CPU microseconds the Redis server used (user + system), all its work included.
+    usec: u64,
     secs: f64,
 }
 
@@ -60,9 +76,14 @@ impl Sample {
     fn calls_per_decision(&self) -> f64 {
         self.calls as f64 / self.decisions.max(1) as f64
     }
+    fn usec_per_decision(&self) -> f64 {
+        self.usec as f64 / self.decisions.max(1) as f64
+    }
 }
 
-fn script_calls(url: &str) -> u64 {
+/// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
+/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included).
+fn redis_counters(url: &str) -> (u64, u64) {
     let mut c = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("redis connection");
@@ -70,44 +91,113 @@ fn script_calls(url: &str) -> u64 {
         .arg("commandstats")
         .query(&mut c)
         .expect("INFO");
-    cellgate_redis::script_calls(&info)
+    let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
+    let secs: f64 = cpu
+        .lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum();
+    (cellgate_redis::script_calls(&info), (secs * 1e6) as u64)
 }
 
-fn lua_bucket(o: &Opts, key: &str) -> Sample {
-    let before = script_calls(&o.url);
+/// Redis's counters since `before`.
+fn since(url: &str, before: (u64, u64)) -> (u64, u64) {
+    let now = redis_counters(url);
+    (now.0 - before.0, now.1 - before.1)
+}
+
+/// What one row's load did: decisions, admissions, and for how long.
+struct Load {
+    decisions: u64,
+    allowed: u64,
+    secs: f64,
+}
+
+impl Load {
+    /// The row's sample: the load and what Redis did since `before`.
+    fn sample(self, o: &Opts, before: (u64, u64)) -> Sample {
+        let (calls, usec) = since(&o.url, before);
+        Sample {
+            decisions: self.decisions,
+            allowed: self.allowed,
+            calls,
+            usec,
+            secs: self.secs,
+        }
+    }
+}
+
+/// `--threads` threads calling `check` as fast as they can for `--seconds`.
+fn spin(o: &Opts, check: Arc<dyn Fn() -> bool + Send + Sync>) -> Load {
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let threads: Vec<_> = (0..o.threads)
+        .map(|_| {
+            let (check, stop) = (check.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut decisions, mut allowed) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..256 {
+                        allowed += u64::from(check());
+                    }
+                    decisions += 256;
+                }
+                (decisions, allowed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(o.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let (mut decisions, mut allowed) = (0, 0);
+    for t in threads {
+        let (d, a) = t.join().unwrap();
+        decisions += d;
+        allowed += a;
+    }
+    Load {
+        decisions,
+        allowed,
+        secs: start.elapsed().as_secs_f64(),
+    }
+}
+
+type AsyncCheck = Arc<dyn Fn(u64) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// `--threads` threads, each with its own current-thread runtime, where `setup` makes the
+/// thread's check (connecting, say) and `--concurrency` tasks call it in a loop for
+/// `--seconds`, each with its own sequence of key numbers (below 1,000,000, in a scattered
+/// order).
+fn pipelined<S, F>(o: &Opts, setup: S) -> Load
+where
+    S: Fn() -> F + Send + Sync + 'static,
+    F: Future<Output = AsyncCheck>,
+{
+    let setup = Arc::new(setup);
     let stop = Arc::new(AtomicBool::new(false));
     let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let start = Instant::now();
     let threads: Vec<_> = (0..o.threads)
-        .map(|_| {
-            let (url, key, conc) = (o.url.clone(), key.to_owned(), o.concurrency);
-            let (stop, decisions, allowed) = (stop.clone(), decisions.clone(), allowed.clone());
+        .map(|t| {
+            let (setup, stop, conc) = (setup.clone(), stop.clone(), o.concurrency);
+            let (decisions, allowed) = (decisions.clone(), allowed.clone());
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .unwrap();
                 rt.block_on(async move {
-                    let client = redis::Client::open(url).unwrap();
-                    let conn = client.get_multiplexed_async_connection().await.unwrap();
-                    let script = redis::Script::new(BUCKET_LUA);
+                    let check = setup().await;
                     let tasks: Vec<_> = (0..conc)
-                        .map(|_| {
-                            let (mut conn, script, key) =
-                                (conn.clone(), script.clone(), key.clone());
-                            let (stop, decisions, allowed) =
-                                (stop.clone(), decisions.clone(), allowed.clone());
+                        .map(|c| {
+                            let (check, stop) = (check.clone(), stop.clone());
+                            let (decisions, allowed) = (decisions.clone(), allowed.clone());
+                            let mut i = (t * conc + c) as u64 * 31_337;
                             tokio::spawn(async move {
                                 while !stop.load(Ordering::Relaxed) {
-                                    let ok: i64 = script
-                                        .key(&key)
-                                        .arg(1_000_000)
-                                        .arg(1_000_000)
-                                        .invoke_async(&mut conn)
-                                        .await
-                                        .unwrap();
+                                    i = (i + 7_919) % 1_000_000;
+                                    let ok = check(i).await;
                                     decisions.fetch_add(1, Ordering::Relaxed);
-                                    allowed.fetch_add(ok as u64, Ordering::Relaxed);
+                                    allowed.fetch_add(u64::from(ok), Ordering::Relaxed);
                                 }
                             })
                         })
@@ -124,51 +214,104 @@ fn lua_bucket(o: &Opts, key: &str) -> Sample {
     for t in threads {
         t.join().unwrap();
     }
-    let secs = start.elapsed().as_secs_f64();
-    Sample {
+    Load {
         decisions: decisions.load(Ordering::Relaxed),
         allowed: allowed.load(Ordering::Relaxed),
-        calls: script_calls(&o.url) - before,
-        secs,
+        secs: start.elapsed().as_secs_f64(),
     }
 }
 
+/// The Lua bucket on `key`, or with `spread` on one of 1,000,000 keys `{key}-{i}`.
+fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
+    let before = redis_counters(&o.url);
+    let (url, key) = (o.url.clone(), key.to_owned());
+    let load = pipelined(o, move || {
+        let (url, key) = (url.clone(), key.clone());
+        async move {
+            let client = redis::Client::open(url).unwrap();
+            let conn = client.get_multiplexed_async_connection().await.unwrap();
+            let script = redis::Script::new(BUCKET_LUA);
+            Arc::new(move |i| {
+                let (mut conn, script) = (conn.clone(), script.clone());
+                // One key: 1,000,000/s; many: 1,000/s each, expiring when full.
+                let (key, rate, expire) = if spread {
+                    (format!("{key}-{i}"), 1_000, 1)
+                } else {
+                    (key.clone(), 1_000_000, 0)
+                };
+                Box::pin(async move {
+                    let ok: i64 = script
+                        .key(key)
+                        .arg(rate)
+                        .arg(rate)
+                        .arg(expire)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
+                    ok == 1
+                }) as Pin<Box<dyn Future<Output = bool> + Send>>
+            }) as AsyncCheck
+        }
+    });
+    load.sample(o, before)
+}
+
 fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
-    let before = script_calls(&o.url);
+    let before = redis_counters(&o.url);
     let fleet = Arc::new(builder.connect(&o.url).expect("connect"));
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let threads: Vec<_> = (0..o.threads)
-        .map(|_| {
-            let (fleet, stop) = (fleet.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let (mut decisions, mut allowed) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..256 {
-                        allowed += u64::from(fleet.check().is_allowed());
-                    }
-                    decisions += 256;
-                }
-                (decisions, allowed)
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs_f64(o.seconds));
-    stop.store(true, Ordering::Relaxed);
-    let (mut decisions, mut allowed) = (0, 0);
-    for t in threads {
-        let (d, a) = t.join().unwrap();
-        decisions += d;
-        allowed += a;
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let f = fleet.clone();
+    let load = spin(o, Arc::new(move || f.check().is_allowed()));
     fleet.shutdown();
-    Sample {
-        decisions,
-        allowed,
-        calls: script_calls(&o.url) - before,
-        secs,
+    load.sample(o, before)
+}
+
+/// Cold keys: `--concurrency` async checks in flight per thread, each on one of 1,000,000
+/// keys.
+fn keyed_cold(o: &Opts, name: &str) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(
+        KeyedFleet::rate(name, 1_000, Duration::from_secs(1))
+            .connect(&o.url)
+            .expect("connect"),
+    );
+    let f = fleet.clone();
+    let load = pipelined(o, move || {
+        let f = f.clone();
+        async move {
+            Arc::new(move |i| {
+                let f = f.clone();
+                Box::pin(async move { f.check(&format!("k-{i}")).await.is_allowed() })
+                    as Pin<Box<dyn Future<Output = bool> + Send>>
+            }) as AsyncCheck
+        }
+    });
+    fleet.shutdown();
+    load.sample(o, before)
+}
+
+/// Hot keys: 16 keys at 100,000/s each, checked by `--threads` threads as fast as they can.
+fn keyed_hot(o: &Opts, name: &str) -> Sample {
+    let before = redis_counters(&o.url);
+    let fleet = Arc::new(
+        KeyedFleet::rate(name, 100_000, Duration::from_secs(1))
+            .connect(&o.url)
+            .expect("connect"),
+    );
+    let keys: Vec<String> = (0..16).map(|k| format!("hot{k}")).collect();
+    thread_local! {
+        static NEXT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
+    let f = fleet.clone();
+    let load = spin(
+        o,
+        Arc::new(move || {
+            // Sixteen checks in a row on each key, in turn (a counter of this thread's own).
+            let n = NEXT.with(|c| c.replace(c.get() + 1));
+            f.check_blocking(&keys[n / 16 % keys.len()], 1).is_allowed()
+        }),
+    );
+    fleet.shutdown();
+    load.sample(o, before)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -201,9 +344,12 @@ fn main() {
         ("lua bucket", vec![]),
         ("fleet rate", vec![]),
         ("fleet stock", vec![]),
+        ("lua keys", vec![]),
+        ("keyed cold", vec![]),
+        ("keyed hot", vec![]),
     ];
     for run in 0..o.runs {
-        let s = lua_bucket(&o, &format!("bench-lua-{tag}-{run}"));
+        let s = lua_bucket(&o, &format!("bench-lua-{tag}-{run}"), false);
         rows[0].1.push(s);
         let name = format!("bench-rate-{tag}-{run}");
         let s = fleet(&o, Fleet::rate(&name, 1_000_000, Duration::from_secs(1)));
@@ -211,13 +357,20 @@ fn main() {
         let name = format!("bench-stock-{tag}-{run}");
         let s = fleet(&o, Fleet::stock(&name, 1_000_000_000_000));
         rows[2].1.push(s);
+        let s = lua_bucket(&o, &format!("bench-luak-{tag}-{run}"), true);
+        rows[3].1.push(s);
+        let s = keyed_cold(&o, &format!("bench-cold-{tag}-{run}"));
+        rows[4].1.push(s);
+        let s = keyed_hot(&o, &format!("bench-hot-{tag}-{run}"));
+        rows[5].1.push(s);
         for (label, samples) in &rows {
             let s = samples[run];
             println!(
-                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision",
+                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision",
                 s.per_sec(),
                 s.allowed as f64 / s.secs,
-                s.calls_per_decision()
+                s.calls_per_decision(),
+                s.usec_per_decision()
             );
         }
     }
@@ -230,8 +383,9 @@ fn main() {
         let d = median(samples.iter().map(Sample::per_sec).collect());
         let a = median(samples.iter().map(|s| s.allowed as f64 / s.secs).collect());
         let c = median(samples.iter().map(Sample::calls_per_decision).collect());
+        let u = median(samples.iter().map(Sample::usec_per_decision).collect());
         println!(
-            "{label:12} {d:>14.0} decisions/s {a:>14.0} admitted/s {c:>10.2e} calls/decision {:>8.1}x lua",
+            "{label:12} {d:>14.0} decisions/s {a:>14.0} admitted/s {c:>10.2e} calls/decision {u:>8.3} redis us/decision {:>8.1}x lua",
             d / lua
         );
     }

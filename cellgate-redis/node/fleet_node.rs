@@ -99,10 +99,18 @@ fn main() -> ExitCode {
             std::thread::spawn(move || {
                 // Relaxed: the counter is read only for its value; the join orders the last one.
                 while !stop.load(Ordering::Relaxed) {
+                    let mut denied = false;
                     for _ in 0..64 {
                         if fleet.check().is_allowed() {
                             count.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            denied = true;
                         }
+                    }
+                    // A denial means the lease ran dry: let the background thread (which is
+                    // fetching the next one) have the core rather than spin against it.
+                    if denied {
+                        std::thread::yield_now();
                     }
                 }
             })

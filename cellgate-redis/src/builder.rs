@@ -1,6 +1,6 @@
 //! Configuring a fleet limiter and connecting it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ pub struct FleetBuilder {
     pub(crate) lease_lifetime: Duration,
     pub(crate) idle: Duration,
     pub(crate) min_lease: u64,
+    pub(crate) max_lease: Option<u64>,
     pub(crate) horizon: Duration,
 }
 
@@ -49,6 +50,7 @@ impl FleetBuilder {
             lease_lifetime: Duration::from_secs(1),
             idle: Duration::from_secs(1),
             min_lease: 128,
+            max_lease: None,
             horizon: Duration::from_millis(200),
         }
     }
@@ -89,6 +91,30 @@ impl FleetBuilder {
     pub fn min_lease(mut self, units: u64) -> Self {
         self.min_lease = units.max(1);
         self
+    }
+
+    /// The largest stock lease a process holds at once (default: 1/1000 of the stock, at
+    /// least [`min_lease`](Self::min_lease)); ignored for a rate, whose leases are capped by
+    /// its burst. A process killed with `kill -9` takes its outstanding lease with it, so this
+    /// bounds the undersell of a crash: **a crashed holder costs at most `1.5 × max_lease`
+    /// units** (what is left of one lease plus the next one it was asking for), `2 ×
+    /// max_lease` if it checks more than `max_lease / 2` units at once. Smaller
+    /// leases cost more Redis commands: one per `max_lease / 2` units sold at most.
+    ///
+    /// ```
+    /// use cellgate_redis::Fleet;
+    /// // A crash loses at most 150 of 100,000 tickets.
+    /// let tickets = Fleet::stock("concert", 100_000).max_lease(100);
+    /// ```
+    pub fn max_lease(mut self, units: u64) -> Self {
+        self.max_lease = Some(units.max(1));
+        self
+    }
+
+    /// The cap on one stock lease: [`max_lease`](Self::max_lease), or its default.
+    pub(crate) fn stock_lease_cap(&self, units: u64) -> u64 {
+        self.max_lease
+            .unwrap_or_else(|| (units / 1000).max(self.min_lease))
     }
 
     /// Connects to the Redis at `url`, registers this process, and starts the background
@@ -156,7 +182,7 @@ impl FleetBuilder {
                 .map_err(|e| FleetError::Config(e.to_string()))?,
             fallback,
             state: AtomicU8::new(CONNECTED),
-            dry: AtomicBool::new(false),
+            dry: AtomicU32::new(0),
             stop: AtomicBool::new(false),
             wake: Notify::new(),
             fallback_admitted: AtomicU64::new(0),
@@ -187,6 +213,7 @@ impl FleetBuilder {
             next_grant: now,
             stock_backoff: Duration::ZERO,
             dry_since_grant: false,
+            need: 0,
             window_start: now,
             window_spent: 0,
             rate: 0.0,
@@ -207,7 +234,7 @@ impl FleetBuilder {
 }
 
 /// A process id unique across the fleet and across restarts of one process.
-fn process_id() -> String {
+pub(crate) fn process_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

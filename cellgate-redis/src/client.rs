@@ -141,6 +141,46 @@ pub(crate) fn check_name(name: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
+/// A connection to `url` that reconnects in the background, every command bounded by
+/// `timeout`.
+pub(crate) async fn connect_manager(
+    url: &str,
+    timeout: Duration,
+) -> Result<ConnectionManager, FleetError> {
+    let client = redis::Client::open(url)
+        .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
+    // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
+    // reconnects run in the background, and each command stays bounded by `timeout`.
+    let connect_timeout = timeout.max(Duration::from_secs(1));
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(timeout))
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(200))
+        .set_number_of_retries(2);
+    Ok(tokio::time::timeout(
+        connect_timeout.saturating_mul(2),
+        ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    .map_err(|_| FleetError::Timeout)??)
+}
+
+/// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
+/// integers.
+pub(crate) async fn invoke(
+    inv: &redis::ScriptInvocation<'_>,
+    conn: &mut ConnectionManager,
+    timeout: Duration,
+) -> Result<Vec<i64>, FleetError> {
+    // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
+    // reload (two round trips) and a reconnect in progress.
+    tokio::time::timeout(timeout.saturating_mul(2), inv.invoke_async(conn))
+        .await
+        .map_err(|_| FleetError::Timeout)?
+        .map_err(FleetError::Redis)
+}
+
 /// How long a holder may stay silent before the server reconciles it.
 pub(crate) const DEFAULT_HOLDER_TTL: Duration = Duration::from_secs(10);
 
@@ -160,25 +200,8 @@ impl LeaseClient {
         timeout: Duration,
     ) -> Result<Self, FleetError> {
         check_name(name)?;
-        let client = redis::Client::open(url)
-            .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
-        // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
-        // reconnects run in the background, and each command stays bounded by `timeout`.
-        let connect_timeout = timeout.max(Duration::from_secs(1));
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(timeout))
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(2);
-        let conn = tokio::time::timeout(
-            connect_timeout.saturating_mul(2),
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .map_err(|_| FleetError::Timeout)??;
         Ok(Self {
-            conn,
+            conn: connect_manager(url, timeout).await?,
             script: Script::new(LEASE_LUA),
             keys: keys(name),
             pid: pid.to_owned(),
@@ -221,14 +244,7 @@ impl LeaseClient {
             .arg(c1)
             .arg(c2)
             .arg(ttl_us);
-        // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
-        // reload (two round trips) and a reconnect in progress.
-        let reply: Vec<i64> = tokio::time::timeout(
-            self.timeout.saturating_mul(2),
-            inv.invoke_async(&mut self.conn),
-        )
-        .await
-        .map_err(|_| FleetError::Timeout)??;
+        let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
         let [value, live, flag, fb, info, leasable] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };

@@ -187,16 +187,7 @@ impl Fleet {
     /// outage admissions (bounded by a few command timeouts). Checks afterwards are denied.
     /// Dropping the limiter does the same.
     pub fn shutdown(&self) {
-        self.shared.stop.store(true, Ordering::Release);
-        self.shared.wake.notify_one();
-        let handle = self
-            .thread
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(h) = handle {
-            let _ = h.join();
-        }
+        crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
     }
 }
 

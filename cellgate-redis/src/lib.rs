@@ -12,6 +12,7 @@
 //! | [`Fleet::stock`] | a global stock (flash-sale inventory): Σ sold ≤ stock |
 //! | [`Fleet::rate`] | a global GCRA rate `R`, burst `B`: Σ admitted over `[0, T]` ≤ `R·T + B` |
 //! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::RateLimiter`] |
+//! | [`KeyedFleet`] | a rate per key (per user, token, IP): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key) |
 //! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only) |
 //! | [`LeaseClient`] | the wire protocol alone (for tests and tools) |
 //!
@@ -28,6 +29,12 @@
 //! - **give** `n`: unadmitted units back (when idle about 1 s, when a rate lease's lifetime
 //!   ends, at shutdown).
 //! - **charge** `n`: units admitted during an outage, debited whatever the room.
+//!
+//! A stock lease is at most `max_lease` (default 1/1000 of the stock): a holder killed with
+//! `kill -9` takes its lease with it, so a crash undersells at most 1.5 × `max_lease`.
+//!
+//! [`KeyedFleet`] runs a second script (`keyed.lua`): one call carries many keys' checks,
+//! leases, give-backs and charges, executed at most once per process id and batch sequence.
 //!
 //! ## Examples
 //!
@@ -51,6 +58,7 @@ mod builder;
 mod client;
 mod error;
 mod fleet;
+pub mod keyed;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod shared;
@@ -60,3 +68,4 @@ pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::FleetError;
 pub use fleet::{Fleet, FleetState, FleetStats};
+pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};

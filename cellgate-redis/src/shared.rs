@@ -1,9 +1,13 @@
 //! What the checking threads and the background task share, and the one place this crate
 //! names atomics.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 
-use cellgate::{Decision, Limiter};
+use cellgate::{Decision, KeyedLimiter, Limiter};
+
+use crate::keyed::KeyedStats;
 use tokio::sync::Notify;
 
 pub(crate) const CONNECTED: u8 = 0;
@@ -17,8 +21,9 @@ pub(crate) struct Shared {
     /// The outage share (rate limits with a reserved burst only).
     pub(crate) fallback: Option<Limiter>,
     pub(crate) state: AtomicU8,
-    /// A check was denied since the task last looked: refill now, and lease more.
-    pub(crate) dry: AtomicBool,
+    /// The largest check denied since the task last looked (0: none): lease more, and refill
+    /// at once if the pool holds less than it.
+    pub(crate) dry: AtomicU32,
     pub(crate) stop: AtomicBool,
     pub(crate) wake: Notify,
     /// Units admitted by the fallback, to charge to Redis.
@@ -57,9 +62,85 @@ impl Shared {
         }
         // Load first: a pool that stays dry is checked by every thread, and a plain load keeps
         // the flag's cache line shared.
-        if !self.dry.load(Ordering::Relaxed) && !self.dry.swap(true, Ordering::Relaxed) {
+        if self.dry.load(Ordering::Relaxed) < n && self.dry.fetch_max(n, Ordering::Relaxed) < n {
             self.wake.notify_one();
         }
         pool
+    }
+}
+
+/// Stops a limiter's background thread: sets `stop`, wakes it, and waits for it to finish
+/// (its last commands included). Later calls find no thread and return at once.
+pub(crate) fn stop_thread(
+    stop: &AtomicBool,
+    wake: &Notify,
+    thread: &Mutex<Option<JoinHandle<()>>>,
+) {
+    stop.store(true, Ordering::Release);
+    wake.notify_one();
+    let handle = thread
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(h) = handle {
+        let _ = h.join();
+    }
+}
+
+/// A keyed limiter's counters (see [`KeyedStats`]).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) hot_keys: AtomicU64,
+    pub(crate) leased: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) passed_through: AtomicU64,
+    pub(crate) lease_requests: AtomicU64,
+    pub(crate) backend_errors: AtomicU64,
+    pub(crate) fallback_admitted: AtomicU64,
+    pub(crate) charged_back: AtomicU64,
+    pub(crate) live: AtomicU64,
+}
+
+/// What a keyed limiter's checking threads and its batching task share.
+pub(crate) struct KeyedShared {
+    /// Leased units of hot keys.
+    pub(crate) pool: KeyedLimiter<String>,
+    pub(crate) state: AtomicU8,
+    pub(crate) stop: AtomicBool,
+    pub(crate) wake: Notify,
+    pub(crate) counters: Counters,
+}
+
+// Orderings: `state` is a hint (a stale read sends one more check through the batching task,
+// which decides it either way), the counters only matter by value (Relaxed read-modify-writes
+// lose no increment), and `stop` is set before the task is woken and joined (Release/Acquire,
+// though the join orders it anyway). The pool is a cellgate limiter: its own CAS loops make
+// admissions exact.
+
+impl KeyedShared {
+    pub(crate) fn new(pool: KeyedLimiter<String>) -> Self {
+        Self {
+            pool,
+            state: AtomicU8::new(CONNECTED),
+            stop: AtomicBool::new(false),
+            wake: Notify::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> KeyedStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        KeyedStats {
+            hot_keys: get(&c.hot_keys),
+            leased: get(&c.leased),
+            batches: get(&c.batches),
+            passed_through: get(&c.passed_through),
+            lease_requests: get(&c.lease_requests),
+            backend_errors: get(&c.backend_errors),
+            fallback_admitted: get(&c.fallback_admitted),
+            charged_back: get(&c.charged_back),
+            live: get(&c.live),
+        }
     }
 }

@@ -52,6 +52,8 @@ pub(crate) struct Task {
     pub(crate) next_grant: Instant,
     pub(crate) stock_backoff: Duration,
     pub(crate) dry_since_grant: bool,
+    /// The largest check denied since the last grant.
+    pub(crate) need: u64,
     pub(crate) window_start: Instant,
     pub(crate) window_spent: u64,
     /// Spending rate, units per second.
@@ -127,8 +129,10 @@ impl Task {
             self.window_start = now;
             self.window_spent = 0;
         }
-        if self.shared.dry.swap(false, Ordering::Relaxed) {
+        let need = self.shared.dry.swap(0, Ordering::Relaxed);
+        if need > 0 {
             self.dry_since_grant = true;
+            self.need = self.need.max(u64::from(need));
         }
         if matches!(self.kind, Kind::Rate { .. }) {
             self.to_give += self.withdraw(|b| b.expired(now));
@@ -179,7 +183,12 @@ impl Task {
             Some((Op::Charge, self.debt()))
         } else {
             let want = self.lease_size();
-            let low = self.book.level() <= want / 2 || self.dry_since_grant;
+            // A denial refills early only when the pool still holds less than the denied
+            // check (a check of more than half a lease): a denial of a check the pool could
+            // now pass is stale, and a second lease stacked on the first would be lost with
+            // the rest in a crash: a holder holds at most 1.5 leases (2 with such checks).
+            let level = self.book.level();
+            let low = level <= want / 2 || (level < self.need && level < want);
             if low && now >= self.next_grant && self.book.level() + want <= u64::from(u32::MAX) {
                 self.want = want;
                 Some((Op::Grant, want))
@@ -201,7 +210,8 @@ impl Task {
     }
 
     /// The next lease: about `horizon` of the observed spending, at least `min_lease`,
-    /// doubled while the pool keeps running dry.
+    /// doubled while the pool keeps running dry, at most the burst (rate) or `max_lease`
+    /// (stock).
     fn lease_size(&self) -> u64 {
         let mut want = (self.rate * self.cfg.horizon.as_secs_f64()) as u64;
         want = want.max(self.cfg.min_lease);
@@ -210,7 +220,8 @@ impl Task {
         }
         let cap = match self.kind {
             Kind::Rate { burst, .. } => burst.max(1),
-            Kind::Stock { .. } => MAX_LEASE,
+            // A crashed holder takes its lease with it: the cap bounds that undersell.
+            Kind::Stock { units } => self.cfg.stock_lease_cap(units),
         };
         want.min(cap).min(MAX_LEASE)
     }
@@ -272,6 +283,7 @@ impl Task {
                     self.book.add(deadline, got);
                 }
                 self.dry_since_grant = false;
+                self.need = 0;
                 let now = Instant::now();
                 self.next_grant = match self.kind {
                     Kind::Rate { interval_us, .. } if got < p.n => {

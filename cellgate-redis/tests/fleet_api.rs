@@ -3,19 +3,13 @@
 
 mod common;
 
+use common::wait_for;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cellgate::{PolicyKind, RateLimiter};
 use cellgate_redis::{Fleet, FleetError, FleetState};
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn two_limiters_with_one_name_sell_the_stock_exactly() {
@@ -40,6 +34,63 @@ fn two_limiters_with_one_name_sell_the_stock_exactly() {
     a.shutdown();
     b.shutdown();
     assert!(!a.check().is_allowed(), "a stopped limiter admits nothing");
+}
+
+/// What a `kill -9` would lose at a moment mid-sale: the units the server counts as held by
+/// the limiters less what they sold. The sellers stop at a few points of the sale; once the
+/// background tasks have settled (well before the 1 s idle return) the holders may hold at
+/// most 1.5 leases each: what is left of one plus the next one asked for.
+#[test]
+fn a_crash_loses_at_most_one_and_a_half_leases() {
+    let Some(r) = common::redis() else { return };
+    let stock = 400_000u64;
+    let cap = 400; // the default: stock / 1000
+    let fleets: Vec<Arc<Fleet>> = (0..2)
+        .map(|_| Arc::new(Fleet::stock("crash", stock).connect(&r.url()).unwrap()))
+        .collect();
+    let mut sold = 0u64;
+    let mut worst = 0u64;
+    for target in [3_000u64, 20_000, 45_000, 90_000, 150_000] {
+        // Both limiters sell until the fleet has sold `target` (or the stock is out).
+        let handles: Vec<_> = fleets
+            .iter()
+            .map(|f| {
+                let f = f.clone();
+                let quota = (target - sold) / 2;
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while n < quota && Instant::now() < deadline {
+                        n += u64::from(f.check().is_allowed());
+                    }
+                    n
+                })
+            })
+            .collect();
+        sold += handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>();
+        std::thread::sleep(Duration::from_millis(100));
+        let holders = r.hgetall("cellgate:{crash}:holders");
+        let held: u64 = holders
+            .iter()
+            .filter(|(k, _)| k.starts_with("n:"))
+            .map(|(_, v)| v.parse::<u64>().unwrap())
+            .sum();
+        assert!(
+            held >= sold,
+            "the server counts {held} held for {sold} sold"
+        );
+        let at_risk = held - sold;
+        worst = worst.max(at_risk);
+        assert!(
+            at_risk <= 2 * (cap + cap / 2),
+            "after selling {sold}: a crash of both would lose {at_risk}: {holders:?} {:?}",
+            fleets.iter().map(|f| f.stats()).collect::<Vec<_>>()
+        );
+    }
+    eprintln!(
+        "crash: worst units at risk {worst} (bound {})",
+        2 * (cap + cap / 2)
+    );
 }
 
 #[test]

@@ -94,7 +94,20 @@ fn stock_is_exact_through_a_kill_9_mid_sale() {
         "the victim sold {printed} of {victim_held} leased"
     );
     assert_eq!(remaining, 0, "the survivors sold out");
-    eprintln!("stock {stock}: survivors sold {survivors}, victim printed {printed} of {victim_held} it held");
+    // The undersell of a crash is bounded by the stock lease cap (default stock / 1000): what
+    // is left of one lease plus the next one asked for, 1.5 × cap. The victim's printed total
+    // lags its true sales by the moments between its last print and the kill, so this only
+    // checks the loss is of that order (10 × cap, 1% of the stock; before the cap a run lost
+    // 42k of 300k); `a_crash_loses_at_most_one_and_a_half_leases` checks the exact bound.
+    let cap = stock / 1000;
+    assert!(
+        victim_held - printed <= 10 * cap,
+        "the killed holder held {victim_held} units and printed {printed} sold"
+    );
+    eprintln!(
+        "stock {stock}: survivors sold {survivors}, victim printed {printed} of {victim_held} it held (lost at most {})",
+        victim_held - printed
+    );
 }
 
 #[test]

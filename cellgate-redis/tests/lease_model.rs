@@ -6,26 +6,14 @@
 
 mod common;
 
+use common::{fate, Fate};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cellgate_redis::{keys, Kind, LeaseClient, Op, Reply};
 use proptest::prelude::*;
-
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    /// Sent once, answered.
-    Delivered,
-    /// Executed, the reply lost; sent again with the same sequence.
-    LostThenRetried,
-    /// Executed, the reply lost, never retried (the process moves on).
-    LostAbandoned,
-    /// Timed out before reaching Redis: never executed.
-    NeverArrived,
-    /// Sent twice (two connections), both answered.
-    Duplicated,
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -51,16 +39,6 @@ enum Step {
         p: usize,
     },
     RestartRedis,
-}
-
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        4 => Just(Fate::Delivered),
-        1 => Just(Fate::LostThenRetried),
-        1 => Just(Fate::LostAbandoned),
-        1 => Just(Fate::NeverArrived),
-        1 => Just(Fate::Duplicated),
-    ]
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -273,21 +251,7 @@ fn run(server: &mut common::RedisServer, kind: Kind, steps: &[Step]) -> Result<(
 
 /// Runs `cases` random step sequences against one server started for this test.
 fn check(kind: Kind) {
-    let Some(server) = common::redis() else {
-        return;
-    };
-    let server = std::cell::RefCell::new(server);
-    let config = proptest::test_runner::Config {
-        cases: 24,
-        ..Default::default()
-    };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
-    let result = runner.run(&proptest::collection::vec(step(), 1..40), |steps| {
-        run(&mut server.borrow_mut(), kind, &steps)
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    common::model_cases(step(), |server, steps| run(server, kind, steps));
 }
 
 #[test]

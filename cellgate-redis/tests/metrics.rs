@@ -4,9 +4,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use common::wait_for;
 
-use cellgate_redis::{Fleet, FleetState};
+use std::time::Duration;
+
+use cellgate_redis::{Fleet, FleetState, KeyedFleet};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 /// The value `name` was last published with. A snapshot of the debugging recorder resets what
@@ -27,14 +29,6 @@ fn value(s: &Snapshotter, name: &str) -> Option<f64> {
                 DebugValue::Histogram(_) => f64::NAN,
             })
         })
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -68,4 +62,25 @@ fn leases_errors_and_the_state_are_published() {
         value(&snap, "cellgate_fleet_backend_errors").is_some_and(|v| v >= 1.0)
             && value(&snap, "cellgate_fleet_state") == Some(2.0)
     });
+
+    // The keyed limiter's counters, with the same recorder (one per test binary).
+    r.start();
+    let keyed = KeyedFleet::rate("metered", 100, Duration::from_secs(1))
+        .max_wait(Duration::from_millis(50))
+        .command_timeout(Duration::from_millis(100))
+        .connect(&r.url())
+        .unwrap();
+    assert!(keyed.check_blocking("a", 1).is_allowed());
+    wait_for("batches published", || {
+        value(&snap, "cellgate_fleet_keyed_passed_through").is_some_and(|v| v >= 1.0)
+            && value(&snap, "cellgate_fleet_keyed_batches").is_some_and(|v| v >= 2.0)
+            && value(&snap, "cellgate_fleet_keyed_state") == Some(0.0)
+    });
+    r.pause();
+    wait_for("the fallback published", || {
+        keyed.check_blocking("b", 1);
+        value(&snap, "cellgate_fleet_keyed_fallback_admitted_units").is_some_and(|v| v >= 1.0)
+            && value(&snap, "cellgate_fleet_keyed_state") == Some(1.0)
+    });
+    r.resume();
 }

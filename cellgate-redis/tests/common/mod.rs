@@ -7,6 +7,68 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Waits (up to 10 s) until `f` holds, failing the test naming `what` otherwise.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What becomes of one command in the protocol models (`lease_model`, `keyed_model`).
+#[derive(Debug, Clone, Copy)]
+pub enum Fate {
+    /// Sent once, answered.
+    Delivered,
+    /// Executed, the reply lost; sent again with the same sequence.
+    LostThenRetried,
+    /// Executed, the reply lost, never retried (the process moves on).
+    LostAbandoned,
+    /// Timed out before reaching Redis: never executed.
+    NeverArrived,
+    /// Sent twice (two connections), both answered.
+    Duplicated,
+}
+
+/// Fates, mostly delivered.
+pub fn fate() -> impl proptest::strategy::Strategy<Value = Fate> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => Just(Fate::Delivered),
+        1 => Just(Fate::LostThenRetried),
+        1 => Just(Fate::LostAbandoned),
+        1 => Just(Fate::NeverArrived),
+        1 => Just(Fate::Duplicated),
+    ]
+}
+
+/// Runs 24 random sequences of 1 to 40 `step`s through `run` against one server started for
+/// the test (nothing when `redis-server` is missing outside CI), failing with the minimal
+/// sequence proptest finds.
+pub fn model_cases<S: proptest::strategy::Strategy>(
+    step: S,
+    run: impl Fn(&mut RedisServer, &[S::Value]) -> Result<(), proptest::test_runner::TestCaseError>,
+) where
+    S::Value: std::fmt::Debug,
+{
+    let Some(server) = redis() else {
+        return;
+    };
+    let server = std::cell::RefCell::new(server);
+    let config = proptest::test_runner::Config {
+        cases: 24,
+        ..Default::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&proptest::collection::vec(step, 1..40), |steps| {
+        run(&mut server.borrow_mut(), &steps)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
 pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
@@ -87,6 +149,26 @@ impl RedisServer {
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();
         }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and nothing is answered, the way a
+    /// sick Redis looks. [`resume`](Self::resume) thaws it.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a [`pause`](Self::pause)d server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
     }
 
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {

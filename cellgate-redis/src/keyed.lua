@@ -1,0 +1,145 @@
+-- cellgate keyed fleet script: one round trip carries many keys' operations on a per-key
+-- GCRA (rate R = 1 / T per key, burst B), run atomically by Redis.
+--
+-- KEYS[1] config hash   {name}: T, B
+-- KEYS[2] holders hash  s:<pid> last seen (us)
+-- KEYS[3] replies hash  <pid> -> "seq live v1 i1 v2 i2 ..." (the answer to the newest batch)
+-- KEYS[3 + i]           key i's theoretical arrival time (us), expiring once it is in the past
+-- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
+--   count the live holders; a batch with a lease always does), then for each key i: op_i, n_i
+--   op 'g' check n units, all or nothing (a cold check passed through)
+--   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool)
+--   op 'r' give n unadmitted leased units back
+--   op 'c' charge n units admitted during an outage, whatever the room
+-- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
+--   batch did not touch), v1, i1, v2, i2, ... }
+--   v: units checked (0 denied) / leased / given / charged
+--   i: for 'g' and 'l', the units still available after it, or when none is (i <= 0) the
+--      negated microseconds until one unit is (-1 when the check can never fit: n > B)
+--
+-- Every number is an integer below 2^53 (times in microseconds); divisions are corrected to
+-- exact floors; values are written back with %d.
+
+local C, H, Q = KEYS[1], KEYS[2], KEYS[3]
+local pid, seq = ARGV[1], tonumber(ARGV[2])
+local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local touch = ARGV[6] == '1'
+local nops = #KEYS - 3
+for k = 1, nops do
+  if ARGV[5 + 2 * k] == 'l' then touch = true end
+end
+
+local function int(x) return string.format('%d', x) end
+
+-- floor(a / b) for integers a >= 0, b > 0, exact although Lua divides in doubles.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local conf = redis.call('HMGET', C, 'T', 'B')
+if not conf[1] then
+  redis.call('HSET', C, 'T', int(T), 'B', int(B))
+elseif tonumber(conf[1]) ~= T or tonumber(conf[2]) ~= B then
+  return redis.error_reply('CELLGATE keyed limit exists with another configuration')
+end
+
+-- A batch is executed once: a retry of the same sequence gets the first answer, an older one
+-- changes nothing.
+local last = redis.call('HGET', Q, pid)
+if last then
+  local out, i = {}, 0
+  for w in string.gmatch(last, '%-?%d+') do
+    i = i + 1
+    out[i] = tonumber(w)
+  end
+  if seq == out[1] then
+    out[1] = 1
+    return out
+  end
+  if seq < out[1] then return { 2, out[2] } end
+end
+
+-- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
+-- counted only when the batch touches: a process touches at least once a heartbeat.
+local live = 0
+if touch then
+  live = 1
+  local all = redis.call('HGETALL', H)
+  for i = 1, #all, 2 do
+    local p = string.sub(all[i], 3)
+    if p ~= pid then
+      if tonumber(all[i + 1]) + ttl < now then
+        redis.call('HDEL', H, all[i])
+      else
+        live = live + 1
+      end
+    end
+  end
+  redis.call('HSET', H, 's:' .. pid, int(now))
+end
+
+local lease_cap = math.max(1, fdiv(B, 2 * live))
+local room = B * T
+local tats = {}
+-- One read for every key of the batch.
+local stored = {}
+if #KEYS > 3 then stored = redis.call('MGET', unpack(KEYS, 4)) end
+local out = { 0, live }
+local saved = { int(seq), int(live) }
+for k = 1, nops do
+  local key = KEYS[3 + k]
+  local op, n = ARGV[5 + 2 * k], tonumber(ARGV[6 + 2 * k])
+  local tat = tats[key]
+  if not tat then tat = tonumber(stored[k]) or 0 end
+  if tat < now then tat = now end
+  local v, info = 0, 0
+  if op == 'g' or op == 'l' then
+    local free = now + room - tat
+    local avail = 0
+    if free > 0 then avail = fdiv(free, T) end
+    if op == 'g' then
+      if n <= avail then v = n end
+    else
+      v = math.min(n, avail, lease_cap)
+    end
+    tat = tat + v * T
+    avail = avail - v
+    if avail > 0 or (op == 'g' and v > 0) then
+      info = avail
+    elseif op == 'g' and n > B then
+      info = -1
+    else
+      -- Until the next unit (a lease) or the n units (a check) are free again.
+      local want = 1
+      if op == 'g' then want = n end
+      info = -math.max(1, tat + want * T - room - now)
+    end
+  elseif op == 'r' then
+    v = n
+    tat = tat - n * T
+  elseif op == 'c' then
+    v = n
+    tat = tat + n * T
+  end
+  tats[key] = tat
+  out[#out + 1] = v
+  out[#out + 1] = info
+  saved[#saved + 1] = int(v)
+  saved[#saved + 1] = int(info)
+end
+for key, tat in pairs(tats) do
+  if tat > now then
+    -- Gone once it is in the past (the server's own clock decides both), when the key is
+    -- as good as new: Redis holds only keys with a debt.
+    redis.call('SET', key, int(tat), 'PX', int(fdiv(tat - now + 999, 1000)))
+  else
+    redis.call('DEL', key)
+  end
+end
+redis.call('HSET', Q, pid, table.concat(saved, ' '))
+return out

@@ -1,0 +1,473 @@
+//! Per-key global limits: a GCRA rate per key (per user, per API token, per IP) shared by a
+//! fleet, hot keys leased, cold keys passed through in batches.
+//!
+//! # Design
+//!
+//! A fleet may see millions of keys, most of them a few times a minute: leasing each of them
+//! would cost a Redis command per key and strand units in every process; passing each check
+//! through costs a round trip per check. So a key is treated by how hot it is *in this
+//! process*:
+//!
+//! - **Cold keys** go through a batching task: every check waiting when a round trip starts
+//!   rides in the same script call (up to [`MAX_BATCH`] keys per call, any number of calls
+//!   in a second), which checks it exactly against the key's GCRA in Redis. One call carries
+//!   at least one check, so it is never worse than one Redis call per check, and under load
+//!   it is many checks per call.
+//! - **Hot keys** (more than [`hot_rate`](KeyedFleetBuilder::hot_rate) checks a second here)
+//!   get a lease as a whole-limit [`Fleet`](crate::Fleet) does: units pre-debited in Redis
+//!   and held in a local keyed stock (cellgate's [`KeyedLimiter`]), so their checks are a
+//!   local compare-and-swap and never wait. Leases ride in the same batches, sized by the
+//!   key's observed rate, at most `B / (2·live)`; a lease's unused units are given back at 3/4
+//!   of the lease lifetime and a key idle for [`idle_return`](KeyedFleetBuilder::idle_return)
+//!   gives back what it holds and goes cold again. At most
+//!   [`max_hot`](KeyedFleetBuilder::max_hot) keys are hot at once, so the local state is
+//!   bounded (cold keys keep nothing in the process but a count within the current 100 ms).
+//!
+//! A cold check cannot be both exact and never wait: exactness needs Redis's answer. It
+//! waits, **at most [`max_wait`](KeyedFleetBuilder::max_wait)** (default 20 ms): an `async`
+//! [`check`](KeyedFleet::check) (or [`check_blocking`](KeyedFleet::check_blocking) for a
+//! thread), answered from Redis when it answers in time, otherwise by the outage fallback. A
+//! hot key's check is decided locally and at once, or tried synchronously alone with
+//! [`try_check`](KeyedFleet::try_check).
+//!
+//! # Guarantees, per key
+//!
+//! With `R` the rate per key and `B` its burst, across all processes connected with the same
+//! name: while Redis answers, Σ admitted for one key over any `[0, T]` ≤ `R·T + B` (a check
+//! and a lease both debit the key's GCRA in Redis before the units are admitted), and over
+//! any window of length `w` ≤ `R·(w + L) + B` (`L` the lease lifetime, as for
+//! [`Fleet::rate`](crate::Fleet::rate)). Batches are executed at most once (a process id and
+//! a sequence per batch, the answer kept for retries), so a lost reply never grants twice.
+//!
+//! When Redis does not answer, or answers later than `max_wait`, a check is decided by a local
+//! per-key GCRA at the process's share `R/N` with a burst of one (`N` the live processes at the
+//! last answer), and what it admits is charged to the key in Redis once Redis answers again
+//! (units a late answer granted to a check already decided are given back). Over an outage of
+//! length `t` a process so admits at most `R·t/N + 1` per key, so once every process has
+//! charged back, Σ admitted for one key over `[0, T]` ≤ `R·T + B + N`; while a process falls
+//! back and others still reach Redis, the fleet may be ahead on a key by that process's
+//! not-yet-charged admissions. With [`fallback(false)`](KeyedFleetBuilder::fallback) an
+//! unanswered check is denied instead (fail closed): then the per-key bound holds at every
+//! moment. Leased units of hot keys are admitted through an outage (they are paid for).
+//!
+//! Studied for this design (not copied): Gubernator's GLOBAL behaviour (hits are applied
+//! locally and sent asynchronously in batches to the key's owner, so it over-admits between
+//! syncs), Envoy's global rate limit service (one gRPC call per request, descriptors batched
+//! only within one request) and its local token buckets, and Bucket4j's Redis proxy with its
+//! batching and "delaying" optimisations (requests to one key coalesced into one command;
+//! delayed synchronisation admits ahead). Here a cold check is exact and batched across keys
+//! and requests; only a hot key admits ahead, from units it already took.
+
+mod client;
+mod task;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cellgate::KeyedLimiter;
+use tokio::sync::{mpsc, oneshot};
+
+pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
+
+use crate::error::FleetError;
+use crate::fleet::FleetState;
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK};
+
+/// How a keyed check was decided.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn run(users: cellgate_redis::KeyedFleet) {
+/// use cellgate_redis::Via;
+/// let d = users.check_blocking("alice", 1);
+/// if d.via() == Via::Fallback {
+///     eprintln!("redis did not answer in time: decided by this process's share");
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// From units this process had leased for a hot key: local, at once.
+    Lease,
+    /// By Redis, in a batched script call.
+    Redis,
+    /// By the outage fallback (Redis did not answer within `max_wait`, or is known down).
+    Fallback,
+    /// Denied without asking: the limiter is shut down, or too many checks wait already.
+    Refused,
+}
+
+/// The decision on one keyed check.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(users: cellgate_redis::KeyedFleet) {
+/// let d = users.check("alice").await;
+/// if !d.is_allowed() {
+///     println!("429, retry after {:?}", d.retry_after());
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyDecision {
+    allowed: bool,
+    via: Via,
+    retry_after: Option<Duration>,
+}
+
+impl KeyDecision {
+    pub(crate) fn new(allowed: bool, via: Via, retry_after: Option<Duration>) -> Self {
+        Self {
+            allowed,
+            via,
+            retry_after: if allowed { None } else { retry_after },
+        }
+    }
+
+    /// Whether the units were admitted.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// How the check was decided.
+    pub fn via(&self) -> Via {
+        self.via
+    }
+
+    /// For a denial: how long until the same check could pass (`None` when admitted, when it
+    /// never can, or when it is not known).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+/// Counters of one keyed fleet limiter (see [`KeyedFleet::stats`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn run(users: cellgate_redis::KeyedFleet) {
+/// let s = users.stats();
+/// println!("{} hot keys, {} checks in {} script calls", s.hot_keys, s.passed_through, s.batches);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyedStats {
+    /// Keys hot in this process now (leased).
+    pub hot_keys: u64,
+    /// Leased units held by this process's hot keys, not yet admitted.
+    pub leased: u64,
+    /// Script calls sent (retries included).
+    pub batches: u64,
+    /// Checks passed through to Redis.
+    pub passed_through: u64,
+    /// Lease operations answered.
+    pub lease_requests: u64,
+    /// Calls that failed or timed out.
+    pub backend_errors: u64,
+    /// Units admitted by the fallback.
+    pub fallback_admitted: u64,
+    /// Fallback units charged to Redis afterwards.
+    pub charged_back: u64,
+    /// Live processes sharing the limit, as the server last said.
+    pub live: u64,
+}
+
+/// A cold check waiting for the batching task.
+pub(crate) struct Request {
+    pub(crate) key: String,
+    pub(crate) n: u32,
+    pub(crate) deadline: Instant,
+    pub(crate) reply: oneshot::Sender<KeyDecision>,
+}
+
+/// A rate limit per key shared by every process that connects with the same name to the same
+/// Redis: hot keys admitted locally from leases, cold keys checked in Redis in batches. See
+/// the [module docs](self) for the design and the guarantees per key.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> Result<(), cellgate_redis::FleetError> {
+/// use std::time::Duration;
+/// use cellgate_redis::KeyedFleet;
+///
+/// // 100 requests a second per user across the fleet, burst 20.
+/// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+///     .burst(20)
+///     .connect("redis://127.0.0.1:6379")?;
+/// if users.check("alice").await.is_allowed() {
+///     // serve
+/// }
+/// # Ok(()) }
+/// ```
+pub struct KeyedFleet {
+    shared: Arc<KeyedShared>,
+    tx: mpsc::Sender<Request>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    name: String,
+    max_wait: Duration,
+}
+
+impl std::fmt::Debug for KeyedFleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedFleet")
+            .field("name", &self.name)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`KeyedFleet`]; see [`KeyedFleet::rate`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use cellgate_redis::KeyedFleet;
+///
+/// let per_token = KeyedFleet::rate("per-token", 1_000, Duration::from_secs(60))
+///     .burst(100)
+///     .max_wait(Duration::from_millis(10))
+///     .hot_rate(20)
+///     .connect("redis://127.0.0.1:6379")?;
+/// # Ok::<(), cellgate_redis::FleetError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct KeyedFleetBuilder {
+    pub(crate) name: String,
+    pub(crate) rate: Result<(u64, u64), String>,
+    pub(crate) command_timeout: Duration,
+    pub(crate) max_wait: Duration,
+    pub(crate) lease_lifetime: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) hot_rate: u32,
+    pub(crate) max_hot: usize,
+    pub(crate) min_lease: u64,
+    pub(crate) fallback: bool,
+    pub(crate) queue: usize,
+}
+
+impl KeyedFleet {
+    /// A rate of `count` units per `period` for every key, named `name` (the first process
+    /// to use the name sets it); burst `count` unless [`burst`](KeyedFleetBuilder::burst)
+    /// says otherwise. The interval `period / count` is kept in whole microseconds, rounded
+    /// up.
+    pub fn rate(name: &str, count: u32, period: Duration) -> KeyedFleetBuilder {
+        let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
+        let rate = if count == 0 || period_us == 0 {
+            Err("a rate needs a positive count and a period of at least 1 µs".to_owned())
+        } else {
+            Ok((period_us.div_ceil(u64::from(count)), u64::from(count)))
+        };
+        KeyedFleetBuilder {
+            name: name.to_owned(),
+            rate,
+            command_timeout: Duration::from_millis(200),
+            max_wait: Duration::from_millis(20),
+            lease_lifetime: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+            hot_rate: 50,
+            max_hot: 10_000,
+            min_lease: 4,
+            fallback: true,
+            queue: 65_536,
+        }
+    }
+
+    /// Checks one unit of `key`.
+    pub async fn check(&self, key: &str) -> KeyDecision {
+        self.check_n(key, 1).await
+    }
+
+    /// Checks `n` units of `key`: at once from a hot key's lease, otherwise in Redis (batched
+    /// with other checks), waiting at most [`max_wait`](KeyedFleetBuilder::max_wait) before
+    /// the outage fallback decides. Runs on any executor.
+    pub async fn check_n(&self, key: &str, n: u32) -> KeyDecision {
+        match self.send(key, n) {
+            Ok(d) => d,
+            Err(rx) => rx.await.unwrap_or(REFUSED),
+        }
+    }
+
+    /// As [`check_n`](Self::check_n), blocking the calling thread (at most about `max_wait`).
+    /// Do not call it from inside an async runtime's worker (use `check_n`).
+    pub fn check_blocking(&self, key: &str, n: u32) -> KeyDecision {
+        match self.send(key, n) {
+            Ok(d) => d,
+            Err(rx) => rx.blocking_recv().unwrap_or(REFUSED),
+        }
+    }
+
+    /// Checks `n` units of `key` against this process's lease alone, never waiting: `None`
+    /// when the key holds no lease with `n` units (it is cold here, or its lease is spent).
+    pub fn try_check(&self, key: &str, n: u32) -> Option<KeyDecision> {
+        let pool = &self.shared.pool;
+        // Peek first: a check of a key the pool does not hold would insert it.
+        if n > 0 && pool.peek_n(key, n).is_allowed() && pool.check_n(key, n).is_allowed() {
+            return Some(KeyDecision::new(true, Via::Lease, None));
+        }
+        None
+    }
+
+    fn send(&self, key: &str, n: u32) -> Result<KeyDecision, oneshot::Receiver<KeyDecision>> {
+        if let Some(d) = self.try_check(key, n) {
+            return Ok(d);
+        }
+        if self.shared.stop.load(Ordering::Acquire) {
+            return Ok(REFUSED);
+        }
+        let (reply, rx) = oneshot::channel();
+        let req = Request {
+            key: key.to_owned(),
+            n,
+            deadline: Instant::now() + self.max_wait,
+            reply,
+        };
+        if self.tx.try_send(req).is_err() {
+            return Ok(REFUSED);
+        }
+        Err(rx)
+    }
+
+    /// Whether Redis is answering.
+    pub fn state(&self) -> FleetState {
+        match self.shared.state.load(Ordering::Relaxed) {
+            CONNECTED => FleetState::Connected,
+            FALLBACK => FleetState::Fallback,
+            _ => FleetState::Partitioned,
+        }
+    }
+
+    /// The counters of this limiter.
+    pub fn stats(&self) -> KeyedStats {
+        self.shared.stats()
+    }
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stops the batching task after giving the hot keys' leased units back and charging
+    /// the fallback's admissions (bounded by a few command timeouts). Checks afterwards are
+    /// refused. Dropping the limiter does the same.
+    pub fn shutdown(&self) {
+        crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
+    }
+}
+
+const REFUSED: KeyDecision = KeyDecision {
+    allowed: false,
+    via: Via::Refused,
+    retry_after: None,
+};
+
+impl Drop for KeyedFleet {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl KeyedFleetBuilder {
+    /// The burst of every key (default: its count).
+    pub fn burst(mut self, burst: u64) -> Self {
+        if let Ok((_, b)) = &mut self.rate {
+            *b = burst;
+        }
+        self
+    }
+
+    /// The longest Redis may take to answer one batch before it is counted unreachable
+    /// (default 200 ms); the batch is retried in the background.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The longest a cold check waits for Redis before the fallback decides it (default
+    /// 20 ms).
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
+        self
+    }
+
+    /// How long a hot key's lease may be used after it was requested (default 1 s): the `L`
+    /// of the window bound `R·(w + L) + B`.
+    pub fn lease_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lease_lifetime = lifetime;
+        self
+    }
+
+    /// After this long without an admission a hot key gives its units back and goes cold
+    /// (default 1 s).
+    pub fn idle_return(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    /// Checks per second of one key in this process above which it is leased (default 50).
+    pub fn hot_rate(mut self, per_second: u32) -> Self {
+        self.hot_rate = per_second;
+        self
+    }
+
+    /// The most keys leased at once by this process (default 10,000): the bound on its
+    /// local state.
+    pub fn max_hot(mut self, keys: usize) -> Self {
+        self.max_hot = keys;
+        self
+    }
+
+    /// The smallest lease asked for a hot key (default 4).
+    pub fn min_lease(mut self, units: u64) -> Self {
+        self.min_lease = units.max(1);
+        self
+    }
+
+    /// Whether a check Redis does not answer in time is decided by the local share `R/N`
+    /// (default `true`, charged back later) or denied (`false`: fail closed).
+    pub fn fallback(mut self, enabled: bool) -> Self {
+        self.fallback = enabled;
+        self
+    }
+
+    /// Connects to the Redis at `url` and starts the batching task. Blocks for at most a few
+    /// command timeouts.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Config`] for an invalid configuration or URL; [`FleetError::Redis`] or
+    /// [`FleetError::Timeout`] when Redis cannot be reached or holds this name with another
+    /// configuration.
+    pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
+        let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
+        if burst == 0 || interval_us >= 1 << 40 || burst.saturating_mul(interval_us) >= 1 << 50 {
+            return Err(FleetError::Config(format!(
+                "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
+            )));
+        }
+        let pool = KeyedLimiter::<String>::stock(0)
+            .build()
+            .map_err(|e| FleetError::Config(e.to_string()))?;
+        let shared = Arc::new(KeyedShared::new(pool));
+        let (tx, rx) = mpsc::channel(self.queue);
+        let (task, runtime) =
+            task::Task::connect(&self, url, interval_us, burst, shared.clone(), rx)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("cellgate-keyed-{}", self.name))
+            .spawn(move || runtime.block_on(task.run()))
+            .map_err(|e| FleetError::Config(format!("spawning the batching thread: {e}")))?;
+        Ok(KeyedFleet {
+            shared,
+            tx,
+            thread: Mutex::new(Some(thread)),
+            name: self.name,
+            max_wait: self.max_wait,
+        })
+    }
+}

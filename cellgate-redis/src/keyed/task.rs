@@ -1,0 +1,643 @@
+//! The batching task of a keyed fleet limiter: coalesces cold checks into script calls, keeps
+//! the hot keys' leases, decides by the fallback what Redis does not answer in time, and
+//! charges that back.
+//!
+//! One batch is in flight at a time. A batch that fails is sent again, the same sequence and
+//! the same operations, until Redis answers (it is executed at most once, and its answer says
+//! what it did): meanwhile the checks it carried are decided by the fallback at their deadline
+//! (at once when it failed), and units it granted to a check already decided are given back.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cellgate::{KeyedLimiter, Quota};
+use tokio::sync::mpsc;
+
+use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
+use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
+use crate::book::Book;
+use crate::error::FleetError;
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK, PARTITIONED};
+
+/// How often hot keys are looked at.
+const TICK: Duration = Duration::from_millis(5);
+/// The window over which a key's rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
+/// A silent process still heartbeats, so the server counts it live.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The most keys with fallback admissions waiting to be charged (more are denied).
+const MAX_DEBTS: usize = 100_000;
+/// The most keys the fallback tracks.
+const FALLBACK_KEYS: usize = 100_000;
+
+type Call = Pin<Box<dyn Future<Output = Result<BatchReply, FleetError>> + Send>>;
+
+enum Event {
+    Reply(Result<BatchReply, FleetError>),
+    Request(Option<Request>),
+    Wake,
+}
+
+/// A batch being sent: retried as the same sequence until answered.
+struct InFlight {
+    seq: u64,
+    ops: Vec<(String, KeyOp, u64)>,
+    touch: bool,
+    /// The callers of the `Check` operations still waiting, index-aligned with `ops`.
+    waiters: Vec<Option<Request>>,
+    first_sent: Instant,
+    call: Option<Call>,
+    retry_at: Instant,
+}
+
+/// A key leased by this process.
+struct Hot {
+    book: Book,
+    last_use: Instant,
+    want: u64,
+    /// A lease operation is queued or in flight.
+    asking: bool,
+    /// Units admitted and cold checks seen in the current window.
+    window: u64,
+    rate: f64,
+    /// Asked for less than it got: no lease asked before this.
+    next_ask: Instant,
+    /// The key's GCRA had nothing when it was last asked: checks are denied here, without
+    /// asking Redis, until this moment (conservative: a give-back elsewhere may free units
+    /// earlier).
+    dry_until: Instant,
+}
+
+pub(crate) struct Task {
+    client: KeyedClient,
+    shared: Arc<KeyedShared>,
+    rx: mpsc::Receiver<Request>,
+    cfg: KeyedFleetBuilder,
+    interval_us: u64,
+    burst: u64,
+    fallback: KeyedLimiter<String>,
+    seq: u64,
+    queue: VecDeque<Request>,
+    inflight: Option<InFlight>,
+    failures: u32,
+    /// When the last batch that refreshed this holder's liveness was sent.
+    last_touch: Instant,
+    live: u64,
+    hot: HashMap<String, Hot>,
+    /// Cold checks per key in the current window (cleared every window).
+    seen: HashMap<String, u32>,
+    window_start: Instant,
+    next_tick: Instant,
+    gives: HashMap<String, u64>,
+    debts: HashMap<String, u64>,
+    /// Shutting down: no more leases.
+    closing: bool,
+}
+
+impl Task {
+    /// Connects and registers (one empty batch), on a runtime the task will run on.
+    pub(crate) fn connect(
+        cfg: &KeyedFleetBuilder,
+        url: &str,
+        interval_us: u64,
+        burst: u64,
+        shared: Arc<KeyedShared>,
+        rx: mpsc::Receiver<Request>,
+    ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
+        let pid = crate::builder::process_id();
+        let timeout = cfg.command_timeout;
+        let (client, live) = runtime.block_on(async {
+            let mut c =
+                KeyedClient::connect(url, &cfg.name, interval_us, burst, &pid, timeout).await?;
+            let mut tries = 0;
+            let first = loop {
+                match c.batch(1, &[], true).await {
+                    Ok(r) => break r,
+                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                    Err(e) => return Err(e),
+                }
+            };
+            Ok::<_, FleetError>((c, first.live.max(1)))
+        })?;
+        shared.counters.batches.store(1, Ordering::Relaxed);
+        shared.counters.live.store(live, Ordering::Relaxed);
+        let fallback = KeyedLimiter::<String>::gcra(share(interval_us, live))
+            .max_keys(FALLBACK_KEYS)
+            .build()
+            .map_err(|e| FleetError::Config(e.to_string()))?;
+        let now = Instant::now();
+        let task = Task {
+            client,
+            shared,
+            rx,
+            cfg: cfg.clone(),
+            interval_us,
+            burst,
+            fallback,
+            seq: 1,
+            queue: VecDeque::new(),
+            inflight: None,
+            failures: 0,
+            last_touch: now,
+            live,
+            hot: HashMap::new(),
+            seen: HashMap::new(),
+            window_start: now,
+            next_tick: now,
+            gives: HashMap::new(),
+            debts: HashMap::new(),
+            closing: false,
+        };
+        Ok((task, runtime))
+    }
+
+    pub(crate) async fn run(mut self) {
+        loop {
+            let wake_at = self.wake_at();
+            let event = {
+                let call = self.inflight.as_mut().and_then(|f| f.call.as_mut());
+                let rx = &mut self.rx;
+                let wake = &self.shared.wake;
+                tokio::select! {
+                    r = async {
+                        match call {
+                            Some(c) => c.await,
+                            None => std::future::pending().await,
+                        }
+                    } => Event::Reply(r),
+                    req = rx.recv() => Event::Request(req),
+                    () = wake.notified() => Event::Wake,
+                    () = tokio::time::sleep_until(wake_at.into()) => Event::Wake,
+                }
+            };
+            match event {
+                Event::Reply(r) => self.on_reply(r),
+                Event::Request(Some(r)) => self.accept(r),
+                // Every sender is gone: the limiter was dropped.
+                Event::Request(None) => self.shared.stop.store(true, Ordering::Release),
+                Event::Wake => {}
+            }
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            while let Ok(r) = self.rx.try_recv() {
+                self.accept(r);
+            }
+            let now = Instant::now();
+            self.expire(now);
+            if now >= self.next_tick {
+                self.housekeeping(now);
+                self.next_tick = now + TICK;
+            }
+            self.maybe_send(now);
+        }
+        self.finish().await;
+    }
+
+    /// The next moment something is due: a tick, a waiting check's deadline, a retry.
+    fn wake_at(&self) -> Instant {
+        let mut at = self.next_tick;
+        if let Some(r) = self.queue.front() {
+            at = at.min(r.deadline);
+        }
+        if let Some(f) = &self.inflight {
+            if f.call.is_none() {
+                at = at.min(f.retry_at);
+            }
+            for w in f.waiters.iter().flatten() {
+                at = at.min(w.deadline);
+            }
+        }
+        at
+    }
+
+    fn accept(&mut self, r: Request) {
+        if let Some(h) = self.hot.get_mut(&r.key) {
+            h.window += u64::from(r.n);
+            let now = Instant::now();
+            if now < h.dry_until && u64::from(r.n) <= self.burst {
+                let wait = h.dry_until - now;
+                let _ = r
+                    .reply
+                    .send(KeyDecision::new(false, Via::Lease, Some(wait)));
+                return;
+            }
+        } else {
+            *self.seen.entry(r.key.clone()).or_insert(0) += 1;
+        }
+        if self.shared.state.load(Ordering::Relaxed) == CONNECTED {
+            self.queue.push_back(r);
+        } else {
+            // Redis is known not to answer: do not make the caller wait for it.
+            self.decide_by_fallback(r);
+        }
+    }
+
+    fn outage_state(&self) -> u8 {
+        if self.cfg.fallback {
+            FALLBACK
+        } else {
+            PARTITIONED
+        }
+    }
+
+    /// Decides a check by the local share, recording what it admits to charge later.
+    fn decide_by_fallback(&mut self, r: Request) {
+        let d = if self.cfg.fallback
+            && (self.debts.len() < MAX_DEBTS || self.debts.contains_key(&r.key))
+        {
+            let d = self.fallback.check_n(r.key.as_str(), r.n);
+            if d.is_allowed() {
+                *self.debts.entry(r.key).or_insert(0) += u64::from(r.n);
+                self.shared
+                    .counters
+                    .fallback_admitted
+                    .fetch_add(u64::from(r.n), Ordering::Relaxed);
+            }
+            KeyDecision::new(d.is_allowed(), Via::Fallback, d.retry_after())
+        } else {
+            KeyDecision::new(false, Via::Fallback, None)
+        };
+        let _ = r.reply.send(d);
+    }
+
+    /// Checks past their deadline are decided by the fallback.
+    fn expire(&mut self, now: Instant) {
+        while self.queue.front().is_some_and(|r| r.deadline <= now) {
+            let r = self.queue.pop_front().expect("checked");
+            self.decide_by_fallback(r);
+        }
+        let mut late = Vec::new();
+        if let Some(f) = &mut self.inflight {
+            for w in &mut f.waiters {
+                if w.as_ref().is_some_and(|r| r.deadline <= now) {
+                    late.extend(w.take());
+                }
+            }
+        }
+        if !late.is_empty() {
+            // Redis holds a batch past a check's wait: count it sick, so the next checks are
+            // decided at once, until this batch (or its retry) is answered.
+            self.shared
+                .state
+                .store(self.outage_state(), Ordering::Relaxed);
+            for r in std::mem::take(&mut self.queue) {
+                self.decide_by_fallback(r);
+            }
+        }
+        for r in late {
+            self.decide_by_fallback(r);
+        }
+    }
+
+    /// Hot keys: account what was spent, withdraw expired and idle leases, ask for more;
+    /// every window, measure rates and promote keys seen often.
+    fn housekeeping(&mut self, now: Instant) {
+        let pool = &self.shared.pool;
+        let mut leased = 0;
+        let mut cold = Vec::new();
+        for (key, h) in &mut self.hot {
+            let remaining = |k: &str| u64::from(pool.peek_n(k, 0).remaining());
+            let spent = h.book.observe(remaining(key), Some(now));
+            if spent > 0 {
+                h.last_use = now;
+                h.window += spent;
+            }
+            let idle = now.duration_since(h.last_use) >= self.cfg.idle;
+            // Withdraw: units are interchangeable, so if checks took some meanwhile, look
+            // again.
+            loop {
+                let x = if idle {
+                    h.book.level()
+                } else {
+                    h.book.expired(now)
+                };
+                let x = x.min(u64::from(u32::MAX));
+                if x == 0 {
+                    break;
+                }
+                if pool.check_n(key.as_str(), x as u32).is_allowed() {
+                    h.book.take_front(x);
+                    *self.gives.entry(key.clone()).or_insert(0) += x;
+                    break;
+                }
+                let spent = h.book.observe(remaining(key), Some(now));
+                h.window += spent;
+            }
+            if idle && h.book.level() == 0 && !h.asking {
+                cold.push(key.clone());
+            }
+            leased += h.book.level();
+        }
+        for k in cold {
+            self.hot.remove(&k);
+        }
+        let elapsed = now.duration_since(self.window_start);
+        if elapsed >= RATE_WINDOW {
+            let secs = elapsed.as_secs_f64();
+            for h in self.hot.values_mut() {
+                h.rate = 0.5 * h.rate + 0.5 * h.window as f64 / secs;
+                h.window = 0;
+            }
+            let threshold = (f64::from(self.cfg.hot_rate) * secs).max(1.0);
+            for (key, count) in self.seen.drain() {
+                if f64::from(count) >= threshold && self.hot.len() < self.cfg.max_hot {
+                    self.hot.insert(
+                        key,
+                        Hot {
+                            book: Book::default(),
+                            last_use: now,
+                            want: self.cfg.min_lease,
+                            asking: false,
+                            window: 0,
+                            rate: f64::from(count) / secs,
+                            next_ask: now,
+                            dry_until: now,
+                        },
+                    );
+                }
+            }
+            self.window_start = now;
+        }
+        let c = &self.shared.counters;
+        c.hot_keys.store(self.hot.len() as u64, Ordering::Relaxed);
+        c.leased.store(leased, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        crate::metrics::publish_keyed(
+            &self.cfg.name,
+            &self.shared.stats(),
+            self.shared.state.load(Ordering::Relaxed),
+        );
+    }
+
+    /// Starts the next call: the failed batch again once its backoff has passed, or a new one
+    /// with what is due (charges and give-backs first, then leases, then waiting checks).
+    fn maybe_send(&mut self, now: Instant) {
+        if let Some(f) = &mut self.inflight {
+            if f.call.is_none() && now >= f.retry_at {
+                f.call = Some(call(
+                    &self.client,
+                    &self.shared,
+                    f.seq,
+                    f.ops.clone(),
+                    f.touch,
+                ));
+            }
+            return;
+        }
+        let mut ops = Vec::new();
+        let mut waiters = Vec::new();
+        let push = |ops: &mut Vec<_>, waiters: &mut Vec<_>, op, w: Option<Request>| {
+            ops.push(op);
+            waiters.push(w);
+        };
+        let debts: Vec<String> = self.debts.keys().take(MAX_BATCH).cloned().collect();
+        for k in debts {
+            let n = self.debts.remove(&k).expect("listed");
+            push(&mut ops, &mut waiters, (k, KeyOp::Charge, n), None);
+        }
+        let gives: Vec<String> = self
+            .gives
+            .keys()
+            .take(MAX_BATCH - ops.len())
+            .cloned()
+            .collect();
+        for k in gives {
+            let n = self.gives.remove(&k).expect("listed");
+            push(&mut ops, &mut waiters, (k, KeyOp::Give, n), None);
+        }
+        if self.shared.state.load(Ordering::Relaxed) == CONNECTED && !self.closing {
+            for (key, h) in &mut self.hot {
+                if ops.len() >= MAX_BATCH {
+                    break;
+                }
+                let want = ((h.rate * 0.2) as u64)
+                    .max(self.cfg.min_lease)
+                    .min(self.burst);
+                if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
+                    h.asking = true;
+                    h.want = want;
+                    push(
+                        &mut ops,
+                        &mut waiters,
+                        (key.clone(), KeyOp::Lease, want),
+                        None,
+                    );
+                }
+            }
+            while ops.len() < MAX_BATCH {
+                let Some(r) = self.queue.pop_front() else {
+                    break;
+                };
+                push(
+                    &mut ops,
+                    &mut waiters,
+                    (r.key.clone(), KeyOp::Check, u64::from(r.n)),
+                    Some(r),
+                );
+            }
+        }
+        // Liveness is refreshed (and the live holders counted) once a heartbeat, by the batch
+        // due then or by an empty one.
+        let touch = now.duration_since(self.last_touch) >= HEARTBEAT;
+        if ops.is_empty() && !touch {
+            return;
+        }
+        self.seq += 1;
+        let passed = waiters.iter().filter(|w| w.is_some()).count() as u64;
+        self.shared
+            .counters
+            .passed_through
+            .fetch_add(passed, Ordering::Relaxed);
+        let call = call(&self.client, &self.shared, self.seq, ops.clone(), touch);
+        self.inflight = Some(InFlight {
+            seq: self.seq,
+            ops,
+            touch,
+            waiters,
+            first_sent: now,
+            call: Some(call),
+            retry_at: now,
+        });
+    }
+
+    fn on_reply(&mut self, r: Result<BatchReply, FleetError>) {
+        let Some(mut f) = self.inflight.take() else {
+            return;
+        };
+        let now = Instant::now();
+        let reply = match r {
+            Ok(reply) if !reply.stale => reply,
+            Ok(_) | Err(_) => {
+                // Not answered (or, impossibly, superseded): decide its checks now and send it
+                // again later, the same sequence.
+                self.shared
+                    .counters
+                    .backend_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                self.failures = self.failures.saturating_add(1);
+                self.shared
+                    .state
+                    .store(self.outage_state(), Ordering::Relaxed);
+                for w in f.waiters.iter_mut() {
+                    if let Some(r) = w.take() {
+                        self.decide_by_fallback(r);
+                    }
+                }
+                for r in std::mem::take(&mut self.queue) {
+                    self.decide_by_fallback(r);
+                }
+                f.call = None;
+                f.retry_at = now + Duration::from_millis(10 << self.failures.min(5));
+                self.inflight = Some(f);
+                return;
+            }
+        };
+        self.failures = 0;
+        self.shared.state.store(CONNECTED, Ordering::Relaxed);
+        if reply.live > 0 {
+            // The batch touched (it is 0 otherwise).
+            self.last_touch = f.first_sent;
+        }
+        if reply.live > 0 && reply.live != self.live {
+            self.live = reply.live;
+            self.shared
+                .counters
+                .live
+                .store(self.live, Ordering::Relaxed);
+            let _ = self.fallback.set_quota(share(self.interval_us, self.live));
+        }
+        let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
+        let c = &self.shared.counters;
+        for (((key, op, n), waiter), res) in f.ops.into_iter().zip(f.waiters).zip(reply.results) {
+            match op {
+                KeyOp::Check => match waiter {
+                    Some(w) => {
+                        let allowed = res.value == n;
+                        let retry = u64::try_from(-res.info)
+                            .ok()
+                            .filter(|&us| us > 1 || res.info < -1)
+                            .map(Duration::from_micros);
+                        let _ = w.reply.send(KeyDecision::new(allowed, Via::Redis, retry));
+                    }
+                    // Decided by the fallback meanwhile: the grant is not used.
+                    None if res.value > 0 => *self.gives.entry(key).or_insert(0) += res.value,
+                    None => {}
+                },
+                KeyOp::Lease => {
+                    c.lease_requests.fetch_add(1, Ordering::Relaxed);
+                    match self.hot.get_mut(&key) {
+                        Some(h) => {
+                            h.asking = false;
+                            if res.value < n {
+                                // The key is short: come back once the fleet has accrued about
+                                // a minimum lease per holder (within half a lease lifetime),
+                                // and not before its next unit.
+                                let us = self
+                                    .interval_us
+                                    .saturating_mul(self.cfg.min_lease)
+                                    .saturating_mul(self.live);
+                                let mut back =
+                                    Duration::from_micros(us).min(self.cfg.lease_lifetime / 2);
+                                if res.value == 0 {
+                                    let dry = Duration::from_micros(res.info.unsigned_abs());
+                                    h.dry_until = now + dry;
+                                    back = back.max(dry);
+                                }
+                                h.next_ask = now + back;
+                            }
+                            if res.value > 0 {
+                                // The pool is a stock: restock cannot fail but on a full
+                                // table, in which case the units go back.
+                                if self.shared.pool.restock(key.as_str(), res.value).is_ok() {
+                                    h.book.add(Some(deadline), res.value);
+                                } else {
+                                    *self.gives.entry(key).or_insert(0) += res.value;
+                                }
+                            }
+                        }
+                        None if res.value > 0 => {
+                            *self.gives.entry(key).or_insert(0) += res.value;
+                        }
+                        None => {}
+                    }
+                }
+                KeyOp::Give => {}
+                KeyOp::Charge => {
+                    c.charged_back.fetch_add(res.value, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Shutdown: decide what waits, withdraw every lease, give it back and charge the
+    /// fallback's admissions, within a bounded time.
+    async fn finish(&mut self) {
+        self.closing = true;
+        self.rx.close();
+        while let Ok(r) = self.rx.try_recv() {
+            self.queue.push_back(r);
+        }
+        self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+        for r in std::mem::take(&mut self.queue) {
+            let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
+        }
+        let now = Instant::now();
+        for h in self.hot.values_mut() {
+            h.last_use = now.checked_sub(self.cfg.idle).unwrap_or(h.last_use);
+            h.asking = false;
+        }
+        self.housekeeping(now);
+        let give_up = now + self.cfg.command_timeout * 8;
+        while Instant::now() < give_up {
+            if let Some(f) = &mut self.inflight {
+                let pending = f.call.take();
+                let r = match pending {
+                    Some(c) => c.await,
+                    None => call(&self.client, &self.shared, f.seq, f.ops.clone(), f.touch).await,
+                };
+                self.on_reply(r);
+                if self.inflight.is_some() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                continue;
+            }
+            self.housekeeping(Instant::now());
+            if self.gives.is_empty() && self.debts.is_empty() {
+                break;
+            }
+            // Charges and give-backs only (closing: no leases, no checks).
+            self.maybe_send(Instant::now());
+        }
+    }
+}
+
+/// Sends batch `seq` (counted) on a clone of the connection.
+fn call(
+    client: &KeyedClient,
+    shared: &KeyedShared,
+    seq: u64,
+    ops: Vec<(String, KeyOp, u64)>,
+    touch: bool,
+) -> Call {
+    shared.counters.batches.fetch_add(1, Ordering::Relaxed);
+    let mut client = client.clone();
+    Box::pin(async move { client.batch(seq, &ops, touch).await })
+}
+
+/// The outage share of one of `live` processes for one key: `R / live`, burst one.
+fn share(interval_us: u64, live: u64) -> Quota {
+    Quota::with_interval(Duration::from_micros(
+        interval_us.saturating_mul(live.max(1)),
+    ))
+    .with_burst(1)
+}
