@@ -1,7 +1,9 @@
 //! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
 //! that one layer holds limits of any key and limiter types.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use cellgate::{Decision, Gate, Policy, RateLimiter, Reservation};
@@ -33,6 +35,8 @@ pub struct Limit {
     pub(crate) name: Arc<str>,
     pub(crate) cost: u32,
     pub(crate) imp: Arc<dyn ErasedLimit>,
+    /// The secret the partition key is hashed with; `None`: no partition key in the headers.
+    pub(crate) partition_key: Option<RandomState>,
     #[cfg(feature = "metrics")]
     stats: Option<crate::metrics::StatsFn>,
 }
@@ -42,6 +46,7 @@ impl fmt::Debug for Limit {
         f.debug_struct("Limit")
             .field("name", &self.name)
             .field("cost", &self.cost)
+            .field("partition_key", &self.partition_key.is_some())
             .field("policy", &self.imp.policy())
             .finish()
     }
@@ -49,19 +54,56 @@ impl fmt::Debug for Limit {
 
 impl Limit {
     /// A limit called `name` (printable ASCII; checked by [`RateLimitBuilder::build`](crate::RateLimitBuilder::build)) keyed
-    /// by `extractor` on `limiter`.
+    /// by `extractor` on `limiter`. The key is hashed only for
+    /// [`partition_key`](Self::partition_key).
     pub fn new<E, L>(name: impl Into<String>, extractor: E, limiter: L) -> Self
     where
         E: KeyExtractor,
+        E::Key: Hash,
         L: RateLimiter<E::Key> + Send + Sync + 'static,
     {
         Self {
             name: name.into().into(),
             cost: 1,
             imp: Arc::new(Typed { extractor, limiter }),
+            partition_key: None,
             #[cfg(feature = "metrics")]
             stats: None,
         }
+    }
+
+    /// Adds the partition key to this limit's `RateLimit` member: `"name";r=..;t=..;pk=:..:`,
+    /// so that a client can tell which of its requests share a quota (the draft's `pk`).
+    ///
+    /// The value is not the key itself but 8 bytes of a keyed hash of it (SipHash-1-3 under a
+    /// random 128-bit secret drawn here, shared by the clones of this limit), as a
+    /// structured-field byte sequence. Keys are client addresses and user ids: written raw,
+    /// they would reach logs, caches and proxies along the way, and an unkeyed hash of an
+    /// IPv4 address is reversed by trying all 2^32 of them. The hash is stable for as long as
+    /// the limit lives, which is as long as the partition's state does (an in-process limit
+    /// starts afresh on restart); two instances of a service give different values for the
+    /// same key, as their limits are different partitions. Off by default; computing it costs a
+    /// hash of the key per request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{HeaderKey, Limit};
+    ///
+    /// let per_user = Limit::new(
+    ///     "per-user",
+    ///     HeaderKey::new("x-user-id"),
+    ///     KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?,
+    /// )
+    /// .partition_key();
+    /// // Responses then carry e.g. `ratelimit: "per-user";r=4;t=1;pk=:o2Vc1x3nN0k=:`.
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn partition_key(mut self) -> Self {
+        self.partition_key = Some(RandomState::new());
+        self
     }
 
     /// Each request costs `units` (a check of `n` units).
@@ -121,9 +163,21 @@ impl Limit {
 }
 
 /// A limit with its key and limiter types erased, so one layer can hold limits of any types.
+/// `pk` is the partition key's secret, if the limit writes one; the key's hash under it comes
+/// back beside the decision or gate.
 pub(crate) trait ErasedLimit: Send + Sync {
-    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection>;
-    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
+    fn check(
+        &self,
+        parts: &Parts,
+        n: u32,
+        pk: Option<&RandomState>,
+    ) -> Result<(Decision, Option<u64>), Rejection>;
+    #[allow(clippy::type_complexity)]
+    fn gate<'a>(
+        &'a self,
+        parts: &Parts,
+        pk: Option<&RandomState>,
+    ) -> Result<(Box<dyn Gate + 'a>, Option<u64>), Rejection>;
     fn policy(&self) -> Policy;
 }
 
@@ -135,19 +189,31 @@ struct Typed<E, L> {
 impl<E, L> ErasedLimit for Typed<E, L>
 where
     E: KeyExtractor,
+    E::Key: Hash,
     L: RateLimiter<E::Key> + Send + Sync,
 {
-    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection> {
+    fn check(
+        &self,
+        parts: &Parts,
+        n: u32,
+        pk: Option<&RandomState>,
+    ) -> Result<(Decision, Option<u64>), Rejection> {
         let key = self.extractor.extract(parts)?;
-        Ok(self.limiter.check_n(&key, n))
+        Ok((self.limiter.check_n(&key, n), pk.map(|s| s.hash_one(&key))))
     }
 
-    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
+    fn gate<'a>(
+        &'a self,
+        parts: &Parts,
+        pk: Option<&RandomState>,
+    ) -> Result<(Box<dyn Gate + 'a>, Option<u64>), Rejection> {
         let key = self.extractor.extract(parts)?;
-        Ok(Box::new(OwnedKey {
+        let hash = pk.map(|s| s.hash_one(&key));
+        let gate = Box::new(OwnedKey {
             limiter: &self.limiter,
             key,
-        }))
+        });
+        Ok((gate, hash))
     }
 
     fn policy(&self) -> Policy {

@@ -392,6 +392,267 @@ async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
     assert_eq!(r.header("retry-after"), Some("60"));
 }
 
+/// The partition key of a `RateLimit` member: the bytes of its `pk=:..:` byte sequence.
+fn partition_key(member: &str) -> Vec<u8> {
+    let (_, pk) = member.split_once(";pk=:").expect("a pk parameter");
+    let b64 = pk.strip_suffix(':').expect("a closed byte sequence");
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in b64.bytes().take_while(|c| *c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("{c} is not base64"),
+        };
+        bits = bits << 6 | u32::from(v);
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_partition_key_is_a_keyed_hash_per_key_and_only_where_asked() {
+    let clock = ManualClock::new();
+    let users = KeyedLimiter::<String>::gcra(Quota::per_second(2))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new().route(
+        "/",
+        get(|| async { "ok" }).layer(layer(vec![
+            Limit::new("per-user", HeaderKey::new("x-user-id"), users).partition_key(),
+            Limit::new(
+                "per-ip",
+                PeerIp::new(),
+                per_ip(&clock, Quota::per_second(10)),
+            ),
+        ])),
+    );
+    let addr = serve(app).await;
+    let mut members = Vec::new();
+    for user in ["u1", "u1", "u2", "u1"] {
+        let r = fetch(addr, "/", &[("x-user-id", user)]).await;
+        let state = r.header("ratelimit").unwrap().to_owned();
+        let (user_member, ip_member) = state.split_once(", ").unwrap();
+        assert!(!ip_member.contains("pk="), "{state}");
+        members.push((r.status, user_member.to_owned()));
+    }
+    let exact: Vec<_> = members
+        .iter()
+        .map(|(s, m)| (s.as_u16(), m.split_once(";pk=").unwrap().0))
+        .collect();
+    assert_eq!(
+        exact,
+        [
+            (200, "\"per-user\";r=1;t=1"),
+            (200, "\"per-user\";r=0;t=1"),
+            (200, "\"per-user\";r=1;t=1"),
+            (429, "\"per-user\";r=0;t=1"),
+        ]
+    );
+    let pks: Vec<Vec<u8>> = members.iter().map(|(_, m)| partition_key(m)).collect();
+    assert!(pks.iter().all(|pk| pk.len() == 8), "{members:?}");
+    // The same key, admitted or denied, has one partition key; another key another one.
+    assert_eq!(pks[0], pks[1]);
+    assert_eq!(pks[0], pks[3]);
+    assert_ne!(pks[0], pks[2]);
+    // The key itself is not what is sent.
+    assert!(
+        !members.iter().any(|(_, m)| m.contains("dTE")),
+        "{members:?}"
+    );
+}
+
+/// One gRPC-style call over HTTP/2 (prior knowledge) to `addr`: the response head, its body
+/// bytes, its trailers, and whether the head alone ended the stream.
+async fn grpc_call(
+    addr: SocketAddr,
+    content_type: &str,
+    headers: &[(&str, &str)],
+) -> (
+    http::response::Parts,
+    bytes::Bytes,
+    Option<http::HeaderMap>,
+    bool,
+) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Body as _;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = http::Request::post(format!("http://{addr}/pkg.Svc/Call"))
+        .header("content-type", content_type)
+        .header("te", "trailers");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    // An empty message: compressed flag 0, length 0.
+    let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]));
+    let resp = tokio::time::timeout(
+        Duration::from_secs(20),
+        sender.send_request(req.body(body).unwrap()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (parts, body) = resp.into_parts();
+    let ended = body.is_end_stream();
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    (parts, collected.to_bytes(), trailers, ended)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceBuilder;
+
+    let clock = ManualClock::new();
+    let global = Limiter::gcra(Quota::per_minute(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let limit = layer(vec![
+        Limit::new("per-user", HeaderKey::new("x-user-id"), {
+            KeyedLimiter::<String>::gcra(Quota::per_second(100))
+                .clock(clock.clone())
+                .build()
+                .unwrap()
+        }),
+        Limit::new("global", Global, global),
+    ]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        for _ in 0..4 {
+            let (stream, _) = listener.accept().await.unwrap();
+            // The handler answers like a gRPC server: a message, then grpc-status 0 in the
+            // trailers.
+            let svc = ServiceBuilder::new()
+                .layer(limit.clone())
+                .service_fn(|_req| async {
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                    let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]))
+                        .with_trailers(async { Some(Ok(trailers)) });
+                    let mut resp = http::Response::new(body);
+                    resp.headers_mut().insert(
+                        "content-type",
+                        http::HeaderValue::from_static("application/grpc"),
+                    );
+                    Ok::<_, std::convert::Infallible>(resp)
+                });
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+
+    let user = [("x-user-id", "u1")];
+    let (head, body, trailers, _) = grpc_call(addr, "application/grpc", &user).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(body.as_ref(), [0, 0, 0, 0, 0]);
+    assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    assert_eq!(
+        head.headers["ratelimit"],
+        "\"per-user\";r=99;t=1, \"global\";r=0;t=60"
+    );
+
+    // Denied by the global limit: HTTP 200, the status in the only HEADERS frame.
+    let (head, body, trailers, ended) = grpc_call(addr, "application/grpc+proto", &user).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(
+        ended,
+        "a trailers-only response ends the stream with its headers"
+    );
+    assert!(body.is_empty() && trailers.is_none());
+    let h = &head.headers;
+    assert_eq!(h["content-type"], "application/grpc+proto");
+    assert_eq!(h["grpc-status"], "8");
+    assert_eq!(
+        h["grpc-message"],
+        "rate limited by policy \"global\"; see Retry-After"
+    );
+    assert_eq!(
+        h["ratelimit-policy"],
+        "\"per-user\";q=100;w=1, \"global\";q=1;w=60"
+    );
+    assert_eq!(
+        h["ratelimit"],
+        "\"per-user\";r=100;t=1, \"global\";r=0;t=60"
+    );
+    assert_eq!(h["retry-after"], "60");
+    assert!(h.get("cache-control").is_none());
+
+    // A key extractor's rejection: INVALID_ARGUMENT with the reason, percent-encoded.
+    let (head, _, trailers, ended) = grpc_call(addr, "application/grpc", &[]).await;
+    assert!(ended && trailers.is_none());
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(head.headers["grpc-status"], "3");
+    assert_eq!(head.headers["grpc-message"], "missing header x-user-id");
+    let (head, _, _, _) = grpc_call(addr, "application/grpc", &[("x-user-id", "a b")]).await;
+    assert_eq!(head.headers["grpc-status"], "3");
+    assert_eq!(
+        head.headers["grpc-message"],
+        "header x-user-id must be visible ASCII without spaces"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_answers_can_be_turned_off_and_other_types_are_not_grpc() {
+    let drained = |clock: &ManualClock| {
+        let l = Limiter::gcra(Quota::per_minute(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        l.check();
+        Limit::new("global", Global, l)
+    };
+    let clock = ManualClock::new();
+    let off = RateLimitLayer::builder()
+        .limit(drained(&clock))
+        .grpc(false)
+        .build()
+        .unwrap();
+    let on = layer(vec![drained(&clock)]);
+    let app = Router::new()
+        .route("/off", axum::routing::post(|| async { "ok" }).layer(off))
+        .route("/on", axum::routing::post(|| async { "ok" }).layer(on));
+    let addr = serve(app).await;
+    let ct = |v| [("content-type", v)];
+    let r = send(addr, Method::POST, "/off", &ct("application/grpc")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("grpc-status"), None);
+    // gRPC-Web over HTTP/1.1 is gRPC too; `application/grpcx` and JSON are not.
+    let r = send(addr, Method::POST, "/on", &ct("application/grpc-web+proto")).await;
+    assert_eq!(
+        (r.status, r.header("grpc-status")),
+        (StatusCode::OK, Some("8"))
+    );
+    assert_eq!(r.body, "");
+    for other in ["application/grpcx", "application/json"] {
+        let r = send(addr, Method::POST, "/on", &ct(other)).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{other}");
+        assert_eq!(r.header("grpc-status"), None);
+    }
+}
+
 #[test]
 fn the_layer_and_service_are_clone_send_sync() {
     fn check<T: Clone + Send + Sync + 'static>(_: &T) {}
