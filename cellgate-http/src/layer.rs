@@ -161,7 +161,8 @@ impl RateLimitBuilder {
 ///
 /// - A denial is a `429 Too Many Requests` *response* (never an error) with `Retry-After`
 ///   (the wait rounded up to whole seconds, at least 1; absent when waiting cannot help),
-///   `Cache-Control: no-store`, and a body naming the limit that denied.
+///   `Cache-Control: no-store`, and a body naming the limit that denied. A gRPC call gets a
+///   trailers-only `grpc-status: 8` instead ([`RateLimitBuilder::grpc`]).
 /// - Every response of a limited request, admitted or not, carries `RateLimit-Policy` and
 ///   `RateLimit` for every limit (draft-ietf-httpapi-ratelimit-headers-11).
 /// - A key extractor's [`Rejection`](crate::Rejection) is answered with its status and reason; nothing is charged.
