@@ -141,6 +141,7 @@ fn on_minus_off() {
         ("admit", true, true),
         ("deny", false, true),
         ("admit_control_off_minus_off", true, false),
+        ("deny_control_off_minus_off", false, false),
     ] {
         let (off, on) = (layer(false, admit), layer(second, admit));
         let (mut serve_off, mut serve_on) = (service(&off), service(&on));

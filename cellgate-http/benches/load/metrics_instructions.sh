@@ -2,10 +2,10 @@
 # Instructions per request that the metrics add, counted with callgrind (a loaded machine does
 # not disturb the counts the way it does timings).
 #
-#   bash cellgate-http/benches/load/metrics_instructions.sh [BINARY]
+#   bash cellgate-http/benches/load/metrics_instructions.sh [BINARY [deny]]
 #
 # Runs `layer_requests` (the layer with one `Global` GCRA limit, called directly, no network)
-# with metrics off and on, at 100k and 200k requests each, and prints for every function the
+# with metrics off and on (every request admitted; with `deny`, every one denied), at 100k and 200k requests each, and prints for every function the
 # instructions per request ((count at 200k - count at 100k) / 100k: setup excluded) where off
 # and on differ by at least one, then the sum of those differences: what recording costs.
 # Per function rather than the program total, which moves by tens of instructions per request
@@ -23,7 +23,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 for m in off on; do
     for n in 100000 200000; do
-        valgrind --tool=callgrind --callgrind-out-file="$OUT/$m.$n" "$BIN" "$m" "$n" >/dev/null 2>&1
+        valgrind --tool=callgrind --callgrind-out-file="$OUT/$m.$n" "$BIN" "$m" "$n" ${2:-} >/dev/null 2>&1
         callgrind_annotate --threshold=100 "$OUT/$m.$n" 2>/dev/null |
             grep -v -e 'PROGRAM TOTALS' -e 'OnceCell<T>::initialize' -e 'clock_gettime' |
             sed -nE 's/^ *([0-9,]+) +\([^)]*\) +(.*)$/\1\t\2/p' | sed -E 's/,//; s/,//; s/,//; s/,//' \
