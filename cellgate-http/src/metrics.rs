@@ -573,6 +573,51 @@ mod recycling {
     }
 
     #[test]
+    fn sums_are_exact_and_never_go_back_while_threads_come_and_go() {
+        let l = layer();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let publisher = {
+            let (l, stop) = (l.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = 0;
+                let mut reads = 0u32;
+                // Relaxed: only a flag to stop; the join below orders everything else.
+                while !stop.load(Ordering::Relaxed) || reads == 0 {
+                    let now = allowed(&l);
+                    assert!(now >= last, "the sum went back from {last} to {now}");
+                    last = now;
+                    reads += 1;
+                }
+            })
+        };
+        // Waves of short-lived threads: each records, exits and gives its row back while
+        // the others of its wave still record, and the next wave takes those rows. Half of
+        // each thread's records go straight to the registry, in a tight loop, so that two
+        // threads writing one row would lose counts.
+        for _ in 0..10 {
+            let wave: Vec<_> = (0..4)
+                .map(|_| {
+                    let l = l.clone();
+                    std::thread::spawn(move || {
+                        serve(&l, 250);
+                        // Not denied by any limit, no delay: counted as allowed.
+                        let d = Decision::NONE;
+                        for _ in 0..20_000 {
+                            l.shared.metrics.record(&[d], None);
+                        }
+                    })
+                })
+                .collect();
+            for t in wave {
+                t.join().unwrap();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        publisher.join().unwrap();
+        assert_eq!(allowed(&l), 10 * 4 * (250 + 20_000));
+    }
+
+    #[test]
     fn with_every_column_taken_a_layer_counts_on_its_own() {
         let _turn = COLUMN_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
         let held: Vec<_> = std::iter::repeat_with(layer)
