@@ -10,7 +10,7 @@ use axum::Router;
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Limiter, Quota};
 use cellgate_http::{Global, HeaderKey, Limit, PeerIp, RateLimitLayer, TrustedProxies};
-use common::{get as fetch, send, serve};
+use common::{get as fetch, send, serve, serve_hyper};
 use http::{Method, StatusCode};
 
 fn per_ip(clock: &ManualClock, quota: Quota) -> KeyedLimiter<IpAddr, ManualClock> {
@@ -18,6 +18,17 @@ fn per_ip(clock: &ManualClock, quota: Quota) -> KeyedLimiter<IpAddr, ManualClock
         .clock(clock.clone())
         .build()
         .unwrap()
+}
+
+fn per_user(clock: &ManualClock, quota: Quota) -> KeyedLimiter<String, ManualClock> {
+    KeyedLimiter::<String>::gcra(quota)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn global(clock: &ManualClock, quota: Quota) -> Limiter<ManualClock> {
+    Limiter::gcra(quota).clock(clock.clone()).build().unwrap()
 }
 
 fn layer(limits: Vec<Limit>) -> RateLimitLayer {
@@ -93,10 +104,7 @@ async fn headers_are_exact_and_sub_second_waits_say_retry_after_1() {
 async fn fifteen_hundred_concurrent_requests_admit_exactly_the_quota() {
     let clock = ManualClock::new();
     let quota = Quota::per_minute(100).with_burst(100);
-    let global = Limiter::gcra(Quota::per_second(10_000))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let global = global(&clock, Quota::per_second(10_000));
     let app = Router::new().route(
         "/",
         get(|| async { "ok" }).layer(layer(vec![
@@ -181,10 +189,7 @@ async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
 async fn malformed_headers_get_a_400_with_the_reason_and_charge_nothing() {
     let clock = ManualClock::new();
     let trusted = TrustedProxies::new(["127.0.0.0/8"]).unwrap();
-    let users = KeyedLimiter::<String>::gcra(Quota::per_minute(5))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let users = per_user(&clock, Quota::per_minute(5));
     let app = Router::new()
         .route(
             "/ip",
@@ -351,8 +356,6 @@ async fn without_connect_info_all_peers_share_one_limit_and_nothing_fails() {
 async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
     use cellgate_http::PeerAddr;
     use http_body_util::Full;
-    use hyper_util::rt::TokioIo;
-    use hyper_util::service::TowerToHyperService;
     use tower::ServiceBuilder;
 
     let clock = ManualClock::new();
@@ -361,29 +364,21 @@ async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
         PeerIp::new(),
         per_ip(&clock, Quota::per_minute(1)),
     )]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        // Two connections, then stop accepting.
-        for _ in 0..2 {
-            let (stream, peer) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut r: http::Request<hyper::body::Incoming>| {
-                    r.extensions_mut().insert(PeerAddr(peer));
-                    r
-                })
-                .layer(limit.clone())
-                .service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
-                        bytes::Bytes::from_static(b"hyper"),
-                    )))
-                });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
-            );
-        }
-    });
+    // Two connections, then stop accepting.
+    let addr = serve_hyper(2, false, move |peer| {
+        ServiceBuilder::new()
+            .map_request(move |mut r: http::Request<hyper::body::Incoming>| {
+                r.extensions_mut().insert(PeerAddr(peer));
+                r
+            })
+            .layer(limit.clone())
+            .service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                    bytes::Bytes::from_static(b"hyper"),
+                )))
+            })
+    })
+    .await;
     let r = fetch(addr, "/", &[]).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hyper"));
     assert_eq!(r.header("ratelimit"), Some("\"ip\";r=0;t=60"));
@@ -421,10 +416,7 @@ fn partition_key(member: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_partition_key_is_a_keyed_hash_per_key_and_only_where_asked() {
     let clock = ManualClock::new();
-    let users = KeyedLimiter::<String>::gcra(Quota::per_second(2))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let users = per_user(&clock, Quota::per_second(2));
     let app = Router::new().route(
         "/",
         get(|| async { "ok" }).layer(layer(vec![
@@ -518,51 +510,36 @@ async fn grpc_call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
     use http_body_util::{BodyExt, Full};
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::service::TowerToHyperService;
     use tower::ServiceBuilder;
 
     let clock = ManualClock::new();
-    let global = Limiter::gcra(Quota::per_minute(1))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let global = global(&clock, Quota::per_minute(1));
     let limit = layer(vec![
-        Limit::new("per-user", HeaderKey::new("x-user-id"), {
-            KeyedLimiter::<String>::gcra(Quota::per_second(100))
-                .clock(clock.clone())
-                .build()
-                .unwrap()
-        }),
+        Limit::new(
+            "per-user",
+            HeaderKey::new("x-user-id"),
+            per_user(&clock, Quota::per_second(100)),
+        ),
         Limit::new("global", Global, global),
     ]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        for _ in 0..4 {
-            let (stream, _) = listener.accept().await.unwrap();
-            // The handler answers like a gRPC server: a message, then grpc-status 0 in the
-            // trailers.
-            let svc = ServiceBuilder::new()
-                .layer(limit.clone())
-                .service_fn(|_req| async {
-                    let mut trailers = http::HeaderMap::new();
-                    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-                    let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]))
-                        .with_trailers(async { Some(Ok(trailers)) });
-                    let mut resp = http::Response::new(body);
-                    resp.headers_mut().insert(
-                        "content-type",
-                        http::HeaderValue::from_static("application/grpc"),
-                    );
-                    Ok::<_, std::convert::Infallible>(resp)
-                });
-            tokio::spawn(
-                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
-            );
-        }
-    });
+    // The handler answers like a gRPC server: a message, then grpc-status 0 in the trailers.
+    let addr = serve_hyper(4, true, move |_| {
+        ServiceBuilder::new()
+            .layer(limit.clone())
+            .service_fn(|_req| async {
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]))
+                    .with_trailers(async { Some(Ok(trailers)) });
+                let mut resp = http::Response::new(body);
+                resp.headers_mut().insert(
+                    "content-type",
+                    http::HeaderValue::from_static("application/grpc"),
+                );
+                Ok::<_, std::convert::Infallible>(resp)
+            })
+    })
+    .await;
 
     let user = [("x-user-id", "u1")];
     let (head, body, trailers, _) = grpc_call(addr, "application/grpc", &user).await;
@@ -617,10 +594,7 @@ async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_answers_can_be_turned_off_and_other_types_are_not_grpc() {
     let drained = |clock: &ManualClock| {
-        let l = Limiter::gcra(Quota::per_minute(1))
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let l = global(clock, Quota::per_minute(1));
         l.check();
         Limit::new("global", Global, l)
     };
