@@ -150,12 +150,18 @@ impl Shared {
         let mut pks = Vec::new();
         let (decisions, denied_by): (&[Decision], _) = if let [l] = &self.limits[..] {
             // One limit (the common case): a plain check, no gate to box.
-            match l.imp.check(parts, l.cost, l.partition_key.as_ref()) {
-                Ok((d, pk)) => {
+            let checked = match &l.partition_key {
+                None => l.imp.check(parts, l.cost),
+                Some(secret) => l.imp.check_keyed(parts, l.cost, secret).map(|(d, h)| {
+                    one_pk[0] = Some(h);
+                    d
+                }),
+            };
+            match checked {
+                Ok(d) => {
                     #[cfg(feature = "metrics")]
                     self.metrics.record_one(&d);
                     one[0] = d;
-                    one_pk[0] = pk;
                     (&one, (!d.is_allowed()).then_some(0))
                 }
                 Err(r) => return self.rejected(parts, &r),
@@ -163,7 +169,11 @@ impl Shared {
         } else {
             let mut gates: Vec<Box<dyn Gate + '_>> = Vec::with_capacity(self.limits.len());
             for l in &self.limits {
-                match l.imp.gate(parts, l.partition_key.as_ref()) {
+                let gate = match &l.partition_key {
+                    None => l.imp.gate(parts).map(|g| (g, None)),
+                    Some(secret) => l.imp.gate_keyed(parts, secret).map(|(g, h)| (g, Some(h))),
+                };
+                match gate {
                     Ok((g, pk)) => {
                         gates.push(g);
                         if self.any_partition_key {
@@ -194,15 +204,15 @@ impl Shared {
             return Admission::Admitted(headers);
         };
         let retry = retry_after_of(decisions);
-        let waiting_helps = usize::from(retry.is_none());
+        let no_help = usize::from(retry.is_none());
         let mut resp = match self.grpc_content_type(parts) {
             Some(ct) => grpc_answer(
                 ct,
                 GRPC_RESOURCE_EXHAUSTED,
-                self.grpc_messages[i][waiting_helps].clone(),
+                self.grpc_messages[i][no_help].clone(),
             ),
             None => {
-                let mut resp = Response::new(self.deny_bodies[i][waiting_helps].clone());
+                let mut resp = Response::new(self.deny_bodies[i][no_help].clone());
                 *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
                 let h = resp.headers_mut();
                 h.insert(CONTENT_TYPE, self.content_type.clone());

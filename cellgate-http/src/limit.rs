@@ -163,21 +163,23 @@ impl Limit {
 }
 
 /// A limit with its key and limiter types erased, so one layer can hold limits of any types.
-/// `pk` is the partition key's secret, if the limit writes one; the key's hash under it comes
-/// back beside the decision or gate.
+/// The `_keyed` forms also hash the key under the partition key's secret, for limits that
+/// write one; the plain forms are what every other request pays.
 pub(crate) trait ErasedLimit: Send + Sync {
-    fn check(
+    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection>;
+    fn check_keyed(
         &self,
         parts: &Parts,
         n: u32,
-        pk: Option<&RandomState>,
-    ) -> Result<(Decision, Option<u64>), Rejection>;
+        secret: &RandomState,
+    ) -> Result<(Decision, u64), Rejection>;
+    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
     #[allow(clippy::type_complexity)]
-    fn gate<'a>(
+    fn gate_keyed<'a>(
         &'a self,
         parts: &Parts,
-        pk: Option<&RandomState>,
-    ) -> Result<(Box<dyn Gate + 'a>, Option<u64>), Rejection>;
+        secret: &RandomState,
+    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection>;
     fn policy(&self) -> Policy;
 }
 
@@ -186,34 +188,52 @@ struct Typed<E, L> {
     limiter: L,
 }
 
+impl<E, L> Typed<E, L>
+where
+    E: KeyExtractor,
+    L: RateLimiter<E::Key> + Send + Sync,
+{
+    fn gate_of(&self, key: E::Key) -> Box<dyn Gate + '_> {
+        Box::new(OwnedKey {
+            limiter: &self.limiter,
+            key,
+        })
+    }
+}
+
 impl<E, L> ErasedLimit for Typed<E, L>
 where
     E: KeyExtractor,
     E::Key: Hash,
     L: RateLimiter<E::Key> + Send + Sync,
 {
-    fn check(
+    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection> {
+        let key = self.extractor.extract(parts)?;
+        Ok(self.limiter.check_n(&key, n))
+    }
+
+    fn check_keyed(
         &self,
         parts: &Parts,
         n: u32,
-        pk: Option<&RandomState>,
-    ) -> Result<(Decision, Option<u64>), Rejection> {
+        secret: &RandomState,
+    ) -> Result<(Decision, u64), Rejection> {
         let key = self.extractor.extract(parts)?;
-        Ok((self.limiter.check_n(&key, n), pk.map(|s| s.hash_one(&key))))
+        Ok((self.limiter.check_n(&key, n), secret.hash_one(&key)))
     }
 
-    fn gate<'a>(
+    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
+        Ok(self.gate_of(self.extractor.extract(parts)?))
+    }
+
+    fn gate_keyed<'a>(
         &'a self,
         parts: &Parts,
-        pk: Option<&RandomState>,
-    ) -> Result<(Box<dyn Gate + 'a>, Option<u64>), Rejection> {
+        secret: &RandomState,
+    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection> {
         let key = self.extractor.extract(parts)?;
-        let hash = pk.map(|s| s.hash_one(&key));
-        let gate = Box::new(OwnedKey {
-            limiter: &self.limiter,
-            key,
-        });
-        Ok((gate, hash))
+        let hash = secret.hash_one(&key);
+        Ok((self.gate_of(key), hash))
     }
 
     fn policy(&self) -> Policy {
