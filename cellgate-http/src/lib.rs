@@ -66,6 +66,7 @@ mod layer;
 mod limit;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod partition;
 mod proxy;
 
 pub use body::LimitBody;

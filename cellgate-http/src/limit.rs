@@ -1,15 +1,15 @@
 //! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
 //! that one layer holds limits of any key and limiter types.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use cellgate::{Decision, Gate, Policy, RateLimiter, Reservation};
 use http::request::Parts;
 
 use crate::key::{KeyExtractor, Rejection};
+use crate::partition::PartitionSecret;
 
 /// One limit a request must pass: a name (for headers, the 429 and metrics), how to find the
 /// key, the limiter, and how many units a request costs (1 by default).
@@ -36,7 +36,7 @@ pub struct Limit {
     pub(crate) cost: u32,
     pub(crate) imp: Arc<dyn ErasedLimit>,
     /// The secret the partition key is hashed with; `None`: no partition key in the headers.
-    pub(crate) partition_key: Option<RandomState>,
+    pub(crate) partition_key: Option<PartitionSecret>,
     #[cfg(feature = "metrics")]
     stats: Option<crate::metrics::StatsFn>,
 }
@@ -75,15 +75,17 @@ impl Limit {
     /// Adds the partition key to this limit's `RateLimit` member: `"name";r=..;t=..;pk=:..:`,
     /// so that a client can tell which of its requests share a quota (the draft's `pk`).
     ///
-    /// The value is not the key itself but 8 bytes of a keyed hash of it (SipHash-1-3 under a
-    /// random 128-bit secret drawn here, shared by the clones of this limit), as a
-    /// structured-field byte sequence. Keys are client addresses and user ids: written raw,
-    /// they would reach logs, caches and proxies along the way, and an unkeyed hash of an
-    /// IPv4 address is reversed by trying all 2^32 of them. The hash is stable for as long as
-    /// the limit lives, which is as long as the partition's state does (an in-process limit
-    /// starts afresh on restart); two instances of a service give different values for the
-    /// same key, as their limits are different partitions. Off by default; computing it costs a
-    /// hash of the key per request.
+    /// The value is not the key itself but 8 bytes of a keyed hash of it (SipHash-2-4 of what
+    /// the key's `Hash` writes, under a random 128-bit secret drawn here and shared by the
+    /// clones of this limit), as a structured-field byte sequence. Keys are client addresses
+    /// and user ids: written raw, they would reach logs, caches and proxies along the way, and
+    /// an unkeyed hash of an IPv4 address is reversed by trying all 2^32 of them. The value is
+    /// stable for as long as the limit lives, which is as long as the partition's state does
+    /// (an in-process limit starts afresh on restart); two instances of a service give
+    /// different values for the same key, as their limits are different partitions. For a
+    /// limit shared across instances (a fleet limit), use
+    /// [`partition_key_secret`](Self::partition_key_secret). Off by default; it costs a hash
+    /// of the key per request.
     ///
     /// # Examples
     ///
@@ -102,7 +104,34 @@ impl Limit {
     /// ```
     #[must_use]
     pub fn partition_key(mut self) -> Self {
-        self.partition_key = Some(RandomState::new());
+        self.partition_key = Some(PartitionSecret::random());
+        self
+    }
+
+    /// [`partition_key`](Self::partition_key) under a secret of your own: the same key gets
+    /// the same `pk` in every process built with the same secret and the same Rust release
+    /// (what a key's `Hash` writes may change between releases), as a limit shared by a
+    /// fleet of instances should. Keep the secret as secret as the keys: with it, a key
+    /// from a small space (an IPv4 address) is found from its `pk` by trying them all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{HeaderKey, Limit};
+    ///
+    /// let secret: [u8; 16] = *b"load me from env"; // e.g. from your secret store
+    /// let per_user = Limit::new(
+    ///     "per-user",
+    ///     HeaderKey::new("x-user-id"),
+    ///     KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?,
+    /// )
+    /// .partition_key_secret(secret);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn partition_key_secret(mut self, secret: [u8; 16]) -> Self {
+        self.partition_key = Some(PartitionSecret::from_bytes(secret));
         self
     }
 
@@ -171,14 +200,14 @@ pub(crate) trait ErasedLimit: Send + Sync {
         &self,
         parts: &Parts,
         n: u32,
-        secret: &RandomState,
+        secret: &PartitionSecret,
     ) -> Result<(Decision, u64), Rejection>;
     fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
     #[allow(clippy::type_complexity)]
     fn gate_keyed<'a>(
         &'a self,
         parts: &Parts,
-        secret: &RandomState,
+        secret: &PartitionSecret,
     ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection>;
     fn policy(&self) -> Policy;
 }
@@ -216,7 +245,7 @@ where
         &self,
         parts: &Parts,
         n: u32,
-        secret: &RandomState,
+        secret: &PartitionSecret,
     ) -> Result<(Decision, u64), Rejection> {
         let key = self.extractor.extract(parts)?;
         Ok((self.limiter.check_n(&key, n), secret.hash_one(&key)))
@@ -229,7 +258,7 @@ where
     fn gate_keyed<'a>(
         &'a self,
         parts: &Parts,
-        secret: &RandomState,
+        secret: &PartitionSecret,
     ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection> {
         let key = self.extractor.extract(parts)?;
         let hash = secret.hash_one(&key);

@@ -420,7 +420,8 @@ async fn the_partition_key_is_a_keyed_hash_per_key_and_only_where_asked() {
     let app = Router::new().route(
         "/",
         get(|| async { "ok" }).layer(layer(vec![
-            Limit::new("per-user", HeaderKey::new("x-user-id"), users).partition_key(),
+            Limit::new("per-user", HeaderKey::new("x-user-id"), users)
+                .partition_key_secret(*b"0123456789abcdef"),
             Limit::new(
                 "per-ip",
                 PeerIp::new(),
@@ -451,10 +452,26 @@ async fn the_partition_key_is_a_keyed_hash_per_key_and_only_where_asked() {
         ]
     );
     let pks: Vec<Vec<u8>> = members.iter().map(|(_, m)| partition_key(m)).collect();
-    assert!(pks.iter().all(|pk| pk.len() == 8), "{members:?}");
-    // The same key, admitted or denied, has one partition key; another key another one.
-    assert_eq!(pks[0], pks[1]);
-    assert_eq!(pks[0], pks[3]);
+    // SipHash-2-4 of what the key's `Hash` writes, under the secret (little-endian halves),
+    // big-endian: std's own (deprecated) SipHasher is the reference.
+    let expected = |user: &str| {
+        use std::hash::{Hash, Hasher};
+        let k0 = u64::from_le_bytes(*b"01234567");
+        let k1 = u64::from_le_bytes(*b"89abcdef");
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
+        user.to_owned().hash(&mut h);
+        h.finish().to_be_bytes().to_vec()
+    };
+    assert_eq!(
+        pks,
+        [
+            expected("u1"),
+            expected("u1"),
+            expected("u2"),
+            expected("u1")
+        ]
+    );
     assert_ne!(pks[0], pks[2]);
     // The key itself is not what is sent.
     assert!(
