@@ -159,9 +159,11 @@ impl Shared {
             };
             match checked {
                 Ok(d) => {
-                    #[cfg(feature = "metrics")]
-                    self.metrics.record_one(&d);
                     one[0] = d;
+                    // Counted from where the decision now lives, so that it need not stay in
+                    // registers (and be saved around the counting's cold path).
+                    #[cfg(feature = "metrics")]
+                    self.metrics.record_one(&one[0]);
                     (&one, (!d.is_allowed()).then_some(0))
                 }
                 Err(r) => return self.rejected(parts, &r),
