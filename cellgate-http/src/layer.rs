@@ -61,7 +61,7 @@ pub struct RateLimitBuilder {
 
 impl RateLimitBuilder {
     /// Whether to count decisions for [`RateLimitLayer::metrics`] (feature `metrics`; on by
-    /// default). Off, a check pays one branch.
+    /// default). Off, a check pays a test and a few instructions.
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics(mut self, on: bool) -> Self {
