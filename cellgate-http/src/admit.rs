@@ -8,7 +8,7 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::headers::{
-    push_policy, push_state, reset_prefix, retry_after_of, state_prefix, HeaderDraft,
+    push_policy, push_state, retry_after_of, state_prefix, HeaderDraft, StateParams,
 };
 use crate::key::Rejection;
 use crate::layer::RateLimitBuilder;
@@ -22,8 +22,10 @@ pub(crate) struct Shared {
     problem_json: bool,
     /// Per limit, its `RateLimit` member up to the remaining count (`"name";r=`).
     state_prefixes: Vec<Vec<u8>>,
-    /// `;t=` in the draft's words.
-    reset_prefix: Vec<u8>,
+    /// `;t=` and `;pk=:` in the draft's words.
+    state_params: StateParams,
+    /// Whether some limit writes its partition key.
+    any_partition_key: bool,
     /// The policies when the layer was built, and their `RateLimit-Policy` value: reused as
     /// long as every limiter still reports the same policy.
     policies_at_build: Vec<Policy>,
@@ -31,6 +33,10 @@ pub(crate) struct Shared {
     /// Per limit, the 429 body when waiting helps and when it does not.
     deny_bodies: Vec<[Bytes; 2]>,
     content_type: HeaderValue,
+    /// Whether gRPC requests get gRPC answers, and per limit the `grpc-message` of a denial
+    /// when waiting helps and when it does not.
+    grpc: bool,
+    grpc_messages: Vec<[HeaderValue; 2]>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: crate::metrics::Registry,
 }
@@ -87,23 +93,35 @@ impl Shared {
                     .map_or_else(Vec::new, |n| state_prefix(n, &l.name))
             })
             .collect();
-        let reset_prefix = names.as_ref().map_or_else(Vec::new, reset_prefix);
-        let deny_bodies = b
+        let state_params = StateParams::new(names.as_ref().unwrap_or(&HeaderDraft::Ietf11.names()));
+        let denials: Vec<[String; 2]> = b
             .limits
             .iter()
             .map(|l| {
-                let helps = format!("rate limited by policy \"{}\"; see Retry-After", l.name);
-                let no_help = format!("denied by policy \"{}\"; waiting will not help", l.name);
-                let status = StatusCode::TOO_MANY_REQUESTS;
                 [
-                    leak(body(b.problem_json, status, &helps, Some(&l.name)).to_vec()),
-                    leak(body(b.problem_json, status, &no_help, Some(&l.name)).to_vec()),
+                    format!("rate limited by policy \"{}\"; see Retry-After", l.name),
+                    format!("denied by policy \"{}\"; waiting will not help", l.name),
                 ]
             })
             .collect();
+        let status = StatusCode::TOO_MANY_REQUESTS;
+        let deny_bodies = b
+            .limits
+            .iter()
+            .zip(&denials)
+            .map(|(l, texts)| {
+                texts
+                    .each_ref()
+                    .map(|t| leak(body(b.problem_json, status, t, Some(&l.name)).to_vec()))
+            })
+            .collect();
+        let grpc_messages = denials
+            .iter()
+            .map(|texts| texts.each_ref().map(|t| grpc_message(t)))
+            .collect();
         Shared {
             #[cfg(feature = "metrics")]
-            metrics: crate::metrics::Registry::new(&b.limits, b.metrics),
+            metrics: crate::metrics::Registry::new(b.limits.len(), b.metrics),
             skip_options: b.skip_options,
             legacy: b.legacy,
             problem_json: b.problem_json,
@@ -114,7 +132,10 @@ impl Shared {
             }),
             names,
             state_prefixes,
-            reset_prefix,
+            state_params,
+            any_partition_key: b.limits.iter().any(|l| l.partition_key.is_some()),
+            grpc: b.grpc,
+            grpc_messages,
             policies_at_build,
             policy_value,
             deny_bodies,
@@ -124,22 +145,44 @@ impl Shared {
 
     pub(crate) fn admit(&self, parts: &Parts) -> Admission {
         let mut one = [Decision::NONE];
+        let mut one_pk = [None];
         let mut many = Vec::new();
+        let mut pks = Vec::new();
         let (decisions, denied_by): (&[Decision], _) = if let [l] = &self.limits[..] {
             // One limit (the common case): a plain check, no gate to box.
-            match l.imp.check(parts, l.cost) {
+            let checked = match &l.partition_key {
+                None => l.imp.check(parts, l.cost),
+                Some(secret) => l.imp.check_keyed(parts, l.cost, secret).map(|(d, h)| {
+                    one_pk[0] = Some(h);
+                    d
+                }),
+            };
+            match checked {
                 Ok(d) => {
                     one[0] = d;
+                    // Counted from where the decision now lives, so that it need not stay in
+                    // registers (and be saved around the counting's cold path).
+                    #[cfg(feature = "metrics")]
+                    self.metrics.record_one(&one[0]);
                     (&one, (!d.is_allowed()).then_some(0))
                 }
-                Err(r) => return self.rejected(&r),
+                Err(r) => return self.rejected(parts, &r),
             }
         } else {
             let mut gates: Vec<Box<dyn Gate + '_>> = Vec::with_capacity(self.limits.len());
             for l in &self.limits {
-                match l.imp.gate(parts) {
-                    Ok(g) => gates.push(g),
-                    Err(r) => return self.rejected(&r),
+                let gate = match &l.partition_key {
+                    None => l.imp.gate(parts).map(|g| (g, None)),
+                    Some(secret) => l.imp.gate_keyed(parts, secret).map(|(g, h)| (g, Some(h))),
+                };
+                match gate {
+                    Ok((g, pk)) => {
+                        gates.push(g);
+                        if self.any_partition_key {
+                            pks.push(pk);
+                        }
+                    }
+                    Err(r) => return self.rejected(parts, &r),
                 }
             }
             let pairs: Vec<(&dyn Gate, u32)> = gates
@@ -149,31 +192,51 @@ impl Shared {
                 .collect();
             many.resize(pairs.len(), Decision::NONE);
             let denied_by = check_all_in(&pairs, &mut many);
+            #[cfg(feature = "metrics")]
+            self.metrics.record(&many, denied_by);
             (&many, denied_by)
         };
-        #[cfg(feature = "metrics")]
-        self.metrics.record(&self.limits, decisions, denied_by);
-        let headers = self.rate_limit_headers(decisions, denied_by);
+        let pks: &[Option<u64>] = if self.limits.len() == 1 {
+            &one_pk
+        } else {
+            &pks
+        };
+        let headers = self.rate_limit_headers(decisions, denied_by, pks);
         let Some(i) = denied_by else {
             return Admission::Admitted(headers);
         };
         let retry = retry_after_of(decisions);
-        let body = self.deny_bodies[i][usize::from(retry.is_none())].clone();
-        let mut resp = Response::new(body);
-        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let no_help = usize::from(retry.is_none());
+        let mut resp = match self.grpc_content_type(parts) {
+            Some(ct) => grpc_answer(
+                ct,
+                GRPC_RESOURCE_EXHAUSTED,
+                self.grpc_messages[i][no_help].clone(),
+            ),
+            None => {
+                let mut resp = Response::new(self.deny_bodies[i][no_help].clone());
+                *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                let h = resp.headers_mut();
+                h.insert(CONTENT_TYPE, self.content_type.clone());
+                h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                resp
+            }
+        };
         let h = resp.headers_mut();
-        h.insert(CONTENT_TYPE, self.content_type.clone());
         headers.apply(h);
         if let Some(secs) = retry {
             h.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
-        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         Admission::Answered(resp)
     }
 
-    fn rejected(&self, r: &Rejection) -> Admission {
+    fn rejected(&self, parts: &Parts, r: &Rejection) -> Admission {
         #[cfg(feature = "metrics")]
         self.metrics.rejected();
+        if let Some(ct) = self.grpc_content_type(parts) {
+            let code = grpc_code_of(r.status());
+            return Admission::Answered(grpc_answer(ct, code, grpc_message(r.reason())));
+        }
         let mut resp = Response::new(body(self.problem_json, r.status(), r.reason(), None));
         *resp.status_mut() = r.status();
         resp.headers_mut()
@@ -181,7 +244,24 @@ impl Shared {
         Admission::Answered(resp)
     }
 
-    fn rate_limit_headers(&self, decisions: &[Decision], denied_by: Option<usize>) -> ExtraHeaders {
+    /// The request's content type if it is a gRPC call (`application/grpc`, `+proto` and other
+    /// subtypes, gRPC-Web) and gRPC answers are on.
+    fn grpc_content_type<'p>(&self, parts: &'p Parts) -> Option<&'p HeaderValue> {
+        const GRPC: &[u8] = b"application/grpc";
+        let ct = parts.headers.get(CONTENT_TYPE).filter(|_| self.grpc)?;
+        let v = ct.as_bytes();
+        let grpc = v.len() >= GRPC.len()
+            && v[..GRPC.len()].eq_ignore_ascii_case(GRPC)
+            && matches!(v.get(GRPC.len()), None | Some(b'+' | b'-' | b';'));
+        grpc.then_some(ct)
+    }
+
+    fn rate_limit_headers(
+        &self,
+        decisions: &[Decision],
+        denied_by: Option<usize>,
+        partition_keys: &[Option<u64>],
+    ) -> ExtraHeaders {
         let mut out = ExtraHeaders::default();
         if self.names.is_none() && !self.legacy {
             return out;
@@ -199,8 +279,9 @@ impl Shared {
                     &mut state,
                     &self.state_prefixes[i],
                     remaining,
-                    &self.reset_prefix,
+                    &self.state_params,
                     t,
+                    partition_keys.get(i).copied().flatten(),
                 );
             }
             let tighter = match (denied_by, tightest) {
@@ -241,6 +322,52 @@ fn policy_value(
         push_policy(&mut v, names, &l.name, p);
     }
     HeaderValue::try_from(v).ok()
+}
+
+/// gRPC's status code for a rate-limited call.
+const GRPC_RESOURCE_EXHAUSTED: u8 = 8;
+
+/// The gRPC status code for a key extractor's rejection with HTTP status `status`.
+fn grpc_code_of(status: StatusCode) -> u8 {
+    match status.as_u16() {
+        400 => 3,  // INVALID_ARGUMENT
+        401 => 16, // UNAUTHENTICATED
+        403 => 7,  // PERMISSION_DENIED
+        404 => 5,  // NOT_FOUND
+        429 => GRPC_RESOURCE_EXHAUSTED,
+        503 => 14, // UNAVAILABLE
+        _ => 2,    // UNKNOWN
+    }
+}
+
+/// A gRPC "trailers-only" answer: HTTP 200, the request's content type, `grpc-status` and
+/// `grpc-message` in the headers, and no body (over HTTP/2, one HEADERS frame that ends the
+/// stream).
+fn grpc_answer(content_type: &HeaderValue, code: u8, message: HeaderValue) -> Response<Bytes> {
+    let mut resp = Response::new(Bytes::new());
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, content_type.clone());
+    h.insert(
+        HeaderName::from_static("grpc-status"),
+        HeaderValue::from(u16::from(code)),
+    );
+    h.insert(HeaderName::from_static("grpc-message"), message);
+    resp
+}
+
+/// `text` as a `grpc-message` value: percent-encoded as the gRPC HTTP/2 protocol says (bytes
+/// outside space to `~`, and `%` itself, as `%XX`).
+fn grpc_message(text: &str) -> HeaderValue {
+    let mut v = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            v.push(char::from(b));
+        } else {
+            v.push_str(&format!("%{b:02X}"));
+        }
+    }
+    // Only printable ASCII is left: always a valid value.
+    HeaderValue::try_from(v).unwrap_or_else(|_| HeaderValue::from_static("rate limited"))
 }
 
 /// `s` as `Bytes` that clone without touching a shared reference count.
@@ -293,4 +420,24 @@ fn json_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_messages_are_percent_encoded() {
+        assert_eq!(grpc_message("plain \"text\"; ok~"), "plain \"text\"; ok~");
+        assert_eq!(grpc_message("50% é\n"), "50%25 %C3%A9%0A");
+    }
+
+    #[test]
+    fn rejection_statuses_map_to_grpc_codes() {
+        let code = |s: u16| grpc_code_of(StatusCode::from_u16(s).unwrap());
+        assert_eq!(
+            [400, 401, 403, 404, 429, 503, 500, 418].map(code),
+            [3, 16, 7, 5, 8, 14, 2, 2]
+        );
+    }
 }

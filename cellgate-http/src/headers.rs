@@ -18,7 +18,7 @@ use http::HeaderName;
 /// use cellgate_http::HeaderDraft;
 ///
 /// let n = HeaderDraft::Ietf11.names();
-/// assert_eq!((n.remaining, n.reset), ("r", "t"));
+/// assert_eq!((n.remaining, n.reset, n.partition_key), ("r", "t", "pk"));
 /// assert_eq!(n.policy_field.as_str(), "ratelimit-policy");
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -46,6 +46,8 @@ pub struct FieldNames {
     pub remaining: &'static str,
     /// The seconds-until-reset parameter of the state field.
     pub reset: &'static str,
+    /// The partition-key parameter of the state field (a structured-field byte sequence).
+    pub partition_key: &'static str,
 }
 
 impl HeaderDraft {
@@ -60,6 +62,7 @@ impl HeaderDraft {
                 window: "w",
                 remaining: "r",
                 reset: "t",
+                partition_key: "pk",
             },
         }
     }
@@ -155,19 +158,30 @@ pub(crate) fn state_prefix(names: &FieldNames, name: &str) -> Vec<u8> {
     s.into_bytes()
 }
 
-/// The reset parameter's start: `;t=`.
-pub(crate) fn reset_prefix(names: &FieldNames) -> Vec<u8> {
-    format!(";{}=", names.reset).into_bytes()
+/// The starts of the state member's parameters after the remaining count: `;t=` and `;pk=:`.
+pub(crate) struct StateParams {
+    reset: Vec<u8>,
+    partition_key: Vec<u8>,
 }
 
-/// Appends a state member, `"name";r=<remaining>;t=<secs>` (no `t` when `reset` is `None`),
-/// from its [`state_prefix`] and the draft's [`reset_prefix`].
+impl StateParams {
+    pub(crate) fn new(names: &FieldNames) -> Self {
+        Self {
+            reset: format!(";{}=", names.reset).into_bytes(),
+            partition_key: format!(";{}=:", names.partition_key).into_bytes(),
+        }
+    }
+}
+
+/// Appends a state member, `"name";r=<remaining>;t=<secs>;pk=:<base64>:` (no `t` when `reset`
+/// is `None`, no `pk` when `partition_key` is), from its [`state_prefix`].
 pub(crate) fn push_state(
     out: &mut Vec<u8>,
     prefix: &[u8],
     remaining: u32,
-    reset_prefix: &[u8],
+    params: &StateParams,
     reset: Option<u64>,
+    partition_key: Option<u64>,
 ) {
     if !out.is_empty() {
         out.extend_from_slice(b", ");
@@ -175,8 +189,35 @@ pub(crate) fn push_state(
     out.extend_from_slice(prefix);
     push_u64(out, u64::from(remaining));
     if let Some(t) = reset {
-        out.extend_from_slice(reset_prefix);
+        out.extend_from_slice(&params.reset);
         push_u64(out, t);
+    }
+    if let Some(pk) = partition_key {
+        out.extend_from_slice(&params.partition_key);
+        push_base64(out, &pk.to_be_bytes());
+        out.push(b':');
+    }
+}
+
+/// Appends `bytes` in base64 with padding (RFC 4648, section 4), as a structured-field byte
+/// sequence carries them.
+fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            // `i` counts the sextets; a chunk of `len` bytes fills `len + 1` of them.
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> shift) as usize & 63]);
+            } else {
+                out.push(b'=');
+            }
+        }
     }
 }
 
@@ -221,8 +262,9 @@ mod tests {
             &mut v,
             &state_prefix(names, name),
             d.remaining(),
-            &reset_prefix(names),
+            &StateParams::new(names),
             t,
+            None,
         );
         String::from_utf8(v).unwrap()
     }
@@ -234,6 +276,48 @@ mod tests {
             push_u64(&mut v, n);
             assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
         }
+    }
+
+    #[test]
+    fn base64_is_rfc_4648_with_padding() {
+        // RFC 4648, section 10.
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            let mut v = Vec::new();
+            push_base64(&mut v, plain.as_bytes());
+            assert_eq!(String::from_utf8(v).unwrap(), encoded);
+        }
+        let mut v = Vec::new();
+        push_base64(&mut v, &[0xfb, 0xff, 0xbf, 0x00, 0x01, 0x02, 0x03, 0xfe]);
+        assert_eq!(String::from_utf8(v).unwrap(), "+/+/AAECA/4=");
+    }
+
+    #[test]
+    fn the_partition_key_is_a_byte_sequence_after_t() {
+        let names = HeaderDraft::Ietf11.names();
+        let params = StateParams::new(&names);
+        let mut v = Vec::new();
+        let prefix = state_prefix(&names, "per-user");
+        push_state(
+            &mut v,
+            &prefix,
+            4,
+            &params,
+            Some(2),
+            Some(0x0102_0304_0506_0708),
+        );
+        push_state(&mut v, &prefix, 0, &params, None, Some(u64::MAX));
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "\"per-user\";r=4;t=2;pk=:AQIDBAUGBwg=:, \"per-user\";r=0;pk=://////////8=:"
+        );
     }
 
     #[test]

@@ -54,13 +54,14 @@ pub struct RateLimitBuilder {
     pub(crate) draft: Option<HeaderDraft>,
     pub(crate) legacy: bool,
     pub(crate) problem_json: bool,
+    pub(crate) grpc: bool,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: bool,
 }
 
 impl RateLimitBuilder {
     /// Whether to count decisions for [`RateLimitLayer::metrics`] (feature `metrics`; on by
-    /// default). Off, a check pays one branch.
+    /// default). Off, a check pays a test and a few instructions.
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics(mut self, on: bool) -> Self {
@@ -109,6 +110,33 @@ impl RateLimitBuilder {
         self
     }
 
+    /// Whether gRPC calls (`content-type: application/grpc`, its `+proto`-style subtypes and
+    /// gRPC-Web) are answered the gRPC way; `true` by default. A denial is then a
+    /// "trailers-only" response: HTTP 200, `grpc-status: 8` (RESOURCE_EXHAUSTED), a
+    /// percent-encoded `grpc-message` naming the policy, the RateLimit fields and
+    /// `Retry-After` as on a 429, and no body. A key extractor's rejection maps its status
+    /// (400 → 3 INVALID_ARGUMENT, 401 → 16 UNAUTHENTICATED, 403 → 7 PERMISSION_DENIED,
+    /// 404 → 5 NOT_FOUND, 429 → 8, 503 → 14 UNAVAILABLE, others → 2 UNKNOWN). gRPC clients
+    /// read an HTTP 429 as UNAVAILABLE, which many of them retry at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate_http::{Global, Limit, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder()
+    ///     .limit(Limit::new("global", Global, Limiter::gcra(Quota::per_second(100)).build()?))
+    ///     .grpc(false) // gRPC calls get the plain 429 too
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn grpc(mut self, on: bool) -> Self {
+        self.grpc = on;
+        self
+    }
+
     /// The layer.
     ///
     /// # Errors
@@ -133,7 +161,8 @@ impl RateLimitBuilder {
 ///
 /// - A denial is a `429 Too Many Requests` *response* (never an error) with `Retry-After`
 ///   (the wait rounded up to whole seconds, at least 1; absent when waiting cannot help),
-///   `Cache-Control: no-store`, and a body naming the limit that denied.
+///   `Cache-Control: no-store`, and a body naming the limit that denied. A gRPC call gets a
+///   trailers-only `grpc-status: 8` instead ([`RateLimitBuilder::grpc`]).
 /// - Every response of a limited request, admitted or not, carries `RateLimit-Policy` and
 ///   `RateLimit` for every limit (draft-ietf-httpapi-ratelimit-headers-11).
 /// - A key extractor's [`Rejection`](crate::Rejection) is answered with its status and reason; nothing is charged.
@@ -181,6 +210,7 @@ impl RateLimitLayer {
             draft: Some(HeaderDraft::Ietf11),
             legacy: false,
             problem_json: false,
+            grpc: true,
             #[cfg(feature = "metrics")]
             metrics: true,
         }

@@ -49,6 +49,11 @@
 //! earlier than any `t`), at least 1 for any wait, and absent when no wait helps (a sold-out
 //! stock, a request larger than the limit). For an admitted request `t` is the time until the
 //! key is back to a fresh state; a stock, which never refills, has no `w` and no `t`.
+//! [`Limit::partition_key`] adds `pk=:..:` (a keyed hash of the key, never the key itself).
+//!
+//! A gRPC call (`content-type: application/grpc...`) that is denied gets a gRPC answer instead
+//! of the 429: HTTP 200 with `grpc-status: 8` (RESOURCE_EXHAUSTED), `grpc-message`, the same
+//! fields, and no body ([`RateLimitBuilder::grpc`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -61,6 +66,7 @@ mod layer;
 mod limit;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod partition;
 mod proxy;
 
 pub use body::LimitBody;

@@ -2,12 +2,14 @@
 //! that one layer holds limits of any key and limiter types.
 
 use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use cellgate::{Decision, Gate, Policy, RateLimiter, Reservation};
 use http::request::Parts;
 
 use crate::key::{KeyExtractor, Rejection};
+use crate::partition::PartitionSecret;
 
 /// One limit a request must pass: a name (for headers, the 429 and metrics), how to find the
 /// key, the limiter, and how many units a request costs (1 by default).
@@ -33,6 +35,8 @@ pub struct Limit {
     pub(crate) name: Arc<str>,
     pub(crate) cost: u32,
     pub(crate) imp: Arc<dyn ErasedLimit>,
+    /// The secret the partition key is hashed with; `None`: no partition key in the headers.
+    pub(crate) partition_key: Option<PartitionSecret>,
     #[cfg(feature = "metrics")]
     stats: Option<crate::metrics::StatsFn>,
 }
@@ -42,6 +46,7 @@ impl fmt::Debug for Limit {
         f.debug_struct("Limit")
             .field("name", &self.name)
             .field("cost", &self.cost)
+            .field("partition_key", &self.partition_key.is_some())
             .field("policy", &self.imp.policy())
             .finish()
     }
@@ -49,19 +54,85 @@ impl fmt::Debug for Limit {
 
 impl Limit {
     /// A limit called `name` (printable ASCII; checked by [`RateLimitBuilder::build`](crate::RateLimitBuilder::build)) keyed
-    /// by `extractor` on `limiter`.
+    /// by `extractor` on `limiter`. The key is hashed only for
+    /// [`partition_key`](Self::partition_key).
     pub fn new<E, L>(name: impl Into<String>, extractor: E, limiter: L) -> Self
     where
         E: KeyExtractor,
+        E::Key: Hash,
         L: RateLimiter<E::Key> + Send + Sync + 'static,
     {
         Self {
             name: name.into().into(),
             cost: 1,
             imp: Arc::new(Typed { extractor, limiter }),
+            partition_key: None,
             #[cfg(feature = "metrics")]
             stats: None,
         }
+    }
+
+    /// Adds the partition key to this limit's `RateLimit` member: `"name";r=..;t=..;pk=:..:`,
+    /// so that a client can tell which of its requests share a quota (the draft's `pk`).
+    ///
+    /// The value is not the key itself but 8 bytes of a keyed hash of it (SipHash-2-4 of what
+    /// the key's `Hash` writes, under a random 128-bit secret drawn here and shared by the
+    /// clones of this limit), as a structured-field byte sequence. Keys are client addresses
+    /// and user ids: written raw, they would reach logs, caches and proxies along the way, and
+    /// an unkeyed hash of an IPv4 address is reversed by trying all 2^32 of them. The value is
+    /// stable for as long as the limit lives, which is as long as the partition's state does
+    /// (an in-process limit starts afresh on restart); two instances of a service give
+    /// different values for the same key, as their limits are different partitions. For a
+    /// limit shared across instances (a fleet limit), use
+    /// [`partition_key_secret`](Self::partition_key_secret). Off by default; it costs a hash
+    /// of the key per request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{HeaderKey, Limit};
+    ///
+    /// let per_user = Limit::new(
+    ///     "per-user",
+    ///     HeaderKey::new("x-user-id"),
+    ///     KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?,
+    /// )
+    /// .partition_key();
+    /// // Responses then carry e.g. `ratelimit: "per-user";r=4;t=1;pk=:o2Vc1x3nN0k=:`.
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn partition_key(mut self) -> Self {
+        self.partition_key = Some(PartitionSecret::random());
+        self
+    }
+
+    /// [`partition_key`](Self::partition_key) under a secret of your own: the same key gets
+    /// the same `pk` in every process built with the same secret and the same Rust release
+    /// (what a key's `Hash` writes may change between releases), as a limit shared by a
+    /// fleet of instances should. Keep the secret as secret as the keys: with it, a key
+    /// from a small space (an IPv4 address) is found from its `pk` by trying them all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate_http::{HeaderKey, Limit};
+    ///
+    /// let secret: [u8; 16] = *b"load me from env"; // e.g. from your secret store
+    /// let per_user = Limit::new(
+    ///     "per-user",
+    ///     HeaderKey::new("x-user-id"),
+    ///     KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?,
+    /// )
+    /// .partition_key_secret(secret);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn partition_key_secret(mut self, secret: [u8; 16]) -> Self {
+        self.partition_key = Some(PartitionSecret::from_bytes(secret));
+        self
     }
 
     /// Each request costs `units` (a check of `n` units).
@@ -121,9 +192,23 @@ impl Limit {
 }
 
 /// A limit with its key and limiter types erased, so one layer can hold limits of any types.
+/// The `_keyed` forms also hash the key under the partition key's secret, for limits that
+/// write one; the plain forms are what every other request pays.
 pub(crate) trait ErasedLimit: Send + Sync {
     fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection>;
+    fn check_keyed(
+        &self,
+        parts: &Parts,
+        n: u32,
+        secret: &PartitionSecret,
+    ) -> Result<(Decision, u64), Rejection>;
     fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
+    #[allow(clippy::type_complexity)]
+    fn gate_keyed<'a>(
+        &'a self,
+        parts: &Parts,
+        secret: &PartitionSecret,
+    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection>;
     fn policy(&self) -> Policy;
 }
 
@@ -132,9 +217,23 @@ struct Typed<E, L> {
     limiter: L,
 }
 
+impl<E, L> Typed<E, L>
+where
+    E: KeyExtractor,
+    L: RateLimiter<E::Key> + Send + Sync,
+{
+    fn gate_of(&self, key: E::Key) -> Box<dyn Gate + '_> {
+        Box::new(OwnedKey {
+            limiter: &self.limiter,
+            key,
+        })
+    }
+}
+
 impl<E, L> ErasedLimit for Typed<E, L>
 where
     E: KeyExtractor,
+    E::Key: Hash,
     L: RateLimiter<E::Key> + Send + Sync,
 {
     fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection> {
@@ -142,12 +241,28 @@ where
         Ok(self.limiter.check_n(&key, n))
     }
 
-    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
+    fn check_keyed(
+        &self,
+        parts: &Parts,
+        n: u32,
+        secret: &PartitionSecret,
+    ) -> Result<(Decision, u64), Rejection> {
         let key = self.extractor.extract(parts)?;
-        Ok(Box::new(OwnedKey {
-            limiter: &self.limiter,
-            key,
-        }))
+        Ok((self.limiter.check_n(&key, n), secret.hash_one(&key)))
+    }
+
+    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
+        Ok(self.gate_of(self.extractor.extract(parts)?))
+    }
+
+    fn gate_keyed<'a>(
+        &'a self,
+        parts: &Parts,
+        secret: &PartitionSecret,
+    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection> {
+        let key = self.extractor.extract(parts)?;
+        let hash = secret.hash_one(&key);
+        Ok((self.gate_of(key), hash))
     }
 
     fn policy(&self) -> Policy {

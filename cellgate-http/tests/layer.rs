@@ -10,7 +10,7 @@ use axum::Router;
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Limiter, Quota};
 use cellgate_http::{Global, HeaderKey, Limit, PeerIp, RateLimitLayer, TrustedProxies};
-use common::{get as fetch, send, serve};
+use common::{get as fetch, send, serve, serve_hyper};
 use http::{Method, StatusCode};
 
 fn per_ip(clock: &ManualClock, quota: Quota) -> KeyedLimiter<IpAddr, ManualClock> {
@@ -18,6 +18,17 @@ fn per_ip(clock: &ManualClock, quota: Quota) -> KeyedLimiter<IpAddr, ManualClock
         .clock(clock.clone())
         .build()
         .unwrap()
+}
+
+fn per_user(clock: &ManualClock, quota: Quota) -> KeyedLimiter<String, ManualClock> {
+    KeyedLimiter::<String>::gcra(quota)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn global(clock: &ManualClock, quota: Quota) -> Limiter<ManualClock> {
+    Limiter::gcra(quota).clock(clock.clone()).build().unwrap()
 }
 
 fn layer(limits: Vec<Limit>) -> RateLimitLayer {
@@ -93,10 +104,7 @@ async fn headers_are_exact_and_sub_second_waits_say_retry_after_1() {
 async fn fifteen_hundred_concurrent_requests_admit_exactly_the_quota() {
     let clock = ManualClock::new();
     let quota = Quota::per_minute(100).with_burst(100);
-    let global = Limiter::gcra(Quota::per_second(10_000))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let global = global(&clock, Quota::per_second(10_000));
     let app = Router::new().route(
         "/",
         get(|| async { "ok" }).layer(layer(vec![
@@ -181,10 +189,7 @@ async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
 async fn malformed_headers_get_a_400_with_the_reason_and_charge_nothing() {
     let clock = ManualClock::new();
     let trusted = TrustedProxies::new(["127.0.0.0/8"]).unwrap();
-    let users = KeyedLimiter::<String>::gcra(Quota::per_minute(5))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let users = per_user(&clock, Quota::per_minute(5));
     let app = Router::new()
         .route(
             "/ip",
@@ -351,8 +356,6 @@ async fn without_connect_info_all_peers_share_one_limit_and_nothing_fails() {
 async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
     use cellgate_http::PeerAddr;
     use http_body_util::Full;
-    use hyper_util::rt::TokioIo;
-    use hyper_util::service::TowerToHyperService;
     use tower::ServiceBuilder;
 
     let clock = ManualClock::new();
@@ -361,35 +364,284 @@ async fn plain_hyper_server_with_the_peer_address_in_the_extensions() {
         PeerIp::new(),
         per_ip(&clock, Quota::per_minute(1)),
     )]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        // Two connections, then stop accepting.
-        for _ in 0..2 {
-            let (stream, peer) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut r: http::Request<hyper::body::Incoming>| {
-                    r.extensions_mut().insert(PeerAddr(peer));
-                    r
-                })
-                .layer(limit.clone())
-                .service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
-                        bytes::Bytes::from_static(b"hyper"),
-                    )))
-                });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
-            );
-        }
-    });
+    // Two connections, then stop accepting.
+    let addr = serve_hyper(2, false, move |peer| {
+        ServiceBuilder::new()
+            .map_request(move |mut r: http::Request<hyper::body::Incoming>| {
+                r.extensions_mut().insert(PeerAddr(peer));
+                r
+            })
+            .layer(limit.clone())
+            .service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                    bytes::Bytes::from_static(b"hyper"),
+                )))
+            })
+    })
+    .await;
     let r = fetch(addr, "/", &[]).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "hyper"));
     assert_eq!(r.header("ratelimit"), Some("\"ip\";r=0;t=60"));
     let r = fetch(addr, "/", &[]).await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.header("retry-after"), Some("60"));
+}
+
+/// The partition key of a `RateLimit` member: the bytes of its `pk=:..:` byte sequence.
+fn partition_key(member: &str) -> Vec<u8> {
+    let (_, pk) = member.split_once(";pk=:").expect("a pk parameter");
+    let b64 = pk.strip_suffix(':').expect("a closed byte sequence");
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in b64.bytes().take_while(|c| *c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("{c} is not base64"),
+        };
+        bits = bits << 6 | u32::from(v);
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_partition_key_is_a_keyed_hash_per_key_and_only_where_asked() {
+    let clock = ManualClock::new();
+    let users = per_user(&clock, Quota::per_second(2));
+    let app = Router::new().route(
+        "/",
+        get(|| async { "ok" }).layer(layer(vec![
+            Limit::new("per-user", HeaderKey::new("x-user-id"), users)
+                .partition_key_secret(*b"0123456789abcdef"),
+            Limit::new(
+                "per-ip",
+                PeerIp::new(),
+                per_ip(&clock, Quota::per_second(10)),
+            ),
+        ])),
+    );
+    let addr = serve(app).await;
+    let mut members = Vec::new();
+    for user in ["u1", "u1", "u2", "u1"] {
+        let r = fetch(addr, "/", &[("x-user-id", user)]).await;
+        let state = r.header("ratelimit").unwrap().to_owned();
+        let (user_member, ip_member) = state.split_once(", ").unwrap();
+        assert!(!ip_member.contains("pk="), "{state}");
+        members.push((r.status, user_member.to_owned()));
+    }
+    let exact: Vec<_> = members
+        .iter()
+        .map(|(s, m)| (s.as_u16(), m.split_once(";pk=").unwrap().0))
+        .collect();
+    assert_eq!(
+        exact,
+        [
+            (200, "\"per-user\";r=1;t=1"),
+            (200, "\"per-user\";r=0;t=1"),
+            (200, "\"per-user\";r=1;t=1"),
+            (429, "\"per-user\";r=0;t=1"),
+        ]
+    );
+    let pks: Vec<Vec<u8>> = members.iter().map(|(_, m)| partition_key(m)).collect();
+    // SipHash-2-4 of what the key's `Hash` writes, under the secret (little-endian halves),
+    // big-endian: std's own (deprecated) SipHasher is the reference.
+    let expected = |user: &str| {
+        use std::hash::{Hash, Hasher};
+        let k0 = u64::from_le_bytes(*b"01234567");
+        let k1 = u64::from_le_bytes(*b"89abcdef");
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
+        user.to_owned().hash(&mut h);
+        h.finish().to_be_bytes().to_vec()
+    };
+    assert_eq!(
+        pks,
+        [
+            expected("u1"),
+            expected("u1"),
+            expected("u2"),
+            expected("u1")
+        ]
+    );
+    assert_ne!(pks[0], pks[2]);
+    // The key itself is not what is sent.
+    assert!(
+        !members.iter().any(|(_, m)| m.contains("dTE")),
+        "{members:?}"
+    );
+}
+
+/// One gRPC-style call over HTTP/2 (prior knowledge) to `addr`: the response head, its body
+/// bytes, its trailers, and whether the head alone ended the stream.
+async fn grpc_call(
+    addr: SocketAddr,
+    content_type: &str,
+    headers: &[(&str, &str)],
+) -> (
+    http::response::Parts,
+    bytes::Bytes,
+    Option<http::HeaderMap>,
+    bool,
+) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Body as _;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = http::Request::post(format!("http://{addr}/pkg.Svc/Call"))
+        .header("content-type", content_type)
+        .header("te", "trailers");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    // An empty message: compressed flag 0, length 0.
+    let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]));
+    let resp = tokio::time::timeout(
+        Duration::from_secs(20),
+        sender.send_request(req.body(body).unwrap()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (parts, body) = resp.into_parts();
+    let ended = body.is_end_stream();
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    (parts, collected.to_bytes(), trailers, ended)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
+    use http_body_util::{BodyExt, Full};
+    use tower::ServiceBuilder;
+
+    let clock = ManualClock::new();
+    let global = global(&clock, Quota::per_minute(1));
+    let limit = layer(vec![
+        Limit::new(
+            "per-user",
+            HeaderKey::new("x-user-id"),
+            per_user(&clock, Quota::per_second(100)),
+        ),
+        Limit::new("global", Global, global),
+    ]);
+    // The handler answers like a gRPC server: a message, then grpc-status 0 in the trailers.
+    let addr = serve_hyper(4, true, move |_| {
+        ServiceBuilder::new()
+            .layer(limit.clone())
+            .service_fn(|_req| async {
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                let body = Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]))
+                    .with_trailers(async { Some(Ok(trailers)) });
+                let mut resp = http::Response::new(body);
+                resp.headers_mut().insert(
+                    "content-type",
+                    http::HeaderValue::from_static("application/grpc"),
+                );
+                Ok::<_, std::convert::Infallible>(resp)
+            })
+    })
+    .await;
+
+    let user = [("x-user-id", "u1")];
+    let (head, body, trailers, _) = grpc_call(addr, "application/grpc", &user).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(body.as_ref(), [0, 0, 0, 0, 0]);
+    assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    assert_eq!(
+        head.headers["ratelimit"],
+        "\"per-user\";r=99;t=1, \"global\";r=0;t=60"
+    );
+
+    // Denied by the global limit: HTTP 200, the status in the only HEADERS frame.
+    let (head, body, trailers, ended) = grpc_call(addr, "application/grpc+proto", &user).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(
+        ended,
+        "a trailers-only response ends the stream with its headers"
+    );
+    assert!(body.is_empty() && trailers.is_none());
+    let h = &head.headers;
+    assert_eq!(h["content-type"], "application/grpc+proto");
+    assert_eq!(h["grpc-status"], "8");
+    assert_eq!(
+        h["grpc-message"],
+        "rate limited by policy \"global\"; see Retry-After"
+    );
+    assert_eq!(
+        h["ratelimit-policy"],
+        "\"per-user\";q=100;w=1, \"global\";q=1;w=60"
+    );
+    assert_eq!(
+        h["ratelimit"],
+        "\"per-user\";r=100;t=1, \"global\";r=0;t=60"
+    );
+    assert_eq!(h["retry-after"], "60");
+    assert!(h.get("cache-control").is_none());
+
+    // A key extractor's rejection: INVALID_ARGUMENT with the reason, percent-encoded.
+    let (head, _, trailers, ended) = grpc_call(addr, "application/grpc", &[]).await;
+    assert!(ended && trailers.is_none());
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(head.headers["grpc-status"], "3");
+    assert_eq!(head.headers["grpc-message"], "missing header x-user-id");
+    let (head, _, _, _) = grpc_call(addr, "application/grpc", &[("x-user-id", "a b")]).await;
+    assert_eq!(head.headers["grpc-status"], "3");
+    assert_eq!(
+        head.headers["grpc-message"],
+        "header x-user-id must be visible ASCII without spaces"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_answers_can_be_turned_off_and_other_types_are_not_grpc() {
+    let drained = |clock: &ManualClock| {
+        let l = global(clock, Quota::per_minute(1));
+        l.check();
+        Limit::new("global", Global, l)
+    };
+    let clock = ManualClock::new();
+    let off = RateLimitLayer::builder()
+        .limit(drained(&clock))
+        .grpc(false)
+        .build()
+        .unwrap();
+    let on = layer(vec![drained(&clock)]);
+    let app = Router::new()
+        .route("/off", axum::routing::post(|| async { "ok" }).layer(off))
+        .route("/on", axum::routing::post(|| async { "ok" }).layer(on));
+    let addr = serve(app).await;
+    let ct = |v| [("content-type", v)];
+    let r = send(addr, Method::POST, "/off", &ct("application/grpc")).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("grpc-status"), None);
+    // gRPC-Web over HTTP/1.1 is gRPC too; `application/grpcx` and JSON are not.
+    let r = send(addr, Method::POST, "/on", &ct("application/grpc-web+proto")).await;
+    assert_eq!(
+        (r.status, r.header("grpc-status")),
+        (StatusCode::OK, Some("8"))
+    );
+    assert_eq!(r.body, "");
+    for other in ["application/grpcx", "application/json"] {
+        let r = send(addr, Method::POST, "/on", &ct(other)).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{other}");
+        assert_eq!(r.header("grpc-status"), None);
+    }
 }
 
 #[test]

@@ -11,7 +11,10 @@
 //!
 //! (instructions at 200k - instructions at 100k) / 100k = instructions per request, setup
 //! excluded. `bare`: the service without the layer; `off` / `on`: the layer with one `Global`
-//! GCRA limit, metrics counting off / on.
+//! GCRA limit, metrics counting off / on; a third argument `deny` drains the limit first, so
+//! that every request is denied. What the metrics add is smaller than the program
+//! total's run-to-run swing: `metrics_instructions.sh` (beside this file) compares off and on
+//! per function instead.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,12 +37,21 @@ impl Wake for NoopWake {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(mode), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<u64>())) else {
-        eprintln!("usage: layer_requests on|off|bare N");
+        eprintln!("usage: layer_requests on|off|bare N [deny]");
         return ExitCode::from(2);
     };
-    let limiter = Limiter::gcra(Quota::new(1_000_000_000, std::time::Duration::from_secs(1)))
-        .build()
-        .expect("a valid quota");
+    // Admitting everything (a unit a nanosecond), or, with `deny`, nothing (drained, a unit
+    // an hour).
+    let deny = args.get(2).is_some_and(|a| a == "deny");
+    let quota = if deny {
+        Quota::per_hour(1)
+    } else {
+        Quota::new(1_000_000_000, std::time::Duration::from_secs(1))
+    };
+    let limiter = Limiter::gcra(quota).build().expect("a valid quota");
+    if deny {
+        limiter.check();
+    }
     let builder = RateLimitLayer::builder().limit(Limit::new("global", Global, limiter));
     #[cfg(feature = "metrics")]
     let builder = builder.metrics(mode == "on");

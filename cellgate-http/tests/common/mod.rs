@@ -83,3 +83,44 @@ async fn send_inner(
 pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
     send(addr, Method::GET, path, headers).await
 }
+
+/// Accepts `connections` connections on a fresh 127.0.0.1 port and serves each with plain
+/// hyper (no axum): the service `make(peer)` returns, over HTTP/1, or HTTP/2 with prior
+/// knowledge when `http2`. Returns the address.
+pub async fn serve_hyper<S, B>(
+    connections: usize,
+    http2: bool,
+    make: impl Fn(SocketAddr) -> S + Send + 'static,
+) -> SocketAddr
+where
+    S: tower::Service<Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use hyper_util::rt::TokioExecutor;
+    use hyper_util::service::TowerToHyperService;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        for _ in 0..connections {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let (io, svc) = (TokioIo::new(stream), TowerToHyperService::new(make(peer)));
+            if http2 {
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(io, svc),
+                );
+            } else {
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, svc));
+            }
+        }
+    });
+    addr
+}
