@@ -18,6 +18,7 @@ use crate::error::ConfigError;
 use crate::limiter::policy::Policy;
 use crate::quota::{GcraParams, Quota};
 use crate::sync::cell::Cell;
+use crate::sync::high_water::HighWater;
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
@@ -99,6 +100,13 @@ pub struct StripedLimiter<C = DefaultClock> {
     mod_magic: u64,
     /// The whole quota's policy (each stripe's algorithm only knows its share).
     policy: Policy,
+    /// GCRA: the latest instant the stripes prove, and how far reservations reach (see "A
+    /// clock that steps back").
+    high: HighWater,
+    /// GCRA: the distinct stripe ceilings (`T_i * (burst_i + queue_i)`; shares differ by at
+    /// most one unit of burst and one of queue, so there are at most three); each stripe names
+    /// its own by [`Stripe::class`].
+    lags: [u64; 3],
     clock: C,
 }
 
@@ -108,6 +116,9 @@ pub struct StripedLimiter<C = DefaultClock> {
 struct Stripe {
     cell: Cell,
     algorithm: Algorithm,
+    /// GCRA: which of the limiter's `lags` is this stripe's ceiling: the most its TAT can be
+    /// ahead of the time of the check that wrote it (reservations aside).
+    class: u8,
 }
 
 /// What to split, before the stripe count is known.
@@ -251,7 +262,7 @@ impl<C> StripedBuilder<C> {
             ),
             Whole::Stock(units) => (
                 (0..stripes)
-                    .map(|i| Algorithm::Stock(Stock::new(share(units, stripes, i))))
+                    .map(|i| (Algorithm::Stock(Stock::new(share(units, stripes, i))), 0))
                     .collect(),
                 units,
                 false,
@@ -259,20 +270,33 @@ impl<C> StripedBuilder<C> {
             ),
         };
         let len = algorithms.len();
+        // The distinct ceilings, smallest first (at most three: see `lags`).
+        let mut lags = [u64::MAX; 3];
+        let mut distinct: Vec<u64> = algorithms.iter().map(|&(_, lag)| lag).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        debug_assert!(distinct.len() <= lags.len());
+        for (slot, lag) in lags.iter_mut().zip(&distinct) {
+            *slot = *lag;
+        }
         Ok(StripedLimiter {
             mod_magic: mod_magic(len),
             stripes: algorithms
                 .into_iter()
-                .map(|algorithm| {
+                .map(|(algorithm, lag)| {
                     CachePadded::new(Stripe {
                         cell: Cell::new(Algorithm::FRESH),
                         algorithm,
+                        // `distinct` holds every stripe's lag and has at most three entries.
+                        class: distinct.iter().position(|&l| l == lag).unwrap_or(0) as u8,
                     })
                 })
                 .collect(),
             limit,
             uses_time,
             policy,
+            high: HighWater::new(),
+            lags,
             clock: self.clock,
         })
     }
@@ -287,8 +311,9 @@ fn share(whole: u32, stripes: usize, i: usize) -> u32 {
     whole / stripes + u32::from(i < whole % stripes)
 }
 
-/// GCRA stripes: interval `stripes * T`, burst and queue split by [`share`].
-fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigError> {
+/// GCRA stripes: interval `stripes * T`, burst and queue split by [`share`]; each with its
+/// ceiling `T_i * (burst_i + queue_i)`.
+fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<(Algorithm, u64)>, ConfigError> {
     if stripes > p.burst as usize {
         return Err(ConfigError::TooManyStripes {
             stripes,
@@ -314,13 +339,16 @@ fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigErr
                 .zip(interval.get().checked_mul(u64::from(queue)))
                 .and_then(|(t, q)| t.checked_add(q));
             match (tolerance, ceiling) {
-                (Some(tolerance), Some(ceiling)) => Ok(Algorithm::Gcra(Gcra::new(GcraParams {
-                    interval,
-                    tolerance,
+                (Some(tolerance), Some(ceiling)) => Ok((
+                    Algorithm::Gcra(Gcra::new(GcraParams {
+                        interval,
+                        tolerance,
+                        ceiling,
+                        burst,
+                        limit: burst + queue,
+                    })),
                     ceiling,
-                    burst,
-                    limit: burst + queue,
-                }))),
+                )),
                 _ => Err(too_large.clone()),
             }
         })
@@ -412,25 +440,24 @@ impl<C: Clock> StripedLimiter<C> {
         self.check_others(start, now, n, first)
     }
 
-    /// The rest of a check whose first stripe refused it: every other stripe in turn, then
-    /// (stock only) a gathering of units from several stripes.
+    /// The rest of a check whose first stripe refused it: (GCRA) the time the stripes prove,
+    /// then every stripe in turn at that time, then (stock only) a gathering of units from
+    /// several stripes.
     #[cold]
     #[inline(never)]
     fn check_others(&self, start: usize, now: u64, n: u32, first: Decision) -> Decision {
         let len = self.stripes.len();
-        let mut denied = first;
-        for k in 1..len {
+        let (now, from) = self.catch_up(now, true);
+        let mut denied = (from == 1).then_some(first);
+        for k in from..len {
             let d = self.stripes[(start + k) % len].check(now, n);
             if d.is_allowed() {
                 return d.with_limit(self.limit);
             }
             // Report the soonest retry any stripe offers (`None` only if none offers one).
-            if let Some(ns) = d.retry_after_ns() {
-                if denied.retry_after_ns().map_or(true, |best| ns < best) {
-                    denied = d;
-                }
-            }
+            denied = Some(sooner(denied, d));
         }
+        let denied = denied.unwrap_or(first);
         if n > 1 && !self.uses_time {
             if let Some(d) = self.gather(start, n) {
                 return d;
@@ -484,6 +511,45 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
+    /// The time a check whose first stripe refused it goes on at, and the first stripe to try
+    /// (as an offset from the start): the check's `now`, and the next stripe; or, when some
+    /// stripe proves that a check had reached a later instant (GCRA), that instant, and the
+    /// start stripe again. With `publish`, a later instant is also raised into the limiter's
+    /// floor for every later check.
+    ///
+    /// A stripe proves an instant by its word: a TAT is at most its stripe's ceiling ahead of
+    /// the time of the check that wrote it (admissions check exactly that; cancels only lower
+    /// it), so `tat - ceiling` is a time some check had reached, unless a reservation may have
+    /// written the TAT (reservations may schedule beyond the ceiling): those TATs are at or
+    /// before the announced reservation horizon, and prove nothing.
+    fn catch_up(&self, now: u64, publish: bool) -> (u64, usize) {
+        if !self.uses_time {
+            return (now, 1);
+        }
+        // The latest TAT of each ceiling class: within a class the latest is the one that can
+        // prove the most, and it proves something iff it is past the reservation horizon.
+        let mut latest = [0u64; 3];
+        for stripe in self.stripes.iter() {
+            let c = usize::from(stripe.class);
+            latest[c] = latest[c].max(stripe.cell.load());
+        }
+        let reserved = self.high.reserved_after_loads();
+        let proven = latest
+            .iter()
+            .zip(self.lags)
+            .filter(|&(&tat, _)| tat > reserved)
+            .map(|(&tat, lag)| tat.saturating_sub(lag))
+            .max()
+            .unwrap_or(0);
+        if proven <= now {
+            return (now, 1);
+        }
+        if publish {
+            self.high.raise_floor(proven);
+        }
+        (proven, 0)
+    }
+
     /// The stripe this thread starts at.
     #[inline(always)]
     fn start(&self) -> usize {
@@ -508,17 +574,27 @@ impl<C: Clock> StripedLimiter<C> {
         if !self.uses_time {
             return self.stock_peek(n);
         }
-        let now = self.now();
+        let mut now = self.now();
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        for k in 0..len {
+        let (mut k, mut caught_up) = (0, false);
+        while k < len {
             let stripe = &self.stripes[(start + k) % len];
             let d = stripe.algorithm.decide(stripe.cell.load(), now, n);
             if d.is_allowed() {
                 return d.with_limit(self.limit);
             }
             denied = Some(sooner(denied, d));
+            k += 1;
+            if k == 1 && !caught_up {
+                caught_up = true;
+                // As a check would go on (without raising the floor: a peek writes nothing).
+                let (later, from) = self.catch_up(now, false);
+                if from == 0 {
+                    (now, k, denied) = (later, 0, None);
+                }
+            }
         }
         denied.unwrap_or(Decision::NONE).with_limit(self.limit)
     }
@@ -579,13 +655,22 @@ impl<C: Clock> StripedLimiter<C> {
     /// Takes `n` units from the first stripe (from this thread's on) that admits them, within
     /// `wait` ns for a reservation, gathering a stock's from several stripes if none alone can.
     fn take(&self, n: u32, wait: Option<u64>) -> Reservation {
-        let now = self.now();
+        let mut now = self.now();
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        for k in 0..len {
+        let (mut k, mut caught_up) = (0, false);
+        while k < len {
             let i = (start + k) % len;
             let stripe = &self.stripes[i];
+            if let (Some(wait), Algorithm::Gcra(g)) = (wait, &stripe.algorithm) {
+                // A reservation may schedule this stripe beyond its ceiling: announce how far
+                // before writing, so that no fallback takes that TAT as proof of the time.
+                let reach = g.reserve_ceiling(wait);
+                if reach > self.lags[usize::from(stripe.class)] {
+                    self.high.announce_reservation(now.saturating_add(reach));
+                }
+            }
             let step = |w| match wait {
                 Some(wait) => stripe.algorithm.step_within(w, now, n, wait),
                 None => stripe.algorithm.step(w, now, n),
@@ -599,6 +684,14 @@ impl<C: Clock> StripedLimiter<C> {
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
             denied = Some(sooner(denied, d));
+            k += 1;
+            if k == 1 && !caught_up {
+                caught_up = true;
+                let (later, from) = self.catch_up(now, true);
+                if from == 0 {
+                    (now, k, denied) = (later, 0, None);
+                }
+            }
         }
         if n > 1 && !self.uses_time {
             if let Some(d) = self.gather(start, n) {
@@ -735,10 +828,12 @@ impl<C: Clock> StripedLimiter<C> {
         &self.clock
     }
 
+    /// The time a check decides at: the clock's reading, or the limiter's floor when that is
+    /// later (a clock that stepped back behind what the stripes proved); 0 for a stock.
     #[inline(always)]
     fn now(&self) -> u64 {
         if self.uses_time {
-            self.clock.now()
+            self.clock.now().max(self.high.floor())
         } else {
             0
         }
