@@ -1,85 +1,81 @@
-//! A striped GCRA limiter's shared time (see `limiter::striped`, "A clock that steps back"):
-//! two words that every stripe's checks may read and that only rare paths write.
+//! A striped GCRA limiter's record of time (see `limiter::striped`, "A clock that steps
+//! back"): when each stripe last admitted, and the latest instant a check has found proven.
 //!
-//! - `floor`: the latest instant some stripe's state proves a check had reached. Every check
-//!   reads it (one load of a line that nobody writes while the clock runs forward); a check that
-//!   falls back from a refusing stripe raises it when a stripe proves a later time than the
-//!   check's clock reading.
-//! - `reserved`: the furthest instant a reservation may have scheduled a stripe to (`now` plus
-//!   the reservation's ceiling, when that exceeds the stripe's own ceiling). A stripe state at
-//!   or before it may come from such a reservation and proves no time; a later one does.
-//!   Written by reservations only, before their compare-and-swap.
+//! - [`Stamp`], one per stripe, on the stripe's own cache line: the latest time the stripe
+//!   admitted at. Written after an admission, to the line the admission's compare-and-swap has
+//!   just written, so it costs no coherence traffic of its own; read by the checks that fall
+//!   back from a refusing stripe (they read every stripe's line anyway).
+//! - [`HighWater`], one per limiter, on its own line: the latest stamp a falling-back check
+//!   found later than its own clock reading. Every check reads it; only such a check writes it,
+//!   so while the clock runs forward nobody writes it and it stays in every core's cache.
 //!
 //! # Orderings
 //!
-//! `floor` is a self-contained value: no other memory is published through it, and a reader
-//! that sees a stale (smaller) value only decides at an earlier instant, which the striped
-//! limiter allows (it is what a racing check with an older clock reading does anyway).
-//! Relaxed suffices; `fetch_max` keeps the largest of racing raises.
+//! Both words are self-contained values: no other memory is published through them, and a
+//! reader that sees an older (smaller) value only decides at an earlier instant, which is what
+//! a racing check with an older clock reading does anyway. Relaxed suffices.
 //!
-//! `reserved` must be seen by any fallback that reads a stripe word the reservation wrote (or
-//! one written after it on the same stripe): otherwise the fallback would take the reservation's
-//! far-ahead schedule for proof that the clock had reached it. The reservation raises
-//! `reserved`, then a **release fence**, then its (relaxed) compare-and-swap on the stripe; the
-//! fallback loads the stripe words (relaxed), then an **acquire fence**, then loads `reserved`.
-//! If a loaded stripe word is the reservation's, or any later value in that word's modification
-//! order (every later write to a stripe is a read-modify-write, so it continues the
-//! reservation's release sequence), the fences synchronise and the load of `reserved` sees the
-//! raise or a larger value (C++20 \[atomics.fences\]/2 and \[intro.races\] write-read coherence).
+//! A stamp is raised by a load and a store, not a read-modify-write: two admissions on one
+//! stripe racing to stamp may leave the earlier of their times. A stamp is therefore some
+//! admission's time, at most the stripe's latest; never later than any time a check decided
+//! at, which is all that "the limiter never runs ahead of its clock" needs. One thread's own
+//! stamps are never lost (its store follows its load in program order). The high-water mark
+//! keeps the largest of racing raises (`fetch_max`).
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
-/// The two shared words of a striped limiter, each on its own cache line.
+/// When a stripe last admitted (nanoseconds of the limiter's clock; 0 before any admission).
 #[derive(Debug)]
-pub(crate) struct HighWater {
-    floor: CachePadded<AtomicU64>,
-    reserved: CachePadded<AtomicU64>,
+pub(crate) struct Stamp(AtomicU64);
+
+impl Stamp {
+    /// No admission yet.
+    pub(crate) fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    /// The time recorded.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> u64 {
+        // Relaxed: see the module docs.
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Records an admission at `at`, unless a later one is recorded.
+    #[inline(always)]
+    pub(crate) fn raise(&self, at: u64) {
+        // Relaxed load and store: see the module docs (a racing stamp may be lost, never one
+        // of this thread's).
+        if at > self.0.load(Ordering::Relaxed) {
+            self.0.store(at, Ordering::Relaxed);
+        }
+    }
 }
 
+/// The latest instant a check of the limiter has found proven by a stripe's stamp.
+#[derive(Debug)]
+pub(crate) struct HighWater(CachePadded<AtomicU64>);
+
 impl HighWater {
-    /// A limiter's shared time before any check: no floor, no reservation.
+    /// Nothing proven yet.
     pub(crate) fn new() -> Self {
-        Self {
-            floor: CachePadded::new(AtomicU64::new(0)),
-            reserved: CachePadded::new(AtomicU64::new(0)),
-        }
+        Self(CachePadded::new(AtomicU64::new(0)))
     }
 
     /// The latest instant proven so far (0 before any).
     #[inline(always)]
-    pub(crate) fn floor(&self) -> u64 {
-        // Relaxed: see the module docs (a stale floor only makes a decision earlier).
-        self.floor.load(Ordering::Relaxed)
+    pub(crate) fn get(&self) -> u64 {
+        // Relaxed: see the module docs (an older value only makes a decision earlier).
+        self.0.load(Ordering::Relaxed)
     }
 
-    /// Raises the floor to `to` (keeps it if already later).
+    /// Raises the mark to `to` (keeps it if already later).
     #[inline]
-    pub(crate) fn raise_floor(&self, to: u64) {
-        // Relaxed: the floor publishes nothing but itself; fetch_max keeps racing raises'
+    pub(crate) fn raise(&self, to: u64) {
+        // Relaxed: the mark publishes nothing but itself; fetch_max keeps racing raises'
         // largest value.
-        self.floor.fetch_max(to, Ordering::Relaxed);
-    }
-
-    /// Announces that a reservation may schedule a stripe up to `until`; call it before the
-    /// reservation's compare-and-swap.
-    #[inline]
-    pub(crate) fn announce_reservation(&self, until: u64) {
-        // Relaxed RMW, ordered before the caller's later stripe write by the release fence.
-        if self.reserved.load(Ordering::Relaxed) < until {
-            self.reserved.fetch_max(until, Ordering::Relaxed);
-        }
-        // Release fence: pairs with the acquire fence in `reserved_after_loads` (module docs).
-        fence(Ordering::Release);
-    }
-
-    /// The furthest instant announced by any reservation whose stripe write (or a later write
-    /// to that stripe) the caller has already loaded; call it after loading the stripe words.
-    #[inline]
-    pub(crate) fn reserved_after_loads(&self) -> u64 {
-        // Acquire fence: pairs with the release fence in `announce_reservation`.
-        fence(Ordering::Acquire);
-        self.reserved.load(Ordering::Relaxed)
+        self.0.fetch_max(to, Ordering::Relaxed);
     }
 }

@@ -10,8 +10,8 @@
 //! - [`map`]: the exact stores' sharded map (dashmap, or a loom-visible stand-in);
 //! - [`SeqLock`] and [`Flag`]: a runtime-changed quota, read without a lock;
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
-//! - [`high_water::HighWater`]: a striped limiter's shared time (the latest instant its
-//!   stripes prove, and how far reservations may have scheduled);
+//! - [`high_water`]: a striped limiter's record of time (each stripe's latest admission, and
+//!   the latest instant a check found proven);
 //! - [`Counter`]: key counts (the key cap), statistics and the sweep floor;
 //! - [`sweep_gate::SweepGate`]: which caller runs a due sweep.
 //!

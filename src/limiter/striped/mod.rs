@@ -18,7 +18,7 @@ use crate::error::ConfigError;
 use crate::limiter::policy::Policy;
 use crate::quota::{GcraParams, Quota};
 use crate::sync::cell::Cell;
-use crate::sync::high_water::HighWater;
+use crate::sync::high_water::{HighWater, Stamp};
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
@@ -67,10 +67,54 @@ use crate::sync::high_water::HighWater;
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
-/// * A clock that steps back is not yet handled as one cell handles it (issue 14): a stripe that
-///   no check touched at the later reading takes the earlier one at face value, so checks at
-///   10 s, 9 s and 10 s again can admit more than one cell would (each stripe alone keeps its
-///   own share's promise).
+/// * A clock that steps back: see the next section.
+///
+/// # A clock that steps back
+///
+/// One cell keeps a clock that goes backwards from giving credit because its TAT never moves
+/// back. A stripe's TAT never moves back either, but a stripe only knows its own checks: a
+/// stripe that had credit at 10 s, reached first by a check whose clock now reads 9 s, would
+/// take 9 s at face value. What the limiter does about it (GCRA; a stock reads no clock):
+///
+/// * Each stripe **stamps** the time of its latest admission, on its own cache line (the line
+///   the admission has just written: no extra coherence traffic).
+/// * **A check whose first stripe refuses it reads every stripe's stamp** (it goes on to the
+///   other stripes anyway): if some stripe admitted at a later time than the check's clock
+///   reads, the check goes on at that time, from its first stripe again, and raises the
+///   limiter's **high-water mark** to it.
+/// * **Every check decides at `max(clock, high-water mark)`.** Only the path above writes the
+///   mark, and only when the clock is behind some stripe's stamp, so while the clock runs
+///   forward no check writes anything shared: the hot path gains one load of a line nobody
+///   writes, and the stamp's store to its own line.
+/// * A stamp and the mark are times some check decided at, so the limiter never runs ahead of
+///   its clock, and while the clock never goes back every decision is what it would be without
+///   them.
+///
+/// The guarantees, with `U` the units admitted by a run of checks:
+///
+/// * **Exactly one cell's ceiling when the checks start at one stripe** (one thread calling
+///   [`check`](Self::check), or one `hint`) and no request is larger than that stripe's share
+///   of the burst: however the clock moves, `U <= burst + queue + (A_end - A_start) / T` over
+///   any run of checks, where `A` is the latest reading of an admitted check so far (what one
+///   cell guarantees; reservations and rollbacks aside). Checks at 10 s, then 9 s, then 10 s
+///   again admit what one cell admits. (Why: a stripe that refused a request at time `t` holds
+///   a TAT past `t`, so the start stripe can only admit at or after every earlier admission's
+///   time, and a check that goes on past it carries the latest stamp.)
+/// * Over any run that starts at the latest reading so far and in which the clock does not go
+///   back: `U <= burst + queue + elapsed / T`, from any stripes.
+/// * Over any run of checks from any stripes: `U <= burst + queue + (latest - earliest) / T`,
+///   where `latest` is the latest reading up to the run's end and `earliest` the earliest in
+///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling.
+///
+/// What it does not promise: **one cell's ceiling when checks start at different stripes and
+/// the clock steps back.** A check that its first stripe admits reads no other stripe, so it
+/// cannot know that another stripe admitted at a later reading; a stripe with credit at the
+/// later time can lend it at the earlier reading and again when the clock comes back (within
+/// the last bound), until some refusing check raises the mark. No design can close this without
+/// a write that every check reads: a check at 10 s on stripe 0 must leave a trace that a later
+/// check starting on stripe 1 reads, and with a clock that moves on every check that is a
+/// shared write per check, which is what striping exists to avoid. Use one cell
+/// ([`Limiter`](crate::Limiter)) where a clock that steps back must never lend credit twice.
 ///
 /// # Example
 ///
@@ -100,13 +144,9 @@ pub struct StripedLimiter<C = DefaultClock> {
     mod_magic: u64,
     /// The whole quota's policy (each stripe's algorithm only knows its share).
     policy: Policy,
-    /// GCRA: the latest instant the stripes prove, and how far reservations reach (see "A
-    /// clock that steps back").
+    /// GCRA: the latest instant a check found proven by a stripe's stamp (see "A clock that
+    /// steps back").
     high: HighWater,
-    /// GCRA: the distinct stripe ceilings (`T_i * (burst_i + queue_i)`; shares differ by at
-    /// most one unit of burst and one of queue, so there are at most three); each stripe names
-    /// its own by [`Stripe::class`].
-    lags: [u64; 3],
     clock: C,
 }
 
@@ -116,9 +156,8 @@ pub struct StripedLimiter<C = DefaultClock> {
 struct Stripe {
     cell: Cell,
     algorithm: Algorithm,
-    /// GCRA: which of the limiter's `lags` is this stripe's ceiling: the most its TAT can be
-    /// ahead of the time of the check that wrote it (reservations aside).
-    class: u8,
+    /// GCRA: the time of this stripe's latest admission.
+    stamp: Stamp,
 }
 
 /// What to split, before the stripe count is known.
@@ -262,7 +301,7 @@ impl<C> StripedBuilder<C> {
             ),
             Whole::Stock(units) => (
                 (0..stripes)
-                    .map(|i| (Algorithm::Stock(Stock::new(share(units, stripes, i))), 0))
+                    .map(|i| Algorithm::Stock(Stock::new(share(units, stripes, i))))
                     .collect(),
                 units,
                 false,
@@ -270,25 +309,15 @@ impl<C> StripedBuilder<C> {
             ),
         };
         let len = algorithms.len();
-        // The distinct ceilings, smallest first (at most three: see `lags`).
-        let mut lags = [u64::MAX; 3];
-        let mut distinct: Vec<u64> = algorithms.iter().map(|&(_, lag)| lag).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        debug_assert!(distinct.len() <= lags.len());
-        for (slot, lag) in lags.iter_mut().zip(&distinct) {
-            *slot = *lag;
-        }
         Ok(StripedLimiter {
             mod_magic: mod_magic(len),
             stripes: algorithms
                 .into_iter()
-                .map(|(algorithm, lag)| {
+                .map(|algorithm| {
                     CachePadded::new(Stripe {
                         cell: Cell::new(Algorithm::FRESH),
                         algorithm,
-                        // `distinct` holds every stripe's lag and has at most three entries.
-                        class: distinct.iter().position(|&l| l == lag).unwrap_or(0) as u8,
+                        stamp: Stamp::new(),
                     })
                 })
                 .collect(),
@@ -296,7 +325,6 @@ impl<C> StripedBuilder<C> {
             uses_time,
             policy,
             high: HighWater::new(),
-            lags,
             clock: self.clock,
         })
     }
@@ -311,9 +339,8 @@ fn share(whole: u32, stripes: usize, i: usize) -> u32 {
     whole / stripes + u32::from(i < whole % stripes)
 }
 
-/// GCRA stripes: interval `stripes * T`, burst and queue split by [`share`]; each with its
-/// ceiling `T_i * (burst_i + queue_i)`.
-fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<(Algorithm, u64)>, ConfigError> {
+/// GCRA stripes: interval `stripes * T`, burst and queue split by [`share`].
+fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<Algorithm>, ConfigError> {
     if stripes > p.burst as usize {
         return Err(ConfigError::TooManyStripes {
             stripes,
@@ -339,16 +366,13 @@ fn split_gcra(p: GcraParams, stripes: usize) -> Result<Vec<(Algorithm, u64)>, Co
                 .zip(interval.get().checked_mul(u64::from(queue)))
                 .and_then(|(t, q)| t.checked_add(q));
             match (tolerance, ceiling) {
-                (Some(tolerance), Some(ceiling)) => Ok((
-                    Algorithm::Gcra(Gcra::new(GcraParams {
-                        interval,
-                        tolerance,
-                        ceiling,
-                        burst,
-                        limit: burst + queue,
-                    })),
+                (Some(tolerance), Some(ceiling)) => Ok(Algorithm::Gcra(Gcra::new(GcraParams {
+                    interval,
+                    tolerance,
                     ceiling,
-                )),
+                    burst,
+                    limit: burst + queue,
+                }))),
                 _ => Err(too_large.clone()),
             }
         })
@@ -512,40 +536,24 @@ impl<C: Clock> StripedLimiter<C> {
     }
 
     /// The time a check whose first stripe refused it goes on at, and the first stripe to try
-    /// (as an offset from the start): the check's `now`, and the next stripe; or, when some
-    /// stripe proves that a check had reached a later instant (GCRA), that instant, and the
-    /// start stripe again. With `publish`, a later instant is also raised into the limiter's
-    /// floor for every later check.
-    ///
-    /// A stripe proves an instant by its word: a TAT is at most its stripe's ceiling ahead of
-    /// the time of the check that wrote it (admissions check exactly that; cancels only lower
-    /// it), so `tat - ceiling` is a time some check had reached, unless a reservation may have
-    /// written the TAT (reservations may schedule beyond the ceiling): those TATs are at or
-    /// before the announced reservation horizon, and prove nothing.
+    /// (as an offset from the start): the check's `now` and the next stripe; or (GCRA), when
+    /// some stripe admitted at a later time than `now` (its stamp), that time and the start
+    /// stripe again. With `publish`, such a later time also raises the limiter's high-water
+    /// mark, which every later check decides at at least.
     fn catch_up(&self, now: u64, publish: bool) -> (u64, usize) {
         if !self.uses_time {
             return (now, 1);
         }
-        // The latest TAT of each ceiling class: within a class the latest is the one that can
-        // prove the most, and it proves something iff it is past the reservation horizon.
-        let mut latest = [0u64; 3];
-        for stripe in self.stripes.iter() {
-            let c = usize::from(stripe.class);
-            latest[c] = latest[c].max(stripe.cell.load());
-        }
-        let reserved = self.high.reserved_after_loads();
-        let proven = latest
+        let proven = self
+            .stripes
             .iter()
-            .zip(self.lags)
-            .filter(|&(&tat, _)| tat > reserved)
-            .map(|(&tat, lag)| tat.saturating_sub(lag))
-            .max()
-            .unwrap_or(0);
+            .map(|stripe| stripe.stamp.get())
+            .fold(0, u64::max);
         if proven <= now {
             return (now, 1);
         }
         if publish {
-            self.high.raise_floor(proven);
+            self.high.raise(proven);
         }
         (proven, 0)
     }
@@ -663,14 +671,6 @@ impl<C: Clock> StripedLimiter<C> {
         while k < len {
             let i = (start + k) % len;
             let stripe = &self.stripes[i];
-            if let (Some(wait), Algorithm::Gcra(g)) = (wait, &stripe.algorithm) {
-                // A reservation may schedule this stripe beyond its ceiling: announce how far
-                // before writing, so that no fallback takes that TAT as proof of the time.
-                let reach = g.reserve_ceiling(wait);
-                if reach > self.lags[usize::from(stripe.class)] {
-                    self.high.announce_reservation(now.saturating_add(reach));
-                }
-            }
             let step = |w| match wait {
                 Some(wait) => stripe.algorithm.step_within(w, now, n, wait),
                 None => stripe.algorithm.step(w, now, n),
@@ -681,6 +681,7 @@ impl<C: Clock> StripedLimiter<C> {
             });
             let d = step(before).0;
             if d.is_allowed() {
+                stripe.stamp.raise(now);
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
             denied = Some(sooner(denied, d));
@@ -833,7 +834,7 @@ impl<C: Clock> StripedLimiter<C> {
     #[inline(always)]
     fn now(&self) -> u64 {
         if self.uses_time {
-            self.clock.now().max(self.high.floor())
+            self.clock.now().max(self.high.get())
         } else {
             0
         }
@@ -852,10 +853,15 @@ fn sooner(best: Option<Decision>, d: Decision) -> Decision {
 crate::limiter::rate_limiter::direct_limiter_traits!(StripedLimiter);
 
 impl Stripe {
-    /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.
+    /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check; an
+    /// admission stamps the stripe with `now`.
     #[inline(always)]
     fn check(&self, now: u64, n: u32) -> Decision {
-        self.cell.check(&self.algorithm, now, n)
+        let d = self.cell.check(&self.algorithm, now, n);
+        if d.is_allowed() {
+            self.stamp.raise(now);
+        }
+        d
     }
 }
 
