@@ -76,16 +76,16 @@ use crate::sync::high_water::{HighWater, Stamp};
 /// stripe that had credit at 10 s, reached first by a check whose clock now reads 9 s, would
 /// take 9 s at face value. What the limiter does about it (GCRA; a stock reads no clock):
 ///
-/// * Each stripe **stamps** the time of its latest admission, on its own cache line (the line
-///   the admission has just written: no extra coherence traffic).
-/// * **A check whose first stripe refuses it reads every stripe's stamp** (it goes on to the
-///   other stripes anyway): if some stripe admitted at a later time than the check's clock
-///   reads, the check goes on at that time, from its first stripe again, and raises the
-///   limiter's **high-water mark** to it.
+/// * Each stripe keeps a **stamp**: the latest time at which a check that *started* at it was
+///   admitted (by it, or by another stripe after it refused). The stamp lives on the stripe's
+///   own cache line, the line such a check has just read or written.
+/// * **A check whose first stripe refuses it reads that stripe's stamp**: if the stamp is later
+///   than the check's clock reading, the check goes on at the stamp's time, from its first
+///   stripe again, and raises the limiter's **high-water mark** to it.
 /// * **Every check decides at `max(clock, high-water mark)`.** Only the path above writes the
-///   mark, and only when the clock is behind some stripe's stamp, so while the clock runs
-///   forward no check writes anything shared: the hot path gains one load of a line nobody
-///   writes, and the stamp's store to its own line.
+///   mark, and only when the clock is behind a stamp, so while the clock runs forward no check
+///   writes anything shared: the hot path gains one load of a line nobody writes and a stamp
+///   on its own line; a check that falls back reads no line it did not read before.
 /// * A stamp and the mark are times some check decided at, so the limiter never runs ahead of
 ///   its clock, and while the clock never goes back every decision is what it would be without
 ///   them.
@@ -97,9 +97,10 @@ use crate::sync::high_water::{HighWater, Stamp};
 ///   of the burst: however the clock moves, `U <= burst + queue + (A_end - A_start) / T` over
 ///   any run of checks, where `A` is the latest reading of an admitted check so far (what one
 ///   cell guarantees; reservations and rollbacks aside). Checks at 10 s, then 9 s, then 10 s
-///   again admit what one cell admits. (Why: a stripe that refused a request at time `t` holds
-///   a TAT past `t`, so the start stripe can only admit at or after every earlier admission's
-///   time, and a check that goes on past it carries the latest stamp.)
+///   again admit what one cell admits. (Why: the start stripe's stamp is the latest time of
+///   every earlier admission, so a check that goes on past the start stripe decides at or after
+///   all of them; and a stripe that refused a request at time `t` holds a TAT past `t`, so the
+///   start stripe itself only admits at or after them too.)
 /// * Over any run that starts at the latest reading so far and in which the clock does not go
 ///   back: `U <= burst + queue + elapsed / T`, from any stripes.
 /// * Over any run of checks from any stripes: `U <= burst + queue + (latest - earliest) / T`,
@@ -107,10 +108,10 @@ use crate::sync::high_water::{HighWater, Stamp};
 ///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling.
 ///
 /// What it does not promise: **one cell's ceiling when checks start at different stripes and
-/// the clock steps back.** A check that its first stripe admits reads no other stripe, so it
-/// cannot know that another stripe admitted at a later reading; a stripe with credit at the
-/// later time can lend it at the earlier reading and again when the clock comes back (within
-/// the last bound), until some refusing check raises the mark. No design can close this without
+/// the clock steps back.** A check reads no other stripe's line unless it falls back, so it
+/// cannot know that a check starting elsewhere was admitted at a later reading; a stripe with
+/// credit at the later time can lend it at the earlier reading and again when the clock comes
+/// back (within the last bound), until some refusing check raises the mark. No design can close this without
 /// a write that every check reads: a check at 10 s on stripe 0 must leave a trace that a later
 /// check starting on stripe 1 reads, and with a clock that moves on every check that is a
 /// shared write per check, which is what striping exists to avoid. Use one cell
@@ -156,7 +157,8 @@ pub struct StripedLimiter<C = DefaultClock> {
 struct Stripe {
     cell: Cell,
     algorithm: Algorithm,
-    /// GCRA: the time of this stripe's latest admission.
+    /// GCRA: the latest time at which a check that started at this stripe was admitted (by
+    /// this stripe or, falling back, by another).
     stamp: Stamp,
 }
 
@@ -457,9 +459,16 @@ impl<C: Clock> StripedLimiter<C> {
     #[inline]
     fn check_from(&self, start: usize, n: u32) -> Decision {
         let now = self.now();
-        let first = self.stripes[start].check(now, n);
+        let stripe = &self.stripes[start];
+        let first = stripe.check(now, n);
         if first.is_allowed() {
+            stripe.stamp.raise(now);
             return first.with_limit(self.limit);
+        }
+        if stripe.stamp.get() > now {
+            // A check that started here was admitted at a later time than this clock reads
+            // (never for a stock, whose stamps stay 0).
+            return self.check_behind(start, n);
         }
         self.check_others(start, now, n, first)
     }
@@ -471,23 +480,47 @@ impl<C: Clock> StripedLimiter<C> {
     #[inline(never)]
     fn check_others(&self, start: usize, now: u64, n: u32, first: Decision) -> Decision {
         let len = self.stripes.len();
-        let (now, from) = self.catch_up(now, true);
-        let mut denied = (from == 1).then_some(first);
-        for k in from..len {
+        let mut denied = first;
+        for k in 1..len {
             let d = self.stripes[(start + k) % len].check(now, n);
             if d.is_allowed() {
+                // The start stripe's stamp covers the checks that start there, wherever they
+                // were admitted.
+                self.stripes[start].stamp.raise(now);
                 return d.with_limit(self.limit);
             }
             // Report the soonest retry any stripe offers (`None` only if none offers one).
-            denied = Some(sooner(denied, d));
+            if let Some(ns) = d.retry_after_ns() {
+                if denied.retry_after_ns().map_or(true, |best| ns < best) {
+                    denied = d;
+                }
+            }
         }
-        let denied = denied.unwrap_or(first);
         if n > 1 && !self.uses_time {
             if let Some(d) = self.gather(start, n) {
                 return d;
             }
         }
         denied.with_limit(self.limit)
+    }
+
+    /// A GCRA check whose clock is behind its start stripe's stamp: every stripe from the start
+    /// on, at the stamp's time, which also raises the high-water mark.
+    #[cold]
+    #[inline(never)]
+    fn check_behind(&self, start: usize, n: u32) -> Decision {
+        let (now, _) = self.catch_up(start, 0, true);
+        let len = self.stripes.len();
+        let mut denied = None;
+        for k in 0..len {
+            let d = self.stripes[(start + k) % len].check(now, n);
+            if d.is_allowed() {
+                // The start stripe's stamp is `now` already.
+                return d.with_limit(self.limit);
+            }
+            denied = Some(sooner(denied, d));
+        }
+        denied.unwrap_or(Decision::NONE).with_limit(self.limit)
     }
 
     /// A stock request that no single stripe could fill: takes what each stripe has, one CAS
@@ -535,21 +568,17 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
-    /// The time a check whose first stripe refused it goes on at, and the first stripe to try
-    /// (as an offset from the start): the check's `now` and the next stripe; or (GCRA), when
-    /// some stripe admitted at a later time than `now` (its stamp), that time and the start
-    /// stripe again. With `publish`, such a later time also raises the limiter's high-water
-    /// mark, which every later check decides at at least.
-    fn catch_up(&self, now: u64, publish: bool) -> (u64, usize) {
-        if !self.uses_time {
-            return (now, 1);
-        }
-        let proven = self
-            .stripes
-            .iter()
-            .map(|stripe| stripe.stamp.get())
-            .fold(0, u64::max);
+    /// The time a check whose first stripe (`start`) refused it goes on at, and the first
+    /// stripe to try (as an offset from the start): the check's `now` and the next stripe; or
+    /// (GCRA), when the start stripe's stamp is later than `now` (some check that started
+    /// there was admitted at a later time), that time and the start stripe again. With
+    /// `publish`, such a later time also raises the limiter's high-water mark, which every
+    /// later check decides at at least.
+    #[inline]
+    fn catch_up(&self, start: usize, now: u64, publish: bool) -> (u64, usize) {
+        let proven = self.stripes[start].stamp.get();
         if proven <= now {
+            // Always so for a stock: its stamps stay 0.
             return (now, 1);
         }
         if publish {
@@ -598,7 +627,7 @@ impl<C: Clock> StripedLimiter<C> {
             if k == 1 && !caught_up {
                 caught_up = true;
                 // As a check would go on (without raising the floor: a peek writes nothing).
-                let (later, from) = self.catch_up(now, false);
+                let (later, from) = self.catch_up(start, now, false);
                 if from == 0 {
                     (now, k, denied) = (later, 0, None);
                 }
@@ -681,14 +710,14 @@ impl<C: Clock> StripedLimiter<C> {
             });
             let d = step(before).0;
             if d.is_allowed() {
-                stripe.stamp.raise(now);
+                self.stripes[start].stamp.raise(now);
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
             denied = Some(sooner(denied, d));
             k += 1;
             if k == 1 && !caught_up {
                 caught_up = true;
-                let (later, from) = self.catch_up(now, true);
+                let (later, from) = self.catch_up(start, now, true);
                 if from == 0 {
                     (now, k, denied) = (later, 0, None);
                 }
@@ -842,6 +871,7 @@ impl<C: Clock> StripedLimiter<C> {
 }
 
 /// Of two denials, the one with the soonest retry (`None` only if neither offers one).
+#[inline]
 fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     match (best, d.retry_after_ns()) {
         (None, _) => d,
@@ -853,15 +883,10 @@ fn sooner(best: Option<Decision>, d: Decision) -> Decision {
 crate::limiter::rate_limiter::direct_limiter_traits!(StripedLimiter);
 
 impl Stripe {
-    /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check; an
-    /// admission stamps the stripe with `now`.
+    /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.
     #[inline(always)]
     fn check(&self, now: u64, n: u32) -> Decision {
-        let d = self.cell.check(&self.algorithm, now, n);
-        if d.is_allowed() {
-            self.stamp.raise(now);
-        }
-        d
+        self.cell.check(&self.algorithm, now, n)
     }
 }
 

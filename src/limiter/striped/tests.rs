@@ -272,7 +272,10 @@ fn a_clock_stepping_back_and_returning_lends_nothing_from_one_start() {
                 admitted += (0..10)
                     .filter(|_| l.check_n_from(start, 1).is_allowed())
                     .count();
-                assert_eq!(admitted, 4, "{stripes} stripes, {first} first, from {start}");
+                assert_eq!(
+                    admitted, 4,
+                    "{stripes} stripes, {first} first, from {start}"
+                );
             }
         }
     }
@@ -297,7 +300,12 @@ fn a_reservation_far_ahead_is_not_taken_for_the_time() {
     // A refill of one stripe interval later, one unit per stripe whose schedule is not an
     // hour ahead.
     l.clock().set(Duration::from_millis(10_200));
-    assert_eq!((0..4).filter(|&h| l.check_n_from(h, 1).is_allowed()).count(), 1);
+    assert_eq!(
+        (0..4)
+            .filter(|&h| l.check_n_from(h, 1).is_allowed())
+            .count(),
+        1
+    );
 }
 
 /// Units admitted by a striped GCRA limiter over the whole quota's ceiling, clock moves that
