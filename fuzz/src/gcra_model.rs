@@ -64,7 +64,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
+use cellgate::{check_all, ConfigError, Decision, Gate, KeyedLimiter, Limiter, Quota, Reservation};
 
 pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
 use cellgate_models::keyed::SWEEP_BACKOFF_NS;
@@ -251,6 +251,14 @@ pub enum Op {
         quota: Tier,
     },
     SetQuota(Tier),
+    /// `check_all([(direct, n), (keyed gate of key, m)])`, or the keyed gate first: all or
+    /// nothing, the earlier charge rolled back (cancelled) when the later gate denies.
+    CheckAll {
+        key: u8,
+        n: Units,
+        m: Units,
+        keyed_first: bool,
+    },
 }
 
 /// Units requested by a check.
@@ -477,6 +485,9 @@ crate::counters! {
         /// Cancels that moved the TAT back by more than their reservation moved it forward after
         /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
         pub excused_cancel_after_set_quota: u64,
+        /// `check_all`s admitted whole, and those whose earlier charge was rolled back.
+        pub gates_allowed: u64,
+        pub gates_rolled_back: u64,
     }
 }
 
@@ -931,6 +942,128 @@ pub fn run(input: &Input) -> Stats {
                         *tat = new;
                     }
                 }
+                assert_peeks(
+                    &params,
+                    &direct,
+                    direct_tat,
+                    &keyed,
+                    &model,
+                    k,
+                    now,
+                    &|| ctx(now, &params),
+                );
+            }
+            Op::CheckAll {
+                key: k,
+                n,
+                m,
+                keyed_first,
+            } => {
+                // The model: a charge is a check (ceiling CEIL); a later gate's denial cancels
+                // the earlier charge at the same instant (`at` = now), by the cancel rules.
+                let (k, n, m) = (key(k), n.get(), m.get());
+                shadow_valid &= now >= model.swept;
+                let gate = keyed.gate(&k);
+                let d = if keyed_first {
+                    check_all([(&gate as &dyn Gate, m), (&direct as &dyn Gate, n)])
+                } else {
+                    check_all([(&direct as &dyn Gate, n), (&gate as &dyn Gate, m)])
+                };
+                let mut direct_charge = |direct_tat: &mut Option<u64>| {
+                    let before = *direct_tat;
+                    let (want, w) = step(&params, before, now, n);
+                    *direct_tat = w.or(before);
+                    (want, before.unwrap_or(0), w)
+                };
+                let mut shadow_charge = |shadow: &mut HashMap<u8, u64>, valid: bool| {
+                    if valid {
+                        let (_, w) = step(&params, shadow.get(&k).copied(), now, m);
+                        if let Some(w) = w {
+                            shadow.insert(k, w);
+                        }
+                    }
+                };
+                let (allowed, denied_by) = if keyed_first {
+                    let (kw, swept, before_k, w) =
+                        model.admit(&params, &params, k, now, m, params.ceiling);
+                    stats.keys_evicted += swept as u64;
+                    shadow_charge(&mut shadow, shadow_valid && kw.allowed);
+                    if !kw.allowed {
+                        (false, Some(0))
+                    } else {
+                        let (dw, _, dwrite) = direct_charge(&mut direct_tat);
+                        if dw.allowed {
+                            if w.is_some() {
+                                let list =
+                                    keyed_acting.entry(k).or_insert_with(|| Some(Vec::new()));
+                                act(list, now + kw.delay_ns, m);
+                            }
+                            if dwrite.is_some() {
+                                act(&mut direct_acting, now + dw.delay_ns, n);
+                            }
+                            (true, None)
+                        } else {
+                            // Roll back the keyed charge (if it holds anything).
+                            if let (Some(after), true) = (w, m > 0) {
+                                let before = before_k.unwrap_or(0);
+                                let r = (before, after, now);
+                                let held =
+                                    model.on_held(k, |tat| cancel(&params, Some(tat), now, m, r));
+                                if let (true, Some(tat)) = (shadow_valid, shadow.get_mut(&k)) {
+                                    if held.is_some() {
+                                        if let Some(new) = cancel(&params, Some(*tat), now, m, r) {
+                                            *tat = new;
+                                        }
+                                    }
+                                }
+                            }
+                            (false, Some(1))
+                        }
+                    }
+                } else {
+                    let (dw, before, dwrite) = direct_charge(&mut direct_tat);
+                    if !dw.allowed {
+                        (false, Some(0))
+                    } else {
+                        let (kw, swept, _, w) =
+                            model.admit(&params, &params, k, now, m, params.ceiling);
+                        stats.keys_evicted += swept as u64;
+                        shadow_charge(&mut shadow, shadow_valid && kw.allowed);
+                        if kw.allowed {
+                            if w.is_some() {
+                                let list =
+                                    keyed_acting.entry(k).or_insert_with(|| Some(Vec::new()));
+                                act(list, now + kw.delay_ns, m);
+                            }
+                            if dwrite.is_some() {
+                                act(&mut direct_acting, now + dw.delay_ns, n);
+                            }
+                            (true, None)
+                        } else {
+                            // Roll back the direct charge.
+                            if let (Some(after), true) = (dwrite, n > 0) {
+                                if let Some(new) =
+                                    cancel(&params, direct_tat, now, n, (before, after, now))
+                                {
+                                    direct_tat = Some(new);
+                                }
+                            }
+                            (false, Some(1))
+                        }
+                    }
+                };
+                assert_eq!(
+                    (d.is_allowed(), d.denied_by()),
+                    (allowed, denied_by),
+                    "check_all(direct {n}, key {k} {m}, keyed first {keyed_first}) {}",
+                    ctx(now, &params)
+                );
+                if allowed {
+                    stats.gates_allowed += 1;
+                } else if denied_by == Some(1) {
+                    stats.gates_rolled_back += 1;
+                }
+                // Whatever was rolled back, both limiters now decide as the model.
                 assert_peeks(
                     &params,
                     &direct,

@@ -524,10 +524,12 @@ impl Model {
                         let proven = stripes[start].stamp;
                         if proven > e {
                             stats.caught_up += 1;
+                            let mut at = proven;
                             if let Mode::Take(_) = mode {
                                 *high = (*high).max(proven);
+                                at = *high;
                             }
-                            (e, k, denied) = (proven, 0, None);
+                            (e, k, denied) = (at, 0, None);
                         }
                     }
                 }

@@ -71,11 +71,11 @@ impl HighWater {
         self.0.load(Ordering::Relaxed)
     }
 
-    /// Raises the mark to `to` (keeps it if already later).
+    /// Raises the mark to `to` (keeps it if already later); returns the mark then.
     #[inline]
-    pub(crate) fn raise(&self, to: u64) {
+    pub(crate) fn raise(&self, to: u64) -> u64 {
         // Relaxed: the mark publishes nothing but itself; fetch_max keeps racing raises'
         // largest value.
-        self.0.fetch_max(to, Ordering::Relaxed);
+        self.0.fetch_max(to, Ordering::Relaxed).max(to)
     }
 }

@@ -573,7 +573,8 @@ impl<C: Clock> StripedLimiter<C> {
     /// (GCRA), when the start stripe's stamp is later than `now` (some check that started
     /// there was admitted at a later time), that time and the start stripe again. With
     /// `publish`, such a later time also raises the limiter's high-water mark, which every
-    /// later check decides at at least.
+    /// later check decides at at least, and the check decides at the mark (later still if
+    /// another check raised it meanwhile).
     #[inline]
     fn catch_up(&self, start: usize, now: u64, publish: bool) -> (u64, usize) {
         let proven = self.stripes[start].stamp.get();
@@ -582,7 +583,8 @@ impl<C: Clock> StripedLimiter<C> {
             return (now, 1);
         }
         if publish {
-            self.high.raise(proven);
+            // The mark may be later still (another check's raise): decide at that.
+            return (self.high.raise(proven), 0);
         }
         (proven, 0)
     }
