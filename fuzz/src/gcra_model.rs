@@ -969,13 +969,13 @@ pub fn run(input: &Input) -> Stats {
                 } else {
                     check_all([(&direct as &dyn Gate, n), (&gate as &dyn Gate, m)])
                 };
-                let mut direct_charge = |direct_tat: &mut Option<u64>| {
+                let direct_charge = |direct_tat: &mut Option<u64>| {
                     let before = *direct_tat;
                     let (want, w) = step(&params, before, now, n);
                     *direct_tat = w.or(before);
                     (want, before.unwrap_or(0), w)
                 };
-                let mut shadow_charge = |shadow: &mut HashMap<u8, u64>, valid: bool| {
+                let shadow_charge = |shadow: &mut HashMap<u8, u64>, valid: bool| {
                     if valid {
                         let (_, w) = step(&params, shadow.get(&k).copied(), now, m);
                         if let Some(w) = w {

@@ -537,7 +537,7 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let holds = |want: &Expect, units: u32, before: &M::State, after: &M::State| {
                     want.allowed && units > 0 && m.word(before) != m.word(after)
                 };
-                let mut charge_direct = |direct: &mut M::State| {
+                let charge_direct = |direct: &mut M::State| {
                     let before = direct.clone();
                     let want = m.step(direct, at, n);
                     let h = holds(&want, n, &before, direct);

@@ -473,9 +473,9 @@ impl<C: Clock> StripedLimiter<C> {
         self.check_others(start, now, n, first)
     }
 
-    /// The rest of a check whose first stripe refused it: (GCRA) the time the stripes prove,
-    /// then every stripe in turn at that time, then (stock only) a gathering of units from
-    /// several stripes.
+    /// The rest of a check whose first stripe refused it (its clock not behind that stripe's
+    /// stamp): every other stripe in turn, then (stock only) a gathering of units from several
+    /// stripes.
     #[cold]
     #[inline(never)]
     fn check_others(&self, start: usize, now: u64, n: u32, first: Decision) -> Decision {
@@ -515,7 +515,8 @@ impl<C: Clock> StripedLimiter<C> {
         for k in 0..len {
             let d = self.stripes[(start + k) % len].check(now, n);
             if d.is_allowed() {
-                // The start stripe's stamp is `now` already.
+                // `now` is the start stripe's stamp, or a later mark another check raised.
+                self.stripes[start].stamp.raise(now);
                 return d.with_limit(self.limit);
             }
             denied = Some(sooner(denied, d));
