@@ -592,6 +592,12 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                         )
                     },
                 );
+                assert_decision(&s.map.peek(&k), &map.peek(m, k, at), &|| {
+                    ctx(
+                        &format!("map peek(&{k}) after check_all, model {map:?}"),
+                        now,
+                    )
+                });
                 // The shadow does not follow gates (it would need the charge's own decision).
                 shadow_valid = false;
             }

@@ -712,6 +712,27 @@ thread_local! {
     static STARTS: RefCell<HashMap<usize, usize>> = RefCell::new(HashMap::new());
 }
 
+/// Before this process's first striped check: five threads take the first five tickets, so
+/// that the fuzzing thread's own ticket is 5 and its start stripe varies with the stripe count
+/// (ticket 0 would start every limiter at stripe 0, and a start stripe mixed up with stripe 0
+/// would go unseen).
+fn take_first_tickets() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for _ in 0..5 {
+            std::thread::spawn(|| {
+                let l = StripedLimiter::stock(1)
+                    .stripes(1)
+                    .build()
+                    .expect("a stock");
+                assert!(l.check().is_allowed());
+            })
+            .join()
+            .expect("a ticket taker");
+        }
+    });
+}
+
 /// The stripe this thread's checks start at in a limiter of `s` stripes (`ticket % s`, the
 /// ticket private to cellgate), found through the public API: a stock of two units per stripe
 /// with one unit taken from every stripe but `c` shows `c`'s second unit to a plain check iff
@@ -848,6 +869,7 @@ impl Bounds {
 
 /// Replays `input` against the real limiter and the model; panics on the first difference.
 pub fn run(input: &Input) -> Stats {
+    take_first_tickets();
     let mut stats = Stats {
         inputs: 1,
         ..Stats::default()
