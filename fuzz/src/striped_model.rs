@@ -779,6 +779,26 @@ struct Bounds {
     off: bool,
 }
 
+/// Adds `n` units to every run of `runs` (`(start, units)`) and asserts each within `whole +
+/// (end - start) / t`.
+fn count_in(
+    runs: &mut [(u128, u128)],
+    n: u128,
+    t: u128,
+    whole: u128,
+    end: u128,
+    what: &dyn Fn(u128, u128) -> String,
+) {
+    for (from, units) in runs.iter_mut() {
+        *units += n;
+        assert!(
+            units.saturating_sub(whole) * t <= end - *from,
+            "{}",
+            what(*from, *units)
+        );
+    }
+}
+
 impl Bounds {
     fn new(t: u128, whole: u128, now: u128) -> Self {
         Bounds {
@@ -840,26 +860,15 @@ impl Bounds {
                 "step {step}: {units} units from {origin} to {now}, the clock never back"
             );
         }
-        for i in 0..self.runs.len() {
-            self.runs[i].1 += n;
-            let (earliest, units) = self.runs[i];
-            assert!(
-                self.within(units, self.latest - earliest),
-                "step {step}: {units} units in a run from {earliest} (latest {})",
-                self.latest
-            );
-        }
+        let (t, whole, latest, a_end) = (self.t, self.whole, self.latest, self.latest_admitted);
+        count_in(&mut self.runs, n, t, whole, latest, &|from, units| {
+            format!("step {step}: {units} units in a run from {from} (latest {latest})")
+        });
         if self.one.is_some() {
-            self.one_runs.push((self.latest_admitted, 0));
-            for i in 0..self.one_runs.len() {
-                self.one_runs[i].1 += n;
-                let (a, units) = self.one_runs[i];
-                assert!(
-                    self.within(units, self.latest_admitted - a),
-                    "step {step}: {units} units from one stripe, A from {a} to {}",
-                    self.latest_admitted
-                );
-            }
+            self.one_runs.push((a_end, 0));
+            count_in(&mut self.one_runs, n, t, whole, a_end, &|from, units| {
+                format!("step {step}: {units} units from one stripe, A from {from} to {a_end}")
+            });
             if self.one_runs.len() > 64 {
                 self.one_runs.remove(0);
             }

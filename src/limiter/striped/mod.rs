@@ -468,7 +468,7 @@ impl<C: Clock> StripedLimiter<C> {
         if stripe.stamp.get() > now {
             // A check that started here was admitted at a later time than this clock reads
             // (never for a stock, whose stamps stay 0).
-            return self.check_behind(start, n);
+            return self.check_behind(start, now, n);
         }
         self.check_others(start, now, n, first)
     }
@@ -508,20 +508,16 @@ impl<C: Clock> StripedLimiter<C> {
     /// on, at the stamp's time, which also raises the high-water mark.
     #[cold]
     #[inline(never)]
-    fn check_behind(&self, start: usize, n: u32) -> Decision {
-        let (now, _) = self.catch_up(start, 0, true);
-        let len = self.stripes.len();
-        let mut denied = None;
-        for k in 0..len {
-            let d = self.stripes[(start + k) % len].check(now, n);
-            if d.is_allowed() {
-                // `now` is the start stripe's stamp, or a later mark another check raised.
-                self.stripes[start].stamp.raise(now);
-                return d.with_limit(self.limit);
-            }
-            denied = Some(sooner(denied, d));
+    fn check_behind(&self, start: usize, now: u64, n: u32) -> Decision {
+        // The start stripe's stamp, or a later mark another check raised.
+        let now = self.catch_up(start, now, true).unwrap_or(now);
+        let stripe = &self.stripes[start];
+        let first = stripe.check(now, n);
+        if first.is_allowed() {
+            stripe.stamp.raise(now);
+            return first.with_limit(self.limit);
         }
-        denied.unwrap_or(Decision::NONE).with_limit(self.limit)
+        self.check_others(start, now, n, first)
     }
 
     /// A stock request that no single stripe could fill: takes what each stripe has, one CAS
@@ -569,25 +565,24 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
-    /// The time a check whose first stripe (`start`) refused it goes on at, and the first
-    /// stripe to try (as an offset from the start): the check's `now` and the next stripe; or
-    /// (GCRA), when the start stripe's stamp is later than `now` (some check that started
-    /// there was admitted at a later time), that time and the start stripe again. With
-    /// `publish`, such a later time also raises the limiter's high-water mark, which every
-    /// later check decides at at least, and the check decides at the mark (later still if
-    /// another check raised it meanwhile).
+    /// Where a check whose first stripe (`start`) refused it at `now` goes on: `None`, on at
+    /// the next stripe at `now`; or (GCRA), when the start stripe's stamp is later than `now`
+    /// (a check that started there was admitted at a later time), `Some` time to go on at,
+    /// from the start stripe again. With `publish`, that time also raises the limiter's
+    /// high-water mark, which every later check decides at at least, and is the mark (later
+    /// than the stamp if another check raised it meanwhile).
     #[inline]
-    fn catch_up(&self, start: usize, now: u64, publish: bool) -> (u64, usize) {
+    fn catch_up(&self, start: usize, now: u64, publish: bool) -> Option<u64> {
         let proven = self.stripes[start].stamp.get();
         if proven <= now {
             // Always so for a stock: its stamps stay 0.
-            return (now, 1);
+            return None;
         }
-        if publish {
-            // The mark may be later still (another check's raise): decide at that.
-            return (self.high.raise(proven), 0);
-        }
-        (proven, 0)
+        Some(if publish {
+            self.high.raise(proven)
+        } else {
+            proven
+        })
     }
 
     /// The stripe this thread starts at.
@@ -618,7 +613,7 @@ impl<C: Clock> StripedLimiter<C> {
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        let (mut k, mut caught_up) = (0, false);
+        let mut k = 0;
         while k < len {
             let stripe = &self.stripes[(start + k) % len];
             let d = stripe.algorithm.decide(stripe.cell.load(), now, n);
@@ -627,13 +622,9 @@ impl<C: Clock> StripedLimiter<C> {
             }
             denied = Some(sooner(denied, d));
             k += 1;
-            if k == 1 && !caught_up {
-                caught_up = true;
-                // As a check would go on (without raising the floor: a peek writes nothing).
-                let (later, from) = self.catch_up(start, now, false);
-                if from == 0 {
-                    (now, k, denied) = (later, 0, None);
-                }
+            // As a check would go on (without raising the mark: a peek writes nothing).
+            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, false)).flatten() {
+                (now, k, denied) = (later, 0, None);
             }
         }
         denied.unwrap_or(Decision::NONE).with_limit(self.limit)
@@ -699,7 +690,7 @@ impl<C: Clock> StripedLimiter<C> {
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        let (mut k, mut caught_up) = (0, false);
+        let mut k = 0;
         while k < len {
             let i = (start + k) % len;
             let stripe = &self.stripes[i];
@@ -718,12 +709,8 @@ impl<C: Clock> StripedLimiter<C> {
             }
             denied = Some(sooner(denied, d));
             k += 1;
-            if k == 1 && !caught_up {
-                caught_up = true;
-                let (later, from) = self.catch_up(start, now, true);
-                if from == 0 {
-                    (now, k, denied) = (later, 0, None);
-                }
+            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, true)).flatten() {
+                (now, k, denied) = (later, 0, None);
             }
         }
         if n > 1 && !self.uses_time {
