@@ -111,11 +111,12 @@ use crate::sync::high_water::{HighWater, Stamp};
 /// the clock steps back.** A check reads no other stripe's line unless it falls back, so it
 /// cannot know that a check starting elsewhere was admitted at a later reading; a stripe with
 /// credit at the later time can lend it at the earlier reading and again when the clock comes
-/// back (within the last bound), until some refusing check raises the mark. No design can close this without
-/// a write that every check reads: a check at 10 s on stripe 0 must leave a trace that a later
-/// check starting on stripe 1 reads, and with a clock that moves on every check that is a
-/// shared write per check, which is what striping exists to avoid. Use one cell
-/// ([`Limiter`](crate::Limiter)) where a clock that steps back must never lend credit twice.
+/// back (within the last bound), until some refusing check raises the mark. No design can
+/// close this without a write that every check reads: a check at 10 s on stripe 0 must leave a
+/// trace that a later check starting on stripe 1 reads, and with a clock that moves on every
+/// check that is a shared write per check, which is what striping exists to avoid. Use one
+/// cell ([`Limiter`](crate::Limiter)) where a clock that steps back must never lend credit
+/// twice.
 ///
 /// # Example
 ///
