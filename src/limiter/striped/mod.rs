@@ -82,10 +82,11 @@ use crate::sync::high_water::{HighWater, Stamp};
 /// * **A check whose first stripe refuses it reads that stripe's stamp**: if the stamp is later
 ///   than the check's clock reading, the check goes on at the stamp's time, from its first
 ///   stripe again, and raises the limiter's **high-water mark** to it.
-/// * **Every check decides at `max(clock, high-water mark)`.** Only the path above writes the
-///   mark, and only when the clock is behind a stamp, so while the clock runs forward no check
-///   writes anything shared: the hot path gains one load of a line nobody writes and a stamp
-///   on its own line; a check that falls back reads no line it did not read before.
+/// * **Every check decides at `max(clock, high-water mark)`** (a decision's durations count
+///   from the time it was made at). Only the path above writes the mark, and only when the
+///   clock is behind a stamp, so while the clock runs forward no check writes anything shared:
+///   the hot path gains one load of a line nobody writes and a stamp on its own line; a check
+///   that falls back reads no line it did not read before.
 /// * A stamp and the mark are times some check decided at, so the limiter never runs ahead of
 ///   its clock, and while the clock never goes back every decision is what it would be without
 ///   them.

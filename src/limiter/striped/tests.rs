@@ -422,3 +422,21 @@ proptest! {
         }
     }
 }
+
+/// A check admitted by another stripe after its first refused it stamps its first stripe: a
+/// later check from there with a clock behind goes on at that admission's time (a decision's
+/// durations count from the time it was made at).
+#[test]
+fn an_admission_after_a_fallback_stamps_the_start_stripe() {
+    // 10/s, burst 2 over 2 stripes: one unit each, a stripe interval of 200 ms.
+    let l = gcra(Quota::per_second(10).with_burst(2), 2);
+    l.clock().set(Duration::from_secs(10));
+    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0, TAT 10.2 s
+    l.clock().set(Duration::from_millis(10_100));
+    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0 refuses; stripe 1, TAT 10.3 s
+    l.clock().set(Duration::from_secs(9));
+    // Decided at 10.1 s: stripe 0 has room again at 10.2 s (at 10 s it would say 200 ms).
+    let d = l.check_n_from(0, 1);
+    assert!(!d.is_allowed());
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+}
