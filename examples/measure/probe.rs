@@ -22,6 +22,7 @@
 //! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
+//! | `striped_manual` | a `StripedLimiter` (GCRA, 1 unit per µs, burst 1000, 4 stripes) on a manual clock advanced 60 µs every 64 checks, as `direct_manual`: about one check in sixteen refused by its first stripe and going on through the others |
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
 //! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
 //!
@@ -34,7 +35,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cellgate::clock::{Clock, CoarseClock, ManualClock};
-use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
+use cellgate::{Decision, KeyedLimiter, Limiter, Quota, StripedLimiter};
 use keys::u64_keys;
 
 /// Every check is allowed (a burst of 10^7), and a key stays live for at least 1000 s after a
@@ -260,6 +261,17 @@ fn main() {
                 let l = governor::RateLimiter::direct_with_clock(q, clock.clone());
                 run_direct_manual(checks, || clock.advance(advance), || l.check().is_ok())
             }
+        }
+        "striped_manual" => {
+            let clock = ManualClock::new();
+            let l = StripedLimiter::gcra(Quota::per_second(1_000_000).with_burst(1000))
+                .stripes(4)
+                .clock(clock.clone())
+                .build()
+                .expect("valid quota");
+            let advance = Duration::from_micros(60);
+            start = Instant::now();
+            run_direct_manual(checks, || clock.advance(advance), || l.check().is_allowed())
         }
         "direct" => {
             let l = Limiter::gcra(quota())

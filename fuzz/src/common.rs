@@ -269,6 +269,14 @@ pub enum Op {
     Cancel {
         pick: u8,
     },
+    /// `check_all([(direct, n), (map gate of key, m)])`, or the keyed gate first: all or
+    /// nothing, the earlier charge cancelled when the later gate denies. Not on a sliding log.
+    CheckAll {
+        key: u8,
+        n: Units,
+        m: Units,
+        keyed_first: bool,
+    },
 }
 
 /// Keys used: few enough that they collide and exceed small caps.
@@ -359,6 +367,9 @@ crate::counters! {
         pub excused_zero_count_ahead: u64,
         /// `refund(0)` answers `true`, let through by `keyed_model::EXCUSE_REFUND_ZERO`.
         pub excused_refund_zero: u64,
+        /// `check_all`s admitted whole, and those whose earlier charge was rolled back.
+        pub gates_allowed: u64,
+        pub gates_rolled_back: u64,
     }
 }
 

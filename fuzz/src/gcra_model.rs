@@ -64,7 +64,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
+use cellgate::{check_all, ConfigError, Decision, Gate, KeyedLimiter, Limiter, Quota, Reservation};
 
 pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
 use cellgate_models::keyed::SWEEP_BACKOFF_NS;
@@ -251,6 +251,14 @@ pub enum Op {
         quota: Tier,
     },
     SetQuota(Tier),
+    /// `check_all([(direct, n), (keyed gate of key, m)])`, or the keyed gate first: all or
+    /// nothing, the earlier charge rolled back (cancelled) when the later gate denies.
+    CheckAll {
+        key: u8,
+        n: Units,
+        m: Units,
+        keyed_first: bool,
+    },
 }
 
 /// Units requested by a check.
@@ -477,6 +485,9 @@ crate::counters! {
         /// Cancels that moved the TAT back by more than their reservation moved it forward after
         /// a `set_quota` in between, let through by `EXCUSE_CANCEL_AFTER_SET_QUOTA`.
         pub excused_cancel_after_set_quota: u64,
+        /// `check_all`s admitted whole, and those whose earlier charge was rolled back.
+        pub gates_allowed: u64,
+        pub gates_rolled_back: u64,
     }
 }
 
@@ -658,6 +669,8 @@ pub fn run(input: &Input) -> Stats {
 
     for (i, op) in input.ops.iter().enumerate() {
         let before = now;
+        // A key whose peeks (and the direct limiter's) must match the model after this op.
+        let mut peeks_after: Option<u8> = None;
         let ctx = |now: u64, p: &Params| format!("op #{i} {op:?} at now={now}, {p:?}");
         match *op {
             Op::AdvanceNs(ns) => now = now.saturating_add(ns),
@@ -934,16 +947,110 @@ pub fn run(input: &Input) -> Stats {
                         *tat = new;
                     }
                 }
-                assert_peeks(
-                    &params,
-                    &direct,
-                    direct_tat,
-                    &keyed,
-                    &model,
-                    k,
-                    now,
-                    &|| ctx(now, &params),
+                peeks_after = Some(k);
+            }
+            Op::CheckAll {
+                key: k,
+                n,
+                m,
+                keyed_first,
+            } => {
+                // The model: a charge is a check (ceiling CEIL); a later gate's denial cancels
+                // the earlier charge at the same instant (`at` = now), by the cancel rules.
+                let (k, n, m) = (key(k), n.get(), m.get());
+                shadow_valid &= now >= model.swept;
+                let gate = keyed.gate(&k);
+                let d = if keyed_first {
+                    check_all([(&gate as &dyn Gate, m), (&direct as &dyn Gate, n)])
+                } else {
+                    check_all([(&direct as &dyn Gate, n), (&gate as &dyn Gate, m)])
+                };
+                let direct_charge = |direct_tat: &mut Option<u64>| {
+                    let before = *direct_tat;
+                    let (want, w) = step(&params, before, now, n);
+                    *direct_tat = w.or(before);
+                    (want, before.unwrap_or(0), w)
+                };
+                let shadow_charge = |shadow: &mut HashMap<u8, u64>, valid: bool| {
+                    if valid {
+                        let (_, w) = step(&params, shadow.get(&k).copied(), now, m);
+                        if let Some(w) = w {
+                            shadow.insert(k, w);
+                        }
+                    }
+                };
+                // Each gate charged in order, until one denies.
+                let (mut keyed_got, mut direct_got) = (None, None);
+                let mut denied_by = None;
+                let order = if keyed_first {
+                    [true, false]
+                } else {
+                    [false, true]
+                };
+                for (i, is_keyed) in order.into_iter().enumerate() {
+                    let ok = if is_keyed {
+                        let (kw, swept, before_k, w) =
+                            model.admit(&params, &params, k, now, m, params.ceiling);
+                        stats.keys_evicted += swept as u64;
+                        shadow_charge(&mut shadow, shadow_valid && kw.allowed);
+                        keyed_got = Some((kw.allowed, kw.delay_ns, before_k.unwrap_or(0), w));
+                        kw.allowed
+                    } else {
+                        let (dw, before, w) = direct_charge(&mut direct_tat);
+                        direct_got = Some((dw.allowed, dw.delay_ns, before, w));
+                        dw.allowed
+                    };
+                    if !ok {
+                        denied_by = Some(i);
+                        break;
+                    }
+                }
+                let allowed = denied_by.is_none();
+                match (denied_by, keyed_got, direct_got) {
+                    (None, Some((_, kdelay, _, kw)), Some((_, ddelay, _, dw))) => {
+                        // Both admitted: their units count in the conformance bound.
+                        if kw.is_some() {
+                            let list = keyed_acting.entry(k).or_insert_with(|| Some(Vec::new()));
+                            act(list, now + kdelay, m);
+                        }
+                        if dw.is_some() {
+                            act(&mut direct_acting, now + ddelay, n);
+                        }
+                    }
+                    (Some(1), Some((_, _, before, Some(after))), _) if keyed_first && m > 0 => {
+                        // Roll back the keyed charge (and the shadow's, where the key is held).
+                        let r = (before, after, now);
+                        let held = model.on_held(k, |tat| cancel(&params, Some(tat), now, m, r));
+                        if let (true, true, Some(tat)) =
+                            (shadow_valid, held.is_some(), shadow.get_mut(&k))
+                        {
+                            if let Some(new) = cancel(&params, Some(*tat), now, m, r) {
+                                *tat = new;
+                            }
+                        }
+                    }
+                    (Some(1), _, Some((_, _, before, Some(after)))) if !keyed_first && n > 0 => {
+                        // Roll back the direct charge.
+                        if let Some(new) = cancel(&params, direct_tat, now, n, (before, after, now))
+                        {
+                            direct_tat = Some(new);
+                        }
+                    }
+                    _ => {}
+                }
+                assert_eq!(
+                    (d.is_allowed(), d.denied_by()),
+                    (allowed, denied_by),
+                    "check_all(direct {n}, key {k} {m}, keyed first {keyed_first}) {}",
+                    ctx(now, &params)
                 );
+                if allowed {
+                    stats.gates_allowed += 1;
+                } else if denied_by == Some(1) {
+                    stats.gates_rolled_back += 1;
+                }
+                // Whatever was rolled back, both limiters now decide as the model.
+                peeks_after = Some(k);
             }
             Op::Refund { key: k, n } => {
                 let (k, n) = (key(k), n.get());
@@ -976,16 +1083,7 @@ pub fn run(input: &Input) -> Stats {
                         *tat = new;
                     }
                 }
-                assert_peeks(
-                    &params,
-                    &direct,
-                    direct_tat,
-                    &keyed,
-                    &model,
-                    k,
-                    now,
-                    &|| ctx(now, &params),
-                );
+                peeks_after = Some(k);
             }
             Op::CheckWith { key: k, n, quota } => {
                 let (k, n) = (key(k), n.get());
@@ -1065,6 +1163,18 @@ pub fn run(input: &Input) -> Stats {
         conform &= now >= before;
         clock.set_ns(now);
         assert_eq!(clock.now(), now);
+        if let Some(k) = peeks_after {
+            assert_peeks(
+                &params,
+                &direct,
+                direct_tat,
+                &keyed,
+                &model,
+                k,
+                now,
+                &|| ctx(now, &params),
+            );
+        }
         assert_eq!(
             keyed.len(),
             model.tats.len(),

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
-use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
+use cellgate::{check_all, ConfigError, Gate, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 
 pub use cellgate_models::keyed::KeyedModel;
 pub use cellgate_models::{cancel, CellModel, Model};
@@ -523,6 +523,88 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 if let (true, Some(st)) = (map.held.contains_key(&k), shadow.get_mut(&k)) {
                     cancel(m, st, at, n, p.holds, &p.before, &p.after);
                 }
+            }
+            Op::CheckAll {
+                key: k,
+                n,
+                m: units,
+                keyed_first,
+            } => {
+                let (k, n, units) = (key(k), n.get(m.limit()), units.get(m.limit()));
+                let gate = s.map.gate(&k);
+                let d = if keyed_first {
+                    check_all([(&gate as &dyn Gate, units), (s.direct as &dyn Gate, n)])
+                } else {
+                    check_all([(s.direct as &dyn Gate, n), (&gate as &dyn Gate, units)])
+                };
+                // The model: each gate charged as a check, in order; the first denial cancels
+                // the earlier charge (the cancel rules of `cellgate_models::cancel`).
+                let holds = |want: &Expect, units: u32, before: &M::State, after: &M::State| {
+                    want.allowed && units > 0 && m.word(before) != m.word(after)
+                };
+                let charge_direct = |direct: &mut M::State| {
+                    let before = direct.clone();
+                    let want = m.step(direct, at, n);
+                    let h = holds(&want, n, &before, direct);
+                    (want.allowed, h, before, direct.clone())
+                };
+                let (allowed, denied_by) = if keyed_first {
+                    let (want, swept, before, after) = map.check_full(m, k, at, now, units);
+                    stats.keys_evicted += swept as u64;
+                    if !want.allowed {
+                        (false, Some(0))
+                    } else if charge_direct(&mut direct).0 {
+                        (true, None)
+                    } else {
+                        let h = holds(&want, units, &before, &after);
+                        map.on_held(k, |st| cancel(m, st, at, units, h, &before, &after));
+                        (false, Some(1))
+                    }
+                } else {
+                    let (ok, h, before, after) = charge_direct(&mut direct);
+                    if !ok {
+                        (false, Some(0))
+                    } else {
+                        let (want, swept, ..) = map.check_full(m, k, at, now, units);
+                        stats.keys_evicted += swept as u64;
+                        if want.allowed {
+                            (true, None)
+                        } else {
+                            cancel(m, &mut direct, at, n, h, &before, &after);
+                            (false, Some(1))
+                        }
+                    }
+                };
+                assert_eq!(
+                    (d.is_allowed(), d.denied_by()),
+                    (allowed, denied_by),
+                    "{}",
+                    ctx(&format!("check_all(direct {n}, map {k} {units}, keyed first {keyed_first}), model {map:?}"), now)
+                );
+                if allowed {
+                    stats.gates_allowed += 1;
+                } else if denied_by == Some(1) {
+                    stats.gates_rolled_back += 1;
+                }
+                // Both limiters now decide as the model, whatever was rolled back.
+                assert_decision(
+                    &s.direct.peek(),
+                    &m.step(&mut direct.clone(), at, 0),
+                    &|| {
+                        ctx(
+                            &format!("direct peek after check_all, model {direct:?}"),
+                            now,
+                        )
+                    },
+                );
+                assert_decision(&s.map.peek(&k), &map.peek(m, k, at), &|| {
+                    ctx(
+                        &format!("map peek(&{k}) after check_all, model {map:?}"),
+                        now,
+                    )
+                });
+                // The shadow does not follow gates (it would need the charge's own decision).
+                shadow_valid = false;
             }
             _ => unreachable!("clock moves are handled above"),
         }

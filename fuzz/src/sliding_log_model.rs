@@ -288,7 +288,8 @@ pub fn run(input: &Input) -> Stats {
             | Op::SetStock { .. }
             | Op::Refund { .. }
             | Op::Reserve { .. }
-            | Op::Cancel { .. } => {}
+            | Op::Cancel { .. }
+            | Op::CheckAll { .. } => {}
             _ => unreachable!("clock moves are handled above"),
         }
         assert_eq!(clock.now(), now);

@@ -17,17 +17,47 @@
 //! remaining(): the sum over stripes of what each would admit now (saturating)
 //! restock(u), stock only: stripe i gains its share of u (saturating at u64::MAX); returns the
 //!   sum of the stripes' units (saturating); GCRA: Unsupported { "restock", "gcra" }
+//!
+//! time (GCRA; "A clock that steps back"): every operation decides at e = max(clock, H), H the
+//!   high-water mark (0 at first); a request allowed at e (n = 0 too) raises the stamp of the
+//!   stripe it started at (whichever stripe allowed it) to e; a check whose first stripe refuses
+//!   it reads P = that stripe's stamp; if P > e: H = max(H, P), and the check goes on at P from
+//!   its first stripe again (the denial then is chosen among the decisions at P); otherwise on
+//!   from the next stripe at e
+//! peek_n(n), from this thread's stripe: GCRA as a check that writes nothing (H unchanged);
+//!   stock: one stock holding the sum of all stripes
+//! charge(n) / reserve(n, w), from this thread's stripe: as a check (reserve: each stripe's
+//!   GCRA ceiling for the request is min(DVT_i + w, CEIL_i) with a queue, DVT_i + w without,
+//!   saturating at u64::MAX); the reservation keeps (stripe, n, before, after, e) (a gathered
+//!   stock: the start stripe, 0 -> n)
+//! cancel(r): nothing unless r was allowed with n > 0 and before != after; stock: the stripe
+//!   gains n; GCRA at e (taken as at least r's e), on r's stripe: nothing if tat <= e; else if
+//!   tat > e + DVT_i only the last place (tat == after: back to max(before, e)); else tat drops
+//!   by min(n*T_i, at + n*T_i - e), never below e; true iff the stripe's word changed
+//! check_all([(striped, a), (stock cell, b)]) in either order: each charged in turn; on the
+//!   first denial the earlier charges are cancelled in reverse; allowed iff none denied
 //! ```
 //!
-//! and the ceiling of the module docs, while the clock never goes back: all GCRA admissions
-//! together at most `burst + queue + elapsed / T` units. Invalid configurations must be the
-//! documented `ConfigError`s.
+//! and the bounds of the module docs, with the clock moving both ways: over a run of checks
+//! that starts at the latest reading so far and in which the clock does not go back, at most
+//! `burst + queue + elapsed / T` units; over a run from the start or from a step back, at most
+//! `burst + queue + (latest - earliest) / T`; and, for runs in which every check starts at the
+//! same stripe with `n` within its share of the burst, one cell's ceiling `burst + queue +
+//! (A_end - A_start) / T` over every run from an admission on (`A`: the latest reading of an
+//! admitted check). A rollback or a reservation ends the runs (the bounds count checks only).
+//! Invalid configurations must be the documented `ConfigError`s.
 
 use std::time::Duration;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, Decision, Quota, StripedLimiter, MAX_STRIPES};
+use cellgate::{
+    check_all, ConfigError, Decision, Gate, Limiter, Quota, RateLimiter, Reservation,
+    StripedLimiter, MAX_STRIPES,
+};
 
 const HORIZON: u128 = u64::MAX as u128;
 const NEVER: u64 = u64::MAX;
@@ -74,15 +104,71 @@ pub enum Op {
     Remaining,
     /// `restock(units)`: stock only (a GCRA limiter must refuse it).
     Restock(u64),
+    /// `peek_n(n)` from this thread's stripe.
+    Peek {
+        n: u8,
+    },
+    /// `charge(n)` (the `Gate`/`RateLimiter` charge), kept for a later `Cancel`.
+    Charge {
+        n: u8,
+    },
+    /// `reserve(n, wait)`, kept for a later `Cancel`; `wait`: `wait % 16` stripe intervals,
+    /// plus `frac / 256` of one.
+    Reserve {
+        n: u8,
+        wait: u8,
+        frac: u8,
+    },
+    /// Cancels the outstanding reservation `pick % count` (each at most once).
+    Cancel {
+        pick: u8,
+    },
+    /// `check_all` of the striped limiter (`a` units) and a one-cell stock (`b` units), the
+    /// striped one first or second.
+    CheckAll {
+        a: u8,
+        b: u8,
+        striped_first: bool,
+    },
 }
 
-/// A GCRA stripe: `(T_i, DVT_i, CEIL_i, tat)`.
+crate::counters! {
+    /// What a run exercised (for the corpus tools).
+    pub struct Stats {
+        pub inputs: u64,
+        pub checks: u64,
+        /// Checks (or charges, peeks) whose clock was behind a stripe's stamp.
+        pub caught_up: u64,
+        /// Decisions made at the high-water mark rather than the clock.
+        pub at_mark: u64,
+        pub reservations: u64,
+        pub cancels_given_back: u64,
+        pub cancels_refused: u64,
+        pub gates_allowed: u64,
+        pub gates_rolled_back: u64,
+        pub steps_back: u64,
+    }
+}
+
+/// A GCRA stripe: `(T_i, DVT_i, CEIL_i, tat)` and its stamp (the latest time a request that
+/// started at it was allowed).
 #[derive(Debug, Clone, Copy)]
 struct GStripe {
     t: u128,
     dvt: u128,
     ceil: u128,
     tat: u128,
+    stamp: u128,
+}
+
+/// The model's side of a reservation: stripe, units, words before and after, time taken at.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    stripe: usize,
+    n: u128,
+    before: u128,
+    after: u128,
+    at: u128,
 }
 
 /// What a decision shows, for comparison.
@@ -122,18 +208,29 @@ fn share(whole: u128, s: u128, i: u128) -> u128 {
 }
 
 impl GStripe {
-    /// The stripe's decision on `n` at `now` (whole `limit`), and the TAT to write if admitted.
-    fn step(&self, now: u128, n: u128, limit: u32) -> (Seen, Option<u128>) {
+    /// The ceiling of a reservation that waits up to `wait` ns.
+    fn reserve_ceiling(&self, wait: u128) -> u128 {
+        let wanted = (self.dvt + wait).min(HORIZON);
+        if self.ceil > self.dvt {
+            wanted.min(self.ceil)
+        } else {
+            wanted
+        }
+    }
+
+    /// The stripe's decision on `n` at `now` (whole `limit`), admitting up to `ceiling` ahead
+    /// (`CEIL_i` for a check), and the TAT to write if admitted.
+    fn step_within(&self, now: u128, n: u128, limit: u32, ceiling: u128) -> (Seen, Option<u128>) {
         let backlog = self.tat.saturating_sub(now);
         let need = n * self.t;
         let ahead = backlog + need;
         let fits = need <= self.dvt;
-        if fits && ahead <= self.ceil {
+        if fits && ahead <= ceiling {
             if now + ahead <= HORIZON {
                 let seen = Seen {
                     allowed: true,
                     limit,
-                    remaining: cap32((self.ceil - ahead) / self.t),
+                    remaining: cap32(self.ceil.saturating_sub(ahead) / self.t),
                     retry: None,
                     delay: cap64(ahead.saturating_sub(self.dvt)),
                     reset: cap64(ahead),
@@ -151,7 +248,7 @@ impl GStripe {
             return (seen, None);
         }
         let retry = (fits && now + ahead <= HORIZON).then(|| {
-            let r = ahead - self.ceil;
+            let r = ahead - ceiling;
             // `u64::MAX` stands for "no retry" inside a decision; a real wait that long is
             // reported 1 ns shorter.
             if r >= HORIZON {
@@ -180,6 +277,8 @@ enum Model {
         /// `T` of the whole quota, `burst + queue`.
         t: u128,
         whole: u128,
+        /// The high-water mark.
+        high: u128,
     },
     Stock {
         /// `(share, left)` per stripe.
@@ -322,6 +421,7 @@ fn build_model(kind: Kind, stripes: Option<u8>) -> Result<Model, ConfigError> {
             dvt: ts * bi,
             ceil: ts * (bi + qi),
             tat: 0,
+            stamp: 0,
         });
     }
     Ok(Model::Gcra {
@@ -329,48 +429,148 @@ fn build_model(kind: Kind, stripes: Option<u8>) -> Result<Model, ConfigError> {
         limit: cap32(b + queue),
         t,
         whole: b + queue,
+        high: 0,
     })
 }
 
+/// Of two GCRA denials, the one with the soonest retry (the first of equals; `None` last).
+fn sooner(best: Option<Seen>, d: Seen) -> Seen {
+    match best {
+        None => d,
+        Some(b) => match (d.retry, b.retry) {
+            (Some(_), None) => d,
+            (Some(x), Some(y)) if x < y => d,
+            _ => b,
+        },
+    }
+}
+
+/// How a request goes through the stripes.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// A check, a charge or a reservation (`Some(wait)`): writes, raises the mark.
+    Take(Option<u128>),
+    /// A peek: writes nothing.
+    Peek,
+}
+
 impl Model {
-    fn check(&mut self, now: u128, hint: usize, n: u32) -> Seen {
+    /// The time an operation decides at.
+    fn at(&self, now: u128) -> u128 {
         match self {
-            Model::Gcra { stripes, limit, .. } => {
+            Model::Gcra { high, .. } => now.max(*high),
+            Model::Stock { .. } => 0,
+        }
+    }
+
+    /// A check, charge, reservation or peek of `n` units from stripe `start`: the decision and,
+    /// for an admission, what a cancel needs.
+    fn take(
+        &mut self,
+        now: u128,
+        start: usize,
+        n: u32,
+        mode: Mode,
+        stats: &mut Stats,
+    ) -> (Seen, Option<Held>) {
+        let e = self.at(now);
+        if e > now {
+            stats.at_mark += 1;
+        }
+        match self {
+            Model::Gcra {
+                stripes,
+                limit,
+                high,
+                ..
+            } => {
                 let s = stripes.len();
-                let start = hint % s;
+                let start = start % s;
+                let n = u128::from(n);
+                let mut e = e;
                 let mut denied: Option<Seen> = None;
-                for k in 0..s {
+                let mut k = 0;
+                let mut caught_up = false;
+                while k < s {
                     let i = (start + k) % s;
-                    let (seen, write) = stripes[i].step(now, u128::from(n), *limit);
-                    if seen.allowed {
-                        if let Some(tat) = write {
-                            stripes[i].tat = tat;
-                        }
-                        return seen;
-                    }
-                    denied = match denied {
-                        None => Some(seen),
-                        Some(d) => match (seen.retry, d.retry) {
-                            (Some(_), None) => Some(seen),
-                            (Some(a), Some(b)) if a < b => Some(seen),
-                            _ => Some(d),
-                        },
+                    let g = stripes[i];
+                    let ceiling = match mode {
+                        Mode::Take(Some(wait)) => g.reserve_ceiling(wait),
+                        _ => g.ceil,
                     };
+                    let (seen, write) = g.step_within(e, n, *limit, ceiling);
+                    if seen.allowed {
+                        if let Mode::Take(_) = mode {
+                            stripes[start].stamp = stripes[start].stamp.max(e);
+                            let before = g.tat;
+                            if let Some(tat) = write {
+                                stripes[i].tat = tat;
+                            }
+                            let held = Held {
+                                stripe: i,
+                                n,
+                                before,
+                                after: stripes[i].tat,
+                                at: e,
+                            };
+                            return (seen, Some(held));
+                        }
+                        return (seen, None);
+                    }
+                    denied = Some(sooner(denied, seen));
+                    k += 1;
+                    if k == 1 && !caught_up {
+                        caught_up = true;
+                        let proven = stripes[start].stamp;
+                        if proven > e {
+                            stats.caught_up += 1;
+                            let mut at = proven;
+                            if let Mode::Take(_) = mode {
+                                *high = (*high).max(proven);
+                                at = *high;
+                            }
+                            (e, k, denied) = (at, 0, None);
+                        }
+                    }
                 }
-                denied.expect("at least one stripe")
+                (denied.expect("at least one stripe"), None)
             }
             Model::Stock { stripes, limit } => {
                 let s = stripes.len();
-                let start = hint % s;
+                let start = start % s;
                 let n = u128::from(n);
                 let reset = |share: u128, left: u128| if left == share { 0 } else { NEVER };
+                if let Mode::Peek = mode {
+                    let total: u128 = stripes.iter().map(|x| x.1).sum();
+                    let untouched = stripes.iter().all(|x| x.0 == x.1);
+                    let reset = if untouched { 0 } else { NEVER };
+                    let seen = match total.checked_sub(n) {
+                        Some(left) => Seen {
+                            allowed: true,
+                            limit: *limit,
+                            remaining: cap32(left),
+                            retry: None,
+                            delay: 0,
+                            reset,
+                        },
+                        None => Seen {
+                            allowed: false,
+                            limit: *limit,
+                            remaining: cap32(total),
+                            retry: None,
+                            delay: 0,
+                            reset,
+                        },
+                    };
+                    return (seen, None);
+                }
                 let mut first: Option<Seen> = None;
                 for k in 0..s {
                     let i = (start + k) % s;
                     let (share, left) = stripes[i];
                     if n <= left {
                         stripes[i].1 = left - n;
-                        return Seen {
+                        let seen = Seen {
                             allowed: true,
                             limit: *limit,
                             remaining: cap32(left - n),
@@ -378,6 +578,14 @@ impl Model {
                             delay: 0,
                             reset: reset(share, left - n),
                         };
+                        let held = Held {
+                            stripe: i,
+                            n,
+                            before: left,
+                            after: left - n,
+                            at: 0,
+                        };
+                        return (seen, Some(held));
                     }
                     first.get_or_insert(Seen {
                         allowed: false,
@@ -399,7 +607,7 @@ impl Model {
                                 stripes[i].1 -= got;
                                 need -= got;
                                 if need == 0 {
-                                    return Seen {
+                                    let seen = Seen {
                                         allowed: true,
                                         limit: *limit,
                                         remaining: cap32(stripes[i].1),
@@ -407,13 +615,60 @@ impl Model {
                                         delay: 0,
                                         reset: NEVER,
                                     };
+                                    // Gathered: "n taken", given back on the start stripe.
+                                    let held = Held {
+                                        stripe: start,
+                                        n,
+                                        before: 0,
+                                        after: n,
+                                        at: 0,
+                                    };
+                                    return (seen, Some(held));
                                 }
                             }
                         }
                         unreachable!("the total held n units");
                     }
                 }
-                first.expect("at least one stripe")
+                (first.expect("at least one stripe"), None)
+            }
+        }
+    }
+
+    /// `cancel` of a reservation whose decision was `seen`; whether anything came back.
+    fn cancel(&mut self, now: u128, seen: &Seen, held: &Held) -> bool {
+        if !seen.allowed || held.n == 0 || held.before == held.after {
+            return false;
+        }
+        let e = self.at(now);
+        match self {
+            Model::Stock { stripes, .. } => {
+                let x = &mut stripes[held.stripe].1;
+                *x = (*x + held.n).min(HORIZON);
+                true
+            }
+            Model::Gcra { stripes, .. } => {
+                let g = &mut stripes[held.stripe];
+                let now = e.max(held.at);
+                if g.tat <= e {
+                    return false;
+                }
+                let new = if g.tat > now + g.dvt {
+                    if g.tat != held.after {
+                        return false;
+                    }
+                    held.before.max(now)
+                } else {
+                    let units = held.n * g.t;
+                    let unspent = (held.at + units).saturating_sub(now);
+                    g.tat.saturating_sub(units.min(unspent)).max(now)
+                };
+                if new < g.tat {
+                    g.tat = new;
+                    true
+                } else {
+                    false
+                }
             }
         }
     }
@@ -452,8 +707,182 @@ impl Model {
     }
 }
 
+thread_local! {
+    /// This thread's start stripe for each stripe count, once found.
+    static STARTS: RefCell<HashMap<usize, usize>> = RefCell::new(HashMap::new());
+}
+
+/// Before this process's first striped check: five threads take the first five tickets, so
+/// that the fuzzing thread's own ticket is 5 and its start stripe varies with the stripe count
+/// (ticket 0 would start every limiter at stripe 0, and a start stripe mixed up with stripe 0
+/// would go unseen).
+fn take_first_tickets() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for _ in 0..5 {
+            std::thread::spawn(|| {
+                let l = StripedLimiter::stock(1)
+                    .stripes(1)
+                    .build()
+                    .expect("a stock");
+                assert!(l.check().is_allowed());
+            })
+            .join()
+            .expect("a ticket taker");
+        }
+    });
+}
+
+/// The stripe this thread's checks start at in a limiter of `s` stripes (`ticket % s`, the
+/// ticket private to cellgate), found through the public API: a stock of two units per stripe
+/// with one unit taken from every stripe but `c` shows `c`'s second unit to a plain check iff
+/// the check starts at `c`.
+fn thread_start(s: usize) -> usize {
+    if let Some(start) = STARTS.with(|m| m.borrow().get(&s).copied()) {
+        return start;
+    }
+    let start = (0..s)
+        .find(|&c| {
+            let l = StripedLimiter::stock(2 * s as u32)
+                .stripes(s)
+                .build()
+                .expect("a valid stock");
+            for j in (0..s).filter(|&j| j != c) {
+                assert!(l.check_n_from(j, 1).is_allowed());
+            }
+            l.check().remaining() == 1
+        })
+        .expect("some stripe is this thread's");
+    STARTS.with(|m| m.borrow_mut().insert(s, start));
+    start
+}
+
+/// The bounds of the module docs, counted over checks as the clock moves (see the module
+/// docs of this file).
+#[derive(Debug)]
+struct Bounds {
+    /// `T` and `burst + queue`.
+    t: u128,
+    whole: u128,
+    /// The latest reading so far, and the latest reading of an admitted check.
+    latest: u128,
+    latest_admitted: u128,
+    /// The forward run: its origin and units, while the clock has not gone back since it
+    /// started at a new latest reading.
+    forward: Option<(u128, u128)>,
+    /// Runs from the start and from the latest steps back: `(earliest reading, units)`.
+    runs: Vec<(u128, u128)>,
+    /// Runs from each admission while every check started at `one`: `(A, units)`.
+    one: Option<usize>,
+    one_runs: Vec<(u128, u128)>,
+    /// A reservation or rollback happened: no bound holds over it any more.
+    off: bool,
+}
+
+/// Adds `n` units to every run of `runs` (`(start, units)`) and asserts each within `whole +
+/// (end - start) / t`.
+fn count_in(
+    runs: &mut [(u128, u128)],
+    n: u128,
+    t: u128,
+    whole: u128,
+    end: u128,
+    what: &dyn Fn(u128, u128) -> String,
+) {
+    for (from, units) in runs.iter_mut() {
+        *units += n;
+        assert!(
+            units.saturating_sub(whole) * t <= end - *from,
+            "{}",
+            what(*from, *units)
+        );
+    }
+}
+
+impl Bounds {
+    fn new(t: u128, whole: u128, now: u128) -> Self {
+        Bounds {
+            t,
+            whole,
+            latest: now,
+            latest_admitted: 0,
+            forward: Some((now, 0)),
+            runs: vec![(now, 0)],
+            one: None,
+            one_runs: Vec::new(),
+            off: false,
+        }
+    }
+
+    fn within(&self, units: u128, span: u128) -> bool {
+        units.saturating_sub(self.whole) * self.t <= span
+    }
+
+    /// The clock now reads `now` (before the next operation).
+    fn moved(&mut self, now: u128, back: bool) {
+        if back {
+            self.forward = None;
+            self.runs.push((now, 0));
+            if self.runs.len() > 8 {
+                self.runs.remove(0);
+            }
+        } else if now > self.latest {
+            self.forward.get_or_insert((now, 0));
+        }
+        self.latest = self.latest.max(now);
+        for run in &mut self.runs {
+            run.0 = run.0.min(now);
+        }
+    }
+
+    /// A check from stripe `start` (of a limiter whose smallest burst share is `fits`) for `n`
+    /// units at reading `now`, admitted or not.
+    fn check(&mut self, step: usize, start: usize, n: u128, fits: bool, admitted: bool, now: u128) {
+        if self.off {
+            return;
+        }
+        if self.one.is_some_and(|one| one != start) || !fits {
+            self.one_runs.clear();
+            self.one = None;
+        }
+        if self.one.is_none() && self.one_runs.is_empty() && fits {
+            self.one = Some(start);
+        }
+        if !admitted {
+            return;
+        }
+        self.latest_admitted = self.latest_admitted.max(now);
+        if let Some((origin, units)) = &mut self.forward {
+            *units += n;
+            let (origin, units) = (*origin, *units);
+            assert!(
+                self.within(units, now - origin),
+                "step {step}: {units} units from {origin} to {now}, the clock never back"
+            );
+        }
+        let (t, whole, latest, a_end) = (self.t, self.whole, self.latest, self.latest_admitted);
+        count_in(&mut self.runs, n, t, whole, latest, &|from, units| {
+            format!("step {step}: {units} units in a run from {from} (latest {latest})")
+        });
+        if self.one.is_some() {
+            self.one_runs.push((a_end, 0));
+            count_in(&mut self.one_runs, n, t, whole, a_end, &|from, units| {
+                format!("step {step}: {units} units from one stripe, A from {from} to {a_end}")
+            });
+            if self.one_runs.len() > 64 {
+                self.one_runs.remove(0);
+            }
+        }
+    }
+}
+
 /// Replays `input` against the real limiter and the model; panics on the first difference.
-pub fn run(input: &Input) {
+pub fn run(input: &Input) -> Stats {
+    take_first_tickets();
+    let mut stats = Stats {
+        inputs: 1,
+        ..Stats::default()
+    };
     let clock = ManualClock::new();
     let mut builder = match (input.kind, quota_of(input.kind)) {
         (Kind::Stock { units }, _) => StripedLimiter::stock(u32::from(units)),
@@ -470,7 +899,7 @@ pub fn run(input: &Input) {
         (Ok(r), Ok(m)) => (r, m),
         (Err(a), Err(b)) => {
             assert_eq!(a, b, "configuration error");
-            return;
+            return stats;
         }
         (r, m) => panic!(
             "build: real {:?}, model {:?}",
@@ -478,27 +907,175 @@ pub fn run(input: &Input) {
             m.map(|_| ())
         ),
     };
+    let start = thread_start(real.stripes());
+    // The other gate of `CheckAll`: a one-cell stock of 5 units.
+    let other = Limiter::stock(5)
+        .clock(clock.clone())
+        .build()
+        .expect("a stock");
+    let mut other_left: u128 = 5;
     let mut now: u128 = 0;
-    // Units admitted by GCRA since `origin`, the clock's furthest point so far when it last
-    // went back (the ceiling is asserted only over stretches where it never goes back).
-    let mut admitted: u128 = 0;
-    let mut origin: u128 = 0;
+    let mut bounds = match &model {
+        Model::Gcra { t, whole, .. } => Some(Bounds::new(*t, *whole, now)),
+        Model::Stock { .. } => None,
+    };
+    // The smallest stripe's share of the burst, for the one-stripe bound.
+    let smallest_burst = match &model {
+        Model::Gcra { stripes, .. } => stripes.iter().map(|g| g.dvt / g.t).min().unwrap_or(0),
+        Model::Stock { .. } => 0,
+    };
+    let stripe_t = match &model {
+        Model::Gcra { stripes, .. } => stripes[0].t,
+        Model::Stock { .. } => 1,
+    };
+    let mut held: Vec<(Reservation, Seen, Option<Held>)> = Vec::new();
     for (step, op) in input.ops.iter().enumerate() {
+        let moved_from = now;
         match *op {
             Op::Check { hint, n } => {
                 let n = u32::from(n % 8);
+                stats.checks += 1;
                 let got = Seen::of(&real.check_n_from(usize::from(hint), n));
-                let want = model.check(now, usize::from(hint), n);
+                let s = real.stripes();
+                let (want, _) = model.take(now, usize::from(hint), n, Mode::Take(None), &mut stats);
                 assert_eq!(got, want, "step {step}: check_n_from({hint}, {n}) at {now}");
-                if let Model::Gcra { t, whole, .. } = &model {
-                    if got.allowed {
-                        admitted += u128::from(n);
-                    }
-                    assert!(
-                        admitted <= whole + (now - origin) / t,
-                        "step {step}: {admitted} units admitted in {} ns",
-                        now - origin
+                if let Some(b) = &mut bounds {
+                    let fits = u128::from(n) <= smallest_burst;
+                    b.check(
+                        step,
+                        usize::from(hint) % s,
+                        u128::from(n),
+                        fits,
+                        got.allowed,
+                        now,
                     );
+                }
+            }
+            Op::Peek { n } => {
+                let n = u32::from(n % 8);
+                let got = Seen::of(&real.peek_n(n));
+                let (want, _) = model.take(now, start, n, Mode::Peek, &mut stats);
+                // A stock peek's reset: untouched is read off the words, which a gathered
+                // cancel can leave unlike a fresh stripe at the same count; compare the rest.
+                let same = if matches!(model, Model::Stock { .. }) {
+                    (got.allowed, got.limit, got.remaining)
+                        == (want.allowed, want.limit, want.remaining)
+                } else {
+                    got == want
+                };
+                assert!(
+                    same,
+                    "step {step}: peek_n({n}) at {now}: real {got:?}, model {want:?}"
+                );
+            }
+            Op::Charge { n } | Op::Reserve { n, .. } => {
+                let n = u32::from(n % 8);
+                let (r, mode) = match *op {
+                    Op::Reserve { wait, frac, .. } => {
+                        let ns =
+                            u128::from(wait % 16) * stripe_t + stripe_t * u128::from(frac) / 256;
+                        let ns = ns.min(HORIZON);
+                        stats.reservations += 1;
+                        (
+                            RateLimiter::reserve(&real, &(), n, Duration::from_nanos(ns as u64)),
+                            Mode::Take(Some(ns)),
+                        )
+                    }
+                    _ => (RateLimiter::charge(&real, &(), n), Mode::Take(None)),
+                };
+                let got = Seen::of(&r.decision());
+                let (want, h) = model.take(now, start, n, mode, &mut stats);
+                assert_eq!(got, want, "step {step}: {op:?} at {now}");
+                if let Some(b) = &mut bounds {
+                    if got.allowed && n > 0 {
+                        b.off = true;
+                    }
+                }
+                held.push((r, want, h));
+            }
+            Op::Cancel { pick } => {
+                if held.is_empty() {
+                    continue;
+                }
+                let (r, seen, h) = held.remove(usize::from(pick) % held.len());
+                let got = RateLimiter::cancel(&real, &(), r);
+                let want = h.is_some_and(|h| model.cancel(now, &seen, &h));
+                assert_eq!(got, want, "step {step}: cancel at {now}");
+                if got {
+                    stats.cancels_given_back += 1;
+                    if let Some(b) = &mut bounds {
+                        b.off = true;
+                    }
+                } else {
+                    stats.cancels_refused += 1;
+                }
+            }
+            Op::CheckAll {
+                a,
+                b,
+                striped_first,
+            } => {
+                let (a, b) = (u32::from(a % 8), u32::from(b % 4));
+                let d = if striped_first {
+                    check_all([(&real as &dyn Gate, a), (&other as &dyn Gate, b)])
+                } else {
+                    check_all([(&other as &dyn Gate, b), (&real as &dyn Gate, a)])
+                };
+                // The model: each charged in turn, the earlier ones cancelled on a denial.
+                let striped = |model: &mut Model, stats: &mut Stats| {
+                    let (seen, h) = model.take(now, start, a, Mode::Take(None), stats);
+                    (seen.allowed, seen, h)
+                };
+                let stock_ok = |left: u128| u128::from(b) <= left;
+                let (allowed, denied_by) = if striped_first {
+                    let (ok, seen, h) = striped(&mut model, &mut stats);
+                    if !ok {
+                        (false, Some(0))
+                    } else if stock_ok(other_left) {
+                        other_left -= u128::from(b);
+                        (true, None)
+                    } else {
+                        if let Some(h) = h {
+                            if model.cancel(now, &seen, &h) {
+                                stats.cancels_given_back += 1;
+                            }
+                        }
+                        (false, Some(1))
+                    }
+                } else if !stock_ok(other_left) {
+                    (false, Some(0))
+                } else {
+                    let (ok, _, _) = striped(&mut model, &mut stats);
+                    if ok {
+                        other_left -= u128::from(b);
+                        (true, None)
+                    } else {
+                        (false, Some(1))
+                    }
+                };
+                assert_eq!(
+                    (d.is_allowed(), d.denied_by()),
+                    (allowed, denied_by),
+                    "step {step}: check_all(a {a}, b {b}, striped first {striped_first}) at {now}"
+                );
+                assert_eq!(
+                    u128::from(other.peek_n(0).remaining()),
+                    other_left,
+                    "step {step}: the other gate's stock after check_all"
+                );
+                if allowed {
+                    stats.gates_allowed += 1;
+                } else if denied_by == Some(1) {
+                    stats.gates_rolled_back += 1;
+                }
+                if let Some(bd) = &mut bounds {
+                    // A rolled-back charge is a rollback; an admitted one a check from `start`.
+                    if denied_by == Some(1) && striped_first && a > 0 {
+                        bd.off = true;
+                    } else if allowed || denied_by == Some(1) {
+                        let fits = u128::from(a) <= smallest_burst;
+                        bd.check(step, start, u128::from(a), fits, allowed, now);
+                    }
                 }
             }
             Op::Advance(ns) => {
@@ -520,10 +1097,7 @@ pub fn run(input: &Input) {
             Op::Back(ns) => {
                 now = now.saturating_sub(u128::from(ns));
                 clock.set_ns(now as u64);
-                // A new stretch for the ceiling starts here (the cells keep their TATs, so
-                // the clock going back can only make later admissions rarer).
-                admitted = 0;
-                origin = now;
+                stats.steps_back += 1;
             }
             Op::Restock(units) => {
                 assert_eq!(
@@ -533,20 +1107,22 @@ pub fn run(input: &Input) {
                 );
             }
             Op::Remaining => {
-                let clock_now = if matches!(model, Model::Stock { .. }) {
-                    0
-                } else {
-                    now
-                };
+                let at = model.at(now);
                 assert_eq!(
                     real.remaining(),
-                    model.remaining(clock_now),
+                    model.remaining(at),
                     "step {step}: remaining()"
                 );
             }
         }
+        if now != moved_from {
+            if let Some(b) = &mut bounds {
+                b.moved(now, now < moved_from);
+            }
+        }
         assert_eq!(clock.now() as u128, now);
     }
+    stats
 }
 
 #[cfg(test)]
@@ -608,6 +1184,8 @@ mod tests {
             ]),
         });
     }
+
+    crate::corpus_tests!("striped_model", run);
 
     #[test]
     fn configuration_errors_match() {

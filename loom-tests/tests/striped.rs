@@ -14,6 +14,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Quota, StripedLimiter};
@@ -151,6 +152,54 @@ fn restock_races_a_gather() {
                 2,
                 "a unit was lost or sold twice: A {a}, left {left}"
             );
+            a
+        },
+    );
+}
+
+/// A clock that stepped back, two checks that each find their first stripe's stamp later than
+/// the clock (`src/sync/high_water.rs`, `StripedLimiter` "A clock that steps back"). GCRA
+/// 10/s, burst 3 over three stripes (one unit each, a stripe interval of 300 ms). Before the
+/// threads: a check from stripe 1 admitted at 12 s, one from stripe 0 at 10 s; then the clock
+/// reads 9 s. A starts at stripe 0 (stamp 10 s), B at stripe 1 (stamp 12 s): each refused by
+/// its first stripe, each raises the high-water mark to its stamp, in either order, racing the
+/// other's raise and checks. B always raises 12 s (its first stripe refuses it at 9 or 10 s),
+/// so afterwards the mark is 12 s whatever the order: with the clock at 0, `remaining()`
+/// (which decides at the mark) is what it is with the clock at 12 s. B is always admitted (at
+/// 12 s, stripe 2 or 0 is free); A unless B took the last free stripe first. Mutation caught:
+/// the mark raised by a plain store instead of `fetch_max` (A's 10 s landing after B's 12 s
+/// leaves stripe 0, TAT 10.3 s, uncounted).
+#[test]
+fn racing_raises_keep_the_latest_mark() {
+    model_reaching(
+        "striped high-water mark, racing raises",
+        BTreeSet::from([true, false]),
+        || {
+            let clock = ManualClock::new();
+            let l = Arc::new(
+                StripedLimiter::gcra(Quota::per_second(10).with_burst(3))
+                    .stripes(3)
+                    .clock(clock.clone())
+                    .build()
+                    .expect("valid quota"),
+            );
+            clock.set(Duration::from_secs(12));
+            assert!(l.check_n_from(1, 1).is_allowed());
+            clock.set(Duration::from_secs(10));
+            assert!(l.check_n_from(0, 1).is_allowed());
+            clock.set(Duration::from_secs(9));
+            let a = {
+                let l = Arc::clone(&l);
+                thread::spawn(move || l.check_n_from(0, 1).is_allowed())
+            };
+            let b = l.check_n_from(1, 1).is_allowed();
+            let a = a.join().expect("thread A");
+            assert!(b, "B refused");
+            clock.set(Duration::ZERO);
+            let at_mark = l.remaining();
+            clock.set(Duration::from_secs(12));
+            let at_12 = l.remaining();
+            assert_eq!(at_mark, at_12, "the mark is not 12 s (A {a})");
             a
         },
     );

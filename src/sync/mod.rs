@@ -10,6 +10,8 @@
 //! - [`map`]: the exact stores' sharded map (dashmap, or a loom-visible stand-in);
 //! - [`SeqLock`] and [`Flag`]: a runtime-changed quota, read without a lock;
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
+//! - [`high_water`]: a striped limiter's record of time (each stripe's latest admission, and
+//!   the latest instant a check found proven);
 //! - [`Counter`]: key counts (the key cap), statistics and the sweep floor;
 //! - [`sweep_gate::SweepGate`]: which caller runs a due sweep.
 //!
@@ -18,6 +20,7 @@
 pub(crate) mod cell;
 mod counter;
 pub(crate) mod grow;
+pub(crate) mod high_water;
 mod lock;
 pub(crate) mod map;
 mod seqlock;

@@ -18,6 +18,7 @@ use crate::error::ConfigError;
 use crate::limiter::policy::Policy;
 use crate::quota::{GcraParams, Quota};
 use crate::sync::cell::Cell;
+use crate::sync::high_water::{HighWater, Stamp};
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
@@ -66,10 +67,57 @@ use crate::sync::cell::Cell;
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
-/// * A clock that steps back is not yet handled as one cell handles it (issue 14): a stripe that
-///   no check touched at the later reading takes the earlier one at face value, so checks at
-///   10 s, 9 s and 10 s again can admit more than one cell would (each stripe alone keeps its
-///   own share's promise).
+/// * A clock that steps back: see the next section.
+///
+/// # A clock that steps back
+///
+/// One cell keeps a clock that goes backwards from giving credit because its TAT never moves
+/// back. A stripe's TAT never moves back either, but a stripe only knows its own checks: a
+/// stripe that had credit at 10 s, reached first by a check whose clock now reads 9 s, would
+/// take 9 s at face value. What the limiter does about it (GCRA; a stock reads no clock):
+///
+/// * Each stripe keeps a **stamp**: the latest time at which a check that *started* at it was
+///   admitted (by it, or by another stripe after it refused). The stamp lives on the stripe's
+///   own cache line, the line such a check has just read or written.
+/// * **A check whose first stripe refuses it reads that stripe's stamp**: if the stamp is later
+///   than the check's clock reading, the check goes on at the stamp's time, from its first
+///   stripe again, and raises the limiter's **high-water mark** to it.
+/// * **Every check decides at `max(clock, high-water mark)`** (a decision's durations count
+///   from the time it was made at). Only the path above writes the mark, and only when the
+///   clock is behind a stamp, so while the clock runs forward no check writes anything shared:
+///   the hot path gains one load of a line nobody writes and a stamp on its own line; a check
+///   that falls back reads no line it did not read before.
+/// * A stamp and the mark are times some check decided at, so the limiter never runs ahead of
+///   its clock, and while the clock never goes back every decision is what it would be without
+///   them.
+///
+/// The guarantees, with `U` the units admitted by a run of checks:
+///
+/// * **Exactly one cell's ceiling when the checks start at one stripe** (one thread calling
+///   [`check`](Self::check), or one `hint`) and no request is larger than that stripe's share
+///   of the burst: however the clock moves, `U <= burst + queue + (A_end - A_start) / T` over
+///   any run of checks, where `A` is the latest reading of an admitted check so far (what one
+///   cell guarantees; reservations and rollbacks aside). Checks at 10 s, then 9 s, then 10 s
+///   again admit what one cell admits. (Why: the start stripe's stamp is the latest time of
+///   every earlier admission, so a check that goes on past the start stripe decides at or after
+///   all of them; and a stripe that refused a request at time `t` holds a TAT past `t`, so the
+///   start stripe itself only admits at or after them too.)
+/// * Over any run that starts at the latest reading so far and in which the clock does not go
+///   back: `U <= burst + queue + elapsed / T`, from any stripes.
+/// * Over any run of checks from any stripes: `U <= burst + queue + (latest - earliest) / T`,
+///   where `latest` is the latest reading up to the run's end and `earliest` the earliest in
+///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling.
+///
+/// What it does not promise: **one cell's ceiling when checks start at different stripes and
+/// the clock steps back.** A check reads no other stripe's line unless it falls back, so it
+/// cannot know that a check starting elsewhere was admitted at a later reading; a stripe with
+/// credit at the later time can lend it at the earlier reading and again when the clock comes
+/// back (within the last bound), until some refusing check raises the mark. No design can
+/// close this without a write that every check reads: a check at 10 s on stripe 0 must leave a
+/// trace that a later check starting on stripe 1 reads, and with a clock that moves on every
+/// check that is a shared write per check, which is what striping exists to avoid. Use one
+/// cell ([`Limiter`](crate::Limiter)) where a clock that steps back must never lend credit
+/// twice.
 ///
 /// # Example
 ///
@@ -99,6 +147,9 @@ pub struct StripedLimiter<C = DefaultClock> {
     mod_magic: u64,
     /// The whole quota's policy (each stripe's algorithm only knows its share).
     policy: Policy,
+    /// GCRA: the latest instant a check found proven by a stripe's stamp (see "A clock that
+    /// steps back").
+    high: HighWater,
     clock: C,
 }
 
@@ -108,6 +159,9 @@ pub struct StripedLimiter<C = DefaultClock> {
 struct Stripe {
     cell: Cell,
     algorithm: Algorithm,
+    /// GCRA: the latest time at which a check that started at this stripe was admitted (by
+    /// this stripe or, falling back, by another).
+    stamp: Stamp,
 }
 
 /// What to split, before the stripe count is known.
@@ -267,12 +321,14 @@ impl<C> StripedBuilder<C> {
                     CachePadded::new(Stripe {
                         cell: Cell::new(Algorithm::FRESH),
                         algorithm,
+                        stamp: Stamp::new(),
                     })
                 })
                 .collect(),
             limit,
             uses_time,
             policy,
+            high: HighWater::new(),
             clock: self.clock,
         })
     }
@@ -405,15 +461,23 @@ impl<C: Clock> StripedLimiter<C> {
     #[inline]
     fn check_from(&self, start: usize, n: u32) -> Decision {
         let now = self.now();
-        let first = self.stripes[start].check(now, n);
+        let stripe = &self.stripes[start];
+        let first = stripe.check(now, n);
         if first.is_allowed() {
+            stripe.stamp.raise(now);
             return first.with_limit(self.limit);
+        }
+        if stripe.stamp.get() > now {
+            // A check that started here was admitted at a later time than this clock reads
+            // (never for a stock, whose stamps stay 0).
+            return self.check_behind(start, now, n);
         }
         self.check_others(start, now, n, first)
     }
 
-    /// The rest of a check whose first stripe refused it: every other stripe in turn, then
-    /// (stock only) a gathering of units from several stripes.
+    /// The rest of a check whose first stripe refused it (its clock not behind that stripe's
+    /// stamp): every other stripe in turn, then (stock only) a gathering of units from several
+    /// stripes.
     #[cold]
     #[inline(never)]
     fn check_others(&self, start: usize, now: u64, n: u32, first: Decision) -> Decision {
@@ -422,6 +486,9 @@ impl<C: Clock> StripedLimiter<C> {
         for k in 1..len {
             let d = self.stripes[(start + k) % len].check(now, n);
             if d.is_allowed() {
+                // The start stripe's stamp covers the checks that start there, wherever they
+                // were admitted.
+                self.stripes[start].stamp.raise(now);
                 return d.with_limit(self.limit);
             }
             // Report the soonest retry any stripe offers (`None` only if none offers one).
@@ -437,6 +504,22 @@ impl<C: Clock> StripedLimiter<C> {
             }
         }
         denied.with_limit(self.limit)
+    }
+
+    /// A GCRA check whose clock is behind its start stripe's stamp: every stripe from the start
+    /// on, at the stamp's time, which also raises the high-water mark.
+    #[cold]
+    #[inline(never)]
+    fn check_behind(&self, start: usize, now: u64, n: u32) -> Decision {
+        // The start stripe's stamp, or a later mark another check raised.
+        let now = self.catch_up(start, now, true).unwrap_or(now);
+        let stripe = &self.stripes[start];
+        let first = stripe.check(now, n);
+        if first.is_allowed() {
+            stripe.stamp.raise(now);
+            return first.with_limit(self.limit);
+        }
+        self.check_others(start, now, n, first)
     }
 
     /// A stock request that no single stripe could fill: takes what each stripe has, one CAS
@@ -484,6 +567,26 @@ impl<C: Clock> StripedLimiter<C> {
         None
     }
 
+    /// Where a check whose first stripe (`start`) refused it at `now` goes on: `None`, on at
+    /// the next stripe at `now`; or (GCRA), when the start stripe's stamp is later than `now`
+    /// (a check that started there was admitted at a later time), `Some` time to go on at,
+    /// from the start stripe again. With `publish`, that time also raises the limiter's
+    /// high-water mark, which every later check decides at at least, and is the mark (later
+    /// than the stamp if another check raised it meanwhile).
+    #[inline]
+    fn catch_up(&self, start: usize, now: u64, publish: bool) -> Option<u64> {
+        let proven = self.stripes[start].stamp.get();
+        if proven <= now {
+            // Always so for a stock: its stamps stay 0.
+            return None;
+        }
+        Some(if publish {
+            self.high.raise(proven)
+        } else {
+            proven
+        })
+    }
+
     /// The stripe this thread starts at.
     #[inline(always)]
     fn start(&self) -> usize {
@@ -508,17 +611,23 @@ impl<C: Clock> StripedLimiter<C> {
         if !self.uses_time {
             return self.stock_peek(n);
         }
-        let now = self.now();
+        let mut now = self.now();
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        for k in 0..len {
+        let mut k = 0;
+        while k < len {
             let stripe = &self.stripes[(start + k) % len];
             let d = stripe.algorithm.decide(stripe.cell.load(), now, n);
             if d.is_allowed() {
                 return d.with_limit(self.limit);
             }
             denied = Some(sooner(denied, d));
+            k += 1;
+            // As a check would go on (without raising the mark: a peek writes nothing).
+            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, false)).flatten() {
+                (now, k, denied) = (later, 0, None);
+            }
         }
         denied.unwrap_or(Decision::NONE).with_limit(self.limit)
     }
@@ -579,11 +688,12 @@ impl<C: Clock> StripedLimiter<C> {
     /// Takes `n` units from the first stripe (from this thread's on) that admits them, within
     /// `wait` ns for a reservation, gathering a stock's from several stripes if none alone can.
     fn take(&self, n: u32, wait: Option<u64>) -> Reservation {
-        let now = self.now();
+        let mut now = self.now();
         let start = self.start();
         let len = self.stripes.len();
         let mut denied = None;
-        for k in 0..len {
+        let mut k = 0;
+        while k < len {
             let i = (start + k) % len;
             let stripe = &self.stripes[i];
             let step = |w| match wait {
@@ -596,9 +706,14 @@ impl<C: Clock> StripedLimiter<C> {
             });
             let d = step(before).0;
             if d.is_allowed() {
+                self.stripes[start].stamp.raise(now);
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
             denied = Some(sooner(denied, d));
+            k += 1;
+            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, true)).flatten() {
+                (now, k, denied) = (later, 0, None);
+            }
         }
         if n > 1 && !self.uses_time {
             if let Some(d) = self.gather(start, n) {
@@ -735,10 +850,12 @@ impl<C: Clock> StripedLimiter<C> {
         &self.clock
     }
 
+    /// The time a check decides at: the clock's reading, or the limiter's floor when that is
+    /// later (a clock that stepped back behind what the stripes proved); 0 for a stock.
     #[inline(always)]
     fn now(&self) -> u64 {
         if self.uses_time {
-            self.clock.now()
+            self.clock.now().max(self.high.get())
         } else {
             0
         }
@@ -746,6 +863,7 @@ impl<C: Clock> StripedLimiter<C> {
 }
 
 /// Of two denials, the one with the soonest retry (`None` only if neither offers one).
+#[inline]
 fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     match (best, d.retry_after_ns()) {
         (None, _) => d,

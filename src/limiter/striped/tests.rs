@@ -249,3 +249,194 @@ proptest! {
         }
     }
 }
+
+/// The scenario, in more shapes: quota 10/s over 2 to 4 stripes, a check at 10 s
+/// (taking 1 to 4 units), then the clock at 9 s, then at 10 s again, all checks from one
+/// stripe: never more than one cell admits over the same readings (4 in all).
+#[test]
+fn a_clock_stepping_back_and_returning_lends_nothing_from_one_start() {
+    for stripes in 2..=4 {
+        for first in 1..=4u32 {
+            for start in 0..stripes {
+                let l = gcra(Quota::per_second(10).with_burst(4), stripes);
+                let mut admitted = 0;
+                l.clock().set(Duration::from_secs(10));
+                admitted += (0..first)
+                    .filter(|_| l.check_n_from(start, 1).is_allowed())
+                    .count();
+                l.clock().set(Duration::from_secs(9));
+                admitted += (0..10)
+                    .filter(|_| l.check_n_from(start, 1).is_allowed())
+                    .count();
+                l.clock().set(Duration::from_secs(10));
+                admitted += (0..10)
+                    .filter(|_| l.check_n_from(start, 1).is_allowed())
+                    .count();
+                assert_eq!(
+                    admitted, 4,
+                    "{stripes} stripes, {first} first, from {start}"
+                );
+            }
+        }
+    }
+}
+
+/// A reservation may schedule a stripe far ahead (a quota without a queue lets the wait alone
+/// decide). That schedule is no proof that the clock got there: a refused check right after it
+/// must not move the limiter's time forward and refill the other stripes.
+#[test]
+fn a_reservation_far_ahead_is_not_taken_for_the_time() {
+    let l = gcra(Quota::per_second(10).with_burst(2), 2);
+    l.clock().set(Duration::from_secs(10));
+    // Drain both stripes, then reserve an hour ahead on this thread's stripe.
+    assert!(l.check_n_from(0, 1).is_allowed() && l.check_n_from(1, 1).is_allowed());
+    let r = l.reserve(1, Duration::from_secs(3600));
+    assert!(r.is_allowed());
+    // Still 10 s: every stripe is drained; no check may find credit.
+    for hint in 0..4 {
+        assert!(!l.check_n_from(hint, 1).is_allowed(), "hint {hint}");
+    }
+    assert_eq!(l.remaining(), 0);
+    // A refill of one stripe interval later, one unit per stripe whose schedule is not an
+    // hour ahead.
+    l.clock().set(Duration::from_millis(10_200));
+    assert_eq!(
+        (0..4)
+            .filter(|&h| l.check_n_from(h, 1).is_allowed())
+            .count(),
+        1
+    );
+}
+
+/// Units admitted by a striped GCRA limiter over the whole quota's ceiling, clock moves that
+/// may go backwards, and two of the bounds the module docs give (checked by integer
+/// arithmetic): `(admitted - limit) * T <= elapsed`.
+fn within(admitted: u64, limit: u64, t: u64, elapsed: u64) -> bool {
+    admitted.saturating_sub(limit) * t <= elapsed
+}
+
+proptest! {
+    /// With a clock that moves both ways:
+    /// * from any reading that is the latest so far, while the clock does not go back, at most
+    ///   `burst + elapsed / T` (one cell's ceiling);
+    /// * over any run of checks that starts at the beginning or right after a step back, at
+    ///   most `burst + (latest - earliest) / T` (latest: the latest reading up to the run's
+    ///   end; earliest: the earliest reading in it).
+    #[test]
+    fn gcra_stripes_bound_what_a_clock_going_back_gives(
+        burst in 1u32..12,
+        stripes in 1usize..6,
+        ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..150),
+    ) {
+        let stripes = stripes.min(burst as usize);
+        let t = 1_000_000u64; // 1000 per second
+        let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
+        l.clock().set(Duration::from_secs(5));
+        let mut now = 5_000_000_000u64;
+        let mut latest = now;
+        // The forward run: (origin, admitted) since the latest reading that was a new high.
+        let mut forward: Option<(u64, u64)> = Some((now, 0));
+        // Runs starting at the beginning and after each step back: (earliest, admitted).
+        let mut runs: Vec<(u64, u64)> = vec![(now, 0)];
+        for (step, hint, n) in ops {
+            if step < 0 {
+                now -= step.unsigned_abs();
+                forward = None;
+                runs.push((now, 0));
+                if runs.len() > 8 {
+                    runs.remove(1);
+                }
+            } else {
+                now += step as u64;
+                if now > latest {
+                    latest = now;
+                    if forward.is_none() {
+                        forward = Some((now, 0));
+                    }
+                }
+            }
+            l.clock().set(Duration::from_nanos(now));
+            for run in &mut runs {
+                run.0 = run.0.min(now);
+            }
+            let d = l.check_n_from(hint, n);
+            if !d.is_allowed() {
+                continue;
+            }
+            let n = u64::from(n);
+            if let Some((origin, admitted)) = &mut forward {
+                *admitted += n;
+                prop_assert!(
+                    within(*admitted, u64::from(burst), t, now - *origin),
+                    "{} units since {} (now {})", admitted, origin, now
+                );
+            }
+            for (earliest, admitted) in &mut runs {
+                *admitted += n;
+                prop_assert!(
+                    within(*admitted, u64::from(burst), t, latest - *earliest),
+                    "{} units in a run from {} (latest {})", admitted, earliest, latest
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    /// Checks that all start at one stripe, requests within its share of the burst, a clock
+    /// that moves both ways: over every run of checks from an admission on, at most
+    /// `burst + (A_end - A_start) / T` units, where `A` is the latest reading of an admitted
+    /// check so far: one cell's ceiling.
+    #[test]
+    fn checks_from_one_stripe_keep_one_cells_ceiling_whatever_the_clock(
+        burst in 1u32..12,
+        stripes in 1usize..6,
+        start in 0usize..6,
+        ops in proptest::collection::vec((-3_000_000i64..4_000_000, 1u32..4), 1..120),
+    ) {
+        let stripes = stripes.min(burst as usize);
+        let start = start % stripes;
+        let most = share(burst, stripes, start);
+        let t = 1_000_000u64;
+        let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
+        let mut now = 5_000_000_000u64;
+        let mut latest_admitted = 0u64;
+        // For each admission so far: (A at that admission, units from it on).
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (step, n) in ops {
+            now = now.saturating_add_signed(step);
+            l.clock().set(Duration::from_nanos(now));
+            let n = n.min(most);
+            if !l.check_n_from(start, n).is_allowed() {
+                continue;
+            }
+            latest_admitted = latest_admitted.max(now);
+            runs.push((latest_admitted, 0));
+            for (a_start, units) in &mut runs {
+                *units += u64::from(n);
+                prop_assert!(
+                    within(*units, u64::from(burst), t, latest_admitted - *a_start),
+                    "{} units from A = {} to A = {}", units, a_start, latest_admitted
+                );
+            }
+        }
+    }
+}
+
+/// A check admitted by another stripe after its first refused it stamps its first stripe: a
+/// later check from there with a clock behind goes on at that admission's time (a decision's
+/// durations count from the time it was made at).
+#[test]
+fn an_admission_after_a_fallback_stamps_the_start_stripe() {
+    // 10/s, burst 2 over 2 stripes: one unit each, a stripe interval of 200 ms.
+    let l = gcra(Quota::per_second(10).with_burst(2), 2);
+    l.clock().set(Duration::from_secs(10));
+    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0, TAT 10.2 s
+    l.clock().set(Duration::from_millis(10_100));
+    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0 refuses; stripe 1, TAT 10.3 s
+    l.clock().set(Duration::from_secs(9));
+    // Decided at 10.1 s: stripe 0 has room again at 10.2 s (at 10 s it would say 200 ms).
+    let d = l.check_n_from(0, 1);
+    assert!(!d.is_allowed());
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+}
