@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 
+use super::cell::{drive, Swap};
 use super::{AtomicBool, AtomicU64, Lock, Ordering};
 
 /// The reference-counted pointer the arrays live behind (loom's under `cfg(loom)`).
@@ -124,34 +125,34 @@ impl Array {
     pub(crate) fn update<R>(
         &self,
         i: usize,
-        mut step: impl FnMut(u64) -> (R, Option<u64>),
+        step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
         let slot = &self.slots[i];
         // Acquire: if this reads a word a freeze flipped, it synchronises with the freeze's
         // Release, so the `frozen` load below sees the flag the freeze set first.
-        let mut seen = slot.state.load(Ordering::Acquire);
-        loop {
-            // After every load of the word: a flipped word is never a key's state.
-            if self.is_frozen() {
-                return None;
-            }
-            let (result, next) = step(seen);
-            let next = match next {
-                Some(next) if next != seen => next,
-                _ => return Some(result),
-            };
+        let seen = slot.state.load(Ordering::Acquire);
+        // After every load of the word (this one, and each failed CAS's below): a flipped word
+        // is never a key's state.
+        if self.is_frozen() {
+            return None;
+        }
+        drive(seen, step, |current, next| {
             // Success Relaxed: the CAS's atomicity orders admissions on the key (its
             // modification order), and a freeze's read-modify-write reads the last value in
             // that order, so a CAS that succeeds is one the freeze carries over; nothing else
             // is published through the word. Failure Acquire: as the load above.
-            match slot
-                .state
-                .compare_exchange_weak(seen, next, Ordering::Relaxed, Ordering::Acquire)
-            {
-                Ok(_) => return Some(result),
-                Err(actual) => seen = actual,
+            match slot.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => Swap::Done,
+                Err(_) if self.is_frozen() => Swap::Abort(()),
+                Err(actual) => Swap::Retry(actual),
             }
-        }
+        })
+        .ok()
     }
 
     /// The state of slot `i` (whose fingerprint the caller saw), `None` if the array is frozen.
