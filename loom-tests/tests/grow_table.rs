@@ -40,6 +40,28 @@ fn limiter(clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
         .expect("valid quota")
 }
 
+/// The limiter of the shrink and sweep models: A has spent both units at `NOW` and B one; the
+/// clock then moves one interval on, so B is idle (TAT = now) and A has one unit back.
+fn a_spent_b_idle() -> Arc<KeyedLimiter<u64, ManualClock>> {
+    let clock = ManualClock::new();
+    clock.set_ns(NOW);
+    let lim = Arc::new(limiter(&clock));
+    assert!(lim.check(&A).is_allowed());
+    assert!(lim.check(&A).is_allowed());
+    assert!(lim.check(&B).is_allowed());
+    clock.set_ns(NOW + T);
+    lim
+}
+
+/// A loom thread that checks `key` once.
+fn spawn_check(
+    lim: &Arc<KeyedLimiter<u64, ManualClock>>,
+    key: u64,
+) -> thread::JoinHandle<cellgate::Decision> {
+    let lim = Arc::clone(lim);
+    thread::spawn(move || lim.check(&key))
+}
+
 /// A check of a held key races the insert of a second key, which finds the two-slot array full
 /// and grows it (rebuild into three slots). The check's admission must survive the grow: it
 /// lands on the old array before the freeze flips A's word (and is copied) or fails there,
@@ -52,10 +74,7 @@ fn check_races_a_grow() {
         clock.set_ns(NOW);
         let lim = Arc::new(limiter(&clock));
         assert!(lim.check(&A).is_allowed());
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&A))
-        };
+        let other = spawn_check(&lim, A);
         let b = lim.check(&B);
         let a = other.join().unwrap();
         assert!(
@@ -83,18 +102,8 @@ fn check_races_a_grow() {
 fn check_races_a_shrink() {
     deterministic_hashing();
     model("check_races_a_shrink", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&B).is_allowed());
-        // One interval later B is idle (TAT = now) and A has one unit back.
-        clock.set_ns(NOW + T);
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&A))
-        };
+        let lim = a_spent_b_idle();
+        let other = spawn_check(&lim, A);
         let evicted = lim.evict_idle();
         let a = other.join().unwrap();
         assert_eq!(evicted, 1, "B, and only B");
@@ -120,10 +129,7 @@ fn inserts_of_one_key_race_a_grow() {
         let lim = Arc::new(limiter(&clock));
         // A fills the two-slot array: B's insert grows it.
         assert!(lim.check(&A).is_allowed());
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&B))
-        };
+        let other = spawn_check(&lim, B);
         let mine = lim.check(&B);
         let theirs = other.join().unwrap();
         assert!(mine.is_allowed() && theirs.is_allowed());
@@ -142,17 +148,8 @@ fn inserts_of_one_key_race_a_grow() {
 fn eviction_races_a_check_that_revives_the_key() {
     deterministic_hashing();
     model("eviction_races_a_check_that_revives_the_key", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&B).is_allowed());
-        clock.set_ns(NOW + T);
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&B))
-        };
+        let lim = a_spent_b_idle();
+        let other = spawn_check(&lim, B);
         let evicted = lim.evict_idle();
         let b = other.join().unwrap();
         assert!(b.is_allowed() && b.remaining() == 1, "B's unit: {b:?}");
@@ -169,17 +166,8 @@ fn eviction_races_a_check_that_revives_the_key() {
 fn insert_races_a_shrink() {
     deterministic_hashing();
     model("insert_races_a_shrink", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&A).is_allowed());
-        assert!(lim.check(&B).is_allowed());
-        clock.set_ns(NOW + T);
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&C))
-        };
+        let lim = a_spent_b_idle();
+        let other = spawn_check(&lim, C);
         let evicted = lim.evict_idle();
         let c = other.join().unwrap();
         assert!(c.is_allowed() && c.remaining() == 1, "C's unit: {c:?}");
@@ -247,10 +235,7 @@ fn a_light_key_made_busy_races_its_eviction() {
         // A busy (both units spent), B light (one unit spent).
         assert!(lim.check_n(&A, 2).is_allowed());
         assert!(lim.check(&B).is_allowed());
-        let other = {
-            let lim = Arc::clone(&lim);
-            thread::spawn(move || lim.check(&B))
-        };
+        let other = spawn_check(&lim, B);
         let c = lim.check(&C);
         let b = other.join().unwrap();
         assert!(b.is_allowed(), "B's check: {b:?}");

@@ -67,8 +67,6 @@
 //! entries of dropped tables go then), or exits: a thread that stopped checking keeps the
 //! arrays it last saw (at most the table's size at that time, per thread).
 
-use std::hash::{BuildHasher, Hash};
-
 use crossbeam_utils::CachePadded;
 
 use crate::store::table::fingerprint;
@@ -217,22 +215,14 @@ impl GrowTable {
         self.held.get_usize()
     }
 
-    /// Hashes `key` with `hasher`.
-    #[inline]
-    pub(crate) fn hash<Q: Hash + ?Sized, S: BuildHasher>(hasher: &S, key: &Q) -> u64 {
-        hasher.hash_one(key)
-    }
-
     #[inline]
     fn shard_index(&self, h: u64) -> usize {
-        // As in the fixed table: the top `shard_bits` bits (at most 16), by two plain shifts.
-        ((h >> 48) >> (16 - self.shard_bits)) as usize
+        crate::store::shard_of(h, self.shard_bits)
     }
 
     #[inline]
     fn home(len: usize, h: u64) -> usize {
-        // Multiply-shift range reduction of the low 32 bits onto [0, len).
-        ((u64::from(h as u32) * len as u64) >> 32) as usize
+        crate::store::home_of(len, h)
     }
 
     /// Where the key with fingerprint `fp` is in `array`, or (`Err`) the EMPTY slot that ends

@@ -66,8 +66,8 @@ impl<K: Hash + Eq> Store<K> {
     {
         match self {
             // A miss is confirmed under the shard's lock: see `Table::get`.
-            Store::Table(table, hasher) => table.get(Table::hash(hasher, key)),
-            Store::Grow(table, hasher) => table.get(GrowTable::hash(hasher, key)),
+            Store::Table(table, hasher) => table.get(crate::store::hash(hasher, key)),
+            Store::Grow(table, hasher) => table.get(crate::store::hash(hasher, key)),
             Store::Map(map) => map.with(key, Cell::load),
         }
     }
@@ -84,8 +84,12 @@ impl<K: Hash + Eq> Store<K> {
     {
         match self {
             // A miss is confirmed under the shard's lock: see `Table::update_existing`.
-            Store::Table(table, hasher) => table.update_existing(Table::hash(hasher, key), step),
-            Store::Grow(table, hasher) => table.update_existing(GrowTable::hash(hasher, key), step),
+            Store::Table(table, hasher) => {
+                table.update_existing(crate::store::hash(hasher, key), step)
+            }
+            Store::Grow(table, hasher) => {
+                table.update_existing(crate::store::hash(hasher, key), step)
+            }
             Store::Map(map) => map.with(key, |cell| cell.update(step)),
         }
     }

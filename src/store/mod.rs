@@ -17,3 +17,27 @@ pub(crate) mod table;
 /// the standard library's cryptographic default: it costs several times aHash's on a `u64`
 /// key, most of a check's budget (BENCHMARKS.md, "Figures moved out of the code").
 pub(crate) type Hasher = ahash::RandomState;
+
+/// Hashes `key` with `hasher`: the 64-bit hash both fingerprint tables take a key as.
+#[inline]
+pub(crate) fn hash<Q: std::hash::Hash + ?Sized, S: std::hash::BuildHasher>(
+    hasher: &S,
+    key: &Q,
+) -> u64 {
+    hasher.hash_one(key)
+}
+
+/// The shard of hash `h` in a table of `1 << bits` shards (`bits` at most 16): the top `bits`
+/// bits, that is, of the top 16 bits, drop the low `16 - bits` (all 16 when there is one
+/// shard: index 0). Two plain shifts, never by 64 or more.
+#[inline]
+pub(crate) fn shard_of(h: u64, bits: u32) -> usize {
+    ((h >> 48) >> (16 - bits)) as usize
+}
+
+/// Multiply-shift range reduction of the low 32 bits of `h` onto `[0, len)`: a key's home slot
+/// in an array of `len` slots.
+#[inline]
+pub(crate) fn home_of(len: usize, h: u64) -> usize {
+    ((u64::from(h as u32) * len as u64) >> 32) as usize
+}

@@ -215,10 +215,16 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // "Instruction counts").
         let word = match &self.store {
             Store::Table(table, hasher) => {
-                return self.check_hashed(table, Table::hash(hasher, key), algorithm, now, n);
+                return self.check_hashed(
+                    table,
+                    crate::store::hash(hasher, key),
+                    algorithm,
+                    now,
+                    n,
+                );
             }
             Store::Grow(table, hasher) => {
-                return self.check_grow(table, GrowTable::hash(hasher, key), algorithm, now, n);
+                return self.check_grow(table, crate::store::hash(hasher, key), algorithm, now, n);
             }
             Store::Map(map) => {
                 let hit = map.with(key, |cell| {

@@ -65,7 +65,7 @@ where
         let (limiter, key) = (self.limiter, self.key);
         match &limiter.store {
             Store::Table(table, hasher) => {
-                let h = Table::hash(hasher, key);
+                let h = crate::store::hash(hasher, key);
                 if let Some(found) = table.find(h) {
                     if let Ok(r) = Table::update(found, h, &step) {
                         return Some(r);
@@ -74,7 +74,7 @@ where
                 limiter.insert_hashed(table, h, now, step, capped)
             }
             Store::Grow(table, hasher) => {
-                let h = GrowTable::hash(hasher, key);
+                let h = crate::store::hash(hasher, key);
                 if let Some(r) = table.try_update(h, &step) {
                     return Some(r);
                 }
@@ -285,7 +285,7 @@ macro_rules! fingerprints {
 
             #[inline(always)]
             fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64 {
-                let h = <$table>::hash(hasher, key);
+                let h = crate::store::hash(hasher, key);
                 self.touch(h);
                 h
             }

@@ -75,8 +75,6 @@
 //! inserts all run under the lock, so a probe under the lock sees a settled layout (lock-free
 //! checks only change states, never fingerprints).
 
-use std::hash::{BuildHasher, Hash};
-
 use crossbeam_utils::CachePadded;
 
 use crate::sync::cell::{drive, Swap};
@@ -239,25 +237,14 @@ impl Table {
         self.held.get_usize()
     }
 
-    /// Hashes `key` with `hasher`.
-    #[inline]
-    pub(crate) fn hash<Q: Hash + ?Sized, S: BuildHasher>(hasher: &S, key: &Q) -> u64 {
-        hasher.hash_one(key)
-    }
-
     #[inline]
     fn shard(&self, h: u64) -> &Shard {
-        // The top `shard_bits` bits (at most 16) pick the shard: of the top 16 bits, drop the
-        // low `16 - shard_bits` (all 16 when there is one shard: index 0). Two plain shifts,
-        // never by 64 or more.
-        let i = ((h >> 48) >> (16 - self.shard_bits)) as usize;
-        &self.shards[i]
+        &self.shards[crate::store::shard_of(h, self.shard_bits)]
     }
 
     #[inline]
     fn home(shard: &Shard, h: u64) -> usize {
-        // Multiply-shift range reduction of the low 32 bits onto [0, len).
-        ((u64::from(h as u32) * shard.slots.len() as u64) >> 32) as usize
+        crate::store::home_of(shard.slots.len(), h)
     }
 
     /// Lock-free probe for the key with hash `h`.
