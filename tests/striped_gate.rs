@@ -91,16 +91,20 @@ fn a_gathered_request_is_rolled_back_whole() {
     assert_eq!(sku.remaining(), 1);
 }
 
+/// GCRA 10 per second, burst 4, over two stripes, on a manual clock.
+fn two_stripes() -> StripedLimiter<ManualClock> {
+    StripedLimiter::gcra(Quota::per_second(10).with_burst(4))
+        .stripes(2)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
+}
+
 /// A striped GCRA limiter rolls back on the stripe that took the units, exactly, also behind
 /// later admissions (frozen clock).
 #[test]
 fn striped_gcra_rolls_back_on_its_stripe() {
-    let clock = ManualClock::new();
-    let l = StripedLimiter::gcra(Quota::per_second(10).with_burst(4))
-        .stripes(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let l = two_stripes();
     let sold_out = Limiter::stock(0).build().unwrap();
     for _ in 0..5 {
         let d = check_all([(&l as &dyn Gate, 2), (&sold_out, 1)]);
@@ -116,12 +120,7 @@ fn striped_gcra_rolls_back_on_its_stripe() {
 
 #[test]
 fn striped_limiter_is_a_rate_limiter() {
-    let clock = ManualClock::new();
-    let l = StripedLimiter::gcra(Quota::per_second(10).with_burst(4))
-        .stripes(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let l = two_stripes();
     let dynamic: &dyn RateLimiter = &l;
     assert!(dynamic.peek_n(&(), 2).is_allowed());
     assert!(!dynamic.peek_n(&(), 3).is_allowed(), "one stripe holds 2");
