@@ -40,7 +40,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// | | growing table (the default) | fixed table (`max_keys(n).fixed_capacity()`) | exact map (`exact_keys()`) |
 /// |---|---|---|---|
 /// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | dashmap of `K -> AtomicU64` |
-/// | a hit | lock-free: hash, a thread-local guard on the shard's array, probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
+/// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
 /// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
 /// | memory | about 19–21 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the key, the word and the map's overhead, per key held |
 /// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound |
@@ -51,8 +51,11 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// only the keys whose state matters (plus recently idle ones), and its hits are plain 64-bit
 /// atomics. While one of its shards is rebuilt (when an insert finds the shard's array full, or
 /// a sweep finds idle keys in it), the checks of that shard's keys wait for the rebuild: one
-/// pass over the shard (a sixty-fourth of the keys, without a ceiling) plus the time for checks
-/// already on the old array to finish. Checks of the other shards never wait. Choose
+/// pass over the shard (a sixty-fourth of the keys, without a ceiling); the rebuild itself
+/// never waits for checks (it freezes the old array). Checks of the other shards never wait.
+/// Each thread that checks keeps a reference to the arrays it last used (its cache), renewed
+/// after a rebuild at its next check: a replaced array is freed when the last such thread moves
+/// on or exits, so a thread that stops checking keeps the arrays it last saw. Choose
 /// [`fixed_capacity`](KeyedBuilder::fixed_capacity) if no check may ever wait for a rebuild and
 /// the memory of the bound is acceptable up front; [`WhenFull::EvictNearestFresh`] uses the
 /// fixed table.
