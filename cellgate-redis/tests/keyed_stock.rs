@@ -116,7 +116,10 @@ fn two_limiters_sell_exactly_each_keys_stock() {
         let rest = u32::try_from(STOCK - n).unwrap();
         if rest > 0 {
             assert!(!last.check_blocking(key, rest + 1).is_allowed(), "{key}");
-            assert!(last.check_blocking(key, rest).is_allowed(), "{key}: {n} sold");
+            assert!(
+                last.check_blocking(key, rest).is_allowed(),
+                "{key}: {n} sold"
+            );
         }
         let d = last.check_blocking(key, 1);
         assert!(!d.is_allowed() && d.via() == Via::Redis, "{key}: oversold");

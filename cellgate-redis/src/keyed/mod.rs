@@ -50,6 +50,35 @@
 //! unanswered check is denied instead (fail closed): then the per-key bound holds at every
 //! moment. Leased units of hot keys are admitted through an outage (they are paid for).
 //!
+//! # Per-key stocks
+//!
+//! [`KeyedFleet::stock`] keeps `S` units per key (per-SKU inventory in a flash sale) with the
+//! same machinery: the script's per-key value is then the units taken (sold or leased), and
+//! a check or a lease takes units only while `taken + n ≤ S`, so Σ sold for one key ≤ `S`
+//! under any interleaving, retry, timeout or `kill -9` (grants are executed once per batch
+//! sequence, as for a rate). A hot key's lease is at most
+//! [`max_lease`](KeyedFleetBuilder::max_lease) and at most `left / (2·live)` (at least one), so
+//! the last units are spread over the holders; a crashed holder takes at most `1.5 ×
+//! max_lease` of a key with it (undersold, never oversold). A stock **never falls back**:
+//! during an outage a cold check is denied once `max_wait` has passed (fail closed) and a hot
+//! key sells only what it holds leased. There is no per-key restock, and a key's count of
+//! units taken stays in Redis (no expiry) for as long as Redis keeps its data.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), cellgate_redis::FleetError> {
+//! use cellgate_redis::KeyedFleet;
+//!
+//! // 100 of every SKU across the fleet.
+//! let skus = KeyedFleet::stock("flash-sale", 100)
+//!     .max_lease(5)
+//!     .connect("redis://127.0.0.1:6379")?;
+//! let d = skus.check_n("sku-42", 2).await;
+//! if !d.is_allowed() {
+//!     println!("sold out (or Redis did not answer within max_wait): {:?}", d.via());
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! Studied for this design (not copied): Gubernator's GLOBAL behaviour (hits are applied
 //! locally and sent asynchronously in batches to the key's owner, so it over-admits between
 //! syncs), Envoy's global rate limit service (one gRPC call per request, descriptors batched

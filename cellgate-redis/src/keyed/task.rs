@@ -422,9 +422,7 @@ impl Task {
                 if ops.len() >= MAX_BATCH {
                     break;
                 }
-                let want = ((h.rate * 0.2) as u64)
-                    .max(self.cfg.min_lease)
-                    .min(cap);
+                let want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease).min(cap);
                 if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
                     h.asking = true;
                     h.want = want;
