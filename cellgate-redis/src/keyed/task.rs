@@ -226,10 +226,9 @@ impl Task {
             h.window += u64::from(r.n);
             let now = Instant::now();
             if now < h.dry_until && u64::from(r.n) <= self.burst {
-                let wait = h.dry_until - now;
-                let _ = r
-                    .reply
-                    .send(KeyDecision::new(false, Via::Lease, Some(wait)));
+                // A sold-out stock says no time: only a give-back brings units back.
+                let wait = Some(h.dry_until - now).filter(|_| !self.cfg.stock);
+                let _ = r.reply.send(KeyDecision::new(false, Via::Lease, wait));
                 return;
             }
         } else {
@@ -541,9 +540,12 @@ impl Task {
                         Some(h) => {
                             h.asking = false;
                             if res.value == 0 && self.cfg.stock {
-                                // Sold out (only give-backs elsewhere bring units back):
-                                // its checks go to Redis, exact, until a lease is asked again.
+                                // Sold out: only give-backs elsewhere (within 3/4 of a lease
+                                // lifetime) bring units back. Its checks are denied here,
+                                // without asking Redis, until a lease is asked again
+                                // (conservative: it may undersell until then).
                                 h.next_ask = now + self.cfg.lease_lifetime / 4;
+                                h.dry_until = h.next_ask;
                             } else if res.value < n {
                                 // The key is short: come back once the fleet has accrued about
                                 // a minimum lease per holder (within half a lease lifetime),
