@@ -191,3 +191,57 @@ fn a_frozen_redis_never_oversells_nor_holds_a_check() {
         assert_eq!(taken(&r, "frozen", key), *n, "{key}");
     }
 }
+
+#[test]
+fn a_crash_strands_at_most_one_and_a_half_leases_per_key() {
+    let Some(r) = common::redis() else { return };
+    let fleets: Vec<Arc<KeyedFleet>> = (0..2)
+        .map(|_| Arc::new(limiter(&r.url(), "crash")))
+        .collect();
+    let keys = ["a", "b", "c"];
+    let mut sold: HashMap<&str, u64> = HashMap::new();
+    let mut worst = 0;
+    for target in [40u64, 150, 300] {
+        // Both limiters sell every key until the fleet has sold `target` of it.
+        let threads: Vec<_> = fleets
+            .iter()
+            .flat_map(|f| keys.iter().map(move |k| (f.clone(), *k)))
+            .map(|(f, key)| {
+                let quota = (target - sold.get(key).copied().unwrap_or(0)) / 2;
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while n < quota && Instant::now() < deadline {
+                        n += u64::from(f.check_blocking(key, 1).is_allowed());
+                    }
+                    (key, n)
+                })
+            })
+            .collect();
+        for t in threads {
+            let (key, n) = t.join().unwrap();
+            *sold.entry(key).or_default() += n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        // What a crash of both limiters now would strand: taken in Redis, not sold.
+        for key in keys {
+            let (taken, sold) = (taken(&r, "crash", key), sold[key]);
+            assert!(
+                taken >= sold,
+                "{key}: Redis counts {taken} taken for {sold} sold"
+            );
+            worst = worst.max(taken - sold);
+            // Each of the two holds at most 1.5 leases of a key.
+            assert!(
+                taken - sold <= 3 * MAX_LEASE,
+                "{key}: after selling {sold}, a crash of both would strand {}",
+                taken - sold
+            );
+        }
+    }
+    eprintln!(
+        "crash: sold {sold:?}, worst units at risk per key {worst} (bound {}); {:?}",
+        3 * MAX_LEASE,
+        fleets.iter().map(|f| f.stats()).collect::<Vec<_>>()
+    );
+}
