@@ -54,12 +54,10 @@ fn two_limiters_sell_exactly_each_keys_stock() {
         for hot in ["hot0", "hot1"] {
             let f = f.clone();
             threads.push(std::thread::spawn(move || {
-                let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+                let mut counts = common::Counts::new();
                 while start.elapsed() < run {
                     let d = f.check_blocking(hot, 1);
-                    let e = counts.entry(format!("{hot}/{:?}", d.via())).or_default();
-                    e.0 += u64::from(d.is_allowed());
-                    e.1 += 1;
+                    common::record(&mut counts, hot, &d, 1);
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 counts
@@ -67,33 +65,14 @@ fn two_limiters_sell_exactly_each_keys_stock() {
         }
         // Twenty cold keys, two units at a time, every 50 ms by each limiter: below hot_rate,
         // never sold out within the run.
-        let cold = f.clone();
-        threads.push(std::thread::spawn(move || {
-            let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-            while start.elapsed() < run {
-                let round = Instant::now();
-                for k in 0..20 {
-                    let d = cold.check_blocking(&format!("cold{k}"), 2);
-                    let e = counts.entry(format!("cold{k}/{:?}", d.via())).or_default();
-                    e.0 += 2 * u64::from(d.is_allowed());
-                    e.1 += 1;
-                }
-                if let Some(rest) = Duration::from_millis(50).checked_sub(round.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-            }
-            counts
-        }));
+        threads.push(common::cold_rounds(
+            f.clone(),
+            (start, run),
+            (20, 1, 2),
+            Duration::from_millis(50),
+        ));
     }
-    let mut sold: HashMap<String, u64> = HashMap::new();
-    let mut per_via: HashMap<String, u64> = HashMap::new();
-    for t in threads {
-        for (k, (admitted, checks)) in t.join().unwrap() {
-            let (key, via) = k.split_once('/').unwrap();
-            *sold.entry(key.to_owned()).or_default() += admitted;
-            *per_via.entry(via.to_owned()).or_default() += checks;
-        }
-    }
+    let (sold, per_via) = common::tally(threads);
     let stats: Vec<_> = fleets.iter().map(|f| f.stats()).collect();
     eprintln!("keyed stock: {per_via:?}; sold {sold:?}; {stats:?}");
     assert_eq!(sold.len(), 22);
