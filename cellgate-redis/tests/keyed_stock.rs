@@ -224,3 +224,23 @@ fn a_crash_strands_at_most_one_and_a_half_leases_per_key() {
         fleets.iter().map(|f| f.stats()).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_stock_refuses_a_bad_configuration() {
+    let Some(r) = common::redis() else { return };
+    assert!(matches!(
+        KeyedFleet::stock("empty", 0).connect(&r.url()),
+        Err(cellgate_redis::FleetError::Config(_))
+    ));
+    let _first = limiter(&r.url(), "taken");
+    // The name holds a stock of another size, or a rate: refused.
+    assert!(KeyedFleet::stock("taken", STOCK + 1)
+        .connect(&r.url())
+        .is_err());
+    assert!(KeyedFleet::rate("taken", 10, Duration::from_secs(1))
+        .connect(&r.url())
+        .is_err());
+    assert!(limiter(&r.url(), "taken")
+        .check_blocking("k", 1)
+        .is_allowed());
+}

@@ -214,9 +214,10 @@ pub(crate) struct Request {
     pub(crate) reply: oneshot::Sender<KeyDecision>,
 }
 
-/// A rate limit per key shared by every process that connects with the same name to the same
-/// Redis: hot keys admitted locally from leases, cold keys checked in Redis in batches. See
-/// the [module docs](self) for the design and the guarantees per key.
+/// A rate limit ([`rate`](Self::rate)) or a stock ([`stock`](Self::stock)) per key shared by
+/// every process that connects with the same name to the same Redis: hot keys admitted
+/// locally from leases, cold keys checked in Redis in batches. See the [module docs](self)
+/// for the design and the guarantees per key.
 ///
 /// # Examples
 ///
