@@ -1,21 +1,28 @@
 -- cellgate keyed fleet script: one round trip carries many keys' operations on a per-key
--- GCRA (rate R = 1 / T per key, burst B), run atomically by Redis.
+-- GCRA (rate R = 1 / T per key, burst B), or with T = 0 on a per-key stock of B units, run
+-- atomically by Redis.
 --
 -- KEYS[1] config hash   {name}: T, B
 -- KEYS[2] holders hash  s:<pid> last seen (us)
 -- KEYS[3] replies hash  <pid> -> "seq live v1 i1 v2 i2 ..." (the answer to the newest batch)
--- KEYS[3 + i]           key i's theoretical arrival time (us), expiring once it is in the past
+-- KEYS[3 + i]           a rate: key i's theoretical arrival time (us), expiring once it is in
+--                       the past; a stock: the units of key i taken (sold or leased), kept
+--                       (absent: none taken)
 -- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
 --   count the live holders; a batch with a lease always does), then for each key i: op_i, n_i
 --   op 'g' check n units, all or nothing (a cold check passed through)
---   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool)
---   op 'r' give n unadmitted leased units back
---   op 'c' charge n units admitted during an outage, whatever the room
+--   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool); a
+--          stock: at most max(1, left / (2 live)), so the last units are not all leased
+--          into one process
+--   op 'r' give n unadmitted leased units back (a stock: never below none taken)
+--   op 'c' charge n units admitted during an outage, whatever the room (a stock never
+--          falls back, so never charges; if sent, the units are taken, whatever is left)
 -- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
 --   batch did not touch), v1, i1, v2, i2, ... }
 --   v: units checked (0 denied) / leased / given / charged
 --   i: for 'g' and 'l', the units still available after it, or when none is (i <= 0) the
---      negated microseconds until one unit is (-1 when the check can never fit: n > B)
+--      negated microseconds until one unit is (-1 when the check can never fit: n > B,
+--      and for a stock whenever nothing is left: only a give-back brings units back)
 --
 -- Every number is an integer below 2^53 (times in microseconds); divisions are corrected to
 -- exact floors; values are written back with %d.
@@ -83,6 +90,7 @@ if touch then
   redis.call('HSET', H, 's:' .. pid, int(now))
 end
 
+local stock = T == 0
 local lease_cap = math.max(1, fdiv(B, 2 * live))
 local room = B * T
 local tats = {}
@@ -96,9 +104,30 @@ for k = 1, nops do
   local op, n = ARGV[5 + 2 * k], tonumber(ARGV[6 + 2 * k])
   local tat = tats[key]
   if not tat then tat = tonumber(stored[k]) or 0 end
-  if tat < now then tat = now end
+  if tat < now and not stock then tat = now end
   local v, info = 0, 0
-  if op == 'g' or op == 'l' then
+  if stock then
+    -- tat: the units taken; B - tat left.
+    local left = B - tat
+    if left < 0 then left = 0 end
+    if op == 'g' then
+      if n <= left then v = n end
+      tat = tat + v
+    elseif op == 'l' then
+      v = math.min(n, left, math.max(1, fdiv(left, 2 * live)))
+      tat = tat + v
+    elseif op == 'r' then
+      v = n
+      tat = math.max(0, tat - n)
+    elseif op == 'c' then
+      v = n
+      tat = tat + n
+    end
+    if op == 'g' or op == 'l' then
+      info = B - tat
+      if info <= 0 then info = -1 end
+    end
+  elseif op == 'g' or op == 'l' then
     local free = now + room - tat
     local avail = 0
     if free > 0 then avail = fdiv(free, T) end
@@ -133,7 +162,10 @@ for k = 1, nops do
   saved[#saved + 1] = int(info)
 end
 for key, tat in pairs(tats) do
-  if tat > now then
+  if stock then
+    -- Kept as long as the stock is: what was taken is never forgotten.
+    if tat > 0 then redis.call('SET', key, int(tat)) else redis.call('DEL', key) end
+  elseif tat > now then
     -- Gone once it is in the past (the server's own clock decides both), when the key is
     -- as good as new: Redis holds only keys with a debt.
     redis.call('SET', key, int(tat), 'PX', int(fdiv(tat - now + 999, 1000)))

@@ -42,12 +42,10 @@ fn each_key_stays_within_its_rate_across_two_limiters() {
         // One hot key, hammered (leased).
         let hot = f.clone();
         threads.push(std::thread::spawn(move || {
-            let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+            let mut counts = common::Counts::new();
             while start.elapsed() < run {
                 let d = hot.check_blocking("hot", 1);
-                let e = counts.entry(format!("hot/{:?}", d.via())).or_default();
-                e.0 += u64::from(d.is_allowed());
-                e.1 += 1;
+                common::record(&mut counts, "hot", &d, 1);
                 if !d.is_allowed() {
                     std::thread::yield_now();
                 }
@@ -56,35 +54,14 @@ fn each_key_stays_within_its_rate_across_two_limiters() {
         }));
         // Forty cold keys, each checked three times every 200 ms by each limiter: below
         // hot_rate, above the rate together.
-        let cold = f.clone();
-        threads.push(std::thread::spawn(move || {
-            let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-            while start.elapsed() < run {
-                let round = Instant::now();
-                for k in 0..40 {
-                    for _ in 0..3 {
-                        let d = cold.check_blocking(&format!("cold{k}"), 1);
-                        let e = counts.entry(format!("cold{k}/{:?}", d.via())).or_default();
-                        e.0 += u64::from(d.is_allowed());
-                        e.1 += 1;
-                    }
-                }
-                if let Some(rest) = Duration::from_millis(200).checked_sub(round.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-            }
-            counts
-        }));
+        threads.push(common::cold_rounds(
+            f.clone(),
+            (start, run),
+            (40, 3, 1),
+            Duration::from_millis(200),
+        ));
     }
-    let mut per_key: HashMap<String, u64> = HashMap::new();
-    let mut per_via: HashMap<String, u64> = HashMap::new();
-    for t in threads {
-        for (k, (admitted, checks)) in t.join().unwrap() {
-            let (key, via) = k.split_once('/').unwrap();
-            *per_key.entry(key.to_owned()).or_default() += admitted;
-            *per_via.entry(via.to_owned()).or_default() += checks;
-        }
-    }
+    let (per_key, per_via) = common::tally(threads);
     let elapsed = start.elapsed().as_secs_f64();
     let stats: Vec<_> = fleets.iter().map(|f| f.stats()).collect();
     eprintln!(

@@ -9,6 +9,10 @@
 //! - the units Redis has free now ≥ B − (granted + charged − given): nothing was debited twice
 //!   (`tat − now ≤ net·T` by induction over the operations);
 //! - a repeated batch returns its first answer; an older one changes nothing.
+//!
+//! The same steps run against a per-key stock (`T = 0`, `B` units per key), where time
+//! gives nothing back: granted − given ≤ B at every step, and the units Redis has left are
+//! exactly max(0, B − (granted + charged − given)): nothing taken twice, nothing lost.
 
 mod common;
 
@@ -102,11 +106,11 @@ async fn call(c: &mut KeyedClient, seq: u64, ops: &[(String, KeyOp, u64)]) -> Ba
     panic!("redis never answered");
 }
 
-async fn new_proc(url: &str, name: &str, id: usize) -> Proc {
+async fn new_proc(url: &str, name: &str, t_us: u64, id: usize) -> Proc {
     let client = KeyedClient::connect(
         url,
         name,
-        T_US,
+        t_us,
         B,
         &format!("p{id}"),
         Duration::from_millis(500),
@@ -125,7 +129,8 @@ fn key(k: usize) -> String {
     format!("key{k}")
 }
 
-fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseError> {
+/// Runs `steps` on a rate (`t_us` the interval) or, with `t_us == 0`, a stock.
+fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -135,10 +140,10 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
     let mut next_id = 0;
     let mut procs = Vec::new();
     for _ in 0..3 {
-        procs.push(rt.block_on(new_proc(&url, &name, next_id)));
+        procs.push(rt.block_on(new_proc(&url, &name, t_us, next_id)));
         next_id += 1;
     }
-    let mut probe = rt.block_on(new_proc(&url, &name, 999));
+    let mut probe = rt.block_on(new_proc(&url, &name, t_us, 999));
     let mut books = [Books::default(); KEYS];
     let start = Instant::now();
     for s in steps {
@@ -211,7 +216,7 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
             }
             Step::Kill { p } => {
                 // What it held is lost with it (never given back).
-                procs[*p] = rt.block_on(new_proc(&url, &name, next_id));
+                procs[*p] = rt.block_on(new_proc(&url, &name, t_us, next_id));
                 next_id += 1;
             }
             Step::RestartRedis => {
@@ -226,7 +231,8 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
         let elapsed = start.elapsed().as_micros() as u64;
         for (k, b) in books.iter().enumerate() {
             let net = b.granted - b.given;
-            let upper = elapsed / T_US + B;
+            // A stock (`t_us == 0`): time gives nothing back.
+            let upper = elapsed.checked_div(t_us).unwrap_or(0) + B;
             prop_assert!(
                 net <= upper,
                 "key{}: granted {} net > R·t + B = {}: {:?}",
@@ -238,6 +244,15 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
             let free = u64::try_from(free.results[k].info.max(0)).unwrap();
             prop_assert!(free <= B, "key{}: {} free above the burst", k, free);
             let debited = (b.granted + b.charged) as i64 - b.given as i64;
+            if t_us == 0 {
+                prop_assert_eq!(
+                    free as i64,
+                    (B as i64 - debited).max(0),
+                    "key{}: stock left after {:?}",
+                    k,
+                    b
+                );
+            }
             prop_assert!(
                 free as i64 >= B as i64 - debited,
                 "key{}: {} free after {:?}: debited twice",
@@ -252,5 +267,10 @@ fn run(server: &mut common::RedisServer, steps: &[Step]) -> Result<(), TestCaseE
 
 #[test]
 fn keyed_protocol_matches_the_model() {
-    common::model_cases(step(), run);
+    common::model_cases(step(), |server, steps| run(server, T_US, steps));
+}
+
+#[test]
+fn keyed_stock_protocol_matches_the_model() {
+    common::model_cases(step(), |server, steps| run(server, 0, steps));
 }

@@ -25,7 +25,8 @@ pub const MAX_BATCH: usize = 256;
 pub enum KeyOp {
     /// Check `n` units now, all or nothing (a cold check passed through).
     Check,
-    /// Lease up to `n` units (at most `max(1, B / (2·live))`) into a local pool.
+    /// Lease up to `n` units (at most `max(1, B / (2·live))`; a stock: `max(1, left /
+    /// (2·live))`) into a local pool.
     Lease,
     /// Give `n` leased, unadmitted units back.
     Give,
@@ -70,7 +71,7 @@ pub struct BatchReply {
     pub results: Vec<KeyReply>,
 }
 
-/// One process's connection to one keyed fleet limit (a GCRA per key): batches of
+/// One process's connection to one keyed fleet limit (a GCRA or a stock per key): batches of
 /// operations on many keys, one script call each, executed at most once per
 /// `(process id, sequence)`. [`KeyedFleet`](crate::KeyedFleet) drives this; it is public for
 /// tests and tools.
@@ -127,7 +128,8 @@ pub fn key_of(name: &str, key: &str) -> String {
 
 impl KeyedClient {
     /// Connects to `url` for keyed limit `name` (one unit per `interval_us` µs per key, burst
-    /// `burst`) as process `pid`, every batch bounded by `timeout`.
+    /// `burst`; with `interval_us == 0`, a stock of `burst` units per key) as process `pid`,
+    /// every batch bounded by `timeout`.
     ///
     /// # Errors
     ///

@@ -50,6 +50,35 @@
 //! unanswered check is denied instead (fail closed): then the per-key bound holds at every
 //! moment. Leased units of hot keys are admitted through an outage (they are paid for).
 //!
+//! # Per-key stocks
+//!
+//! [`KeyedFleet::stock`] keeps `S` units per key (per-SKU inventory in a flash sale) with the
+//! same machinery: the script's per-key value is then the units taken (sold or leased), and
+//! a check or a lease takes units only while `taken + n ≤ S`, so Σ sold for one key ≤ `S`
+//! under any interleaving, retry, timeout or `kill -9` (grants are executed once per batch
+//! sequence, as for a rate). A hot key's lease is at most
+//! [`max_lease`](KeyedFleetBuilder::max_lease) and at most `left / (2·live)` (at least one), so
+//! the last units are spread over the holders; a crashed holder takes at most `1.5 ×
+//! max_lease` of a key with it (undersold, never oversold). A stock **never falls back**:
+//! during an outage a cold check is denied once `max_wait` has passed (fail closed) and a hot
+//! key sells only what it holds leased. There is no per-key restock, and a key's count of
+//! units taken stays in Redis (no expiry) for as long as Redis keeps its data.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), cellgate_redis::FleetError> {
+//! use cellgate_redis::KeyedFleet;
+//!
+//! // 100 of every SKU across the fleet.
+//! let skus = KeyedFleet::stock("flash-sale", 100)
+//!     .max_lease(5)
+//!     .connect("redis://127.0.0.1:6379")?;
+//! let d = skus.check_n("sku-42", 2).await;
+//! if !d.is_allowed() {
+//!     println!("sold out (or Redis did not answer within max_wait): {:?}", d.via());
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! Studied for this design (not copied): Gubernator's GLOBAL behaviour (hits are applied
 //! locally and sent asynchronously in batches to the key's owner, so it over-admits between
 //! syncs), Envoy's global rate limit service (one gRPC call per request, descriptors batched
@@ -185,9 +214,10 @@ pub(crate) struct Request {
     pub(crate) reply: oneshot::Sender<KeyDecision>,
 }
 
-/// A rate limit per key shared by every process that connects with the same name to the same
-/// Redis: hot keys admitted locally from leases, cold keys checked in Redis in batches. See
-/// the [module docs](self) for the design and the guarantees per key.
+/// A rate limit ([`rate`](Self::rate)) or a stock ([`stock`](Self::stock)) per key shared by
+/// every process that connects with the same name to the same Redis: hot keys admitted
+/// locally from leases, cold keys checked in Redis in batches. See the [module docs](self)
+/// for the design and the guarantees per key.
 ///
 /// # Examples
 ///
@@ -251,6 +281,9 @@ pub struct KeyedFleetBuilder {
     pub(crate) min_lease: u64,
     pub(crate) fallback: bool,
     pub(crate) queue: usize,
+    /// A stock of this many units per key (the rate is then `Ok((0, units))`).
+    pub(crate) stock: bool,
+    pub(crate) max_lease: Option<u64>,
 }
 
 impl KeyedFleet {
@@ -277,7 +310,53 @@ impl KeyedFleet {
             min_lease: 4,
             fallback: true,
             queue: 65_536,
+            stock: false,
+            max_lease: None,
         }
+    }
+
+    /// A stock of `units_per_key` units for every key (per-SKU inventory, per-account
+    /// quotas that never refill), named `name` (the first process to use the name sets it;
+    /// a rate and a stock cannot share a name). Σ admitted for one key across the fleet never
+    /// exceeds `units_per_key`: cold keys are checked in Redis in batches, hot keys sell from
+    /// leases of at most [`max_lease`](KeyedFleetBuilder::max_lease) units taken from the
+    /// key's stock in Redis beforehand.
+    ///
+    /// A stock never falls back: a cold check Redis does not answer within `max_wait` is
+    /// denied (fail closed, [`Via::Fallback`]), while a hot key goes on selling what it holds
+    /// leased. A process killed with `kill -9` takes its leases with them: each key then sells
+    /// at most `1.5 × max_lease` units short (the rest of one lease and the next one it was
+    /// asking for), never more than its stock. Unused leased units go back to Redis within
+    /// 3/4 of [`lease_lifetime`](KeyedFleetBuilder::lease_lifetime), when the key is idle for
+    /// [`idle_return`](KeyedFleetBuilder::idle_return), and on shutdown. A key's count of
+    /// units taken is kept in Redis for as long as Redis keeps its data (no expiry); there
+    /// is no restock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), cellgate_redis::FleetError> {
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// // 500 units of every SKU across the fleet, at most 10 leased per SKU per process.
+    /// let skus = KeyedFleet::stock("flash-sale", 500)
+    ///     .max_lease(10)
+    ///     .connect("redis://127.0.0.1:6379")?;
+    /// if skus.check_blocking("sku-4711", 1).is_allowed() {
+    ///     // sold: ship it
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn stock(name: &str, units_per_key: u64) -> KeyedFleetBuilder {
+        let mut b = Self::rate(name, 1, Duration::from_secs(1));
+        b.rate = if units_per_key == 0 {
+            Err("a stock needs at least one unit per key".to_owned())
+        } else {
+            Ok((0, units_per_key))
+        };
+        b.stock = true;
+        b.fallback = false;
+        b
     }
 
     /// Checks one unit of `key`.
@@ -374,12 +453,40 @@ impl Drop for KeyedFleet {
 }
 
 impl KeyedFleetBuilder {
-    /// The burst of every key (default: its count).
+    /// The burst of every key (default: its count); ignored for a stock.
     pub fn burst(mut self, burst: u64) -> Self {
+        if self.stock {
+            return self;
+        }
         if let Ok((_, b)) = &mut self.rate {
             *b = burst;
         }
         self
+    }
+
+    /// A stock's largest lease per key (default: 1/1000 of the stock, at least
+    /// [`min_lease`](Self::min_lease)): what a crashed process can strand of one key is at
+    /// most 1.5 times this. Ignored for a rate, whose leases are capped by its burst.
+    ///
+    /// ```
+    /// use cellgate_redis::KeyedFleet;
+    /// // A crash strands at most 15 units of a SKU.
+    /// let skus = KeyedFleet::stock("flash-sale", 500).max_lease(10);
+    /// ```
+    pub fn max_lease(mut self, units: u64) -> Self {
+        self.max_lease = Some(units.max(1));
+        self
+    }
+
+    /// The cap on one lease of a key: a stock's `max_lease` (or its default), a rate's burst.
+    pub(crate) fn lease_cap(&self, burst: u64) -> u64 {
+        if self.stock {
+            self.max_lease
+                .unwrap_or_else(|| (burst / 1000).max(self.min_lease))
+                .min(burst)
+        } else {
+            burst
+        }
     }
 
     /// The longest Redis may take to answer one batch before it is counted unreachable
@@ -430,9 +537,10 @@ impl KeyedFleetBuilder {
     }
 
     /// Whether a check Redis does not answer in time is decided by the local share `R/N`
-    /// (default `true`, charged back later) or denied (`false`: fail closed).
+    /// (default `true`, charged back later) or denied (`false`: fail closed). A stock always
+    /// fails closed: this is ignored for it.
     pub fn fallback(mut self, enabled: bool) -> Self {
-        self.fallback = enabled;
+        self.fallback = enabled && !self.stock;
         self
     }
 
@@ -446,7 +554,16 @@ impl KeyedFleetBuilder {
     /// configuration.
     pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
         let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
-        if burst == 0 || interval_us >= 1 << 40 || burst.saturating_mul(interval_us) >= 1 << 50 {
+        if self.stock {
+            if burst >= 1 << 50 {
+                return Err(FleetError::Config(format!(
+                    "a stock of {burst} units per key: at most 2^50"
+                )));
+            }
+        } else if burst == 0
+            || interval_us >= 1 << 40
+            || burst.saturating_mul(interval_us) >= 1 << 50
+        {
             return Err(FleetError::Config(format!(
                 "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
             )));

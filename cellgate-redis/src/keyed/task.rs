@@ -130,7 +130,8 @@ impl Task {
         })?;
         shared.counters.batches.store(1, Ordering::Relaxed);
         shared.counters.live.store(live, Ordering::Relaxed);
-        let fallback = KeyedLimiter::<String>::gcra(share(interval_us, live))
+        // A stock (interval 0) never falls back; its fallback limiter is never asked.
+        let fallback = KeyedLimiter::<String>::gcra(share(interval_us.max(1), live))
             .max_keys(FALLBACK_KEYS)
             .build()
             .map_err(|e| FleetError::Config(e.to_string()))?;
@@ -225,10 +226,9 @@ impl Task {
             h.window += u64::from(r.n);
             let now = Instant::now();
             if now < h.dry_until && u64::from(r.n) <= self.burst {
-                let wait = h.dry_until - now;
-                let _ = r
-                    .reply
-                    .send(KeyDecision::new(false, Via::Lease, Some(wait)));
+                // A sold-out stock says no time: only a give-back brings units back.
+                let wait = Some(h.dry_until - now).filter(|_| !self.cfg.stock);
+                let _ = r.reply.send(KeyDecision::new(false, Via::Lease, wait));
                 return;
             }
         } else {
@@ -416,13 +416,12 @@ impl Task {
             push(&mut ops, &mut waiters, (k, KeyOp::Give, n), None);
         }
         if self.shared.state.load(Ordering::Relaxed) == CONNECTED && !self.closing {
+            let cap = self.cfg.lease_cap(self.burst);
             for (key, h) in &mut self.hot {
                 if ops.len() >= MAX_BATCH {
                     break;
                 }
-                let want = ((h.rate * 0.2) as u64)
-                    .max(self.cfg.min_lease)
-                    .min(self.burst);
+                let want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease).min(cap);
                 if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
                     h.asking = true;
                     h.want = want;
@@ -514,7 +513,9 @@ impl Task {
                 .counters
                 .live
                 .store(self.live, Ordering::Relaxed);
-            let _ = self.fallback.set_quota(share(self.interval_us, self.live));
+            let _ = self
+                .fallback
+                .set_quota(share(self.interval_us.max(1), self.live));
         }
         let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
         let c = &self.shared.counters;
@@ -538,7 +539,14 @@ impl Task {
                     match self.hot.get_mut(&key) {
                         Some(h) => {
                             h.asking = false;
-                            if res.value < n {
+                            if res.value == 0 && self.cfg.stock {
+                                // Sold out: only give-backs elsewhere (within 3/4 of a lease
+                                // lifetime) bring units back. Its checks are denied here,
+                                // without asking Redis, until a lease is asked again
+                                // (conservative: it may undersell until then).
+                                h.next_ask = now + self.cfg.lease_lifetime / 4;
+                                h.dry_until = h.next_ask;
+                            } else if res.value < n {
                                 // The key is short: come back once the fleet has accrued about
                                 // a minimum lease per holder (within half a lease lifetime),
                                 // and not before its next unit.

@@ -341,3 +341,59 @@ impl Drop for Node {
         let _ = self.child.wait();
     }
 }
+
+/// Per-thread counts of keyed checks: `"key/Via"` → (units admitted, checks).
+pub type Counts = std::collections::HashMap<String, (u64, u64)>;
+
+/// Counts one keyed check of `units` units of `key`.
+pub fn record(counts: &mut Counts, key: &str, d: &cellgate_redis::KeyDecision, units: u64) {
+    let e = counts.entry(format!("{key}/{:?}", d.via())).or_default();
+    e.0 += units * u64::from(d.is_allowed());
+    e.1 += 1;
+}
+
+/// Joins the counting threads: units admitted per key, checks per path (`Via`).
+pub fn tally(
+    threads: Vec<std::thread::JoinHandle<Counts>>,
+) -> (
+    std::collections::HashMap<String, u64>,
+    std::collections::HashMap<String, u64>,
+) {
+    let mut per_key = std::collections::HashMap::new();
+    let mut per_via = std::collections::HashMap::new();
+    for t in threads {
+        for (k, (admitted, checks)) in t.join().unwrap() {
+            let (key, via) = k.split_once('/').unwrap();
+            *per_key.entry(key.to_owned()).or_default() += admitted;
+            *per_via.entry(via.to_owned()).or_default() += checks;
+        }
+    }
+    (per_key, per_via)
+}
+
+/// A thread checking keys `cold0` to `cold{keys - 1}`, `times` checks of `units` units each,
+/// once every `period` until `run` has passed since `start`; returns its counts.
+pub fn cold_rounds(
+    fleet: std::sync::Arc<cellgate_redis::KeyedFleet>,
+    (start, run): (Instant, Duration),
+    (keys, times, units): (usize, usize, u32),
+    period: Duration,
+) -> std::thread::JoinHandle<Counts> {
+    std::thread::spawn(move || {
+        let mut counts = Counts::new();
+        while start.elapsed() < run {
+            let round = Instant::now();
+            for k in 0..keys {
+                let key = format!("cold{k}");
+                for _ in 0..times {
+                    let d = fleet.check_blocking(&key, units);
+                    record(&mut counts, &key, &d, u64::from(units));
+                }
+            }
+            if let Some(rest) = period.checked_sub(round.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
+        counts
+    })
+}
