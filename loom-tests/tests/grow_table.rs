@@ -203,7 +203,10 @@ fn a_stale_view_sends_checks_to_the_lock() {
         let (first, second) = other.join().unwrap();
         assert!(first.is_allowed() && first.remaining() == 0, "{first:?}");
         assert!(!second.is_allowed(), "A's unit admitted twice: {second:?}");
-        assert!(b.is_allowed() && b.remaining() == 1, "B's first unit: {b:?}");
+        assert!(
+            b.is_allowed() && b.remaining() == 1,
+            "B's first unit: {b:?}"
+        );
         assert_eq!(lim.len(), 2);
         assert_eq!(
             lim.peek(&A).remaining(),

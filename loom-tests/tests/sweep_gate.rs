@@ -68,7 +68,11 @@ fn two_new_keys_race_through_the_sweep_gate() {
             admitted >= 1,
             "nobody got in after the idle key was dropped"
         );
-        assert_eq!(lim.stats().evicted, 1, "the idle key is dropped exactly once");
+        assert_eq!(
+            lim.stats().evicted,
+            1,
+            "the idle key is dropped exactly once"
+        );
         assert_eq!(lim.len(), admitted, "held keys are the admitted ones");
         assert_eq!(lim.len(), 1, "one shard: the cap is exact");
         assert_eq!(lim.stats().refused, 2 - admitted as u64);
