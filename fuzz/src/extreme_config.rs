@@ -571,7 +571,8 @@ fn build(input: &Input, clock: &ManualClock) -> Option<(Conf, Box<dyn Subject>)>
             StoreSel::Table(m),
         ) => {
             let m = m.get();
-            let k = k.max_keys(m);
+            // The invariants describe `DenyNew` at the ceiling (the default drops light keys).
+            let k = k.max_keys(m).when_full(cellgate::WhenFull::DenyNew);
             // Only small tables are allocated; larger bounds take the exact map.
             let (k, table) = if m > MAX_BUILT_TABLE && m <= MAX_TABLE_KEYS {
                 (k.exact_keys(), false)
@@ -591,7 +592,9 @@ fn build(input: &Input, clock: &ManualClock) -> Option<(Conf, Box<dyn Subject>)>
         ) => {
             let (k, want) = match m {
                 Some(m) => (
-                    k.max_keys(m.get()).exact_keys(),
+                    k.max_keys(m.get())
+                        .exact_keys()
+                        .when_full(cellgate::WhenFull::DenyNew),
                     conf.and_then(|c| bound_check(m.get(), false).map(|()| c)),
                 ),
                 None => (k, conf),

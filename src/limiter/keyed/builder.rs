@@ -79,8 +79,9 @@ use super::*;
 #[non_exhaustive]
 pub enum WhenFull {
     /// Make room for a new key by dropping *light* keys: live keys that hold at most one unit
-    /// more than a fresh key would (`remaining` at least the fresh budget minus one). Keys with
-    /// a backlog are never dropped, nor are stock keys. Each dropped key can gain at most one
+    /// more than a fresh key would and still have a unit left (`remaining` at least the fresh
+    /// budget minus one, and at least one). Keys with a backlog or out of budget are never
+    /// dropped (so a flood never turns a key's denial into an admission), nor are stock keys. Each dropped key can gain at most one
     /// unit of budget, counted in [`Stats::evicted_live`](crate::Stats). If no light key can
     /// go, the new key is refused as under [`DenyNew`](WhenFull::DenyNew). The default.
     ///

@@ -229,14 +229,17 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
     /// Whether a live key whose state is `word` may give its place to a new key at the
     /// ceiling under [`WhenFull::EvictLight`]: it holds at most one unit more than a fresh key
-    /// would at `now` (dropping it gives it back at most one unit). Stock keys never are.
+    /// would at `now` (dropping it gives it back at most one unit) and still has a unit left
+    /// (so dropping it never turns a key's denial into an admission: with a burst of one, no
+    /// key that was used is light). Stock keys never are.
     pub(super) fn is_light(&self, word: u64, now: u64) -> bool {
         let algorithm = self.setting.load();
         if matches!(algorithm, Algorithm::Stock(_)) {
             return false;
         }
         let fresh = algorithm.peek(self.fresh_word(), now).remaining();
-        algorithm.peek(word, now).remaining().saturating_add(1) >= fresh
+        let left = algorithm.peek(word, now).remaining();
+        left >= 1 && left.saturating_add(1) >= fresh
     }
 
     /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
