@@ -131,6 +131,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             limiter: self,
             now,
             capped,
+            light: std::cell::OnceCell::new(),
         };
         table.insert_with(h, step, &policy)
     }
@@ -227,19 +228,22 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.store.sweep(&is_idle)
     }
 
-    /// Whether a live key whose state is `word` may give its place to a new key at the
+    /// The test of whether a live key whose state is a word may give its place to a new key at the
     /// ceiling under [`WhenFull::EvictLight`]: it holds at most one unit more than a fresh key
     /// would at `now` (dropping it gives it back at most one unit) and still has a unit left
     /// (so dropping it never turns a key's denial into an admission: with a burst of one, no
     /// key that was used is light). Stock keys never are.
-    pub(super) fn is_light(&self, word: u64, now: u64) -> bool {
+    ///
+    /// Returns the test, with the quota and a fresh key's budget read once for all the words a
+    /// scan judges.
+    pub(super) fn light_at(&self, now: u64) -> Light {
         let algorithm = self.setting.load();
-        if matches!(algorithm, Algorithm::Stock(_)) {
-            return false;
-        }
         let fresh = algorithm.peek(self.fresh_word(), now).remaining();
-        let left = algorithm.peek(word, now).remaining();
-        left >= 1 && left.saturating_add(1) >= fresh
+        Light {
+            algorithm: (!matches!(algorithm, Algorithm::Stock(_))).then_some(algorithm),
+            fresh,
+            now,
+        }
     }
 
     /// At the cap: sweeps idle keys if no sweep ran recently and nobody else is sweeping.
@@ -251,7 +255,8 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.sweeps.maybe_sweep(self.clock.now(), || {
             self.evict_idle_at(now);
             if self.when_full == WhenFull::EvictLight && self.len() >= self.max_keys {
-                let light = self.evict_where_at(now, &|word| self.is_light(word, now));
+                let light = self.light_at(now);
+                let light = self.evict_where_at(now, &|word| light.is(word));
                 // Relaxed: a statistic.
                 self.counters.evicted_live.add(light as u64);
             }
@@ -303,6 +308,27 @@ pub(super) struct TablePolicy<'a, K, C> {
     limiter: &'a KeyedLimiter<K, C>,
     now: u64,
     capped: bool,
+    /// The light-key test, read from the limiter on first use (at the ceiling only).
+    light: std::cell::OnceCell<Light>,
+}
+
+/// [`KeyedLimiter::light_at`]'s test for one instant.
+pub(super) struct Light {
+    /// `None` for a stock (never light).
+    algorithm: Option<Algorithm>,
+    /// A fresh key's `remaining` at `now`.
+    fresh: u32,
+    now: u64,
+}
+
+impl Light {
+    /// Whether `word` is light: at most one unit from fresh, with a unit still left.
+    fn is(&self, word: u64) -> bool {
+        self.algorithm.is_some_and(|a| {
+            let left = a.peek(word, self.now).remaining();
+            left >= 1 && left.saturating_add(1) >= self.fresh
+        })
+    }
 }
 
 impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
@@ -385,7 +411,11 @@ impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
     }
 
     fn is_light(&self, word: u64) -> bool {
-        self.evicts_light() && self.limiter.is_light(word, self.now)
+        self.evicts_light()
+            && self
+                .light
+                .get_or_init(|| self.limiter.light_at(self.now))
+                .is(word)
     }
 
     fn evicts_light(&self) -> bool {
