@@ -1,13 +1,19 @@
 //! A striped GCRA limiter's record of time (see `limiter::striped`, "A clock that steps
-//! back"): when each stripe last admitted, and the latest instant a check has found proven.
+//! back"): the latest instant any check decided at, and when each stripe last admitted.
 //!
-//! - [`Stamp`], one per stripe, on the stripe's own cache line: the latest time the stripe
-//!   admitted at. Written after an admission, to the line the admission's compare-and-swap has
-//!   just written, so it costs no coherence traffic of its own; read by the checks that fall
-//!   back from a refusing stripe (they read every stripe's line anyway).
-//! - [`HighWater`], one per limiter, on its own line: the latest stamp a falling-back check
-//!   found later than its own clock reading. Every check reads it; only such a check writes it,
-//!   so while the clock runs forward nobody writes it and it stays in every core's cache.
+//! - [`HighWater`], one per limiter, on its own line. Every check decides at the later of its
+//!   clock reading and the mark. By default every admitted check then [`lift`](HighWater::lift)s
+//!   the mark to the time it was admitted at, so a check that starts after an admission ends
+//!   decides at that admission's time or later, whichever stripes the two take: the stripes
+//!   together keep one cell's ceiling under any clock. The price is a write of this shared
+//!   line by every admission later than the mark (each one, with a precise clock; about once
+//!   per tick per thread with a coarse one).
+//! - With `relaxed_clock()`, checks only read the mark, and [`Stamp`]s raise it: one per
+//!   stripe, on the stripe's own cache line, the latest time the stripe admitted at. Written
+//!   after an admission, to the line the admission's compare-and-swap has just written, so it
+//!   costs no coherence traffic of its own; read by the checks that fall back from a refusing
+//!   stripe (they read every stripe's line anyway), which raise the mark to a stamp later than
+//!   their reading. While the clock runs forward nobody writes the mark.
 //!
 //! # Orderings
 //!
@@ -21,6 +27,11 @@
 //! at, which is all that "the limiter never runs ahead of its clock" needs. One thread's own
 //! stamps are never lost (its store follows its load in program order). The high-water mark
 //! keeps the largest of racing raises (`fetch_max`).
+//!
+//! The default mode's ceiling needs no more: its proof (in `limiter::striped`) uses that a
+//! check whose load of the mark comes after an admission's `fetch_max` in the mark's
+//! modification order reads that value or a later one (coherence, whatever the ordering), and
+//! each stripe's own modification order; nothing is inferred across two words.
 
 use crossbeam_utils::CachePadded;
 
@@ -69,6 +80,16 @@ impl HighWater {
     pub(crate) fn get(&self) -> u64 {
         // Relaxed: see the module docs (an older value only makes a decision earlier).
         self.0.load(Ordering::Relaxed)
+    }
+
+    /// Raises the mark to `to` if it is earlier: a load, and a `fetch_max` only when `to` is
+    /// ahead of the mark.
+    #[inline(always)]
+    pub(crate) fn lift(&self, to: u64) {
+        // Relaxed load: a stale (smaller) mark only sends this call to the `fetch_max`.
+        if to > self.0.load(Ordering::Relaxed) {
+            self.raise(to);
+        }
     }
 
     /// Raises the mark to `to` (keeps it if already later); returns the mark then.

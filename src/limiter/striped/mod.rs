@@ -67,57 +67,71 @@ use crate::sync::high_water::{HighWater, Stamp};
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
-/// * A clock that steps back: see the next section.
+/// * Time: by default every admission shares its time through one word (see the next
+///   section), a write of a shared line per admission on a precise clock.
 ///
 /// # A clock that steps back
 ///
 /// One cell keeps a clock that goes backwards from giving credit because its TAT never moves
 /// back. A stripe's TAT never moves back either, but a stripe only knows its own checks: a
-/// stripe that had credit at 10 s, reached first by a check whose clock now reads 9 s, would
-/// take 9 s at face value. What the limiter does about it (GCRA; a stock reads no clock):
+/// stripe that had credit at 10 s, reached by a check whose clock now reads 9 s, would take
+/// 9 s at face value, and count the second up to 10 s as refill a second time. (A stock reads
+/// no clock: nothing here applies to it.)
+///
+/// **By default every admission is shared.** The limiter keeps a high-water mark (one word
+/// on its own cache line): every check decides at the later of its clock reading and the mark,
+/// and an admitted check raises the mark to the time it decided at (`fetch_max`). So a check
+/// that starts after an admission has ended decides at that admission's time or later,
+/// whichever stripes the two take, and the stripes keep **one cell's ceiling under any
+/// clock**: over any run of checks, `U <= burst + queue + (A_end - A_start) / T`, where `U` is
+/// the units admitted and `A` the latest clock reading of an admitted check so far
+/// (reservations and rollbacks aside). Why: order the admissions by the times they were
+/// decided at (an order in which any admission that ended before another began comes first);
+/// every admission of a run decides at a time `t` with `A_start <= t <= A_end`; a stripe with
+/// interval `s * T` and burst `b_i` that admits `k_i` of the run's units holds a TAT of at
+/// least `A_start + k_i * s * T` after its last one and, having admitted it, at most `A_end +
+/// b_i * s * T` (plus its queue's share); summing `k_i <= b_i + (A_end - A_start) / (s * T)`
+/// over the `s` stripes gives the bound. A refused check raises nothing, as one cell stores
+/// nothing for it. A decision's durations count from the time it was made at.
+///
+/// The price is that write: with a precise clock, whose reading moves on every check, every
+/// admission writes the mark's line, which all cores share. With [`CoarseClock`] the reading
+/// moves once a millisecond, and the mark is written about once per millisecond per thread.
+///
+/// **[`relaxed_clock`](StripedBuilder::relaxed_clock)** trades that promise for a hot path
+/// that writes nothing shared while the clock runs forward:
 ///
 /// * Each stripe keeps a **stamp**: the latest time at which a check that *started* at it was
 ///   admitted (by it, or by another stripe after it refused). The stamp lives on the stripe's
 ///   own cache line, the line such a check has just read or written.
 /// * **A check whose first stripe refuses it reads that stripe's stamp**: if the stamp is later
 ///   than the check's clock reading, the check goes on at the stamp's time, from its first
-///   stripe again, and raises the limiter's **high-water mark** to it.
-/// * **Every check decides at `max(clock, high-water mark)`** (a decision's durations count
-///   from the time it was made at). Only the path above writes the mark, and only when the
-///   clock is behind a stamp, so while the clock runs forward no check writes anything shared:
-///   the hot path gains one load of a line nobody writes and a stamp on its own line; a check
-///   that falls back reads no line it did not read before.
-/// * A stamp and the mark are times some check decided at, so the limiter never runs ahead of
-///   its clock, and while the clock never goes back every decision is what it would be without
-///   them.
+///   stripe again, and raises the high-water mark to it.
+/// * **Every check decides at `max(clock, high-water mark)`** and only the path above writes
+///   the mark.
 ///
-/// The guarantees, with `U` the units admitted by a run of checks:
+/// Its guarantees, with `U` the units admitted by a run of checks:
 ///
-/// * **Exactly one cell's ceiling when the checks start at one stripe** (one thread calling
+/// * **One cell's ceiling when the checks start at one stripe** (one thread calling
 ///   [`check`](Self::check), or one `hint`) and no request is larger than that stripe's share
 ///   of the burst: however the clock moves, `U <= burst + queue + (A_end - A_start) / T` over
-///   any run of checks, where `A` is the latest reading of an admitted check so far (what one
-///   cell guarantees; reservations and rollbacks aside). Checks at 10 s, then 9 s, then 10 s
-///   again admit what one cell admits. (Why: the start stripe's stamp is the latest time of
-///   every earlier admission, so a check that goes on past the start stripe decides at or after
-///   all of them; and a stripe that refused a request at time `t` holds a TAT past `t`, so the
-///   start stripe itself only admits at or after them too.)
+///   any run, `A` the latest reading of an admitted check so far. (Why: the start stripe's
+///   stamp is the latest time of every earlier admission, so a check that goes on past the
+///   start stripe decides at or after all of them; and a stripe that refused a request at time
+///   `t` holds a TAT past `t`, so the start stripe itself only admits at or after them too.)
 /// * Over any run that starts at the latest reading so far and in which the clock does not go
 ///   back: `U <= burst + queue + elapsed / T`, from any stripes.
 /// * Over any run of checks from any stripes: `U <= burst + queue + (latest - earliest) / T`,
 ///   where `latest` is the latest reading up to the run's end and `earliest` the earliest in
-///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling.
+///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling
+///   (the example on [`relaxed_clock`](StripedBuilder::relaxed_clock) shows it).
 ///
-/// What it does not promise: **one cell's ceiling when checks start at different stripes and
-/// the clock steps back.** A check reads no other stripe's line unless it falls back, so it
-/// cannot know that a check starting elsewhere was admitted at a later reading; a stripe with
-/// credit at the later time can lend it at the earlier reading and again when the clock comes
-/// back (within the last bound), until some refusing check raises the mark. No design can
-/// close this without a write that every check reads: a check at 10 s on stripe 0 must leave a
-/// trace that a later check starting on stripe 1 reads, and with a clock that moves on every
-/// check that is a shared write per check, which is what striping exists to avoid. Use one
-/// cell ([`Limiter`](crate::Limiter)) where a clock that steps back must never lend credit
-/// twice.
+/// Which to choose: the default wherever every unit counts, or with [`CoarseClock`]; relaxed
+/// for a very hot rate limit on a precise clock across many cores, where a fraction of a unit
+/// per nanosecond of clock skew between cores is an acceptable error. BENCHMARKS.md measures
+/// both.
+///
+/// [`CoarseClock`]: crate::clock::CoarseClock
 ///
 /// # Example
 ///
@@ -147,9 +161,12 @@ pub struct StripedLimiter<C = DefaultClock> {
     mod_magic: u64,
     /// The whole quota's policy (each stripe's algorithm only knows its share).
     policy: Policy,
-    /// GCRA: the latest instant a check found proven by a stripe's stamp (see "A clock that
-    /// steps back").
+    /// GCRA: the latest instant a check decided at (by default), or found proven by a
+    /// stripe's stamp (relaxed clock); see "A clock that steps back".
     high: HighWater,
+    /// Every admission raises `high` to its time (the default), rather than stamping its start
+    /// stripe.
+    shared_time: bool,
     clock: C,
 }
 
@@ -178,6 +195,7 @@ enum Whole {
 pub struct StripedBuilder<C> {
     whole: Result<Whole, ConfigError>,
     stripes: Option<usize>,
+    shared_time: bool,
     clock: C,
 }
 
@@ -200,6 +218,7 @@ impl StripedLimiter<DefaultClock> {
         StripedBuilder {
             whole: quota.gcra_params().map(Whole::Gcra),
             stripes: None,
+            shared_time: true,
             clock: DefaultClock::new(),
         }
     }
@@ -219,6 +238,7 @@ impl StripedLimiter<DefaultClock> {
         StripedBuilder {
             whole: Ok(Whole::Stock(units)),
             stripes: None,
+            shared_time: true,
             clock: DefaultClock::new(),
         }
     }
@@ -256,8 +276,48 @@ impl<C> StripedBuilder<C> {
         StripedBuilder {
             whole: self.whole,
             stripes: self.stripes,
+            shared_time: self.shared_time,
             clock,
         }
+    }
+
+    /// GCRA: admissions no longer share their times, so that while the clock runs
+    /// forward no check writes anything another core reads (the fastest hot path, scaling
+    /// with stripes on a precise clock), at the price of a weaker promise when the clock steps
+    /// back: up to `d / T` units beyond one cell's ceiling for a step back by `d`, except for
+    /// checks that all start at one stripe (see "A clock that steps back" on
+    /// [`StripedLimiter`]). No effect on a stock, which reads no clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    /// let q = Quota::per_second(10).with_burst(4);
+    /// let clock = ManualClock::new();
+    /// let l = StripedLimiter::gcra(q).stripes(2).clock(clock.clone()).relaxed_clock().build()?;
+    /// // At 10 s stripe 0 gives its 2 units; at 9 s stripe 1, idle, its 2; back at 10 s, stripe
+    /// // 1 has refilled 1 s of its 5-per-second share: 2 more, where one cell admits 4 in all.
+    /// clock.set(Duration::from_secs(10));
+    /// let mut admitted = (0..2).filter(|_| l.check_n_from(0, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(9));
+    /// admitted += (0..2).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(10));
+    /// admitted += (0..4).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// assert_eq!(admitted, 6);
+    /// // By default every admission shares its time: 4, as one cell.
+    /// let l = StripedLimiter::gcra(q).stripes(2).clock(clock.clone()).build()?;
+    /// clock.set(Duration::from_secs(10));
+    /// let mut admitted = (0..2).filter(|_| l.check_n_from(0, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(9));
+    /// admitted += (0..2).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(10));
+    /// admitted += (0..4).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// assert_eq!(admitted, 4);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn relaxed_clock(mut self) -> Self {
+        self.shared_time = false;
+        self
     }
 
     /// Builds the limiter.
@@ -329,6 +389,7 @@ impl<C> StripedBuilder<C> {
             uses_time,
             policy,
             high: HighWater::new(),
+            shared_time: self.shared_time,
             clock: self.clock,
         })
     }
@@ -464,7 +525,7 @@ impl<C: Clock> StripedLimiter<C> {
         let stripe = &self.stripes[start];
         let first = stripe.check(now, n);
         if first.is_allowed() {
-            stripe.stamp.raise(now);
+            self.admitted(start, now);
             return first.with_limit(self.limit);
         }
         if stripe.stamp.get() > now {
@@ -488,7 +549,7 @@ impl<C: Clock> StripedLimiter<C> {
             if d.is_allowed() {
                 // The start stripe's stamp covers the checks that start there, wherever they
                 // were admitted.
-                self.stripes[start].stamp.raise(now);
+                self.admitted(start, now);
                 return d.with_limit(self.limit);
             }
             // Report the soonest retry any stripe offers (`None` only if none offers one).
@@ -516,7 +577,7 @@ impl<C: Clock> StripedLimiter<C> {
         let stripe = &self.stripes[start];
         let first = stripe.check(now, n);
         if first.is_allowed() {
-            stripe.stamp.raise(now);
+            self.admitted(start, now);
             return first.with_limit(self.limit);
         }
         self.check_others(start, now, n, first)
@@ -706,7 +767,7 @@ impl<C: Clock> StripedLimiter<C> {
             });
             let d = step(before).0;
             if d.is_allowed() {
-                self.stripes[start].stamp.raise(now);
+                self.admitted(start, now);
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
             denied = Some(sooner(denied, d));
@@ -850,14 +911,26 @@ impl<C: Clock> StripedLimiter<C> {
         &self.clock
     }
 
-    /// The time a check decides at: the clock's reading, or the limiter's floor when that is
-    /// later (a clock that stepped back behind what the stripes proved); 0 for a stock.
+    /// The time a check decides at: the clock's reading, or the high-water mark when that is
+    /// later (see "A clock that steps back"); 0 for a stock.
     #[inline(always)]
     fn now(&self) -> u64 {
         if self.uses_time {
             self.clock.now().max(self.high.get())
         } else {
             0
+        }
+    }
+
+    /// Records that a check which started at stripe `start` was admitted at `now`: by default
+    /// on the high-water mark, which every later check decides at at least; relaxed, on the
+    /// start stripe's stamp. (A stock's `now` is 0, which changes neither.)
+    #[inline(always)]
+    fn admitted(&self, start: usize, now: u64) {
+        if self.shared_time {
+            self.high.lift(now);
+        } else {
+            self.stripes[start].stamp.raise(now);
         }
     }
 }

@@ -6,11 +6,15 @@ use proptest::prelude::*;
 use std::time::Duration;
 
 fn gcra(quota: Quota, stripes: usize) -> StripedLimiter<ManualClock> {
-    StripedLimiter::gcra(quota)
+    gcra_in(quota, stripes, false)
+}
+
+/// A GCRA limiter on a manual clock, with the default shared time or `relaxed_clock()`.
+fn gcra_in(quota: Quota, stripes: usize, relaxed: bool) -> StripedLimiter<ManualClock> {
+    let b = StripedLimiter::gcra(quota)
         .stripes(stripes)
-        .clock(ManualClock::new())
-        .build()
-        .unwrap()
+        .clock(ManualClock::new());
+    if relaxed { b.relaxed_clock() } else { b }.build().unwrap()
 }
 
 #[test]
@@ -252,13 +256,13 @@ proptest! {
 
 /// The scenario, in more shapes: quota 10/s over 2 to 4 stripes, a check at 10 s
 /// (taking 1 to 4 units), then the clock at 9 s, then at 10 s again, all checks from one
-/// stripe: never more than one cell admits over the same readings (4 in all).
+/// stripe: never more than one cell admits over the same readings (4 in all), in either mode.
 #[test]
 fn a_clock_stepping_back_and_returning_lends_nothing_from_one_start() {
-    for stripes in 2..=4 {
+    for (stripes, relaxed) in (2..=4).flat_map(|s| [(s, false), (s, true)]) {
         for first in 1..=4u32 {
             for start in 0..stripes {
-                let l = gcra(Quota::per_second(10).with_burst(4), stripes);
+                let l = gcra_in(Quota::per_second(10).with_burst(4), stripes, relaxed);
                 let mut admitted = 0;
                 l.clock().set(Duration::from_secs(10));
                 admitted += (0..first)
@@ -274,8 +278,39 @@ fn a_clock_stepping_back_and_returning_lends_nothing_from_one_start() {
                     .count();
                 assert_eq!(
                     admitted, 4,
-                    "{stripes} stripes, {first} first, from {start}"
+                    "{stripes} stripes, {first} first, from {start}, relaxed {relaxed}"
                 );
+            }
+        }
+    }
+}
+
+/// The same scenario with the checks at 9 s and back at 10 s starting at another stripe than
+/// the checks at 10 s: by default (admissions share their time) one cell's 4; relaxed, the
+/// stripes that were idle at 10 s lend the second between 9 s and 10 s again (the bound the
+/// docs give: at most `d / T` = 10 more).
+#[test]
+fn a_clock_stepping_back_lends_nothing_across_stripes_by_default() {
+    for stripes in 2..=4 {
+        for first in 1..=4u32 {
+            for relaxed in [false, true] {
+                let l = gcra_in(Quota::per_second(10).with_burst(4), stripes, relaxed);
+                let mut admitted = 0;
+                l.clock().set(Duration::from_secs(10));
+                admitted += (0..first)
+                    .filter(|_| l.check_n_from(0, 1).is_allowed())
+                    .count();
+                for at in [9, 10] {
+                    l.clock().set(Duration::from_secs(at));
+                    admitted += (0..10)
+                        .filter(|_| l.check_n_from(1, 1).is_allowed())
+                        .count();
+                }
+                if relaxed {
+                    assert!(admitted <= 4 + 10, "{stripes} stripes, {first} first");
+                } else {
+                    assert_eq!(admitted, 4, "{stripes} stripes, {first} first");
+                }
             }
         }
     }
@@ -326,11 +361,12 @@ proptest! {
     fn gcra_stripes_bound_what_a_clock_going_back_gives(
         burst in 1u32..12,
         stripes in 1usize..6,
+        relaxed in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..150),
     ) {
         let stripes = stripes.min(burst as usize);
         let t = 1_000_000u64; // 1000 per second
-        let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
+        let l = gcra_in(Quota::per_second(1000).with_burst(burst), stripes, relaxed);
         l.clock().set(Duration::from_secs(5));
         let mut now = 5_000_000_000u64;
         let mut latest = now;
@@ -392,35 +428,65 @@ proptest! {
         burst in 1u32..12,
         stripes in 1usize..6,
         start in 0usize..6,
+        relaxed in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 1u32..4), 1..120),
     ) {
         let stripes = stripes.min(burst as usize);
         let start = start % stripes;
         let most = share(burst, stripes, start);
-        let t = 1_000_000u64;
+        let l = gcra_in(Quota::per_second(1000).with_burst(burst), stripes, relaxed);
+        one_cells_ceiling(&l, burst, ops.into_iter().map(|(step, n)| (step, start, n.min(most))))?;
+    }
+
+    /// The default mode, checks from any stripes (each request within the smallest share of
+    /// the burst, so any stripe could take it), a clock that moves both ways: one cell's
+    /// ceiling over every run, as above.
+    #[test]
+    fn checks_from_any_stripes_keep_one_cells_ceiling_whatever_the_clock(
+        burst in 1u32..12,
+        stripes in 1usize..6,
+        ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..120),
+    ) {
+        let stripes = stripes.min(burst as usize);
+        let most = burst / stripes as u32;
         let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
-        let mut now = 5_000_000_000u64;
-        let mut latest_admitted = 0u64;
-        // For each admission so far: (A at that admission, units from it on).
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for (step, n) in ops {
-            now = now.saturating_add_signed(step);
-            l.clock().set(Duration::from_nanos(now));
-            let n = n.min(most);
-            if !l.check_n_from(start, n).is_allowed() {
-                continue;
-            }
-            latest_admitted = latest_admitted.max(now);
-            runs.push((latest_admitted, 0));
-            for (a_start, units) in &mut runs {
-                *units += u64::from(n);
-                prop_assert!(
-                    within(*units, u64::from(burst), t, latest_admitted - *a_start),
-                    "{} units from A = {} to A = {}", units, a_start, latest_admitted
-                );
-            }
+        one_cells_ceiling(&l, burst, ops.into_iter().map(|(step, hint, n)| (step, hint, n.min(most))))?;
+    }
+}
+
+/// Runs `(clock step, start stripe, units)` checks on `l` (1000 per second, `burst`) and checks
+/// one cell's ceiling over every run from an admission on: at most `burst + (A_end - A_start)
+/// / T` units, `A` the latest reading of an admitted check so far.
+fn one_cells_ceiling(
+    l: &StripedLimiter<ManualClock>,
+    burst: u32,
+    ops: impl Iterator<Item = (i64, usize, u32)>,
+) -> Result<(), TestCaseError> {
+    let t = 1_000_000u64;
+    let mut now = 5_000_000_000u64;
+    let mut latest_admitted = 0u64;
+    // For each admission so far: (A at that admission, units from it on).
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (step, start, n) in ops {
+        now = now.saturating_add_signed(step);
+        l.clock().set(Duration::from_nanos(now));
+        if !l.check_n_from(start, n).is_allowed() {
+            continue;
+        }
+        latest_admitted = latest_admitted.max(now);
+        runs.push((latest_admitted, 0));
+        for (a_start, units) in &mut runs {
+            *units += u64::from(n);
+            prop_assert!(
+                within(*units, u64::from(burst), t, latest_admitted - *a_start),
+                "{} units from A = {} to A = {}",
+                units,
+                a_start,
+                latest_admitted
+            );
         }
     }
+    Ok(())
 }
 
 /// A check admitted by another stripe after its first refused it stamps its first stripe: a
@@ -428,15 +494,22 @@ proptest! {
 /// durations count from the time it was made at).
 #[test]
 fn an_admission_after_a_fallback_stamps_the_start_stripe() {
-    // 10/s, burst 2 over 2 stripes: one unit each, a stripe interval of 200 ms.
-    let l = gcra(Quota::per_second(10).with_burst(2), 2);
-    l.clock().set(Duration::from_secs(10));
-    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0, TAT 10.2 s
-    l.clock().set(Duration::from_millis(10_100));
-    assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0 refuses; stripe 1, TAT 10.3 s
-    l.clock().set(Duration::from_secs(9));
-    // Decided at 10.1 s: stripe 0 has room again at 10.2 s (at 10 s it would say 200 ms).
-    let d = l.check_n_from(0, 1);
-    assert!(!d.is_allowed());
-    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+    // 10/s, burst 2 over 2 stripes: one unit each, a stripe interval of 200 ms. (Relaxed: by
+    // default the admission at 10.1 s raises the mark, with the same decision below.)
+    for relaxed in [true, false] {
+        let l = gcra_in(Quota::per_second(10).with_burst(2), 2, relaxed);
+        l.clock().set(Duration::from_secs(10));
+        assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0, TAT 10.2 s
+        l.clock().set(Duration::from_millis(10_100));
+        assert!(l.check_n_from(0, 1).is_allowed()); // stripe 0 refuses; stripe 1, TAT 10.3 s
+        l.clock().set(Duration::from_secs(9));
+        // Decided at 10.1 s: stripe 0 has room again at 10.2 s (at 10 s it would say 200 ms).
+        let d = l.check_n_from(0, 1);
+        assert!(!d.is_allowed());
+        assert_eq!(
+            d.retry_after(),
+            Some(Duration::from_millis(100)),
+            "relaxed {relaxed}"
+        );
+    }
 }
