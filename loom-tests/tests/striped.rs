@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cellgate::clock::ManualClock;
+use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Quota, StripedLimiter};
 use loom::sync::Arc;
 use loom::thread;
@@ -157,8 +157,9 @@ fn restock_races_a_gather() {
     );
 }
 
-/// A clock that stepped back, two checks that each find their first stripe's stamp later than
-/// the clock (`src/sync/high_water.rs`, `StripedLimiter` "A clock that steps back"). GCRA
+/// `relaxed_clock()`: a clock that stepped back, two checks that each find their first stripe's
+/// stamp later than the clock (`src/sync/high_water.rs`, `StripedLimiter` "A clock that steps
+/// back"). GCRA
 /// 10/s, burst 3 over three stripes (one unit each, a stripe interval of 300 ms). Before the
 /// threads: a check from stripe 1 admitted at 12 s, one from stripe 0 at 10 s; then the clock
 /// reads 9 s. A starts at stripe 0 (stamp 10 s), B at stripe 1 (stamp 12 s): each refused by
@@ -180,6 +181,7 @@ fn racing_raises_keep_the_latest_mark() {
                 StripedLimiter::gcra(Quota::per_second(10).with_burst(3))
                     .stripes(3)
                     .clock(clock.clone())
+                    .relaxed_clock()
                     .build()
                     .expect("valid quota"),
             );
@@ -201,6 +203,73 @@ fn racing_raises_keep_the_latest_mark() {
             let at_12 = l.remaining();
             assert_eq!(at_mark, at_12, "the mark is not 12 s (A {a})");
             a
+        },
+    );
+}
+
+loom::thread_local! {
+    /// This model thread's clock reading (ns), for [`ThreadClock`].
+    static READING: std::cell::Cell<u64> = std::cell::Cell::new(0);
+}
+
+/// A clock that reads a different time on each model thread: two threads checking at the same
+/// instant with readings a second apart, as cores whose clocks disagree, or a thread that read
+/// its clock and was descheduled.
+struct ThreadClock;
+
+impl ThreadClock {
+    fn set(at: Duration) {
+        READING.with(|r| r.set(at.as_nanos() as u64));
+    }
+}
+
+impl Clock for ThreadClock {
+    fn now(&self) -> u64 {
+        READING.with(std::cell::Cell::get)
+    }
+}
+
+/// The default mode: every admission raises the limiter's high-water mark to the time it was
+/// admitted at, and every check decides at the mark at least (`StripedLimiter`, "A clock that
+/// steps back"). GCRA 10/s, burst 2 over two stripes (one unit each, a stripe interval of
+/// 200 ms). A checks with its clock at 10 s, C with its clock at 12 s, both from stripe 0,
+/// racing: both are admitted in every interleaving (C on stripe 0; A on stripe 0 before it, or
+/// on stripe 1, at 10 s or, if it read the mark after C's raise, at 12 s), and each raises the
+/// mark. Afterwards the mark must be 12 s whatever the order the raises landed in: with the
+/// clock at 9 s, `remaining()` (which decides at the mark) is what it is at 12 s. Returns what
+/// remains at 12 s: 1 if stripe 1 is free by then, 0 if A took it at 12 s (the race went both
+/// ways). Mutations caught: no raise at all (A on stripe 1 at 10 s leaves it busy at 9 s, free
+/// at 12 s); the mark raised by a plain store after its load instead of `fetch_max` (A's 10 s
+/// landing after C's 12 s).
+#[test]
+fn admissions_raise_the_mark_to_the_latest() {
+    model_reaching(
+        "striped shared time, racing admissions",
+        BTreeSet::from([0, 1]),
+        || {
+            let l = Arc::new(
+                StripedLimiter::gcra(Quota::per_second(10).with_burst(2))
+                    .stripes(2)
+                    .clock(ThreadClock)
+                    .build()
+                    .expect("valid quota"),
+            );
+            let a = {
+                let l = Arc::clone(&l);
+                thread::spawn(move || {
+                    ThreadClock::set(Duration::from_secs(10));
+                    assert!(l.check_n_from(0, 1).is_allowed(), "A refused");
+                })
+            };
+            ThreadClock::set(Duration::from_secs(12));
+            assert!(l.check_n_from(0, 1).is_allowed(), "C refused");
+            a.join().expect("thread A");
+            ThreadClock::set(Duration::from_secs(9));
+            let at_mark = l.remaining();
+            ThreadClock::set(Duration::from_secs(12));
+            let at_12 = l.remaining();
+            assert_eq!(at_mark, at_12, "the mark is not 12 s");
+            at_12
         },
     );
 }
