@@ -19,7 +19,8 @@
 //!   sum of the stripes' units (saturating); GCRA: Unsupported { "restock", "gcra" }
 //!
 //! time (GCRA; "A clock that steps back"): every operation decides at e = max(clock, H), H the
-//!   high-water mark (0 at first); a request allowed at e (n = 0 too) raises the stamp of the
+//!   high-water mark (0 at first); by default a request allowed at e (n = 0 too) raises H to e
+//!   (stamps stay 0); with relaxed_clock(), a request allowed at e raises the stamp of the
 //!   stripe it started at (whichever stripe allowed it) to e; a check whose first stripe refuses
 //!   it reads P = that stripe's stamp; if P > e: H = max(H, P), and the check goes on at P from
 //!   its first stripe again (the denial then is chosen among the decisions at P); otherwise on
@@ -44,7 +45,9 @@
 //! `burst + queue + (latest - earliest) / T`; and, for runs in which every check starts at the
 //! same stripe with `n` within its share of the burst, one cell's ceiling `burst + queue +
 //! (A_end - A_start) / T` over every run from an admission on (`A`: the latest reading of an
-//! admitted check). A rollback or a reservation ends the runs (the bounds count checks only).
+//! admitted check) — by default (no relaxed_clock) that last bound for every run from an
+//! admission on, whatever stripes the checks start at and whatever their size. A rollback or a
+//! reservation ends the runs (the bounds count checks only).
 //! Invalid configurations must be the documented `ConfigError`s.
 
 use std::time::Duration;
@@ -68,6 +71,8 @@ pub struct Input {
     pub kind: Kind,
     /// Stripes asked for: `Some(0)` must be an error; `None`: not set (the default).
     pub stripes: Option<u8>,
+    /// `relaxed_clock()` (GCRA: stamps instead of every admission raising the mark).
+    pub relaxed: bool,
     pub ops: Vec<Op>,
 }
 
@@ -279,6 +284,8 @@ enum Model {
         whole: u128,
         /// The high-water mark.
         high: u128,
+        /// Every admission raises the mark (the default), rather than its start stripe's stamp.
+        shared: bool,
     },
     Stock {
         /// `(share, left)` per stripe.
@@ -327,7 +334,7 @@ fn quota_of(kind: Kind) -> Option<Quota> {
     }
 }
 
-fn build_model(kind: Kind, stripes: Option<u8>) -> Result<Model, ConfigError> {
+fn build_model(kind: Kind, stripes: Option<u8>, relaxed: bool) -> Result<Model, ConfigError> {
     let Some(quota) = quota_of(kind) else {
         let Kind::Stock { units } = kind else {
             unreachable!("only stock has no quota")
@@ -430,6 +437,7 @@ fn build_model(kind: Kind, stripes: Option<u8>) -> Result<Model, ConfigError> {
         t,
         whole: b + queue,
         high: 0,
+        shared: !relaxed,
     })
 }
 
@@ -482,6 +490,7 @@ impl Model {
                 stripes,
                 limit,
                 high,
+                shared,
                 ..
             } => {
                 let s = stripes.len();
@@ -501,7 +510,11 @@ impl Model {
                     let (seen, write) = g.step_within(e, n, *limit, ceiling);
                     if seen.allowed {
                         if let Mode::Take(_) = mode {
-                            stripes[start].stamp = stripes[start].stamp.max(e);
+                            if *shared {
+                                *high = (*high).max(e);
+                            } else {
+                                stripes[start].stamp = stripes[start].stamp.max(e);
+                            }
                             let before = g.tat;
                             if let Some(tat) = write {
                                 stripes[i].tat = tat;
@@ -772,8 +785,10 @@ struct Bounds {
     forward: Option<(u128, u128)>,
     /// Runs from the start and from the latest steps back: `(earliest reading, units)`.
     runs: Vec<(u128, u128)>,
-    /// Runs from each admission while every check started at `one`: `(A, units)`.
+    /// Runs from each admission while every check started at `one` (or, with every admission
+    /// sharing its time, from each admission): `(A, units)`.
     one: Option<usize>,
+    shared: bool,
     one_runs: Vec<(u128, u128)>,
     /// A reservation or rollback happened: no bound holds over it any more.
     off: bool,
@@ -800,7 +815,7 @@ fn count_in(
 }
 
 impl Bounds {
-    fn new(t: u128, whole: u128, now: u128) -> Self {
+    fn new(t: u128, whole: u128, now: u128, shared: bool) -> Self {
         Bounds {
             t,
             whole,
@@ -810,6 +825,7 @@ impl Bounds {
             runs: vec![(now, 0)],
             one: None,
             one_runs: Vec::new(),
+            shared,
             off: false,
         }
     }
@@ -841,7 +857,10 @@ impl Bounds {
         if self.off {
             return;
         }
-        if self.one.is_some_and(|one| one != start) || !fits {
+        if self.shared {
+            // One cell's ceiling from any stripe, any request.
+            self.one = Some(start);
+        } else if self.one.is_some_and(|one| one != start) || !fits {
             self.one_runs.clear();
             self.one = None;
         }
@@ -892,9 +911,12 @@ pub fn run(input: &Input) -> Stats {
     if let Some(s) = input.stripes {
         builder = builder.stripes(usize::from(s));
     }
+    if input.relaxed {
+        builder = builder.relaxed_clock();
+    }
     let (real, mut model) = match (
         builder.clock(clock.clone()).build(),
-        build_model(input.kind, input.stripes),
+        build_model(input.kind, input.stripes, input.relaxed),
     ) {
         (Ok(r), Ok(m)) => (r, m),
         (Err(a), Err(b)) => {
@@ -916,7 +938,9 @@ pub fn run(input: &Input) -> Stats {
     let mut other_left: u128 = 5;
     let mut now: u128 = 0;
     let mut bounds = match &model {
-        Model::Gcra { t, whole, .. } => Some(Bounds::new(*t, *whole, now)),
+        Model::Gcra {
+            t, whole, shared, ..
+        } => Some(Bounds::new(*t, *whole, now, *shared)),
         Model::Stock { .. } => None,
     };
     // The smallest stripe's share of the burst, for the one-stripe bound.
@@ -1138,6 +1162,7 @@ mod tests {
         run(&Input {
             kind: Kind::Stock { units: 10 },
             stripes: Some(3),
+            relaxed: false,
             ops: ops(&[
                 Op::Check { hint: 2, n: 3 },
                 Op::Check { hint: 0, n: 5 }, // 4 + 3 + 0 left: gathered
@@ -1159,6 +1184,41 @@ mod tests {
 
     #[test]
     fn gcra_stripes_with_a_queue_and_a_clock_going_back() {
+        for relaxed in [false, true] {
+            gcra_with_a_queue(relaxed);
+        }
+    }
+
+    /// The issue's scenario (issue 14, item 3) from two stripes: by default the model's
+    /// one-cell ceiling holds for it (the bounds are checked inside `run`).
+    #[test]
+    fn gcra_clock_back_across_stripes() {
+        run(&Input {
+            kind: Kind::Gcra {
+                count: 10,
+                period: 1_000_000_000,
+                exact: false,
+                burst: Some(4),
+                queue: 0,
+            },
+            stripes: Some(2),
+            relaxed: false,
+            ops: ops(&[
+                Op::Advance(u32::MAX),
+                Op::Check { hint: 0, n: 1 },
+                Op::Check { hint: 0, n: 1 },
+                Op::Back(1_000_000_000),
+                Op::Check { hint: 1, n: 1 },
+                Op::Check { hint: 1, n: 1 },
+                Op::Advance(1_000_000_000),
+                Op::Check { hint: 1, n: 1 },
+                Op::Check { hint: 1, n: 1 },
+                Op::Check { hint: 1, n: 1 },
+            ]),
+        });
+    }
+
+    fn gcra_with_a_queue(relaxed: bool) {
         run(&Input {
             kind: Kind::Gcra {
                 count: 10,
@@ -1168,6 +1228,7 @@ mod tests {
                 queue: 3,
             },
             stripes: Some(4),
+            relaxed,
             ops: ops(&[
                 Op::Check { hint: 0, n: 2 },
                 Op::Check { hint: 0, n: 2 },
@@ -1210,11 +1271,12 @@ mod tests {
                 None,
             ),
         ] {
-            let err = build_model(kind, stripes).err();
+            let err = build_model(kind, stripes, false).err();
             assert!(err.is_some(), "{kind:?} over {stripes:?}");
             run(&Input {
                 kind,
                 stripes,
+                relaxed: false,
                 ops: Vec::new(),
             });
         }
