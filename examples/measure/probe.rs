@@ -23,6 +23,7 @@
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
 //! | `striped_manual` | a `StripedLimiter` (GCRA, 1 unit per µs, burst 1000, 4 stripes) on a manual clock advanced 60 µs every 64 checks, as `direct_manual`: about one check in sixteen refused by its first stripe and going on through the others |
+//! | `striped_manual_relaxed` | the same with `.relaxed_clock()` (admissions do not raise the shared high-water mark) |
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
 //! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
 //!
@@ -262,13 +263,18 @@ fn main() {
                 run_direct_manual(checks, || clock.advance(advance), || l.check().is_ok())
             }
         }
-        "striped_manual" => {
+        "striped_manual" | "striped_manual_relaxed" => {
             let clock = ManualClock::new();
-            let l = StripedLimiter::gcra(Quota::per_second(1_000_000).with_burst(1000))
+            let b = StripedLimiter::gcra(Quota::per_second(1_000_000).with_burst(1000))
                 .stripes(4)
-                .clock(clock.clone())
-                .build()
-                .expect("valid quota");
+                .clock(clock.clone());
+            let l = if name == "striped_manual" {
+                b
+            } else {
+                b.relaxed_clock()
+            }
+            .build()
+            .expect("valid quota");
             let advance = Duration::from_micros(60);
             start = Instant::now();
             run_direct_manual(checks, || clock.advance(advance), || l.check().is_allowed())

@@ -23,7 +23,8 @@
 //! * `1 thread, one hot key` and `N threads, one hot key`: every check is on the same key.
 //!   These two scenarios also run `cellgate_striped`: the hot-key mode, a `StripedLimiter` with
 //!   the same quota split over N stripes (`StripedLimiter::gcra(q).stripes(N)`), standing for
-//!   the hot key (it has no keys; each thread starts at its own stripe).
+//!   the hot key (it has no keys; each thread starts at its own stripe), and `striped_relaxed`,
+//!   the same with `.relaxed_clock()` (admissions do not share their time).
 //!
 //! In a cell, the threads start together at a barrier; each runs for `--seconds` of wall time
 //! (reading the clock once every 1024 checks) and counts its checks. The cell's rate is the
@@ -125,14 +126,17 @@ impl Check for governor::DefaultKeyedRateLimiter<u64> {
     }
 }
 
-const IMPLS: [&str; 4] = [
+const IMPLS: [&str; 5] = [
     "cellgate_table",
     "cellgate_map",
     "cellgate_striped",
+    "striped_relaxed",
     "governor",
 ];
-/// The index of `cellgate_striped` in [`IMPLS`]: run in the one-hot-key scenarios only.
+/// The index of `cellgate_striped` in [`IMPLS`], and `striped_relaxed` after it: run in the
+/// one-hot-key scenarios only.
 const STRIPED: usize = 2;
+const RELAXED: usize = 3;
 
 fn table(keys: usize) -> KeyedLimiter<u64> {
     KeyedLimiter::<u64>::gcra(cellgate_quota())
@@ -147,9 +151,9 @@ fn map() -> KeyedLimiter<u64> {
         .expect("valid quota")
 }
 
-fn striped(threads: usize) -> StripedLimiter {
-    StripedLimiter::gcra(cellgate_quota())
-        .stripes(threads)
+fn striped(threads: usize, relaxed: bool) -> StripedLimiter {
+    let b = StripedLimiter::gcra(cellgate_quota()).stripes(threads);
+    if relaxed { b.relaxed_clock() } else { b }
         .build()
         .expect("valid quota and stripes")
 }
@@ -438,7 +442,8 @@ fn throughput(o: &Options) {
 
     let t0 = Instant::now();
     let walks = Walks::new(o.keys, o.threads);
-    let (table, map, striped, gov) = (table(o.keys), map(), striped(o.threads), gov());
+    let (table, map, gov) = (table(o.keys), map(), gov());
+    let (striped, relaxed) = (striped(o.threads, false), striped(o.threads, true));
     for (name, allowed, held) in [
         ("cellgate_table", fill(&table, o.keys), table.held()),
         ("cellgate_map", fill(&map, o.keys), map.held()),
@@ -462,6 +467,7 @@ fn throughput(o: &Options) {
             0 => run_cell(&table, w, d),
             1 => run_cell(&map, w, d),
             STRIPED => run_cell(&striped, w, d),
+            RELAXED => run_cell(&relaxed, w, d),
             _ => run_cell(&gov, w, d),
         }
     };
@@ -469,7 +475,7 @@ fn throughput(o: &Options) {
     let mut results: Vec<Vec<Cell>> = Vec::new();
     for s in Scenario::ALL {
         eprint!("{} ...", s.label(o.threads));
-        let runs = |which: &usize| s.is_hot() || *which != STRIPED;
+        let runs = |which: &usize| s.is_hot() || (*which != STRIPED && *which != RELAXED);
         for which in (0..IMPLS.len()).filter(runs) {
             run(which, s, warmup);
         }
@@ -502,7 +508,7 @@ fn throughput(o: &Options) {
         for (which, name) in IMPLS.iter().enumerate() {
             let cell = &results[si][which];
             if cell.runs.is_empty() {
-                continue; // `cellgate_striped` outside the hot-key scenarios
+                continue; // the striped rows outside the hot-key scenarios
             }
             let rate = cell.median();
             let vs_gov = if which == IMPLS.len() - 1 {
