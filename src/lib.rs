@@ -112,7 +112,9 @@
 //!
 //! ## Time
 //!
-//! Clocks may go backwards; no algorithm gives extra credit when they do, and none panics.
+//! Clocks may go backwards; no algorithm gives extra credit when they do, and none panics (a
+//! [`StripedLimiter`] built with `relaxed_clock()` trades this, across stripes, for a hot path
+//! with no shared write, within the bound its docs give).
 //! A stale `now` (the coarse clock) only makes decisions stricter.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
