@@ -1,7 +1,6 @@
 //! Configuring a fleet limiter and connecting it.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cellgate::{Limiter, Quota};
@@ -12,6 +11,7 @@ use crate::client::{check_name, Kind, LeaseClient, Op};
 use crate::error::FleetError;
 use crate::fleet::Fleet;
 use crate::shared::{Shared, CONNECTED};
+use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use crate::task::Task;
 
 /// Configures a [`Fleet`]; see [`Fleet::stock`] and [`Fleet::rate`].
@@ -181,16 +181,16 @@ impl FleetBuilder {
                 .build()
                 .map_err(|e| FleetError::Config(e.to_string()))?,
             fallback,
-            state: AtomicU8::new(CONNECTED),
-            dry: AtomicU32::new(0),
-            stop: AtomicBool::new(false),
+            state: Link::new(CONNECTED),
+            dry: Dry::new(),
+            stop: Stop::new(),
             wake: Notify::new(),
-            fallback_admitted: AtomicU64::new(0),
-            lease_requests: AtomicU64::new(0),
-            backend_errors: AtomicU64::new(0),
-            charged_back: AtomicU64::new(0),
-            commands: AtomicU64::new(1),
-            live: AtomicU64::new(first.live),
+            fallback_admitted: Counter::new(0),
+            lease_requests: Counter::new(0),
+            backend_errors: Counter::new(0),
+            charged_back: Counter::new(0),
+            commands: Counter::new(1),
+            live: Counter::new(first.live),
         });
         let now = Instant::now();
         let task = Task {
@@ -226,7 +226,7 @@ impl FleetBuilder {
             .map_err(|e| FleetError::Config(format!("spawning the lease thread: {e}")))?;
         Ok(Fleet {
             shared,
-            thread: Mutex::new(Some(thread)),
+            thread: Lock::new(Some(thread)),
             descriptor,
             name: self.name,
         })
@@ -235,12 +235,10 @@ impl FleetBuilder {
 
 /// A process id unique across the fleet and across restarts of one process.
 pub(crate) fn process_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    // Relaxed: only uniqueness of the returned values matters.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let n = crate::sync::next_sequence();
     format!("{:x}-{:x}-{n}", std::process::id(), nanos)
 }
 

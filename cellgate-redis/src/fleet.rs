@@ -15,8 +15,7 @@
 //! reconciled this holder (its ttl since the last command known to have reached Redis); from
 //! then on, and for a stock always, only leased units are sold.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use cellgate::{Decision, Limiter, Policy, RateLimiter, Reservation};
 use crate::builder::FleetBuilder;
 use crate::client::Kind;
 use crate::shared::{Shared, CONNECTED, FALLBACK};
+use crate::sync::Lock;
 
 /// Whether Redis is answering, as this process sees it.
 ///
@@ -90,7 +90,7 @@ pub struct FleetStats {
 /// ```
 pub struct Fleet {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) thread: Lock<Option<JoinHandle<()>>>,
     pub(crate) descriptor: Limiter,
     pub(crate) name: String,
 }
@@ -170,11 +170,11 @@ impl Fleet {
         let s = &self.shared;
         FleetStats {
             leased: u64::from(s.pool.peek_n(0).remaining()),
-            lease_requests: s.lease_requests.load(Ordering::Relaxed),
-            backend_errors: s.backend_errors.load(Ordering::Relaxed),
-            charged_back: s.charged_back.load(Ordering::Relaxed),
-            commands: s.commands.load(Ordering::Relaxed),
-            live: s.live.load(Ordering::Relaxed),
+            lease_requests: s.lease_requests.get(),
+            backend_errors: s.backend_errors.get(),
+            charged_back: s.charged_back.get(),
+            commands: s.commands.get(),
+            live: s.live.get(),
         }
     }
 

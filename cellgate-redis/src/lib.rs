@@ -59,9 +59,11 @@ mod client;
 mod error;
 mod fleet;
 pub mod keyed;
+mod local;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod shared;
+mod sync;
 mod task;
 
 pub use builder::FleetBuilder;

@@ -1,7 +1,6 @@
 //! The background task: accounts the pool, withdraws expired and idle leases, and talks to
 //! Redis one command at a time (see the [`Fleet`](crate::Fleet) module docs).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,12 +63,12 @@ pub(crate) struct Task {
 
 impl Task {
     pub(crate) async fn run(mut self) {
-        while !self.shared.stop.load(Ordering::Acquire) {
+        while !self.shared.stop.raised() {
             tokio::select! {
                 () = self.shared.wake.notified() => {}
                 () = tokio::time::sleep(TICK) => {}
             }
-            if self.shared.stop.load(Ordering::Acquire) {
+            if self.shared.stop.raised() {
                 break;
             }
             self.step().await;
@@ -84,20 +83,19 @@ impl Task {
     /// Withdraws from the pool the units `target` names (given the ledger after a fresh
     /// look), so no check can admit them; returns how many.
     fn withdraw(&mut self, target: impl Fn(&Book) -> u64) -> u64 {
-        loop {
-            let remaining = self.pool_remaining();
-            let spent = self.book.observe(remaining, self.returned_deadline());
-            self.note_spent(spent);
-            let x = target(&self.book).min(u64::from(u32::MAX));
-            if x == 0 {
-                return 0;
-            }
-            // Units are interchangeable: if checks took some meanwhile, look again.
-            if self.shared.pool.check_n(x as u32).is_allowed() {
-                self.book.take_front(x);
-                return x;
-            }
-        }
+        let shared = Arc::clone(&self.shared);
+        let deadline = self.returned_deadline();
+        let x = crate::local::withdraw(
+            || u64::from(shared.pool.peek_n(0).remaining()),
+            |remaining| {
+                let spent = self.book.observe(remaining, deadline);
+                self.note_spent(spent);
+                target(&self.book)
+            },
+            |x| shared.pool.check_n(x).is_allowed(),
+        );
+        self.book.take_front(x);
+        x
     }
 
     /// Units cancelled back into the pool: a rate limit gives them back at once (their grant's
@@ -129,7 +127,7 @@ impl Task {
             self.window_start = now;
             self.window_spent = 0;
         }
-        let need = self.shared.dry.swap(0, Ordering::Relaxed);
+        let need = self.shared.dry.take();
         if need > 0 {
             self.dry_since_grant = true;
             self.need = self.need.max(u64::from(need));
@@ -141,7 +139,7 @@ impl Task {
             self.to_give += self.withdraw(Book::level);
         }
         if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
-            self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+            self.shared.state.set(PARTITIONED);
         }
         // Outage admissions are charged before anything more is granted: a grant still
         // waiting from before the outage would otherwise take room they already used. Dropping
@@ -166,7 +164,7 @@ impl Task {
     fn debt(&self) -> u64 {
         self.shared
             .fallback_admitted
-            .load(Ordering::Relaxed)
+            .get()
             .saturating_sub(self.charged)
     }
 
@@ -230,25 +228,25 @@ impl Task {
         let sent = Instant::now();
         let first_sent = *p.first_sent.get_or_insert(sent);
         self.pending = Some(p);
-        self.shared.commands.fetch_add(1, Ordering::Relaxed);
+        self.shared.commands.add(1);
         match self.client.call(p.op, p.seq, p.n).await {
             Ok(reply) => {
                 self.pending = None;
                 self.failures = 0;
                 self.last_ok_sent = first_sent;
                 self.last_contact = Instant::now();
-                self.shared.state.store(CONNECTED, Ordering::Relaxed);
+                self.shared.state.set(CONNECTED);
                 self.apply(p, first_sent, reply);
             }
             Err(_) => {
-                self.shared.backend_errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
                 let backoff = Duration::from_millis(10 << self.failures.min(5));
                 self.retry_at = Instant::now() + backoff;
                 let can_fall_back =
                     self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
                 let state = if can_fall_back { FALLBACK } else { PARTITIONED };
-                self.shared.state.store(state, Ordering::Relaxed);
+                self.shared.state.set(state);
             }
         }
     }
@@ -257,7 +255,7 @@ impl Task {
         if r.live != self.live || r.fallback_burst != self.fallback_burst {
             self.live = r.live.max(1);
             self.fallback_burst = r.fallback_burst;
-            self.shared.live.store(self.live, Ordering::Relaxed);
+            self.shared.live.set(self.live);
             if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind) {
                 if r.fallback_burst > 0 {
                     let _ = f.set_quota(share(interval_us, self.live, r.fallback_burst));
@@ -269,7 +267,7 @@ impl Task {
                 if p.n == 0 {
                     return;
                 }
-                self.shared.lease_requests.fetch_add(1, Ordering::Relaxed);
+                self.shared.lease_requests.add(1);
                 let got = if r.stale { 0 } else { r.value };
                 if got > 0 {
                     let deadline = match self.kind {
@@ -318,7 +316,7 @@ impl Task {
                     return;
                 }
                 self.charged += p.n;
-                self.shared.charged_back.fetch_add(p.n, Ordering::Relaxed);
+                self.shared.charged_back.add(p.n);
             }
         }
     }
@@ -335,11 +333,11 @@ impl Task {
         let s = &self.shared;
         crate::fleet::FleetStats {
             leased: self.book.level(),
-            lease_requests: s.lease_requests.load(Ordering::Relaxed),
-            backend_errors: s.backend_errors.load(Ordering::Relaxed),
-            charged_back: s.charged_back.load(Ordering::Relaxed),
-            commands: s.commands.load(Ordering::Relaxed),
-            live: s.live.load(Ordering::Relaxed),
+            lease_requests: s.lease_requests.get(),
+            backend_errors: s.backend_errors.get(),
+            charged_back: s.charged_back.get(),
+            commands: s.commands.get(),
+            live: s.live.get(),
         }
     }
 
@@ -348,7 +346,7 @@ impl Task {
     async fn finish(&mut self) {
         let give_up = Instant::now() + self.cfg.command_timeout * 8;
         // No more outage admissions: what was admitted so far is charged below.
-        self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+        self.shared.state.set(PARTITIONED);
         loop {
             if self.pending.is_none() {
                 self.to_give += self.withdraw(Book::level);

@@ -90,8 +90,7 @@
 mod client;
 mod task;
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -103,6 +102,7 @@ pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
 use crate::error::FleetError;
 use crate::fleet::FleetState;
 use crate::shared::{KeyedShared, CONNECTED, FALLBACK};
+use crate::sync::Lock;
 
 /// How a keyed check was decided.
 ///
@@ -238,7 +238,7 @@ pub(crate) struct Request {
 pub struct KeyedFleet {
     shared: Arc<KeyedShared>,
     tx: mpsc::Sender<Request>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Lock<Option<JoinHandle<()>>>,
     name: String,
     max_wait: Duration,
 }
@@ -398,7 +398,7 @@ impl KeyedFleet {
         if let Some(d) = self.try_check(key, n) {
             return Ok(d);
         }
-        if self.shared.stop.load(Ordering::Acquire) {
+        if self.shared.stop.raised() {
             return Ok(REFUSED);
         }
         let (reply, rx) = oneshot::channel();
@@ -416,7 +416,7 @@ impl KeyedFleet {
 
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
-        match self.shared.state.load(Ordering::Relaxed) {
+        match self.shared.state.get() {
             CONNECTED => FleetState::Connected,
             FALLBACK => FleetState::Fallback,
             _ => FleetState::Partitioned,
@@ -582,7 +582,7 @@ impl KeyedFleetBuilder {
         Ok(KeyedFleet {
             shared,
             tx,
-            thread: Mutex::new(Some(thread)),
+            thread: Lock::new(Some(thread)),
             name: self.name,
             max_wait: self.max_wait,
         })

@@ -10,7 +10,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,8 +127,8 @@ impl Task {
             };
             Ok::<_, FleetError>((c, first.live.max(1)))
         })?;
-        shared.counters.batches.store(1, Ordering::Relaxed);
-        shared.counters.live.store(live, Ordering::Relaxed);
+        shared.counters.batches.set(1);
+        shared.counters.live.set(live);
         // A stock (interval 0) never falls back; its fallback limiter is never asked.
         let fallback = KeyedLimiter::<String>::gcra(share(interval_us.max(1), live))
             .max_keys(FALLBACK_KEYS)
@@ -184,10 +183,10 @@ impl Task {
                 Event::Reply(r) => self.on_reply(r),
                 Event::Request(Some(r)) => self.accept(r),
                 // Every sender is gone: the limiter was dropped.
-                Event::Request(None) => self.shared.stop.store(true, Ordering::Release),
+                Event::Request(None) => self.shared.stop.raise(),
                 Event::Wake => {}
             }
-            if self.shared.stop.load(Ordering::Acquire) {
+            if self.shared.stop.raised() {
                 break;
             }
             while let Ok(r) = self.rx.try_recv() {
@@ -234,7 +233,7 @@ impl Task {
         } else {
             *self.seen.entry(r.key.clone()).or_insert(0) += 1;
         }
-        if self.shared.state.load(Ordering::Relaxed) == CONNECTED {
+        if self.shared.state.get() == CONNECTED {
             self.queue.push_back(r);
         } else {
             // Redis is known not to answer: do not make the caller wait for it.
@@ -258,10 +257,7 @@ impl Task {
             let d = self.fallback.check_n(r.key.as_str(), r.n);
             if d.is_allowed() {
                 *self.debts.entry(r.key).or_insert(0) += u64::from(r.n);
-                self.shared
-                    .counters
-                    .fallback_admitted
-                    .fetch_add(u64::from(r.n), Ordering::Relaxed);
+                self.shared.counters.fallback_admitted.add(u64::from(r.n));
             }
             KeyDecision::new(d.is_allowed(), Via::Fallback, d.retry_after())
         } else {
@@ -287,9 +283,7 @@ impl Task {
         if !late.is_empty() {
             // Redis holds a batch past a check's wait: count it sick, so the next checks are
             // decided at once, until this batch (or its retry) is answered.
-            self.shared
-                .state
-                .store(self.outage_state(), Ordering::Relaxed);
+            self.shared.state.set(self.outage_state());
             for r in std::mem::take(&mut self.queue) {
                 self.decide_by_fallback(r);
             }
@@ -313,25 +307,23 @@ impl Task {
                 h.window += spent;
             }
             let idle = now.duration_since(h.last_use) >= self.cfg.idle;
-            // Withdraw: units are interchangeable, so if checks took some meanwhile, look
-            // again.
-            loop {
-                let x = if idle {
-                    h.book.level()
-                } else {
-                    h.book.expired(now)
-                };
-                let x = x.min(u64::from(u32::MAX));
-                if x == 0 {
-                    break;
-                }
-                if pool.check_n(key.as_str(), x as u32).is_allowed() {
-                    h.book.take_front(x);
-                    *self.gives.entry(key.clone()).or_insert(0) += x;
-                    break;
-                }
-                let spent = h.book.observe(remaining(key), Some(now));
-                h.window += spent;
+            // Withdraw idle or expired units (the book observed above: a first look again
+            // finds nothing more spent).
+            let x = crate::local::withdraw(
+                || remaining(key),
+                |left| {
+                    h.window += h.book.observe(left, Some(now));
+                    if idle {
+                        h.book.level()
+                    } else {
+                        h.book.expired(now)
+                    }
+                },
+                |x| pool.check_n(key.as_str(), x).is_allowed(),
+            );
+            if x > 0 {
+                h.book.take_front(x);
+                *self.gives.entry(key.clone()).or_insert(0) += x;
             }
             if idle && h.book.level() == 0 && !h.asking {
                 cold.push(key.clone());
@@ -369,13 +361,13 @@ impl Task {
             self.window_start = now;
         }
         let c = &self.shared.counters;
-        c.hot_keys.store(self.hot.len() as u64, Ordering::Relaxed);
-        c.leased.store(leased, Ordering::Relaxed);
+        c.hot_keys.set(self.hot.len() as u64);
+        c.leased.set(leased);
         #[cfg(feature = "metrics")]
         crate::metrics::publish_keyed(
             &self.cfg.name,
             &self.shared.stats(),
-            self.shared.state.load(Ordering::Relaxed),
+            self.shared.state.get(),
         );
     }
 
@@ -415,7 +407,7 @@ impl Task {
             let n = self.gives.remove(&k).expect("listed");
             push(&mut ops, &mut waiters, (k, KeyOp::Give, n), None);
         }
-        if self.shared.state.load(Ordering::Relaxed) == CONNECTED && !self.closing {
+        if self.shared.state.get() == CONNECTED && !self.closing {
             let cap = self.cfg.lease_cap(self.burst);
             for (key, h) in &mut self.hot {
                 if ops.len() >= MAX_BATCH {
@@ -453,10 +445,7 @@ impl Task {
         }
         self.seq += 1;
         let passed = waiters.iter().filter(|w| w.is_some()).count() as u64;
-        self.shared
-            .counters
-            .passed_through
-            .fetch_add(passed, Ordering::Relaxed);
+        self.shared.counters.passed_through.add(passed);
         let call = call(&self.client, &self.shared, self.seq, ops.clone(), touch);
         self.inflight = Some(InFlight {
             seq: self.seq,
@@ -479,14 +468,9 @@ impl Task {
             Ok(_) | Err(_) => {
                 // Not answered (or, impossibly, superseded): decide its checks now and send it
                 // again later, the same sequence.
-                self.shared
-                    .counters
-                    .backend_errors
-                    .fetch_add(1, Ordering::Relaxed);
+                self.shared.counters.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
-                self.shared
-                    .state
-                    .store(self.outage_state(), Ordering::Relaxed);
+                self.shared.state.set(self.outage_state());
                 for w in f.waiters.iter_mut() {
                     if let Some(r) = w.take() {
                         self.decide_by_fallback(r);
@@ -502,17 +486,14 @@ impl Task {
             }
         };
         self.failures = 0;
-        self.shared.state.store(CONNECTED, Ordering::Relaxed);
+        self.shared.state.set(CONNECTED);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
             self.last_touch = f.first_sent;
         }
         if reply.live > 0 && reply.live != self.live {
             self.live = reply.live;
-            self.shared
-                .counters
-                .live
-                .store(self.live, Ordering::Relaxed);
+            self.shared.counters.live.set(self.live);
             let _ = self
                 .fallback
                 .set_quota(share(self.interval_us.max(1), self.live));
@@ -535,7 +516,7 @@ impl Task {
                     None => {}
                 },
                 KeyOp::Lease => {
-                    c.lease_requests.fetch_add(1, Ordering::Relaxed);
+                    c.lease_requests.add(1);
                     match self.hot.get_mut(&key) {
                         Some(h) => {
                             h.asking = false;
@@ -581,7 +562,7 @@ impl Task {
                 }
                 KeyOp::Give => {}
                 KeyOp::Charge => {
-                    c.charged_back.fetch_add(res.value, Ordering::Relaxed);
+                    c.charged_back.add(res.value);
                 }
             }
         }
@@ -595,7 +576,7 @@ impl Task {
         while let Ok(r) = self.rx.try_recv() {
             self.queue.push_back(r);
         }
-        self.shared.state.store(PARTITIONED, Ordering::Relaxed);
+        self.shared.state.set(PARTITIONED);
         for r in std::mem::take(&mut self.queue) {
             let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
         }
@@ -637,7 +618,7 @@ fn call(
     ops: Vec<(String, KeyOp, u64)>,
     touch: bool,
 ) -> Call {
-    shared.counters.batches.fetch_add(1, Ordering::Relaxed);
+    shared.counters.batches.add(1);
     let mut client = client.clone();
     Box::pin(async move { client.batch(seq, &ops, touch).await })
 }
