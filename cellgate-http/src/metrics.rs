@@ -22,6 +22,15 @@
 //! one limit each), a new layer counts on its own shared counters instead, with one atomic
 //! add per decision.
 //!
+//! The protocol (rows, claiming and freeing columns, the sums) is in `metrics/rows.rs`, the
+//! crate's only file that names an atomic, an ordering or a lock; this module adds the
+//! thread-local that keeps each thread's row and gives it back at exit. Every hand-over (a row
+//! to a new thread, zeroed columns to a new layer) goes through one mutex, which is what
+//! guarantees, as stated there and model-checked with loom (`loom-tests/tests/http_rows.rs`):
+//! published sums never go back; they are exact once the recording threads are done; a layer
+//! that reuses a dropped layer's columns starts from zero in every row. A publish concurrent
+//! with records may or may not include them.
+//!
 //! Published, with label `limit` (the limit's name) and `outcome` (`allowed`, `denied`,
 //! `delayed`: admitted by a queueing limit with a delay):
 //!
