@@ -228,6 +228,43 @@ impl Registry {
     }
 }
 
+/// Not part of the API (hidden, may change without notice): the layer's recording of one
+/// limit's decision, on its own, for `benches/record_check.rs`, which measures what recording
+/// adds to a check.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{Limiter, Quota};
+/// use cellgate_http::BenchRecording;
+///
+/// let limiter = Limiter::gcra(Quota::per_second(10)).build()?;
+/// let recording = BenchRecording::new(true);
+/// recording.record(&limiter.check());
+/// assert_eq!(recording.totals()[0], 1); // one `allowed`
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[doc(hidden)]
+pub struct BenchRecording(Registry);
+
+impl BenchRecording {
+    /// The counters of a layer with one limit, with metrics on or off.
+    pub fn new(on: bool) -> Self {
+        Self(Registry::new(1, on))
+    }
+
+    /// Counts `d` as the layer does after its check.
+    #[inline]
+    pub fn record(&self, d: &Decision) {
+        self.0.record_one(d);
+    }
+
+    /// The counts (allowed, denied, delayed, rejected) over every thread.
+    pub fn totals(&self) -> Vec<u64> {
+        self.0.totals()
+    }
+}
+
 /// This thread's row on its first record: a free row or a new one, given back at exit.
 #[cold]
 #[inline(never)]
