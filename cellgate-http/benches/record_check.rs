@@ -20,8 +20,8 @@
 //! 2. Criterion, each variant on its own, in the order unrecorded, recorded, unrecorded again,
 //!    recorded_off (so that a drift in the machine over the run shows in the control).
 //!
-//! Every check is admitted (a quota of 10^9 per second), on one key, on the limiter's real
-//! clock, as the layer would check it.
+//! The checks are admitted (a quota of 10^9 per second) but for `direct_denied` (a drained
+//! limiter), on one key, on the limiter's real clock, as the layer would check them.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -35,13 +35,18 @@ fn quota() -> Quota {
     Quota::per_second(1_000_000_000)
 }
 
-/// Runs `each` on the checks measured: a direct GCRA limiter, and a keyed one (a `u64` key in
-/// the default store, as `PeerIp` and the other extractors key their limits). Generic rather
+/// Runs `each` on the checks measured: a direct GCRA limiter admitting, the same denying, and a
+/// keyed one admitting (a `u64` key in the default store, as `PeerIp` and the other extractors
+/// key their limits). Generic rather
 /// than boxed, so that each check is compiled inline with its recording, as in the layer.
 macro_rules! for_each_check {
     ($each:ident $(, $arg:expr)*) => {{
         let direct = Limiter::gcra(quota()).build().unwrap();
         $each("direct", &|| direct.check() $(, $arg)*);
+        // Drained (one per hour, its one unit taken): every check denied.
+        let drained = Limiter::gcra(Quota::per_hour(1)).build().unwrap();
+        drained.check();
+        $each("direct_denied", &|| drained.check() $(, $arg)*);
         let keyed = KeyedLimiter::<u64>::gcra(quota()).build().unwrap();
         let key = 0x5eed_u64;
         $each("keyed", &|| keyed.check(black_box(&key)) $(, $arg)*);
