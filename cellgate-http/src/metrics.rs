@@ -4,12 +4,13 @@
 //!
 //! A check must not pay for a registry lookup, a hash, or a shared atomic. Every thread that
 //! records gets one row of plain counters for the whole process (a fixed array of
-//! [`COLUMNS`](rows::COLUMNS) counters, made on the thread's first record and reached through a `const`
-//! thread-local that needs no lazy initialisation). Each layer owns a range of columns,
-//! chosen when it is built: recording a decision is the thread-local load, one add to a fixed
-//! index, and a load and a store on the thread's own row (no locked instruction, no shared
-//! cache line). Units are not counted per check: a limit's cost per request is fixed, so its
-//! units are its decisions times its cost, computed when publishing.
+//! [`COLUMNS`](rows::COLUMNS) counters, made on the thread's first record and reached through
+//! a `const` thread-local that needs no lazy initialisation). Each layer owns a range of
+//! columns, chosen when it is built: recording a decision is the thread-local load, a branch
+//! on the outcome, and a load and a store at that outcome's fixed index on the thread's own
+//! row (no locked instruction, no shared cache line). Units are not counted per check: a
+//! limit's cost per request is fixed, so its units are its decisions times its cost, computed
+//! when publishing.
 //!
 //! Publishing ([`MetricsHandle::publish`], at scrape time or from
 //! [`MetricsHandle::spawn_publisher`] once a second) sums the layer's columns over every row
