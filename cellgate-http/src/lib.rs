@@ -79,6 +79,9 @@ pub use key::{
 pub use layer::{BuildError, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
 pub use limit::Limit;
 #[cfg(feature = "metrics")]
+#[doc(hidden)]
+pub use metrics::BenchRecording;
+#[cfg(feature = "metrics")]
 pub use metrics::{KeyStats, MetricsHandle};
 pub use proxy::{ForwardHeader, TrustedProxies};
 

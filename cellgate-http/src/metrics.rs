@@ -4,12 +4,13 @@
 //!
 //! A check must not pay for a registry lookup, a hash, or a shared atomic. Every thread that
 //! records gets one row of plain counters for the whole process (a fixed array of
-//! [`COLUMNS`] counters, made on the thread's first record and reached through a `const`
-//! thread-local that needs no lazy initialisation). Each layer owns a range of columns,
-//! chosen when it is built: recording a decision is the thread-local load, one add to a fixed
-//! index, and a load and a store on the thread's own row (no locked instruction, no shared
-//! cache line). Units are not counted per check: a limit's cost per request is fixed, so its
-//! units are its decisions times its cost, computed when publishing.
+//! [`COLUMNS`](rows::COLUMNS) counters, made on the thread's first record and reached through
+//! a `const` thread-local that needs no lazy initialisation). Each layer owns a range of
+//! columns, chosen when it is built: recording a decision is the thread-local load, a branch
+//! on the outcome, and a load and a store at that outcome's fixed index on the thread's own
+//! row (no locked instruction, no shared cache line). Units are not counted per check: a
+//! limit's cost per request is fixed, so its units are its decisions times its cost, computed
+//! when publishing.
 //!
 //! Publishing ([`MetricsHandle::publish`], at scrape time or from
 //! [`MetricsHandle::spawn_publisher`] once a second) sums the layer's columns over every row
@@ -18,9 +19,18 @@
 //! Rows and columns are recycled: a row goes back to a free list when its thread exits (its
 //! counts stay: the next thread to take it adds to them, so the sums never go back), and a
 //! layer's columns are zeroed in every row and freed when the layer (and every service made
-//! from it) is dropped. With more than [`COLUMNS`] columns in use at once (about 250 layers of
+//! from it) is dropped. With more than [`COLUMNS`](rows::COLUMNS) columns in use at once (about 250 layers of
 //! one limit each), a new layer counts on its own shared counters instead, with one atomic
 //! add per decision.
+//!
+//! The protocol (rows, claiming and freeing columns, the sums) is in `metrics/rows.rs`, the
+//! crate's only file that names an atomic, an ordering or a lock; this module adds the
+//! thread-local that keeps each thread's row and gives it back at exit. Every hand-over (a row
+//! to a new thread, zeroed columns to a new layer) goes through one mutex, which is what
+//! guarantees, as stated there and model-checked with loom (`loom-tests/tests/http_rows.rs`):
+//! published sums never go back; they are exact once the recording threads are done; a layer
+//! that reuses a dropped layer's columns starts from zero in every row. A publish concurrent
+//! with records may or may not include them.
 //!
 //! Published, with label `limit` (the limit's name) and `outcome` (`allowed`, `denied`,
 //! `delayed`: admitted by a queueing limit with a delay):
@@ -37,15 +47,19 @@
 //! A denied request counts as `denied` for the limit that denied it only; the others did not
 //! decide it (their charges were rolled back or never made).
 
+mod rows;
+
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use cellgate::{Decision, KeyedLimiter};
 
 use crate::admit::Shared;
+#[cfg(test)]
+use rows::COLUMNS;
+use rows::{Columns, Row, Table};
 
 const ALLOWED: usize = 0;
 const DENIED: usize = 1;
@@ -53,9 +67,6 @@ const DELAYED: usize = 2;
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "delayed"];
 /// Columns per limit: one decision counter per outcome.
 const PER_LIMIT: usize = OUTCOMES.len();
-
-/// Counters in every thread's row (8 KiB a row).
-pub(crate) const COLUMNS: usize = 1024;
 
 /// What a keyed limiter says about its keys, for [`Limit::stats`](crate::Limit::stats).
 ///
@@ -103,16 +114,19 @@ impl KeyStats {
 /// A source of [`KeyStats`], read at publish time.
 pub(crate) type StatsFn = Arc<dyn Fn() -> KeyStats + Send + Sync>;
 
-/// One thread's counters. Aligned to two cache lines so that no line holds counters of two
-/// threads (the adjacent-line prefetcher pairs lines).
-#[repr(align(128))]
-struct Row([AtomicU64; COLUMNS]);
-
-impl Row {
-    fn leak_new() -> &'static Row {
-        Box::leak(Box::new(Row(std::array::from_fn(|_| AtomicU64::new(0)))))
+/// The column of `d`'s outcome.
+fn outcome(d: &Decision) -> usize {
+    if !d.is_allowed() {
+        DENIED
+    } else if d.delay_ns() == 0 {
+        ALLOWED
+    } else {
+        DELAYED
     }
 }
+
+/// The rows and columns of the process.
+static ROWS: Table = Table::new();
 
 thread_local! {
     /// This thread's row: a `const` thread-local without a destructor, so reading it is one
@@ -130,29 +144,9 @@ impl Drop for GiveBack {
         // another thread-local's destructor), it takes a fresh row rather than write to one
         // another thread may be using.
         if let Some(row) = ROW.with(Cell::take) {
-            rows().free.push(row);
+            ROWS.give_back(row);
         }
     }
-}
-
-/// Every row made so far, the rows of exited threads, and which columns live layers own.
-struct Rows {
-    all: Vec<&'static Row>,
-    free: Vec<&'static Row>,
-    used: [bool; COLUMNS],
-}
-
-static ROWS: Mutex<Rows> = Mutex::new(Rows {
-    all: Vec::new(),
-    free: Vec::new(),
-    used: [false; COLUMNS],
-});
-
-/// The rows, locked. Only a thread's first record, building and dropping a layer, and
-/// publishing take the lock; a panic cannot leave `Rows` half-updated in a way that matters
-/// (each field is a list or a flag array), so a poisoned lock is used as is.
-fn rows() -> MutexGuard<'static, Rows> {
-    ROWS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The counters of one layer: per limit, a decision count for each outcome, then the key
@@ -160,10 +154,13 @@ fn rows() -> MutexGuard<'static, Rows> {
 pub(crate) struct Registry {
     width: usize,
     /// The layer's first column in every thread's row; [`OFF_ROWS`] when it does not count in
-    /// the rows (metrics off, or no free columns).
+    /// the rows (metrics off, or no free columns). A copy of `columns`' base, tested on every
+    /// record.
     base: usize,
+    /// The layer's columns in the rows, freed (and zeroed) when the layer is dropped.
+    columns: Option<Columns>,
     /// The layer's own counters, shared by all threads, when the rows had no room.
-    own: Option<Box<[AtomicU64]>>,
+    own: Option<rows::Shared>,
 }
 
 /// [`Registry::base`] of a layer that does not count in the rows.
@@ -172,25 +169,57 @@ const OFF_ROWS: usize = usize::MAX;
 impl Registry {
     pub(crate) fn new(limits: usize, on: bool) -> Self {
         let width = limits * PER_LIMIT + 1;
-        let base = if on { claim(width) } else { None };
+        let columns = if on {
+            Columns::claim(&ROWS, width)
+        } else {
+            None
+        };
         Self {
             width,
-            base: base.unwrap_or(OFF_ROWS),
-            own: (on && base.is_none()).then(|| (0..width).map(|_| AtomicU64::new(0)).collect()),
+            base: columns.as_ref().map_or(OFF_ROWS, Columns::base),
+            own: (on && columns.is_none()).then(|| rows::Shared::new(width)),
+            columns,
         }
     }
 
     /// Counts the decision of a layer with one limit.
     #[inline]
     pub(crate) fn record_one(&self, d: &Decision) {
-        let outcome = if !d.is_allowed() {
-            DENIED
-        } else if d.delay_ns() == 0 {
-            ALLOWED
-        } else {
-            DELAYED
-        };
-        self.add(outcome);
+        if self.base != OFF_ROWS {
+            let row = match ROW.with(Cell::get) {
+                Some(row) => row,
+                None => first_row(),
+            };
+            // Each outcome adds to its fixed column, and the two rarer ones out of line. Not
+            // one add to a column computed from the decision: the compiler may compute it
+            // without a branch, and then the counter's address waits for the decision and the
+            // next check's locked compare-and-swap waits for that store (see BENCHMARKS.md,
+            // "what metrics cost per check"). Calls to two different functions cannot be
+            // merged into one computed add, so the branches stay branches, which the CPU
+            // predicts and runs ahead of the decision.
+            if d.is_allowed() && d.delay_ns() == 0 {
+                row.bump(self.base + ALLOWED);
+            } else if !d.is_allowed() {
+                self.record_denied(row);
+            } else {
+                self.record_delayed(row);
+            }
+        } else if let Some(own) = &self.own {
+            own.add(outcome(d));
+        }
+    }
+
+    /// Counts a denial in `row` (see [`Registry::record_one`]).
+    #[inline(never)]
+    fn record_denied(&self, row: &Row) {
+        row.bump(self.base + DENIED);
+    }
+
+    /// Counts a delayed admission in `row` (see [`Registry::record_one`]).
+    #[cold]
+    #[inline(never)]
+    fn record_delayed(&self, row: &Row) {
+        row.bump(self.base + DELAYED);
     }
 
     /// Counts a decided request: `denied` for the limit that denied it, else `allowed` or
@@ -216,106 +245,76 @@ impl Registry {
     #[inline]
     fn add(&self, col: usize) {
         if self.base != OFF_ROWS {
-            // `claim` placed `base + col` below COLUMNS, a power of two: the mask changes
-            // nothing and saves the bounds check.
-            let i = (self.base + col) & (COLUMNS - 1);
+            // `claim` placed `base + col` below COLUMNS; `bump` masks it into range, which
+            // changes nothing and saves the bounds check.
+            let i = self.base + col;
             match ROW.with(Cell::get) {
-                Some(row) => bump(&row.0[i]),
-                None => bump(&first_row().0[i]),
+                Some(row) => row.bump(i),
+                None => first_row().bump(i),
             }
         } else if let Some(own) = &self.own {
-            // Relaxed: a statistic; no other memory is published through it.
-            own[col].fetch_add(1, Ordering::Relaxed);
+            own.add(col);
         }
     }
 
     /// Column sums over every thread's row.
     fn totals(&self) -> Vec<u64> {
-        if let Some(own) = &self.own {
-            // Relaxed: a statistic; each counter's own values are read in order (coherence).
-            return own.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        match (&self.columns, &self.own) {
+            (Some(c), _) => c.totals(),
+            (None, Some(own)) => own.totals(),
+            (None, None) => vec![0; self.width],
         }
-        let mut sums = vec![0u64; self.width];
-        if self.base == OFF_ROWS {
-            return sums;
-        }
-        for row in &rows().all {
-            for (s, c) in sums
-                .iter_mut()
-                .zip(&row.0[self.base..self.base + self.width])
-            {
-                // Relaxed: as above. Under the lock, so two publishers read in order.
-                *s = s.wrapping_add(c.load(Ordering::Relaxed));
-            }
-        }
-        sums
     }
 }
 
-impl Drop for Registry {
-    fn drop(&mut self) {
-        if self.base == OFF_ROWS {
-            return;
-        }
-        let base = self.base;
-        // No thread can record for this layer any more (recording borrows the registry), so
-        // the columns are zeroed for the next layer that claims them. Every record made for
-        // this layer happens before this drop (the last `Arc` release), so no older value
-        // can reappear; the next owner learns of the columns through the lock.
-        let mut rows = rows();
-        for row in &rows.all {
-            for c in &row.0[base..base + self.width] {
-                c.store(0, Ordering::Relaxed);
-            }
-        }
-        rows.used[base..base + self.width].fill(false);
-    }
-}
+/// Not part of the API (hidden, may change without notice): the layer's recording of one
+/// limit's decision, on its own, for `benches/record_check.rs`, which measures what recording
+/// adds to a check.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{Limiter, Quota};
+/// use cellgate_http::BenchRecording;
+///
+/// let limiter = Limiter::gcra(Quota::per_second(10)).build()?;
+/// let recording = BenchRecording::new(true);
+/// recording.record(&limiter.check());
+/// assert_eq!(recording.totals()[0], 1); // one `allowed`
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+#[doc(hidden)]
+pub struct BenchRecording(Registry);
 
-/// The first free run of `width` columns, marked used; `None` when there is none.
-fn claim(width: usize) -> Option<usize> {
-    let mut rows = rows();
-    let mut run = 0;
-    for i in 0..COLUMNS {
-        run = if rows.used[i] { 0 } else { run + 1 };
-        if run == width {
-            let base = i + 1 - width;
-            rows.used[base..=i].fill(true);
-            return Some(base);
-        }
+impl BenchRecording {
+    /// The counters of a layer with one limit, with metrics on or off.
+    pub fn new(on: bool) -> Self {
+        Self(Registry::new(1, on))
     }
-    None
+
+    /// Counts `d` as the layer does after its check.
+    #[inline]
+    pub fn record(&self, d: &Decision) {
+        self.0.record_one(d);
+    }
+
+    /// The counts (allowed, denied, delayed, rejected) over every thread.
+    pub fn totals(&self) -> Vec<u64> {
+        self.0.totals()
+    }
 }
 
 /// This thread's row on its first record: a free row or a new one, given back at exit.
 #[cold]
 #[inline(never)]
 fn first_row() -> &'static Row {
-    let row = {
-        let mut rows = rows();
-        match rows.free.pop() {
-            Some(row) => row,
-            None => {
-                let row = Row::leak_new();
-                rows.all.push(row);
-                row
-            }
-        }
-    };
+    let row = ROWS.take();
     ROW.with(|r| r.set(Some(row)));
     // Register the destructor that gives the row back. During this thread's own TLS
     // destruction that is refused: the row then stays with the exited thread (its counts
     // are still summed), a few KiB in a case that needs a destructor recording a request.
     let _ = GIVE_BACK.try_with(|_| ());
     row
-}
-
-/// Adds one to a counter only this thread writes: a load and a store, not a locked
-/// read-modify-write. Relaxed: no other memory is published through the counter, and with a
-/// single writer no increment can be lost.
-#[inline]
-fn bump(c: &AtomicU64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
 /// Publishes a layer's metrics to the installed `metrics` recorder; from
@@ -538,24 +537,8 @@ mod recycling {
         }
     }
 
-    /// The tests that fill or need free columns take turns.
-    static COLUMN_TESTS: Mutex<()> = Mutex::new(());
-
     fn allowed(layer: &RateLimitLayer) -> u64 {
         layer.shared.metrics.totals()[ALLOWED]
-    }
-
-    #[test]
-    fn a_dropped_layers_columns_are_reused_from_zero() {
-        // More layers, one after the other, than the rows have columns for: each must count
-        // in the rows (columns were freed) and start from zero (they were cleared).
-        let _turn = COLUMN_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
-        for round in 0..2 * COLUMNS {
-            let l = layer();
-            assert_ne!(l.shared.metrics.base, OFF_ROWS, "round {round}");
-            serve(&l, 3);
-            assert_eq!(allowed(&l), 3, "round {round}");
-        }
     }
 
     #[test]
@@ -568,21 +551,22 @@ mod recycling {
         assert_eq!(allowed(&l), 400);
         // 200 threads one after the other: without reuse, 200 rows. Other tests run threads
         // at the same time, so allow for those.
-        let rows = rows().all.len();
+        let rows = ROWS.rows_made();
         assert!(rows < 100, "{rows} rows for at most a few live threads");
     }
 
     #[test]
     fn sums_are_exact_and_never_go_back_while_threads_come_and_go() {
         let l = layer();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Dropping the sender tells the publisher to stop.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let publisher = {
-            let (l, stop) = (l.clone(), stop.clone());
+            let l = l.clone();
             std::thread::spawn(move || {
                 let mut last = 0;
                 let mut reads = 0u32;
-                // Relaxed: only a flag to stop; the join below orders everything else.
-                while !stop.load(Ordering::Relaxed) || reads == 0 {
+                let running = || stopped.try_recv() == Err(std::sync::mpsc::TryRecvError::Empty);
+                while running() || reads == 0 {
                     let now = allowed(&l);
                     assert!(now >= last, "the sum went back from {last} to {now}");
                     last = now;
@@ -612,14 +596,48 @@ mod recycling {
                 t.join().unwrap();
             }
         }
-        stop.store(true, Ordering::Relaxed);
+        drop(stop);
         publisher.join().unwrap();
         assert_eq!(allowed(&l), 10 * 4 * (250 + 20_000));
     }
 
     #[test]
-    fn with_every_column_taken_a_layer_counts_on_its_own() {
-        let _turn = COLUMN_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
+    fn each_outcome_of_one_limit_counts_in_its_own_column() {
+        // One request every 100 ms, and one more queued behind it: admitted, delayed, denied.
+        let q = Quota::with_interval(std::time::Duration::from_millis(100)).with_queue(1);
+        let l = Limiter::gcra(q).build().unwrap();
+        let (now, queued, over) = (l.check(), l.check(), l.check());
+        assert!(now.is_allowed() && now.delay_ns() == 0);
+        assert!(queued.is_allowed() && queued.delay_ns() > 0);
+        assert!(!over.is_allowed());
+        let reg = Registry::new(1, true);
+        for d in [now, queued, queued, over, over, over] {
+            reg.record_one(&d);
+        }
+        // On another thread too: its own row, summed with this one's.
+        std::thread::scope(|s| {
+            s.spawn(|| reg.record_one(&over));
+        });
+        let mut want = vec![0; PER_LIMIT + 1];
+        want[ALLOWED] = 1;
+        want[DELAYED] = 2;
+        want[DENIED] = 4;
+        assert_eq!(reg.totals(), want);
+    }
+
+    /// One test, so that nothing else here fills the columns meanwhile (layers built by the
+    /// other tests take a few columns at a time, which leaves room for these).
+    #[test]
+    fn columns_are_reused_from_zero_and_a_layer_without_room_counts_on_its_own() {
+        // More layers, one after the other, than the rows have columns for: each must count
+        // in the rows (columns were freed) and start from zero (they were cleared).
+        for round in 0..2 * COLUMNS {
+            let l = layer();
+            assert_ne!(l.shared.metrics.base, OFF_ROWS, "round {round}");
+            serve(&l, 3);
+            assert_eq!(allowed(&l), 3, "round {round}");
+        }
+        // Every column taken: the next layer counts on its own counters.
         let held: Vec<_> = std::iter::repeat_with(layer)
             .take_while(|l| l.shared.metrics.base != OFF_ROWS)
             .take(COLUMNS)
@@ -632,5 +650,10 @@ mod recycling {
         serve(&l, 2);
         assert_eq!(allowed(&l), 7);
         drop(held);
+        // Freed again: a new layer counts in the rows, from zero.
+        let l = layer();
+        assert_ne!(l.shared.metrics.base, OFF_ROWS);
+        serve(&l, 1);
+        assert_eq!(allowed(&l), 1);
     }
 }
