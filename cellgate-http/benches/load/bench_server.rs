@@ -6,7 +6,11 @@
 //! cargo run --release -p cellgate-http --example bench_server -- MODE 127.0.0.1:PORT
 //! ```
 //!
-//! MODE: `plain`, `plain-429`, `cellgate-admit`, `cellgate-deny`, `governor-admit`, `governor-deny`.
+//! MODE: `plain`, `plain-429`, `cellgate-admit`, `cellgate-deny`, `governor-admit`,
+//! `governor-deny`; with `-bare` after a cellgate mode, the layer writes no `RateLimit-Policy`
+//! and `RateLimit` headers (as tower_governor by default writes no `x-ratelimit-*` headers);
+//! with `-headers` after a governor mode, tower_governor's `use_headers()` writes its
+//! `x-ratelimit-limit` and `x-ratelimit-remaining` on every response.
 //! Prints `listening on ADDR` once it accepts connections; serves on one worker thread, so
 //! that the load generator has the other core of a two-core machine.
 
@@ -17,11 +21,11 @@ use std::sync::Arc;
 use axum::routing::get;
 use axum::Router;
 use cellgate::{KeyedLimiter, Quota};
-use cellgate_http::{Limit, PeerIp, RateLimitLayer};
+use cellgate_http::{HeaderDraft, Limit, PeerIp, RateLimitLayer};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 
-fn cellgate(admit: bool) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
+fn cellgate(admit: bool, headers: bool) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
     let quota = if admit {
         // One unit a nanosecond: never denies at any load a machine can generate.
         Quota::new(1_000_000_000, std::time::Duration::from_secs(1))
@@ -31,7 +35,21 @@ fn cellgate(admit: bool) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
     let limiter = KeyedLimiter::<IpAddr>::gcra(quota).build()?;
     Ok(RateLimitLayer::builder()
         .limit(Limit::new("per-ip", PeerIp::new(), limiter))
+        .draft(headers.then_some(HeaderDraft::Ietf11))
         .build()?)
+}
+
+/// Sets tower_governor's quota on builder `$b`: admitting everything (one unit a nanosecond)
+/// or nothing after the first request (one an hour). A macro: `use_headers()` changes the
+/// builder's type.
+macro_rules! governor_quota {
+    ($b:expr, $admit:expr) => {
+        if $admit {
+            $b.per_nanosecond(1).burst_size(1_000_000_000);
+        } else {
+            $b.per_second(3_600).burst_size(1);
+        }
+    };
 }
 
 fn app(mode: &str) -> Result<Router, Box<dyn std::error::Error>> {
@@ -49,15 +67,19 @@ fn app(mode: &str) -> Result<Router, Box<dyn std::error::Error>> {
                 )
             }),
         ),
-        "cellgate-admit" => plain.layer(cellgate(true)?),
-        "cellgate-deny" => plain.layer(cellgate(false)?),
+        "cellgate-admit" => plain.layer(cellgate(true, true)?),
+        "cellgate-deny" => plain.layer(cellgate(false, true)?),
+        "cellgate-admit-bare" => plain.layer(cellgate(true, false)?),
+        "cellgate-deny-bare" => plain.layer(cellgate(false, false)?),
         "governor-admit" | "governor-deny" => {
             let mut b = GovernorConfigBuilder::default();
-            if mode == "governor-admit" {
-                b.per_nanosecond(1).burst_size(1_000_000_000);
-            } else {
-                b.per_second(3_600).burst_size(1);
-            }
+            governor_quota!(b, mode == "governor-admit");
+            let config = Arc::new(b.finish().ok_or("invalid governor config")?);
+            plain.layer(GovernorLayer::new(config))
+        }
+        "governor-admit-headers" | "governor-deny-headers" => {
+            let mut b = GovernorConfigBuilder::default().use_headers();
+            governor_quota!(b, mode == "governor-admit-headers");
             let config = Arc::new(b.finish().ok_or("invalid governor config")?);
             plain.layer(GovernorLayer::new(config))
         }

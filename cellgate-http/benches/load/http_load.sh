@@ -9,7 +9,10 @@
 #   bash cellgate-http/benches/load/http_load.sh            # 3 rounds of 5 s
 #   ROUNDS=5 DURATION=10 bash cellgate-http/benches/load/http_load.sh
 #   MODES="plain plain-429 cellgate-deny" bash cellgate-http/benches/load/http_load.sh
-# (the first mode is the baseline of the ratio column, so keep `plain` first)
+# (the first mode is the baseline of the ratio column, so keep `plain` first). Like for like:
+# `cellgate-admit-bare` / `cellgate-deny-bare` (the layer without its RateLimit headers, as
+# tower_governor runs by default) and `governor-admit-headers` / `governor-deny-headers`
+# (tower_governor's use_headers()); see bench_server.rs.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
