@@ -7,6 +7,8 @@
 //! cargo bench -p cellgate-http --features metrics --bench metrics_overhead
 //! ```
 
+mod common;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::hint::black_box;
@@ -157,24 +159,11 @@ fn on_minus_off() {
             run(&mut serve_off);
             run(&mut serve_on);
         }
-        let mut diffs: Vec<f64> = (0..PAIRS)
-            .map(|i| {
-                if i % 2 == 0 {
-                    let t_off = run(&mut serve_off);
-                    run(&mut serve_on) - t_off
-                } else {
-                    let t_on = run(&mut serve_on);
-                    t_on - run(&mut serve_off)
-                }
-            })
-            .collect();
-        diffs.sort_by(f64::total_cmp);
-        let q = |f: f64| diffs[((diffs.len() - 1) as f64 * f) as usize];
+        let [q1, median, q3] =
+            common::quartiles_of_differences(PAIRS, || run(&mut serve_off), || run(&mut serve_on));
         println!(
             "metrics_on_minus_off/{name}: median {:+.2} ns per request (quartiles {:+.2} .. {:+.2}; {PAIRS} pairs of {RUN}-request runs)",
-            q(0.5),
-            q(0.25),
-            q(0.75)
+            median, q1, q3
         );
     }
 }

@@ -23,6 +23,8 @@
 //! The checks are admitted (a quota of 10^9 per second) but for `direct_denied` (a drained
 //! limiter), on one key, on the limiter's real clock, as the layer would check them.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -127,24 +129,10 @@ fn alternate(name: &str, check: &impl Fn() -> Decision, on: &BenchRecording) {
             unrecorded();
             second();
         }
-        let mut diffs: Vec<f64> = (0..PAIRS)
-            .map(|i| {
-                if i % 2 == 0 {
-                    let first = unrecorded();
-                    second() - first
-                } else {
-                    let s = second();
-                    s - unrecorded()
-                }
-            })
-            .collect();
-        diffs.sort_by(f64::total_cmp);
-        let q = |f: f64| diffs[((diffs.len() - 1) as f64 * f) as usize];
+        let [q1, median, q3] = common::quartiles_of_differences(PAIRS, unrecorded, second);
         println!(
             "record_minus_check/{name}/{what}: median {:+.3} ns per check (quartiles {:+.3} .. {:+.3}; {PAIRS} pairs of {RUN}-check runs)",
-            q(0.5),
-            q(0.25),
-            q(0.75)
+            median, q1, q3
         );
     }
 }

@@ -27,13 +27,12 @@ mod sync;
 mod local;
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 
 use cellgate::Limiter;
 use loom::sync::Arc;
 use loom::thread;
 
-use common::model;
+use common::model_reaching;
 use sync::{Counter, Dry, Link};
 
 /// What a checking thread and the task share in a model: the pool of leased units, the link
@@ -76,25 +75,6 @@ impl Local {
             |x| self.pool.check_n(x).is_allowed(),
         )
     }
-}
-
-/// Runs `f` as a loom model and checks that the outcomes it returns over all interleavings are
-/// exactly `expected` (the race went every way it can).
-fn model_reaching<T>(name: &str, expected: BTreeSet<T>, f: impl Fn() -> T + Sync + Send + 'static)
-where
-    T: Ord + std::fmt::Debug + Send + 'static,
-{
-    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
-    let seen = std::sync::Arc::clone(&outcomes);
-    model(name, move || {
-        let outcome = f();
-        seen.lock().unwrap().insert(outcome);
-    });
-    assert_eq!(
-        *outcomes.lock().unwrap(),
-        expected,
-        "the race went every way"
-    );
 }
 
 /// Three leased units. A checking thread asks for one unit twice while the task, its holder

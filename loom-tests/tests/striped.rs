@@ -13,7 +13,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use cellgate::clock::{Clock, ManualClock};
@@ -21,7 +20,7 @@ use cellgate::{Quota, StripedLimiter};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::model;
+use common::{model, model_reaching};
 
 fn stock(units: u32, stripes: usize) -> Arc<StripedLimiter<ManualClock>> {
     Arc::new(
@@ -31,25 +30,6 @@ fn stock(units: u32, stripes: usize) -> Arc<StripedLimiter<ManualClock>> {
             .build()
             .expect("valid stock"),
     )
-}
-
-/// Runs `f` as a loom model and checks that the outcomes it returns over all interleavings are
-/// exactly `expected` (the race went every way it can).
-fn model_reaching<T>(name: &str, expected: BTreeSet<T>, f: impl Fn() -> T + Sync + Send + 'static)
-where
-    T: Ord + std::fmt::Debug + Send + 'static,
-{
-    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
-    let seen = std::sync::Arc::clone(&outcomes);
-    model(name, move || {
-        let outcome = f();
-        seen.lock().unwrap().insert(outcome);
-    });
-    assert_eq!(
-        *outcomes.lock().unwrap(),
-        expected,
-        "the race went every way"
-    );
 }
 
 /// Stock 2 over two stripes (1 + 1). A asks for 2 units from stripe 0, which must gather them

@@ -34,6 +34,28 @@ pub fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     );
 }
 
+/// Runs `f` as a loom model and checks that the outcomes it returns over all interleavings are
+/// exactly `expected` (the race went every way it can).
+pub fn model_reaching<T>(
+    name: &str,
+    expected: BTreeSet<T>,
+    f: impl Fn() -> T + Sync + Send + 'static,
+) where
+    T: Ord + std::fmt::Debug + Send + 'static,
+{
+    let outcomes = std::sync::Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = std::sync::Arc::clone(&outcomes);
+    model(name, move || {
+        let outcome = f();
+        seen.lock().unwrap().insert(outcome);
+    });
+    assert_eq!(
+        *outcomes.lock().unwrap(),
+        expected,
+        "the race went every way"
+    );
+}
+
 /// Runs single-threaded `f` once inside a loom execution (the limiters' atomics and locks are
 /// loom objects under `cfg(loom)` and can only be created and used inside one) and returns what
 /// it computed. Used to tabulate serial outcomes before the concurrent model runs, so that each
