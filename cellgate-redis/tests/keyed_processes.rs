@@ -44,9 +44,9 @@ fn limiter(url: &str, name: &str) -> KeyedFleet {
 
 /// One node, run by [`keyed_stocks_are_exact_through_a_kill_9`] in a process of its own: sells
 /// one unit at a time of every key in turn, printing `sold KEY VIA` after each sale (`VIA`:
-/// `Lease` or `Redis`), until 50
-/// passes in a row over all keys sell nothing (or 20 s have passed); then shuts down (giving
-/// its leftover leases back) and prints `done`.
+/// `Lease` or `Redis`), until 50 passes in a row over all keys, 20 ms apart, sell nothing
+/// (about a second: a lease refill or a batch in flight ends well within it), or 20 s have
+/// passed; then shuts down (giving its leftover leases back) and prints `done`.
 #[test]
 #[ignore = "a node of keyed_stocks_are_exact_through_a_kill_9, which runs it in a child process"]
 fn keyed_stock_node() {
@@ -76,7 +76,7 @@ fn keyed_stock_node() {
             idle_passes = 0;
         } else {
             idle_passes += 1;
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     fleet.shutdown();
