@@ -171,6 +171,60 @@ fn a_frozen_redis_never_oversells_nor_holds_a_check() {
     }
 }
 
+/// Redis frozen while the only batch in flight is a lease request (no check in it): a check
+/// queued behind it waits out its `max_wait` and is decided without Redis, and the limiter
+/// then shows the outage at once, not only when the request's command timeout (3 s) ends.
+/// (Before: only a check inside the late batch marked Redis sick, so a check queued behind a
+/// lease request left the state `Connected`.)
+#[test]
+fn a_check_held_behind_a_lease_request_shows_the_outage() {
+    let Some(r) = common::redis() else { return };
+    let fleet = KeyedFleet::stock("behind", STOCK)
+        .max_lease(MAX_LEASE)
+        .max_wait(Duration::from_millis(50))
+        .command_timeout(Duration::from_secs(3))
+        .hot_rate(50)
+        .connect(&r.url())
+        .unwrap();
+    wait_for("a lease", || {
+        fleet.check_blocking("hot", 1).via() == Via::Lease && fleet.stats().leased > 0
+    });
+    r.pause();
+    // Sell the lease down: its refill is asked for now, from the frozen Redis, and held.
+    let start = Instant::now();
+    let mut sold = 0;
+    while start.elapsed() < Duration::from_millis(500) {
+        let d = fleet.check_blocking("hot", 1);
+        if !d.is_allowed() {
+            break;
+        }
+        sold += 1;
+        // Slowly: the task's next tick sees the level fall and asks for a refill, alone in
+        // its batch, before the lease runs dry.
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(
+        sold * 2 <= 3 * MAX_LEASE,
+        "sold {sold} from a lease of at most {MAX_LEASE}"
+    );
+    // A cold check now queues behind the held request; it is decided within about its wait.
+    let t = Instant::now();
+    let d = fleet.check_blocking("cold", 1);
+    let took = t.elapsed();
+    assert!(!d.is_allowed(), "a stock sells nothing it has not leased");
+    assert!(took < Duration::from_secs(1), "a check waited {took:?}");
+    assert_ne!(
+        fleet.state(),
+        FleetState::Connected,
+        "a check waited out its max_wait behind a held batch"
+    );
+    r.resume();
+    wait_for("reconnection", || {
+        fleet.check_blocking("after", 1);
+        fleet.state() == FleetState::Connected
+    });
+}
+
 #[test]
 fn a_crash_strands_at_most_one_and_a_half_leases_per_key() {
     let Some(r) = common::redis() else { return };

@@ -268,10 +268,15 @@ impl Task {
 
     /// Checks past their deadline are decided by the fallback.
     fn expire(&mut self, now: Instant) {
+        // Queued checks wait for the batch in flight (one at a time): one that expires in the
+        // queue while a batch is out waited on Redis as much as the batch's own checks.
+        let mut queued_late = false;
         while self.queue.front().is_some_and(|r| r.deadline <= now) {
             let r = self.queue.pop_front().expect("checked");
             self.decide_by_fallback(r);
+            queued_late = true;
         }
+        let held_up = queued_late && self.inflight.as_ref().is_some_and(|f| f.call.is_some());
         let mut late = Vec::new();
         if let Some(f) = &mut self.inflight {
             for w in &mut f.waiters {
@@ -280,9 +285,11 @@ impl Task {
                 }
             }
         }
-        if !late.is_empty() {
-            // Redis holds a batch past a check's wait: count it sick, so the next checks are
-            // decided at once, until this batch (or its retry) is answered.
+        if !late.is_empty() || held_up {
+            // Redis holds a batch past a check's wait (a check in the batch, or one queued
+            // behind it): count it sick, so the next checks are decided at once, until this
+            // batch (or its retry) is answered. A batch with no check in it (a lease request)
+            // counts too: the checks behind it waited.
             self.shared.state.set(self.outage_state());
             for r in std::mem::take(&mut self.queue) {
                 self.decide_by_fallback(r);
