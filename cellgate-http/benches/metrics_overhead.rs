@@ -213,27 +213,13 @@ fn two_threads_on_over_off() {
             run(0);
             run(1);
         }
-        let mut ratios: Vec<f64> = (0..PAIRS)
-            .map(|i| {
-                if i % 2 == 0 {
-                    let off = run(0);
-                    run(1) / off
-                } else {
-                    let on = run(1);
-                    on / run(0)
-                }
-            })
-            .collect();
+        let [q1, median, q3] =
+            common::quartiles_of_pairs(PAIRS, || run(0), || run(1), |off, on| on / off);
         for o in &orders {
             o.send(None).unwrap();
         }
-        ratios.sort_by(f64::total_cmp);
-        let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f) as usize];
         println!(
-            "metrics_two_threads_on_over_off/{name}: median {:.3} (quartiles {:.3} .. {:.3}; {PAIRS} pairs of runs of 2 x {RUN} requests)",
-            q(0.5),
-            q(0.25),
-            q(0.75)
+            "metrics_two_threads_on_over_off/{name}: median {median:.3} (quartiles {q1:.3} .. {q3:.3}; {PAIRS} pairs of runs of 2 x {RUN} requests)",
         );
     }
 }

@@ -177,16 +177,6 @@ impl Node {
     }
 }
 
-/// What Redis says `name` has taken of `key` (units sold or leased).
-fn taken(r: &common::RedisServer, name: &str, key: &str) -> u64 {
-    let mut c = r.connection().unwrap();
-    let v: Option<u64> = redis::cmd("GET")
-        .arg(cellgate_redis::keyed::key_of(name, key))
-        .query(&mut c)
-        .unwrap();
-    v.unwrap_or(0)
-}
-
 #[test]
 fn keyed_stocks_are_exact_through_a_kill_9() {
     let Some(r) = common::redis() else { return };
@@ -221,7 +211,7 @@ fn keyed_stocks_are_exact_through_a_kill_9() {
             .map(|n| n.sold.get(&k).copied().unwrap_or(0))
             .sum();
         let by_victim = victim.sold.get(&k).copied().unwrap_or(0);
-        let taken = taken(&r, "skus", &k);
+        let taken = r.taken("skus", &k);
         assert!(
             by_survivors + by_victim <= taken,
             "{k}: {by_survivors} + {by_victim} sold, {taken} taken in Redis"

@@ -29,16 +29,6 @@ fn limiter(url: &str, name: &str) -> KeyedFleet {
         .unwrap()
 }
 
-/// What Redis says `name` has taken of `key` (units sold or leased).
-fn taken(r: &common::RedisServer, name: &str, key: &str) -> u64 {
-    let mut c = r.connection().unwrap();
-    let v: Option<u64> = redis::cmd("GET")
-        .arg(cellgate_redis::keyed::key_of(name, key))
-        .query(&mut c)
-        .unwrap();
-    v.unwrap_or(0)
-}
-
 #[test]
 fn two_limiters_sell_exactly_each_keys_stock() {
     let Some(r) = common::redis() else { return };
@@ -87,7 +77,7 @@ fn two_limiters_sell_exactly_each_keys_stock() {
         f.shutdown();
     }
     for (key, n) in &sold {
-        assert_eq!(taken(&r, "skus", key), *n, "{key}: taken in Redis vs sold");
+        assert_eq!(r.taken("skus", key), *n, "{key}: taken in Redis vs sold");
     }
     // A third limiter sells the rest, exactly: each key's stock sold in total.
     let last = limiter(&r.url(), "skus");
@@ -167,7 +157,7 @@ fn a_frozen_redis_never_oversells_nor_holds_a_check() {
     // Nothing sold twice nor lost: Redis holds exactly what was sold, leases given back.
     for (key, n) in &sold {
         assert!(*n <= STOCK);
-        assert_eq!(taken(&r, "frozen", key), *n, "{key}");
+        assert_eq!(r.taken("frozen", key), *n, "{key}");
     }
 }
 
@@ -258,7 +248,7 @@ fn a_crash_strands_at_most_one_and_a_half_leases_per_key() {
         std::thread::sleep(Duration::from_millis(100));
         // What a crash of both limiters now would strand: taken in Redis, not sold.
         for key in keys {
-            let (taken, sold) = (taken(&r, "crash", key), sold[key]);
+            let (taken, sold) = (r.taken("crash", key), sold[key]);
             assert!(
                 taken >= sold,
                 "{key}: Redis counts {taken} taken for {sold} sold"

@@ -7,17 +7,27 @@
 /// of `other - base` over the pairs.
 pub fn quartiles_of_differences(
     pairs: usize,
+    base: impl FnMut() -> f64,
+    other: impl FnMut() -> f64,
+) -> [f64; 3] {
+    quartiles_of_pairs(pairs, base, other, |b, o| o - b)
+}
+
+/// As [`quartiles_of_differences`], of `compare(base, other)` for each pair.
+pub fn quartiles_of_pairs(
+    pairs: usize,
     mut base: impl FnMut() -> f64,
     mut other: impl FnMut() -> f64,
+    compare: impl Fn(f64, f64) -> f64,
 ) -> [f64; 3] {
     let mut diffs: Vec<f64> = (0..pairs)
         .map(|i| {
             if i % 2 == 0 {
                 let first = base();
-                other() - first
+                compare(first, other())
             } else {
                 let first = other();
-                first - base()
+                compare(base(), first)
             }
         })
         .collect();

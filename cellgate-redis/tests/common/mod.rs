@@ -185,6 +185,15 @@ impl RedisServer {
         cellgate_redis::script_calls(&info)
     }
 
+    /// What the keyed limit `name` has taken of `key` (a stock's units sold or leased).
+    pub fn taken(&self, name: &str, key: &str) -> u64 {
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(cellgate_redis::keyed::key_of(name, key))
+            .query(&mut self.connection().unwrap())
+            .unwrap();
+        v.unwrap_or(0)
+    }
+
     pub fn hgetall(&self, key: &str) -> std::collections::HashMap<String, String> {
         redis::cmd("HGETALL")
             .arg(key)
