@@ -17,11 +17,17 @@
 //!    recording, alternately in runs of 1,024 on one thread (which goes first alternates), so
 //!    that the machine's load drifts over both alike; the median over 20,000 pairs of runs of
 //!    (recorded - unrecorded) per check, and the same for two unrecorded runs as the control.
+//!    Each check twice: compiled inline with its recording (`keyed`), and behind a call the
+//!    compiler cannot inline (`keyed_called`), as the layer calls its limit through
+//!    `Arc<dyn ErasedLimit>` and records after the call returns. The control's two loops run
+//!    the same code from two places in the binary: what it shows beside zero is what code
+//!    placement alone moves a figure by in that build.
 //! 2. Criterion, each variant on its own, in the order unrecorded, recorded, unrecorded again,
 //!    recorded_off (so that a drift in the machine over the run shows in the control).
 //!
-//! The checks are admitted (a quota of 10^9 per second) but for `direct_denied` (a drained
-//! limiter), on one key, on the limiter's real clock, as the layer would check them.
+//! The checks are admitted (a quota of 10^9 per second) but for `direct_denied` and
+//! `keyed_denied` (drained limiters), on one key, on the limiter's real clock, as the layer
+//! would check them.
 
 mod common;
 
@@ -38,9 +44,9 @@ fn quota() -> Quota {
 }
 
 /// Runs `each` on the checks measured: a direct GCRA limiter admitting, the same denying, and a
-/// keyed one admitting (a `u64` key in the default store, as `PeerIp` and the other extractors
-/// key their limits). Generic rather
-/// than boxed, so that each check is compiled inline with its recording, as in the layer.
+/// keyed one admitting and denying (a `u64` key in the default store, as `PeerIp` and the
+/// other extractors key their limits). Generic, so that the inline form compiles each check
+/// with its recording; the `_called` form then puts the same check behind a `&dyn Fn`.
 macro_rules! for_each_check {
     ($each:ident $(, $arg:expr)*) => {{
         let direct = Limiter::gcra(quota()).build().unwrap();
@@ -52,6 +58,9 @@ macro_rules! for_each_check {
         let keyed = KeyedLimiter::<u64>::gcra(quota()).build().unwrap();
         let key = 0x5eed_u64;
         $each("keyed", &|| keyed.check(black_box(&key)) $(, $arg)*);
+        let keyed_drained = KeyedLimiter::<u64>::gcra(Quota::per_hour(1)).build().unwrap();
+        keyed_drained.check(&key);
+        $each("keyed_denied", &|| keyed_drained.check(black_box(&key)) $(, $arg)*);
     }};
 }
 
@@ -101,6 +110,15 @@ fn record_minus_check() {
 }
 
 fn alternate(name: &str, check: &impl Fn() -> Decision, on: &BenchRecording) {
+    pairs(name, check, on);
+    // As the layer runs it: the check behind a call the compiler cannot inline (the layer
+    // calls its limit through `Arc<dyn ErasedLimit>`), so that both variants run the same
+    // compiled check and differ only by the recording after it.
+    let called: &dyn Fn() -> Decision = black_box(check);
+    pairs(&format!("{name}_called"), &|| called(), on);
+}
+
+fn pairs(name: &str, check: &impl Fn() -> Decision, on: &BenchRecording) {
     const RUN: u32 = 1024;
     const PAIRS: usize = 20_000;
     // The recorder of the second run of each pair; `None` is the control.
