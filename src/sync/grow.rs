@@ -352,3 +352,68 @@ impl Cache {
         self.entries.retain(|e| e.alive.strong_count() > 0);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exited_thread_keeps_no_arrays_alive() {
+        let published = std::sync::Arc::new(Published::new(
+            vec![Shared::new(Array::empty(8))].into_boxed_slice(),
+        ));
+        let first = Shared::downgrade(&published.current.lock());
+        let p = std::sync::Arc::clone(&published);
+        // The thread caches the first set, then exits (`join` returns after its thread-local
+        // destructors have run).
+        std::thread::spawn(move || {
+            assert_eq!(p.with(|arrays| Some(arrays.len())), Some(1));
+        })
+        .join()
+        .unwrap();
+        // Replaced: the set stays alive only if an exited thread's cache still holds it.
+        published.replace(0, Shared::new(Array::empty(16)));
+        assert!(first.upgrade().is_none(), "the exited thread kept the set");
+    }
+
+    /// Checks the table from a thread-local's destructor, at thread exit.
+    struct CheckAtExit(std::sync::Arc<Published>);
+
+    impl Drop for CheckAtExit {
+        fn drop(&mut self) {
+            // Whether or not this thread's cache is still there, the check is answered (by the
+            // cache, or through the lock once it is gone: `None` here).
+            let seen = self.0.with(|arrays| Some(arrays.len()));
+            assert!(seen.is_none() || seen == Some(1));
+        }
+    }
+
+    thread_local! {
+        static AT_EXIT: std::cell::RefCell<Option<CheckAtExit>> = const {
+            std::cell::RefCell::new(None)
+        };
+    }
+
+    #[test]
+    fn a_check_at_thread_exit_leaves_nothing_cached() {
+        let published = std::sync::Arc::new(Published::new(
+            vec![Shared::new(Array::empty(8))].into_boxed_slice(),
+        ));
+        let first = Shared::downgrade(&published.current.lock());
+        let p = std::sync::Arc::clone(&published);
+        std::thread::spawn(move || {
+            // Registered before the cache's thread-local, so that (destructors running in
+            // reverse order of registration, as on Linux) it checks the table after the cache
+            // was dropped: nothing may be cached again then.
+            AT_EXIT.with(|c| *c.borrow_mut() = Some(CheckAtExit(std::sync::Arc::clone(&p))));
+            assert_eq!(p.with(|arrays| Some(arrays.len())), Some(1));
+        })
+        .join()
+        .unwrap();
+        published.replace(0, Shared::new(Array::empty(16)));
+        assert!(
+            first.upgrade().is_none(),
+            "a check at exit left the set cached"
+        );
+    }
+}
