@@ -356,28 +356,32 @@ impl Cache {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    #[test]
-    fn an_exited_thread_keeps_no_arrays_alive() {
-        let published = std::sync::Arc::new(Published::new(
+    /// Publishes a set, runs `body` on a thread that then exits (`join` returns after its
+    /// thread-local destructors have run), replaces the set, and tells whether the first set
+    /// was freed: it stays alive only if an exited thread's cache still holds it.
+    fn freed_after_exit(body: impl FnOnce(&Arc<Published>) + Send + 'static) -> bool {
+        let published = Arc::new(Published::new(
             vec![Shared::new(Array::empty(8))].into_boxed_slice(),
         ));
         let first = Shared::downgrade(&published.current.lock());
-        let p = std::sync::Arc::clone(&published);
-        // The thread caches the first set, then exits (`join` returns after its thread-local
-        // destructors have run).
-        std::thread::spawn(move || {
-            assert_eq!(p.with(|arrays| Some(arrays.len())), Some(1));
-        })
-        .join()
-        .unwrap();
-        // Replaced: the set stays alive only if an exited thread's cache still holds it.
+        let p = Arc::clone(&published);
+        std::thread::spawn(move || body(&p)).join().unwrap();
         published.replace(0, Shared::new(Array::empty(16)));
-        assert!(first.upgrade().is_none(), "the exited thread kept the set");
+        first.upgrade().is_none()
+    }
+
+    #[test]
+    fn an_exited_thread_keeps_no_arrays_alive() {
+        let freed = freed_after_exit(|p| {
+            assert_eq!(p.with(|arrays| Some(arrays.len())), Some(1));
+        });
+        assert!(freed, "the exited thread kept the set");
     }
 
     /// Checks the table from a thread-local's destructor, at thread exit.
-    struct CheckAtExit(std::sync::Arc<Published>);
+    struct CheckAtExit(Arc<Published>);
 
     impl Drop for CheckAtExit {
         fn drop(&mut self) {
@@ -396,24 +400,13 @@ mod tests {
 
     #[test]
     fn a_check_at_thread_exit_leaves_nothing_cached() {
-        let published = std::sync::Arc::new(Published::new(
-            vec![Shared::new(Array::empty(8))].into_boxed_slice(),
-        ));
-        let first = Shared::downgrade(&published.current.lock());
-        let p = std::sync::Arc::clone(&published);
-        std::thread::spawn(move || {
+        let freed = freed_after_exit(|p| {
             // Registered before the cache's thread-local, so that (destructors running in
             // reverse order of registration, as on Linux) it checks the table after the cache
             // was dropped: nothing may be cached again then.
-            AT_EXIT.with(|c| *c.borrow_mut() = Some(CheckAtExit(std::sync::Arc::clone(&p))));
+            AT_EXIT.with(|c| *c.borrow_mut() = Some(CheckAtExit(Arc::clone(p))));
             assert_eq!(p.with(|arrays| Some(arrays.len())), Some(1));
-        })
-        .join()
-        .unwrap();
-        published.replace(0, Shared::new(Array::empty(16)));
-        assert!(
-            first.upgrade().is_none(),
-            "a check at exit left the set cached"
-        );
+        });
+        assert!(freed, "a check at exit left the set cached");
     }
 }
