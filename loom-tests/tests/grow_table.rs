@@ -263,3 +263,82 @@ fn a_light_key_made_busy_races_its_eviction() {
         }
     });
 }
+
+/// Two checks of a new key B race a peek of it, each thread's view taken before B existed (each
+/// peeked B once, finding it absent without a lock); one check's insert grows the array. A peek
+/// of a key it finds absent, and a check that would write nothing on a fresh state, decide
+/// without the lock; one that writes must insert under it. Both units land in B's one slot, and
+/// the racing peek reports 2, 1 or 0 left, as some order of the three calls would.
+#[test]
+fn checks_of_a_new_key_race_a_lock_free_peek() {
+    deterministic_hashing();
+    model("checks_of_a_new_key_race_a_lock_free_peek", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = Arc::new(limiter(&clock));
+        // A fills the two-slot array: B's insert grows it.
+        assert!(lim.check(&A).is_allowed());
+        assert_eq!(lim.peek(&B).remaining(), 2);
+        let other = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || {
+                // Before this thread's check: at most the main thread's unit is spent.
+                assert!(lim.peek(&B).remaining() >= 1, "a unit spent twice");
+                lim.check(&B)
+            })
+        };
+        let peeker = {
+            let lim = Arc::clone(&lim);
+            thread::spawn(move || lim.peek(&B))
+        };
+        let mine = lim.check(&B);
+        let theirs = other.join().unwrap();
+        let peeked = peeker.join().unwrap();
+        assert!(mine.is_allowed() && theirs.is_allowed());
+        let mut left = [mine.remaining(), theirs.remaining()];
+        left.sort_unstable();
+        assert_eq!(left, [0, 1], "one of the two units was lost");
+        assert!(peeked.remaining() <= 2, "{peeked:?}");
+        assert_eq!(lim.len(), 2, "B held once, A kept");
+        assert_eq!(lim.peek(&B).remaining(), 0, "B's units were not stored");
+    });
+}
+
+/// A table built where a dropped one was (its index in every thread's cache reused): a thread
+/// that cached the dropped table's arrays and then checks the new table must use the new
+/// table's, never the old one's. The old table had A's two units spent; the new one starts
+/// fresh, and its checks are stored in it.
+#[test]
+fn a_table_built_after_one_was_dropped_starts_fresh() {
+    deterministic_hashing();
+    model("a_table_built_after_one_was_dropped_starts_fresh", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let old = Arc::new(limiter(&clock));
+        let (tx, rx) = loom::sync::mpsc::channel();
+        let user = {
+            let old = Arc::clone(&old);
+            thread::spawn(move || {
+                assert!(old.check_n(&A, 2).is_allowed());
+                drop(old);
+                let new: Arc<KeyedLimiter<u64, ManualClock>> = rx.recv().unwrap();
+                let first = new.check(&A);
+                (first, new)
+            })
+        };
+        drop(old);
+        let new = Arc::new(limiter(&clock));
+        tx.send(Arc::clone(&new)).unwrap();
+        let check = new.check(&A);
+        let (first, _) = user.join().unwrap();
+        assert!(
+            check.is_allowed() && first.is_allowed(),
+            "{check:?} {first:?}"
+        );
+        assert_eq!(
+            new.peek(&A).remaining(),
+            0,
+            "a check landed in the dropped table's arrays"
+        );
+    });
+}

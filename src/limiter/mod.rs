@@ -7,6 +7,8 @@
 pub(crate) mod direct;
 mod engine;
 pub(crate) mod keyed;
+#[cfg(all(test, not(loom)))]
+mod locks_per_check;
 pub(crate) mod policy;
 pub(crate) mod rate_limiter;
 pub(crate) mod setting;

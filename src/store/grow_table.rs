@@ -158,6 +158,17 @@ pub(crate) trait GrowPolicy {
     fn dropped_live(&self, n: usize);
 }
 
+/// What a lock-free probe of the growing table found (see [`GrowTable::try_update`]).
+#[derive(Debug)]
+pub(crate) enum Probe<R> {
+    /// The key is held; what acting on it gave.
+    Hit(R),
+    /// The key is not held.
+    Absent,
+    /// The probe cannot tell: ask under the shard's lock.
+    Unsure,
+}
+
 /// The growing table. See the module docs.
 pub(crate) struct GrowTable {
     shards: Box<[CachePadded<Lock<ShardState>>]>,
@@ -248,20 +259,37 @@ impl GrowTable {
     }
 
     /// The lock-free path: applies `step` to the key with hash `h` if this thread's view of
-    /// its shard's array holds it and is not frozen; `None` otherwise (the caller goes to the
-    /// shard's lock).
+    /// its shard's array holds it and is not frozen ([`Probe::Hit`]). [`Probe::Absent`] if the
+    /// view is of an array that is not frozen and the key is not in it: the key is not held,
+    /// unless an insert of it is racing this probe. [`Probe::Unsure`] otherwise (a frozen
+    /// array, or no cache to use): the caller goes to the shard's lock.
     #[inline(always)]
     pub(crate) fn try_update<R>(
         &self,
         h: u64,
         step: impl FnMut(u64) -> (R, Option<u64>),
-    ) -> Option<R> {
+    ) -> Probe<R> {
+        self.probe_view(h, |array, i| array.update(i, step))
+    }
+
+    /// Probes this thread's view of the shard of the key with hash `h`; `on_hit` acts on the
+    /// slot found (`None`: the array is frozen).
+    #[inline(always)]
+    fn probe_view<R>(&self, h: u64, on_hit: impl FnOnce(&Array, usize) -> Option<R>) -> Probe<R> {
         let shard = self.shard_index(h);
-        self.published.with(|arrays| {
-            let array = &arrays[shard];
-            let i = Self::probe(array, fingerprint(h)).ok()?;
-            array.update(i, step)
-        })
+        self.published
+            .with(|arrays| {
+                let array = &arrays[shard];
+                Some(match Self::probe(array, fingerprint(h)) {
+                    Ok(i) => on_hit(array, i).map_or(Probe::Unsure, Probe::Hit),
+                    // Fingerprints leave an array only with the whole array, after its freeze:
+                    // a key absent from an array that is not frozen is absent from the table
+                    // (a key inserted since is an insert this probe raced).
+                    Err(Some(_)) if !array.is_frozen() => Probe::Absent,
+                    Err(_) => Probe::Unsure,
+                })
+            })
+            .unwrap_or(Probe::Unsure)
     }
 
     /// Loads the home slot of the key with hash `h` (see [`crate::store::table::Table::touch`]).
@@ -276,16 +304,15 @@ impl GrowTable {
             .unwrap_or(EMPTY)
     }
 
-    /// The state of the key with hash `h`, `None` if it is not held. A miss is confirmed under
-    /// the shard's lock (an insert or a rebuild may be in progress).
+    /// The state of the key with hash `h`, `None` if it is not held. Lock-free unless this
+    /// thread's view of the shard is out of date (a rebuild is under way or just happened).
     #[inline]
     pub(crate) fn get(&self, h: u64) -> Option<u64> {
-        let shard = self.shard_index(h);
-        let seen = self.published.with(|arrays| {
-            let array = &arrays[shard];
-            array.state(Self::probe(array, fingerprint(h)).ok()?)
-        });
-        seen.or_else(|| self.get_locked(h))
+        match self.probe_view(h, |array, i| array.state(i)) {
+            Probe::Hit(word) => Some(word),
+            Probe::Absent => None,
+            Probe::Unsure => self.get_locked(h),
+        }
     }
 
     #[cold]
@@ -303,10 +330,11 @@ impl GrowTable {
         h: u64,
         mut step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        if let Some(r) = self.try_update(h, &mut step) {
-            return Some(r);
+        match self.try_update(h, &mut step) {
+            Probe::Hit(r) => Some(r),
+            Probe::Absent => None,
+            Probe::Unsure => self.update_existing_locked(h, step),
         }
-        self.update_existing_locked(h, step)
     }
 
     #[cold]

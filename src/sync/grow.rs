@@ -170,10 +170,14 @@ impl Array {
         self.slots[i].state.load(Ordering::Relaxed)
     }
 
+    /// Whether a rebuild has frozen the array. After a load of a state word, exact for that
+    /// word (see below); after a probe that missed, a hint: a stale `false` sends a probe that
+    /// raced a rebuild to decide on an array that was current a moment before.
     #[inline(always)]
-    fn is_frozen(&self) -> bool {
-        // Relaxed: it is read only after a load of a state word, whose Acquire (when that
-        // load saw a flipped word) already orders the flag's store before this load.
+    pub(crate) fn is_frozen(&self) -> bool {
+        // Relaxed: read after a load of a state word, whose Acquire (when that load saw a
+        // flipped word) already orders the flag's store before this load. After a missed probe
+        // nothing is published through the flag: the miss decides only what writes nothing.
         self.frozen.load(Ordering::Relaxed)
     }
 
@@ -205,21 +209,32 @@ impl Array {
 pub(crate) type Arrays = Box<[Shared<Array>]>;
 
 /// The arrays a table's checks use, published so that a check reaches them without a shared
-/// write: each thread keeps its own reference to the set it last saw (a thread-local cache)
-/// and takes a new one only when a rebuild has published a newer set.
+/// write: each thread keeps its own reference to the set it last saw of each table (a
+/// thread-local cache with one entry per table) and takes a new one only when a rebuild of that
+/// table has published a newer set.
+///
+/// A check finds its table's entry by the table's *index* (a small number, unique among the
+/// tables alive, reused after a table is dropped) and trusts it if the entry's generation is the
+/// table's current one. Generations are drawn from one process-wide sequence, so an entry left
+/// by a dropped table whose index was reused never matches the new table's. A thread that
+/// checks many tables in turn therefore renews nothing on a hit: no lock, no reference count,
+/// no reordering of its cache.
 ///
 /// A thread may use a set that is out of date for as long as one check takes (it compared the
 /// generation just before a rebuild bumped it): its array is then frozen, and the check goes to
 /// the shard's lock (see [`Array::update`]). So correctness never depends on the cache being
 /// fresh, only speed does.
 ///
-/// Memory: a thread's cache keeps the arrays of the last set it saw alive until its next check
-/// of the table after a rebuild (it then drops them), until it renews any table's entry after
-/// the table was dropped (renewing prunes the entries of dropped tables), or until it exits.
+/// Memory: a thread's cache keeps the arrays of the last set it saw of each table alive until
+/// its next check of that table after a rebuild (it then drops them), until it renews any
+/// table's entry after the table was dropped (renewing drops the entries of dropped tables), or
+/// until it exits. The cache has one entry per index, so its length is the most tables alive at
+/// once.
 pub(crate) struct Published {
-    /// Distinguishes this table's entry in a thread's cache.
-    id: u64,
-    /// Bumped by every [`replace`](Self::replace).
+    /// This table's entry in every thread's cache (see [`Indices`]).
+    index: usize,
+    /// The current set's generation: a fresh value of [`next_generation`] at every
+    /// [`replace`](Self::replace).
     generation: AtomicU64,
     current: Lock<Shared<Arrays>>,
     /// Lets caches see that the table is gone (they hold only weak references to it).
@@ -230,27 +245,23 @@ pub(crate) struct Published {
 impl std::fmt::Debug for Published {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Published")
-            .field("id", &self.id)
+            .field("index", &self.index)
             .finish_non_exhaustive()
     }
 }
 
 /// One table's entry in a thread's cache.
 struct Entry {
-    id: u64,
     generation: u64,
     arrays: Shared<Arrays>,
     #[cfg(not(loom))]
     alive: std::sync::Weak<()>,
 }
 
-/// A thread's cache: its entries, most recently refreshed first.
+/// A thread's cache: entry `i` is that of the table with index `i`, if the thread has used it.
 struct Cache {
-    entries: Vec<Entry>,
+    entries: Vec<Option<Entry>>,
 }
-
-/// Entries a thread keeps at most (tables it uses at once); the least recently refreshed goes.
-const MAX_ENTRIES: usize = 8;
 
 #[cfg(not(loom))]
 thread_local! {
@@ -263,20 +274,71 @@ loom::thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache { entries: Vec::new() });
 }
 
-/// Ids of tables: a std atomic even under loom (a static cannot hold a loom atomic); only
+/// Generations of every table's sets: one process-wide sequence, so that a generation names one
+/// set of one table. A std atomic even under loom (a static cannot hold a loom atomic): only
 /// distinctness matters.
-fn next_id() -> u64 {
+fn next_generation() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     // Relaxed: only distinctness matters, which the atomic increment gives.
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The indices of the tables alive: the smallest free one for a new table, given back when the
+/// table is dropped, so that the caches' length follows the tables alive at once rather than
+/// every table ever built. Taken only when a table is built or dropped.
+struct Indices {
+    /// Indices given back, to be reused.
+    free: Vec<usize>,
+    /// One past the largest index ever handed out.
+    next: usize,
+}
+
+#[cfg(not(loom))]
+static INDICES: std::sync::Mutex<Indices> = std::sync::Mutex::new(Indices {
+    free: Vec::new(),
+    next: 0,
+});
+// Under loom, a static made afresh for each execution, behind a loom mutex: which index a table
+// gets then depends only on the interleaving (models run in parallel in one process).
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref INDICES: loom::sync::Mutex<Indices> = loom::sync::Mutex::new(Indices {
+        free: Vec::new(),
+        next: 0,
+    });
+}
+
+impl Indices {
+    fn with<R>(f: impl FnOnce(&mut Indices) -> R) -> R {
+        // The data is consistent at every point a panic could unwind from (see `lock.rs`).
+        let mut indices = INDICES.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut indices)
+    }
+
+    fn take() -> usize {
+        Self::with(|indices| {
+            // Smallest first, so that tables built and dropped in turn keep caches short.
+            match indices.free.iter().enumerate().min_by_key(|&(_, &i)| i) {
+                Some((at, _)) => indices.free.swap_remove(at),
+                None => {
+                    indices.next += 1;
+                    indices.next - 1
+                }
+            }
+        })
+    }
+
+    fn give_back(index: usize) {
+        Self::with(|indices| indices.free.push(index));
+    }
 }
 
 impl Published {
     /// Publishes `arrays` (one per shard).
     pub(crate) fn new(arrays: Arrays) -> Self {
         Self {
-            id: next_id(),
-            generation: AtomicU64::new(0),
+            index: Indices::take(),
+            generation: AtomicU64::new(next_generation()),
             current: Lock::new(Shared::new(arrays)),
             #[cfg(not(loom))]
             alive: std::sync::Arc::new(()),
@@ -296,42 +358,40 @@ impl Published {
                 // Relaxed: a stale generation only means a stale set, which checks detect
                 // through the frozen arrays; the set itself is taken under the lock.
                 let generation = self.generation.load(Ordering::Relaxed);
-                match cache.entries.first() {
-                    Some(e) if e.id == self.id && e.generation == generation => {}
+                match cache.entries.get(self.index) {
+                    Some(Some(e)) if e.generation == generation => {}
                     _ => self.refresh(&mut cache),
                 }
-                f(&cache.entries.first()?.arrays)
+                f(&cache.entries.get(self.index)?.as_ref()?.arrays)
             })
             .ok()
             .flatten()
     }
 
-    /// Puts this table's current set first in `cache`.
+    /// Puts this table's current set in its entry of `cache`.
     #[cold]
     #[inline(never)]
     fn refresh(&self, cache: &mut Cache) {
+        #[cfg(all(test, not(loom)))]
+        counts::REFRESHES.with(|n| n.set(n.get() + 1));
         let (generation, arrays) = {
             let current = self.current.lock();
-            // Relaxed: read under the lock that `replace` bumps it under.
+            // Relaxed: read under the lock that `replace` sets it under.
             (
                 self.generation.load(Ordering::Relaxed),
                 Shared::clone(&current),
             )
         };
-        let entry = Entry {
-            id: self.id,
+        cache.prune();
+        if cache.entries.len() <= self.index {
+            cache.entries.resize_with(self.index + 1, || None);
+        }
+        cache.entries[self.index] = Some(Entry {
             generation,
             arrays,
             #[cfg(not(loom))]
             alive: std::sync::Arc::downgrade(&self.alive),
-        };
-        if let Some(at) = cache.entries.iter().position(|e| e.id == self.id) {
-            cache.entries.remove(at);
-        } else if cache.entries.len() == MAX_ENTRIES {
-            cache.entries.pop();
-        }
-        cache.entries.insert(0, entry);
-        cache.prune();
+        });
     }
 
     /// Replaces shard `shard`'s array in the published set. Under that shard's lock.
@@ -341,15 +401,41 @@ impl Published {
         arrays[shard] = array;
         *current = Shared::new(arrays.into_boxed_slice());
         // Relaxed: read by `refresh` under the same lock; by checks only as a hint.
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.generation.store(next_generation(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        Indices::give_back(self.index);
     }
 }
 
 impl Cache {
-    /// Drops the entries of tables that are gone.
+    /// Drops the entries of tables that are gone, and the empty tail.
     fn prune(&mut self) {
         #[cfg(not(loom))]
-        self.entries.retain(|e| e.alive.strong_count() > 0);
+        for entry in &mut self.entries {
+            if entry.as_ref().is_some_and(|e| e.alive.strong_count() == 0) {
+                *entry = None;
+            }
+        }
+        while matches!(self.entries.last(), Some(None)) {
+            self.entries.pop();
+        }
+    }
+}
+
+/// What the tests count on the calling thread: renewals of a cache entry.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod counts {
+    thread_local! {
+        pub(super) static REFRESHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Cache entries this thread has renewed so far.
+    pub(crate) fn refreshes() -> u64 {
+        REFRESHES.with(std::cell::Cell::get)
     }
 }
 

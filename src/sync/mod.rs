@@ -21,7 +21,7 @@ pub(crate) mod cell;
 mod counter;
 pub(crate) mod grow;
 pub(crate) mod high_water;
-mod lock;
+pub(crate) mod lock;
 pub(crate) mod map;
 mod seqlock;
 mod slot;

@@ -75,8 +75,14 @@ where
             }
             Store::Grow(table, hasher) => {
                 let h = crate::store::hash(hasher, key);
-                if let Some(r) = table.try_update(h, &step) {
-                    return Some(r);
+                match table.try_update(h, &step) {
+                    Probe::Hit(r) => return Some(r),
+                    Probe::Absent => {
+                        if let Ok(r) = limiter.decide_absent(&step) {
+                            return Some(r);
+                        }
+                    }
+                    Probe::Unsure => {}
                 }
                 limiter.insert_hashed(table, h, now, step, capped)
             }
@@ -115,6 +121,29 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
     }
 
+    /// A key that is not held: `Ok` with `step`'s result on the fresh word if that writes
+    /// nothing (a peek, a denial, a write that leaves the state fresh), `Err` with the result
+    /// and the word to insert otherwise. Takes no lock, so a sold-out rush of peeks and denials for keys never seen
+    /// never meets a writer.
+    ///
+    /// The fresh word reads the sweep floor without the shard lock that orders it after a
+    /// sweep (see [`fresh_word`](Self::fresh_word)); a floor read stale is lower, so the word is
+    /// at most as charged as it should be, and a step that writes nothing on it writes nothing
+    /// on the right one either (a denial on a less charged state is a denial). Only what is
+    /// reported (a peek's `remaining`, a denial's wait) can then be that of a key swept at a
+    /// later clock reading than this check's.
+    #[inline]
+    pub(super) fn decide_absent<R>(
+        &self,
+        step: &impl Fn(u64) -> (R, Option<u64>),
+    ) -> Result<R, (R, u64)> {
+        let fresh = self.fresh_word();
+        match step(fresh) {
+            (result, Some(word)) if word != fresh => Err((result, word)),
+            (result, _) => Ok(result),
+        }
+    }
+
     /// A fingerprint table's miss path: the key was not found (or vanished under a sweep, or
     /// its shard of the growing table was being rebuilt). Out of line: the hit path stays
     /// short.
@@ -150,12 +179,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let fresh = self.fresh_word();
-        let (result, write) = step(fresh);
-        let Some(word) = write.filter(|&w| w != fresh) else {
-            // Nothing to remember: denied on a fresh state, n = 0, or a write that leaves the
-            // state fresh.
-            return Some(result);
+        let (result, word) = match self.decide_absent(&step) {
+            Ok(result) => return Some(result),
+            Err(write) => write,
         };
         let cap = if capped { self.max_keys } else { usize::MAX };
         map.insert(

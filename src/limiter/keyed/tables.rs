@@ -50,8 +50,14 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        if let Some((word, next)) = table.try_update(h, step) {
-            return decision_after(algorithm, word, next, now, n);
+        match table.try_update(h, step) {
+            Probe::Hit((word, next)) => return decision_after(algorithm, word, next, now, n),
+            Probe::Absent => {
+                if let Ok((word, next)) = self.decide_absent(&step) {
+                    return decision_after(algorithm, word, next, now, n);
+                }
+            }
+            Probe::Unsure => {}
         }
         match self.insert_hashed(table, h, now, step, true) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
