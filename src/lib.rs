@@ -112,9 +112,13 @@
 //!
 //! ## Time
 //!
-//! Clocks may go backwards; no algorithm gives extra credit when they do, and none panics (a
-//! [`StripedLimiter`] built with `relaxed_clock()` trades this, across stripes, for a hot path
-//! with no shared write, within the bound its docs give).
+//! Clocks may go backwards; no algorithm gives extra credit when they do, and none panics. The
+//! one exception is bounded and documented: a [`StripedLimiter`] (the hot-key mode) shares its
+//! time across stripes through a mark it writes once per lag rather than once per admission, so
+//! a clock that steps back can lend it at most one unit (16 µs of the rate for quotas faster
+//! than 61,035 a second) beyond one cell's ceiling; `strict_clock()` makes it exact at the
+//! price of a shared write per admission, `relaxed_clock()` drops the mark (its docs give
+//! both bounds).
 //! A stale `now` (the coarse clock) only makes decisions stricter.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

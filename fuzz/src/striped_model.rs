@@ -19,9 +19,10 @@
 //!   sum of the stripes' units (saturating); GCRA: Unsupported { "restock", "gcra" }
 //!
 //! time (GCRA; "A clock that steps back"): every operation decides at e = max(clock, H), H the
-//!   high-water mark (0 at first); by default a request allowed at e (n = 0 too) raises H to e
-//!   (stamps stay 0); with relaxed_clock(), a request allowed at e raises the stamp of the
-//!   stripe it started at (whichever stripe allowed it) to e; a check whose first stripe refuses
+//!   high-water mark (0 at first); with strict_clock() a request allowed at e (n = 0 too) raises
+//!   H to e (stamps stay 0); with relaxed_clock(), a request allowed at e raises the stamp of the
+//!   stripe it started at (whichever stripe allowed it) to e; by default both: the stamp, and
+//!   H to e when e > H + lag (lag = max(T, 16384 ns)); a check whose first stripe refuses
 //!   it reads P = that stripe's stamp; if P > e: H = max(H, P), and the check goes on at P from
 //!   its first stripe again (the denial then is chosen among the decisions at P); otherwise on
 //!   from the next stripe at e
@@ -45,8 +46,9 @@
 //! `burst + queue + (latest - earliest) / T`; and, for runs in which every check starts at the
 //! same stripe with `n` within its share of the burst, one cell's ceiling `burst + queue +
 //! (A_end - A_start) / T` over every run from an admission on (`A`: the latest reading of an
-//! admitted check) — by default (no relaxed_clock) that last bound for every run from an
-//! admission on, whatever stripes the checks start at and whatever their size. A rollback or a
+//! admitted check) — with strict_clock() that last bound for every run from an admission on,
+//! whatever stripes the checks start at and whatever their size; by default that bound plus the
+//! lag (`burst + queue + (A_end + lag - A_start) / T`) from any stripes. A rollback or a
 //! reservation ends the runs (the bounds count checks only).
 //! Invalid configurations must be the documented `ConfigError`s.
 
@@ -71,10 +73,25 @@ pub struct Input {
     pub kind: Kind,
     /// Stripes asked for: `Some(0)` must be an error; `None`: not set (the default).
     pub stripes: Option<u8>,
-    /// `relaxed_clock()` (GCRA: stamps instead of every admission raising the mark).
-    pub relaxed: bool,
+    /// How admissions share their time (GCRA).
+    pub time: TimeMode,
     pub ops: Vec<Op>,
 }
+
+/// The striped GCRA limiter's time modes.
+#[derive(Arbitrary, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeMode {
+    /// The default: an admission stamps its start stripe, and raises the mark when it is more
+    /// than the lag (`max(T, 16384 ns)`) ahead of it.
+    Lagged,
+    /// `strict_clock()`: every admission raises the mark.
+    Strict,
+    /// `relaxed_clock()`: stamps only.
+    Relaxed,
+}
+
+/// The default mode's least lag, ns (the crate's `MARK_LAG_NS`).
+const MARK_LAG_NS: u128 = 16_384;
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum Kind {
@@ -284,8 +301,9 @@ enum Model {
         whole: u128,
         /// The high-water mark.
         high: u128,
-        /// Every admission raises the mark (the default), rather than its start stripe's stamp.
-        shared: bool,
+        time: TimeMode,
+        /// The default mode's lag: `max(t, MARK_LAG_NS)`.
+        lag: u128,
     },
     Stock {
         /// `(share, left)` per stripe.
@@ -334,7 +352,7 @@ fn quota_of(kind: Kind) -> Option<Quota> {
     }
 }
 
-fn build_model(kind: Kind, stripes: Option<u8>, relaxed: bool) -> Result<Model, ConfigError> {
+fn build_model(kind: Kind, stripes: Option<u8>, time: TimeMode) -> Result<Model, ConfigError> {
     let Some(quota) = quota_of(kind) else {
         let Kind::Stock { units } = kind else {
             unreachable!("only stock has no quota")
@@ -437,7 +455,8 @@ fn build_model(kind: Kind, stripes: Option<u8>, relaxed: bool) -> Result<Model, 
         t,
         whole: b + queue,
         high: 0,
-        shared: !relaxed,
+        time,
+        lag: t.max(MARK_LAG_NS),
     })
 }
 
@@ -490,7 +509,8 @@ impl Model {
                 stripes,
                 limit,
                 high,
-                shared,
+                time,
+                lag,
                 ..
             } => {
                 let s = stripes.len();
@@ -510,10 +530,17 @@ impl Model {
                     let (seen, write) = g.step_within(e, n, *limit, ceiling);
                     if seen.allowed {
                         if let Mode::Take(_) = mode {
-                            if *shared {
-                                *high = (*high).max(e);
-                            } else {
-                                stripes[start].stamp = stripes[start].stamp.max(e);
+                            match *time {
+                                TimeMode::Strict => *high = (*high).max(e),
+                                TimeMode::Relaxed => {
+                                    stripes[start].stamp = stripes[start].stamp.max(e);
+                                }
+                                TimeMode::Lagged => {
+                                    stripes[start].stamp = stripes[start].stamp.max(e);
+                                    if e > *high + *lag {
+                                        *high = e;
+                                    }
+                                }
                             }
                             let before = g.tat;
                             if let Some(tat) = write {
@@ -790,6 +817,10 @@ struct Bounds {
     one: Option<usize>,
     shared: bool,
     one_runs: Vec<(u128, u128)>,
+    /// The default mode: runs from each admission, checks from any stripes, each within one
+    /// cell's ceiling plus the mark's lag: `(A, units)`.
+    lag: Option<u128>,
+    any_runs: Vec<(u128, u128)>,
     /// A reservation or rollback happened: no bound holds over it any more.
     off: bool,
 }
@@ -815,7 +846,7 @@ fn count_in(
 }
 
 impl Bounds {
-    fn new(t: u128, whole: u128, now: u128, shared: bool) -> Self {
+    fn new(t: u128, whole: u128, now: u128, time: TimeMode, lag: u128) -> Self {
         Bounds {
             t,
             whole,
@@ -825,7 +856,9 @@ impl Bounds {
             runs: vec![(now, 0)],
             one: None,
             one_runs: Vec::new(),
-            shared,
+            shared: time == TimeMode::Strict,
+            lag: (time == TimeMode::Lagged).then_some(lag),
+            any_runs: Vec::new(),
             off: false,
         }
     }
@@ -883,6 +916,22 @@ impl Bounds {
         count_in(&mut self.runs, n, t, whole, latest, &|from, units| {
             format!("step {step}: {units} units in a run from {from} (latest {latest})")
         });
+        if let Some(lag) = self.lag {
+            self.any_runs.push((a_end, 0));
+            count_in(
+                &mut self.any_runs,
+                n,
+                t,
+                whole,
+                a_end + lag,
+                &|from, units| {
+                    format!("step {step}: {units} units from any stripes, A from {from} to {a_end}")
+                },
+            );
+            if self.any_runs.len() > 64 {
+                self.any_runs.remove(0);
+            }
+        }
         if self.one.is_some() {
             self.one_runs.push((a_end, 0));
             count_in(&mut self.one_runs, n, t, whole, a_end, &|from, units| {
@@ -911,12 +960,14 @@ pub fn run(input: &Input) -> Stats {
     if let Some(s) = input.stripes {
         builder = builder.stripes(usize::from(s));
     }
-    if input.relaxed {
-        builder = builder.relaxed_clock();
-    }
+    builder = match input.time {
+        TimeMode::Lagged => builder,
+        TimeMode::Strict => builder.strict_clock(),
+        TimeMode::Relaxed => builder.relaxed_clock(),
+    };
     let (real, mut model) = match (
         builder.clock(clock.clone()).build(),
-        build_model(input.kind, input.stripes, input.relaxed),
+        build_model(input.kind, input.stripes, input.time),
     ) {
         (Ok(r), Ok(m)) => (r, m),
         (Err(a), Err(b)) => {
@@ -939,8 +990,12 @@ pub fn run(input: &Input) -> Stats {
     let mut now: u128 = 0;
     let mut bounds = match &model {
         Model::Gcra {
-            t, whole, shared, ..
-        } => Some(Bounds::new(*t, *whole, now, *shared)),
+            t,
+            whole,
+            time,
+            lag,
+            ..
+        } => Some(Bounds::new(*t, *whole, now, *time, *lag)),
         Model::Stock { .. } => None,
     };
     // The smallest stripe's share of the burst, for the one-stripe bound.
@@ -1162,7 +1217,7 @@ mod tests {
         run(&Input {
             kind: Kind::Stock { units: 10 },
             stripes: Some(3),
-            relaxed: false,
+            time: TimeMode::Lagged,
             ops: ops(&[
                 Op::Check { hint: 2, n: 3 },
                 Op::Check { hint: 0, n: 5 }, // 4 + 3 + 0 left: gathered
@@ -1184,8 +1239,8 @@ mod tests {
 
     #[test]
     fn gcra_stripes_with_a_queue_and_a_clock_going_back() {
-        for relaxed in [false, true] {
-            gcra_with_a_queue(relaxed);
+        for time in [TimeMode::Lagged, TimeMode::Strict, TimeMode::Relaxed] {
+            gcra_with_a_queue(time);
         }
     }
 
@@ -1193,6 +1248,12 @@ mod tests {
     /// one-cell ceiling holds for it (the bounds are checked inside `run`).
     #[test]
     fn gcra_clock_back_across_stripes() {
+        for time in [TimeMode::Lagged, TimeMode::Strict] {
+            gcra_clock_back_across_stripes_in(time);
+        }
+    }
+
+    fn gcra_clock_back_across_stripes_in(time: TimeMode) {
         run(&Input {
             kind: Kind::Gcra {
                 count: 10,
@@ -1202,7 +1263,7 @@ mod tests {
                 queue: 0,
             },
             stripes: Some(2),
-            relaxed: false,
+            time,
             ops: ops(&[
                 Op::Advance(u32::MAX),
                 Op::Check { hint: 0, n: 1 },
@@ -1218,7 +1279,7 @@ mod tests {
         });
     }
 
-    fn gcra_with_a_queue(relaxed: bool) {
+    fn gcra_with_a_queue(time: TimeMode) {
         run(&Input {
             kind: Kind::Gcra {
                 count: 10,
@@ -1228,7 +1289,7 @@ mod tests {
                 queue: 3,
             },
             stripes: Some(4),
-            relaxed,
+            time,
             ops: ops(&[
                 Op::Check { hint: 0, n: 2 },
                 Op::Check { hint: 0, n: 2 },
@@ -1271,12 +1332,12 @@ mod tests {
                 None,
             ),
         ] {
-            let err = build_model(kind, stripes, false).err();
+            let err = build_model(kind, stripes, TimeMode::Lagged).err();
             assert!(err.is_some(), "{kind:?} over {stripes:?}");
             run(&Input {
                 kind,
                 stripes,
-                relaxed: false,
+                time: TimeMode::Lagged,
                 ops: Vec::new(),
             });
         }

@@ -209,7 +209,7 @@ impl Clock for ThreadClock {
     }
 }
 
-/// The default mode: every admission raises the limiter's high-water mark to the time it was
+/// `strict_clock()`: every admission raises the limiter's high-water mark to the time it was
 /// admitted at, and every check decides at the mark at least (`StripedLimiter`, "A clock that
 /// steps back"). GCRA 10/s, burst 2 over two stripes (one unit each, a stripe interval of
 /// 200 ms). A checks with its clock at 10 s, C with its clock at 12 s, both from stripe 0,
@@ -223,33 +223,43 @@ impl Clock for ThreadClock {
 /// landing after C's 12 s).
 #[test]
 fn admissions_raise_the_mark_to_the_latest() {
-    model_reaching(
-        "striped shared time, racing admissions",
-        BTreeSet::from([0, 1]),
-        || {
-            let l = Arc::new(
-                StripedLimiter::gcra(Quota::per_second(10).with_burst(2))
-                    .stripes(2)
-                    .clock(ThreadClock)
-                    .build()
-                    .expect("valid quota"),
-            );
-            let a = {
-                let l = Arc::clone(&l);
-                thread::spawn(move || {
-                    ThreadClock::set(Duration::from_secs(10));
-                    assert!(l.check_n_from(0, 1).is_allowed(), "A refused");
-                })
-            };
-            ThreadClock::set(Duration::from_secs(12));
-            assert!(l.check_n_from(0, 1).is_allowed(), "C refused");
-            a.join().expect("thread A");
-            ThreadClock::set(Duration::from_secs(9));
-            let at_mark = l.remaining();
-            ThreadClock::set(Duration::from_secs(12));
-            let at_12 = l.remaining();
-            assert_eq!(at_mark, at_12, "the mark is not 12 s");
-            at_12
-        },
-    );
+    racing_admissions_raise_the_mark("striped strict time, racing admissions", true);
+}
+
+/// The default mode, the same race: the two readings are seconds apart, far more than the
+/// mark's lag (the quota's interval, 100 ms), so each admission lifts the mark as under
+/// `strict_clock()`, and the same outcomes follow. Mutation caught: the default never lifting
+/// the mark (`HighWater::lift_lagged` a no-op): the stamps alone leave it at 0.
+#[test]
+fn default_admissions_beyond_the_lag_raise_the_mark() {
+    racing_admissions_raise_the_mark("striped default time, racing admissions", false);
+}
+
+fn racing_admissions_raise_the_mark(name: &str, strict: bool) {
+    model_reaching(name, BTreeSet::from([0, 1]), move || {
+        let b = StripedLimiter::gcra(Quota::per_second(10).with_burst(2))
+            .stripes(2)
+            .clock(ThreadClock);
+        let l = Arc::new(
+            if strict { b.strict_clock() } else { b }
+                .build()
+                .expect("valid quota"),
+        );
+        let a = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || {
+                ThreadClock::set(Duration::from_secs(10));
+                assert!(l.check_n_from(0, 1).is_allowed(), "A refused");
+            })
+        };
+        ThreadClock::set(Duration::from_secs(12));
+        assert!(l.check_n_from(0, 1).is_allowed(), "C refused");
+        a.join().expect("thread A");
+        ThreadClock::set(Duration::from_secs(9));
+        let at_mark = l.remaining();
+        ThreadClock::set(Duration::from_secs(12));
+        let at_12 = l.remaining();
+        assert_eq!(at_mark, at_12, "the mark is not 12 s");
+        at_12
+    });
 }

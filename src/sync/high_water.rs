@@ -2,18 +2,18 @@
 //! back"): the latest instant any check decided at, and when each stripe last admitted.
 //!
 //! - [`HighWater`], one per limiter, on its own line. Every check decides at the later of its
-//!   clock reading and the mark. By default every admitted check then [`lift`](HighWater::lift)s
-//!   the mark to the time it was admitted at, so a check that starts after an admission ends
-//!   decides at that admission's time or later, whichever stripes the two take: the stripes
-//!   together keep one cell's ceiling under any clock. The price is a write of this shared
-//!   line by every admission later than the mark (each one, with a precise clock; about once
-//!   per tick per thread with a coarse one).
-//! - With `relaxed_clock()`, checks only read the mark, and [`Stamp`]s raise it: one per
-//!   stripe, on the stripe's own cache line, the latest time the stripe admitted at. Written
-//!   after an admission, to the line the admission's compare-and-swap has just written, so it
-//!   costs no coherence traffic of its own; read by the checks that fall back from a refusing
-//!   stripe (they read every stripe's line anyway), which raise the mark to a stamp later than
-//!   their reading. While the clock runs forward nobody writes the mark.
+//!   clock reading and the mark. By default an admitted check [`lift_lagged`](HighWater::lift_lagged)s
+//!   the mark to the time it was admitted at when that is more than a lag ahead of it, so the
+//!   mark stays within the lag of every admission that has ended, at the price of one write of
+//!   this shared line per lag of clock time. With `strict_clock()` every admitted check
+//!   [`lift`](HighWater::lift)s it (one cell's ceiling exactly under any clock; a write per
+//!   admission on a precise clock).
+//! - [`Stamp`]s, one per stripe, on the stripe's own cache line: the latest time the stripe
+//!   admitted at (by default and with `relaxed_clock()`). Written after an admission, to the
+//!   line the admission's compare-and-swap has just written, so it costs no coherence traffic
+//!   of its own; read by the checks that fall back from a refusing stripe (they read every
+//!   stripe's line anyway), which raise the mark to a stamp later than their reading. With
+//!   `relaxed_clock()` only they raise the mark.
 //!
 //! # Orderings
 //!
@@ -92,11 +92,38 @@ impl HighWater {
         }
     }
 
+    /// Raises the mark to `to` if `to` is more than `lag` ahead of it: afterwards the mark is
+    /// at least `to - lag`. A load, and a `fetch_max` about once per `lag` of clock time.
+    #[inline(always)]
+    pub(crate) fn lift_lagged(&self, to: u64, lag: u64) {
+        // Relaxed load: the mark only grows, so the value read (or a later one) stays at least
+        // `to - lag` when this skips the write; a stale (smaller) value only sends this call to
+        // the `fetch_max`.
+        if to > self.0.load(Ordering::Relaxed).saturating_add(lag) {
+            self.raise(to);
+        }
+    }
+
     /// Raises the mark to `to` (keeps it if already later); returns the mark then.
     #[inline]
     pub(crate) fn raise(&self, to: u64) -> u64 {
+        #[cfg(all(test, not(loom)))]
+        counts::RAISES.with(|n| n.set(n.get() + 1));
         // Relaxed: the mark publishes nothing but itself; fetch_max keeps racing raises'
         // largest value.
         self.0.fetch_max(to, Ordering::Relaxed).max(to)
+    }
+}
+
+/// What the tests count on the calling thread: writes of high-water marks.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod counts {
+    thread_local! {
+        pub(super) static RAISES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// [`HighWater::raise`](super::HighWater::raise) calls on this thread so far.
+    pub(crate) fn raises() -> u64 {
+        RAISES.with(std::cell::Cell::get)
     }
 }

@@ -67,8 +67,9 @@ use crate::sync::high_water::{HighWater, Stamp};
 ///   [`remaining`](StripedLimiter::remaining) sums all stripes.
 /// * A stock is restocked ([`restock`](StripedLimiter::restock)) stripe by stripe, each share by
 ///   its own CAS; there is no `set_stock`, which could not set all stripes at one instant.
-/// * Time: by default every admission shares its time through one word (see the next
-///   section), a write of a shared line per admission on a precise clock.
+/// * Time (GCRA): the stripes share what time it is through one word on its own line, which an
+///   admission writes only when its time is more than a lag ahead of it (see the next
+///   section): about once per lag, not once per admission, so a hot key scales with cores.
 ///
 /// # A clock that steps back
 ///
@@ -76,60 +77,61 @@ use crate::sync::high_water::{HighWater, Stamp};
 /// back. A stripe's TAT never moves back either, but a stripe only knows its own checks: a
 /// stripe that had credit at 10 s, reached by a check whose clock now reads 9 s, would take
 /// 9 s at face value, and count the second up to 10 s as refill a second time. (A stock reads
-/// no clock: nothing here applies to it.)
+/// no clock: nothing here applies to it.) Three modes answer this; the default keeps one cell's
+/// ceiling to within a lag and writes nothing shared on most admissions.
 ///
-/// **By default every admission is shared.** The limiter keeps a high-water mark (one word
-/// on its own cache line): every check decides at the later of its clock reading and the mark,
-/// and an admitted check raises the mark to the time it decided at (`fetch_max`). So a check
-/// that starts after an admission has ended decides at that admission's time or later,
-/// whichever stripes the two take, and the stripes keep **one cell's ceiling under any
-/// clock**: over any run of checks, `U <= burst + queue + (A_end - A_start) / T`, where `U` is
-/// the units admitted and `A` the latest clock reading of an admitted check so far
-/// (reservations and rollbacks aside). Why: order the admissions by the times they were
-/// decided at (an order in which any admission that ended before another began comes first);
-/// every admission of a run decides at a time `t` with `A_start <= t <= A_end`; a stripe with
-/// interval `s * T` and burst `b_i` that admits `k_i` of the run's units holds a TAT of at
-/// least `A_start + k_i * s * T` after its last one and, having admitted it, at most `A_end +
-/// b_i * s * T` (plus its queue's share); summing `k_i <= b_i + (A_end - A_start) / (s * T)`
-/// over the `s` stripes gives the bound. A refused check raises nothing, as one cell stores
-/// nothing for it. A decision's durations count from the time it was made at.
+/// **The high-water mark.** The limiter keeps a mark (one word on its own cache line): every
+/// check decides at the later of its clock reading and the mark. An admitted check may raise
+/// the mark to the time it decided at (`fetch_max`), and then a check that starts after that
+/// admission has ended decides at that admission's time or later, whichever stripes the two
+/// take. **The stamps.** Each stripe keeps a stamp: the latest time at which a check that
+/// *started* at it was admitted (by it, or by another stripe after it refused), on the stripe's
+/// own cache line, the line such a check has just read or written. A check whose first stripe
+/// refuses it reads that stripe's stamp: if the stamp is later than the check's clock reading,
+/// the check goes on at the stamp's time, from its first stripe again, and raises the mark to
+/// it.
 ///
-/// The price is that write: with a precise clock, whose reading moves on every check, every
-/// admission writes the mark's line, which all cores share. With [`CoarseClock`] the reading
-/// moves once a millisecond, and the mark is written about once per millisecond per thread.
+/// * **The default: stamps, and a mark that lags by less than `L`**, where `L` is the larger of
+///   the whole quota's interval `T` and 16,384 ns: an admission raises its start stripe's
+///   stamp, and raises the mark only if it decided more than `L` after the mark. So the mark is
+///   always within `L` of the latest admission that has ended, and is written about once per
+///   `L` of clock time (once per racing thread at most), whatever the rate. Guarantees, with
+///   `U` the units admitted by a run of checks and `A` the latest reading of an admitted check
+///   so far (reservations and rollbacks aside):
+///   * from any stripes, under any clock: `U <= burst + queue + (A_end - A_start + L) / T`:
+///     at most **one unit** beyond one cell's ceiling for quotas of up to 61,035 a second
+///     (`T >= L`), at most `16,384 ns` of the rate beyond it for faster ones, however far the
+///     clock steps back;
+///   * one cell's ceiling exactly, `U <= burst + queue + (A_end - A_start) / T`, when the checks
+///     start at one stripe (one thread calling [`check`](Self::check), or one `hint`) and no
+///     request is larger than that stripe's share of the burst, and over any run that starts at
+///     the latest reading so far and in which the clock does not go back (a clock that reads
+///     the same on every core and never steps back: no error at all).
+/// * **[`strict_clock`](StripedBuilder::strict_clock)**: every admission raises the mark to its
+///   time, and the stripes keep **one cell's ceiling under any clock** from any stripes:
+///   `U <= burst + queue + (A_end - A_start) / T`. (Why: order the admissions by the times they
+///   were decided at; every admission of a run decides at a time `t` with `A_start <= t <=
+///   A_end`; a stripe with interval `s * T` and burst `b_i` that admits `k_i` of the run's units
+///   holds a TAT of at least `A_start + k_i * s * T` after its last one and, having admitted
+///   it, at most `A_end + b_i * s * T` (plus its queue's share); summing `k_i <= b_i + (A_end -
+///   A_start) / (s * T)` over the `s` stripes gives the bound. The default's bound is the same
+///   argument with `A_start - L` for `A_start`.) The price is a write of the mark's shared line
+///   by every admission later than the mark: each one, on a precise clock, which stops a hot
+///   limiter from scaling past a few cores (BENCHMARKS.md). With
+///   [`CoarseClock`] the reading moves once a millisecond, and the mark is written about once
+///   per millisecond per thread.
+/// * **[`relaxed_clock`](StripedBuilder::relaxed_clock)**: stamps only; admissions never
+///   write the mark. One cell's ceiling when the checks start at one stripe, and over runs in
+///   which the clock does not go back, as the default; over any run of checks from any
+///   stripes, `U <= burst + queue + (latest - earliest) / T`, where `latest` is the latest
+///   reading up to the run's end and `earliest` the earliest in it: a clock that steps back by
+///   `d` gives at most `d / T` units beyond one cell's ceiling (the example on
+///   [`relaxed_clock`](StripedBuilder::relaxed_clock) shows it).
 ///
-/// **[`relaxed_clock`](StripedBuilder::relaxed_clock)** trades that promise for a hot path
-/// that writes nothing shared while the clock runs forward:
-///
-/// * Each stripe keeps a **stamp**: the latest time at which a check that *started* at it was
-///   admitted (by it, or by another stripe after it refused). The stamp lives on the stripe's
-///   own cache line, the line such a check has just read or written.
-/// * **A check whose first stripe refuses it reads that stripe's stamp**: if the stamp is later
-///   than the check's clock reading, the check goes on at the stamp's time, from its first
-///   stripe again, and raises the high-water mark to it.
-/// * **Every check decides at `max(clock, high-water mark)`** and only the path above writes
-///   the mark.
-///
-/// Its guarantees, with `U` the units admitted by a run of checks:
-///
-/// * **One cell's ceiling when the checks start at one stripe** (one thread calling
-///   [`check`](Self::check), or one `hint`) and no request is larger than that stripe's share
-///   of the burst: however the clock moves, `U <= burst + queue + (A_end - A_start) / T` over
-///   any run, `A` the latest reading of an admitted check so far. (Why: the start stripe's
-///   stamp is the latest time of every earlier admission, so a check that goes on past the
-///   start stripe decides at or after all of them; and a stripe that refused a request at time
-///   `t` holds a TAT past `t`, so the start stripe itself only admits at or after them too.)
-/// * Over any run that starts at the latest reading so far and in which the clock does not go
-///   back: `U <= burst + queue + elapsed / T`, from any stripes.
-/// * Over any run of checks from any stripes: `U <= burst + queue + (latest - earliest) / T`,
-///   where `latest` is the latest reading up to the run's end and `earliest` the earliest in
-///   it: a clock that steps back by `d` gives at most `d / T` units beyond one cell's ceiling
-///   (the example on [`relaxed_clock`](StripedBuilder::relaxed_clock) shows it).
-///
-/// Which to choose: the default wherever every unit counts, or with [`CoarseClock`]; relaxed
-/// for a very hot rate limit on a precise clock across many cores, where a fraction of a unit
-/// per nanosecond of clock skew between cores is an acceptable error. BENCHMARKS.md measures
-/// both.
+/// A refused check raises nothing, as one cell stores nothing for it. A decision's durations
+/// count from the time it was made at. Which to choose: the default almost always; strict where
+/// every unit counts under a clock that may step back and the limiter is not hot on many
+/// cores; relaxed only to drop the default's write once per lag.
 ///
 /// [`CoarseClock`]: crate::clock::CoarseClock
 ///
@@ -161,14 +163,36 @@ pub struct StripedLimiter<C = DefaultClock> {
     mod_magic: u64,
     /// The whole quota's policy (each stripe's algorithm only knows its share).
     policy: Policy,
-    /// GCRA: the latest instant a check decided at (by default), or found proven by a
-    /// stripe's stamp (relaxed clock); see "A clock that steps back".
+    /// GCRA: an instant every check decides at at least: within `lag` of the latest admission
+    /// (by default), the latest admission (`strict_clock()`), or the latest found proven by a
+    /// stripe's stamp; see "A clock that steps back".
     high: HighWater,
-    /// Every admission raises `high` to its time (the default), rather than stamping its start
-    /// stripe.
-    shared_time: bool,
+    /// How admissions share their time.
+    time: TimeShare,
+    /// GCRA by default: how far the latest admission may be ahead of `high` before it lifts it
+    /// (the larger of the whole quota's interval `T` and [`MARK_LAG_NS`]).
+    lag: u64,
     clock: C,
 }
+
+/// How a striped GCRA limiter's admissions share their time (see "A clock that steps back" on
+/// [`StripedLimiter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeShare {
+    /// The default: each admission stamps its start stripe, and lifts the high-water mark when
+    /// it is more than the lag ahead of it.
+    Lagged,
+    /// `strict_clock()`: every admission lifts the mark to its time.
+    Strict,
+    /// `relaxed_clock()`: stamps only.
+    Relaxed,
+}
+
+/// The least lag of the default high-water mark, ns: admissions lift the shared mark about once
+/// per this much clock time (per racing thread at most), whatever their rate. A clock that
+/// steps back can then lend at most this much time's worth of the rate beyond one cell's
+/// ceiling (one unit for quotas whose interval is longer).
+pub(crate) const MARK_LAG_NS: u64 = 16_384;
 
 /// One share of the limit: its cell and the algorithm with its share's parameters, side by
 /// side (the algorithm is only read; it shares the line the stripe's checks write anyway).
@@ -195,7 +219,7 @@ enum Whole {
 pub struct StripedBuilder<C> {
     whole: Result<Whole, ConfigError>,
     stripes: Option<usize>,
-    shared_time: bool,
+    time: TimeShare,
     clock: C,
 }
 
@@ -218,7 +242,7 @@ impl StripedLimiter<DefaultClock> {
         StripedBuilder {
             whole: quota.gcra_params().map(Whole::Gcra),
             stripes: None,
-            shared_time: true,
+            time: TimeShare::Lagged,
             clock: DefaultClock::new(),
         }
     }
@@ -238,7 +262,7 @@ impl StripedLimiter<DefaultClock> {
         StripedBuilder {
             whole: Ok(Whole::Stock(units)),
             stripes: None,
-            shared_time: true,
+            time: TimeShare::Lagged,
             clock: DefaultClock::new(),
         }
     }
@@ -276,7 +300,7 @@ impl<C> StripedBuilder<C> {
         StripedBuilder {
             whole: self.whole,
             stripes: self.stripes,
-            shared_time: self.shared_time,
+            time: self.time,
             clock,
         }
     }
@@ -304,7 +328,8 @@ impl<C> StripedBuilder<C> {
     /// clock.set(Duration::from_secs(10));
     /// admitted += (0..4).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
     /// assert_eq!(admitted, 6);
-    /// // By default every admission shares its time: 4, as one cell.
+    /// // By default the admissions at 10 s lift the shared mark (they are more than the lag,
+    /// // T = 100 ms, past it), and the checks at 9 s decide at 10 s: 4, as one cell.
     /// let l = StripedLimiter::gcra(q).stripes(2).clock(clock.clone()).build()?;
     /// clock.set(Duration::from_secs(10));
     /// let mut admitted = (0..2).filter(|_| l.check_n_from(0, 1).is_allowed()).count();
@@ -316,7 +341,40 @@ impl<C> StripedBuilder<C> {
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
     pub fn relaxed_clock(mut self) -> Self {
-        self.shared_time = false;
+        self.time = TimeShare::Relaxed;
+        self
+    }
+
+    /// GCRA: every admission shares its time exactly, so that the stripes keep **one cell's
+    /// ceiling under any clock**, to the unit, from any stripes; the price is a write of one
+    /// line that every core shares by every admission later than the last one (each admission,
+    /// on a precise clock), which stops a hot limiter from scaling with cores. The default
+    /// lifts that line only when an admission is more than a lag ahead of it (see "A clock
+    /// that steps back" on [`StripedLimiter`]). No effect on a stock, which reads no clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Quota, StripedLimiter};
+    /// use cellgate::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let l = StripedLimiter::gcra(Quota::per_second(10).with_burst(4))
+    ///     .stripes(2)
+    ///     .clock(clock.clone())
+    ///     .strict_clock()
+    ///     .build()?;
+    /// // At 10 s stripe 0 gives its 2 units; at 9 s stripe 1 decides at 10 s (the mark), and
+    /// // back at 10 s nothing is left: 4, as one cell.
+    /// clock.set(Duration::from_secs(10));
+    /// let mut admitted = (0..2).filter(|_| l.check_n_from(0, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(9));
+    /// admitted += (0..2).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// clock.set(Duration::from_secs(10));
+    /// admitted += (0..4).filter(|_| l.check_n_from(1, 1).is_allowed()).count();
+    /// assert_eq!(admitted, 4);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn strict_clock(mut self) -> Self {
+        self.time = TimeShare::Strict;
         self
     }
 
@@ -356,12 +414,13 @@ impl<C> StripedBuilder<C> {
                 max: MAX_STRIPES,
             });
         }
-        let (algorithms, limit, uses_time, policy) = match whole {
+        let (algorithms, limit, uses_time, policy, lag) = match whole {
             Whole::Gcra(p) => (
                 split_gcra(p, stripes)?,
                 p.limit,
                 true,
                 Gcra::new(p).policy(),
+                p.interval.get().max(MARK_LAG_NS),
             ),
             Whole::Stock(units) => (
                 (0..stripes)
@@ -370,6 +429,7 @@ impl<C> StripedBuilder<C> {
                 units,
                 false,
                 Stock::new(units).policy(),
+                0,
             ),
         };
         let len = algorithms.len();
@@ -389,7 +449,8 @@ impl<C> StripedBuilder<C> {
             uses_time,
             policy,
             high: HighWater::new(),
-            shared_time: self.shared_time,
+            time: self.time,
+            lag,
             clock: self.clock,
         })
     }
@@ -922,15 +983,19 @@ impl<C: Clock> StripedLimiter<C> {
         }
     }
 
-    /// Records that a check which started at stripe `start` was admitted at `now`: by default
-    /// on the high-water mark, which every later check decides at at least; relaxed, on the
-    /// start stripe's stamp. (A stock's `now` is 0, which changes neither.)
+    /// Records that a check which started at stripe `start` was admitted at `now`: on the
+    /// start stripe's stamp, and (by default) on the high-water mark if `now` is more than the
+    /// lag ahead of it; strict, always on the mark; relaxed, on the stamp only. (A stock's
+    /// `now` is 0, which changes nothing.)
     #[inline(always)]
     fn admitted(&self, start: usize, now: u64) {
-        if self.shared_time {
-            self.high.lift(now);
-        } else {
-            self.stripes[start].stamp.raise(now);
+        match self.time {
+            TimeShare::Lagged => {
+                self.stripes[start].stamp.raise(now);
+                self.high.lift_lagged(now, self.lag);
+            }
+            TimeShare::Strict => self.high.lift(now),
+            TimeShare::Relaxed => self.stripes[start].stamp.raise(now),
         }
     }
 }

@@ -438,19 +438,54 @@ proptest! {
         one_cells_ceiling(&l, burst, ops.into_iter().map(|(step, n)| (step, start, n.min(most))))?;
     }
 
-    /// The default mode, checks from any stripes (each request within the smallest share of
+    /// `strict_clock()`, checks from any stripes (each request within the smallest share of
     /// the burst, so any stripe could take it), a clock that moves both ways: one cell's
-    /// ceiling over every run, as above.
+    /// ceiling over every run, as above. By default, the same within the lag of the mark (one
+    /// interval here: one unit).
     #[test]
     fn checks_from_any_stripes_keep_one_cells_ceiling_whatever_the_clock(
         burst in 1u32..12,
         stripes in 1usize..6,
+        strict in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..120),
     ) {
         let stripes = stripes.min(burst as usize);
         let most = burst / stripes as u32;
-        let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
-        one_cells_ceiling(&l, burst, ops.into_iter().map(|(step, hint, n)| (step, hint, n.min(most))))?;
+        let q = Quota::per_second(1000).with_burst(burst);
+        let b = StripedLimiter::gcra(q).stripes(stripes).clock(ManualClock::new());
+        let (l, slack) = if strict { (b.strict_clock().build().unwrap(), 0) } else { (b.build().unwrap(), 1_000_000) };
+        one_cells_ceiling_within(&l, burst, slack, ops.into_iter().map(|(step, hint, n)| (step, hint, n.min(most))))?;
+    }
+}
+
+/// By default an admission lifts the shared mark only when it is more than the lag ahead of it:
+/// a limiter admitting on every nanosecond of its clock writes the mark about once per lag,
+/// not once per admission (the write that stopped the hot-key mode from scaling). Strict, once
+/// per admission.
+#[test]
+fn the_default_mark_is_written_once_per_lag_not_per_admission() {
+    use crate::sync::high_water::counts::raises;
+    for strict in [false, true] {
+        let b = StripedLimiter::gcra(Quota::per_second(1_000_000_000).with_burst(1_000_000))
+            .stripes(4)
+            .clock(ManualClock::new());
+        let l = if strict { b.strict_clock() } else { b }.build().unwrap();
+        let before = raises();
+        let checks = 100_000u64;
+        for i in 0..checks {
+            l.clock().set(Duration::from_nanos(1_000_000 + i));
+            assert!(l.check_n_from(i as usize, 1).is_allowed());
+        }
+        let writes = raises() - before;
+        if strict {
+            assert_eq!(writes, checks, "strict: one write per admission");
+        } else {
+            assert!(
+                writes <= checks / MARK_LAG_NS + 1,
+                "{writes} writes of the mark for {checks} admissions over {checks} ns"
+            );
+            assert!(writes >= 1, "the mark was never lifted");
+        }
     }
 }
 
@@ -460,6 +495,16 @@ proptest! {
 fn one_cells_ceiling(
     l: &StripedLimiter<ManualClock>,
     burst: u32,
+    ops: impl Iterator<Item = (i64, usize, u32)>,
+) -> Result<(), TestCaseError> {
+    one_cells_ceiling_within(l, burst, 0, ops)
+}
+
+/// [`one_cells_ceiling`] with `slack` ns added to every run's span.
+fn one_cells_ceiling_within(
+    l: &StripedLimiter<ManualClock>,
+    burst: u32,
+    slack: u64,
     ops: impl Iterator<Item = (i64, usize, u32)>,
 ) -> Result<(), TestCaseError> {
     let t = 1_000_000u64;
@@ -478,7 +523,12 @@ fn one_cells_ceiling(
         for (a_start, units) in &mut runs {
             *units += u64::from(n);
             prop_assert!(
-                within(*units, u64::from(burst), t, latest_admitted - *a_start),
+                within(
+                    *units,
+                    u64::from(burst),
+                    t,
+                    latest_admitted - *a_start + slack
+                ),
                 "{} units from A = {} to A = {}",
                 units,
                 a_start,
