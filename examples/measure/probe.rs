@@ -19,6 +19,7 @@
 //! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
+//! | `three1k`, `gov_three1k` | three keyed limiters per request (the default store with no bound, as `build()` gives; governor's), 1000 pre-inserted keys each, a request checking one key of each in turn: `checks` counts checks (three per request) |
 //! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
@@ -63,6 +64,24 @@ fn run_single<C: Clock>(
         if i == keys.len() {
             i = 0;
             lap();
+        }
+    }
+    allowed
+}
+
+/// Requests over `keys` in turn, each checking its key in three limiters (`check(limiter,
+/// key)`), `checks` checks in all.
+#[inline(never)]
+fn run_three(keys: &[u64], checks: usize, check: impl Fn(usize, &u64) -> bool) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks / 3 {
+        for l in 0..3 {
+            allowed += usize::from(check(l, black_box(&keys[i])));
+        }
+        i += 1;
+        if i == keys.len() {
+            i = 0;
         }
     }
     allowed
@@ -207,6 +226,38 @@ fn main() {
             let ks = u64_keys(checks.min(1_000_000), 4);
             start = Instant::now();
             run_single(&l, &ks, ks.len(), || {})
+        }
+        "three1k" => {
+            let ls: Vec<_> = (0..3)
+                .map(|_| {
+                    KeyedLimiter::<u64>::gcra(quota())
+                        .build()
+                        .expect("valid quota")
+                })
+                .collect();
+            let ks = u64_keys(1_000, 1);
+            for l in &ls {
+                fill(l, &ks);
+            }
+            start = Instant::now();
+            run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
+        }
+        "gov_three1k" => {
+            let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
+            let q = governor::Quota::with_period(Duration::from_secs(1_000))
+                .expect("non-zero period")
+                .allow_burst(nz(10_000_000));
+            let ls: Vec<_> = (0..3)
+                .map(|_| governor::RateLimiter::<u64, _, _>::keyed(q))
+                .collect();
+            let ks = u64_keys(1_000, 1);
+            for l in &ls {
+                for k in &ks {
+                    assert!(l.check_key(k).is_ok());
+                }
+            }
+            start = Instant::now();
+            run_three(&ks, checks, |i, k| ls[i].check_key(k).is_ok())
         }
         "gov1k" | "gov1m" | "gov_insert1m" => {
             // governor's keyed limiter (its default dashmap store and clock), with the same

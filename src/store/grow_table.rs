@@ -278,17 +278,20 @@ impl GrowTable {
     fn probe_view<R>(&self, h: u64, on_hit: impl FnOnce(&Array, usize) -> Option<R>) -> Probe<R> {
         let shard = self.shard_index(h);
         self.published
-            .with(|arrays| {
-                let array = &arrays[shard];
-                Some(match Self::probe(array, fingerprint(h)) {
-                    Ok(i) => on_hit(array, i).map_or(Probe::Unsure, Probe::Hit),
-                    // Fingerprints leave an array only with the whole array, after its freeze:
-                    // a key absent from an array that is not frozen is absent from the table
-                    // (a key inserted since is an insert this probe raced).
-                    Err(Some(_)) if !array.is_frozen() => Probe::Absent,
-                    Err(_) => Probe::Unsure,
-                })
-            })
+            .with(
+                #[inline(always)]
+                |arrays| {
+                    let array = &arrays[shard];
+                    Some(match Self::probe(array, fingerprint(h)) {
+                        Ok(i) => on_hit(array, i).map_or(Probe::Unsure, Probe::Hit),
+                        // Fingerprints leave an array only with the whole array, after its freeze:
+                        // a key absent from an array that is not frozen is absent from the table
+                        // (a key inserted since is an insert this probe raced).
+                        Err(Some(_)) if !array.is_frozen() => Probe::Absent,
+                        Err(_) => Probe::Unsure,
+                    })
+                },
+            )
             .unwrap_or(Probe::Unsure)
     }
 

@@ -358,11 +358,12 @@ impl Published {
                 // Relaxed: a stale generation only means a stale set, which checks detect
                 // through the frozen arrays; the set itself is taken under the lock.
                 let generation = self.generation.load(Ordering::Relaxed);
-                match cache.entries.get(self.index) {
-                    Some(Some(e)) if e.generation == generation => {}
-                    _ => self.refresh(&mut cache),
+                if let Some(Some(e)) = cache.entries.get(self.index) {
+                    if e.generation == generation {
+                        return f(&e.arrays);
+                    }
                 }
-                f(&cache.entries.get(self.index)?.as_ref()?.arrays)
+                f(&self.refresh(&mut cache).arrays)
             })
             .ok()
             .flatten()
@@ -371,7 +372,7 @@ impl Published {
     /// Puts this table's current set in its entry of `cache`.
     #[cold]
     #[inline(never)]
-    fn refresh(&self, cache: &mut Cache) {
+    fn refresh<'c>(&self, cache: &'c mut Cache) -> &'c Entry {
         #[cfg(all(test, not(loom)))]
         counts::REFRESHES.with(|n| n.set(n.get() + 1));
         let (generation, arrays) = {
@@ -386,12 +387,12 @@ impl Published {
         if cache.entries.len() <= self.index {
             cache.entries.resize_with(self.index + 1, || None);
         }
-        cache.entries[self.index] = Some(Entry {
+        cache.entries[self.index].insert(Entry {
             generation,
             arrays,
             #[cfg(not(loom))]
             alive: std::sync::Arc::downgrade(&self.alive),
-        });
+        })
     }
 
     /// Replaces shard `shard`'s array in the published set. Under that shard's lock.

@@ -1,0 +1,535 @@
+//! The shapes users run, by threads, cellgate's defaults beside governor in the same run:
+//! several keyed limiters per request, one hot key, disjoint random keys.
+//!
+//! ```sh
+//! cargo run --release --example shapes                          # threads 1, 2, 4, ... all CPUs
+//! cargo run --release --example shapes -- --threads 1,2 --seconds 0.5 --reps 5
+//! cargo run --release --example shapes -- --shapes hot --threads 1,16
+//! cargo run --release --example shapes -- --tsv rows.tsv        # also the rows for the chart
+//! python3 examples/measure/chart.py rows.tsv > shapes.svg         # checks/s by threads
+//! ```
+//!
+//! # Shapes
+//!
+//! * `limiters` (`--limiters 1,3,9`, `--keys 1000,100000`): a *request* checks `N` keyed
+//!   limiters in turn (as a service checks one per IP, per user and per SKU), each over its own
+//!   `K` keys: request `r` (uniform in `[0, K)`, a fixed random walk per thread) checks key `r`
+//!   of every limiter. cellgate: `N` × `KeyedLimiter::<u64>::gcra(q).build()` (the default
+//!   store, nothing sized); governor: `N` × `RateLimiter::keyed(q)`. Every limiter is filled
+//!   with its keys before timing. Rates are counted in checks (`N` per request).
+//! * `hot`: every check on one key. cellgate: the default keyed store, the hot-key mode as
+//!   built by default (`StripedLimiter::gcra(q).build()`: a stripe per CPU, the default time
+//!   sharing) and `.strict_clock()`; governor's keyed limiter on that key.
+//! * `disjoint` (`--keys`, the largest): one keyed limiter; thread `t` owns keys
+//!   `[t*K/T, (t+1)*K/T)` and walks them in a random order.
+//!
+//! The quota is 10^9 per second with a burst of 10^7: every check is admitted, so every check
+//! takes the writing path (`allowed` shows it). Each library uses its default clock and hasher.
+//!
+//! # Method
+//!
+//! A *cell* is one shape, one parameter set, one thread count and one limiter. The threads
+//! start together at a barrier and run for `--seconds` of wall time (reading the clock once per
+//! 1024 requests); the cell's rate is the sum over threads of checks / elapsed. Each cell is
+//! run `--reps` times (default 3), the limiters of a row interleaved (cellgate, governor,
+//! cellgate, ...) so that drift in a shared machine's load hits them alike, after one untimed
+//! warm-up of a tenth of `--seconds`. Printed: the median rate, the spread (max - min) /
+//! median, `vs gov` (the median of the per-repetition ratios to governor's rate in the same
+//! repetition), `scaling` (the median rate over the same limiter's 1-thread median) and, for
+//! `limiters`, `per limiter` (ns per check with `N` limiters over ns per check with 1, same
+//! keys and threads).
+//!
+//! `--tsv FILE` also writes one line per cell: `shape`, `params`, `limiter`, `threads`,
+//! `checks/s` (median) and the per-repetition rates, for `chart.py`.
+
+mod keys;
+
+use std::fmt::Write as _;
+use std::num::NonZeroU32;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use cellgate::{KeyedLimiter, Quota, StripedLimiter};
+use keys::{shuffle, splitmix64};
+
+const RATE: u32 = 1_000_000_000;
+const BURST: u32 = 10_000_000;
+/// Requests between two clock reads in a worker.
+const STRIDE: usize = 1024;
+/// Requests in each thread's precomputed walk (it wraps around).
+const WALK: usize = 1 << 16;
+
+const USAGE: &str = "\
+usage: shapes [--threads 1,2,...] [--seconds S] [--reps R] [--shapes limiters,hot,disjoint]
+              [--limiters 1,3,9] [--keys 1000,100000] [--tsv FILE]
+
+  --threads LIST   thread counts (default: 1, 2, 4, ... up to every available CPU, and it)
+  --seconds S      wall time per cell and repetition (default 1)
+  --reps R         repetitions per cell; the median is printed (default 3)
+  --shapes LIST    which shapes to run (default: all three)
+  --limiters LIST  limiters per request of the `limiters` shape (default 1,3,9)
+  --keys LIST      keys per limiter (default 1000,100000; `disjoint` uses the largest)
+  --tsv FILE       also write the rows for examples/measure/chart.py";
+
+fn cellgate_quota() -> Quota {
+    Quota::per_second(RATE).with_burst(BURST)
+}
+
+fn governor_quota() -> governor::Quota {
+    let nz = |v| NonZeroU32::new(v).expect("non-zero constant");
+    governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
+}
+
+/// One limiter of a cell: checks a key (the hot-key mode ignores it).
+trait Check: Sync {
+    fn allow(&self, key: u64) -> bool;
+}
+
+impl Check for KeyedLimiter<u64> {
+    #[inline]
+    fn allow(&self, key: u64) -> bool {
+        self.check(&key).is_allowed()
+    }
+}
+
+impl Check for StripedLimiter {
+    #[inline]
+    fn allow(&self, _key: u64) -> bool {
+        self.check().is_allowed()
+    }
+}
+
+impl Check for governor::DefaultKeyedRateLimiter<u64> {
+    #[inline]
+    fn allow(&self, key: u64) -> bool {
+        self.check_key(&key).is_ok()
+    }
+}
+
+fn keyed() -> Box<dyn Check> {
+    Box::new(
+        KeyedLimiter::<u64>::gcra(cellgate_quota())
+            .build()
+            .expect("valid quota"),
+    )
+}
+
+fn gov() -> Box<dyn Check> {
+    Box::new(governor::RateLimiter::<u64, _, _>::keyed(governor_quota()))
+}
+
+/// Key `i` of limiter `l`: distinct, scattered, different for every limiter.
+fn key(l: usize, i: usize) -> u64 {
+    splitmix64(((l as u64) << 40) | i as u64)
+}
+
+/// A set of limiters one cell runs: each request checks every one of them.
+struct Set {
+    name: &'static str,
+    limiters: Vec<Box<dyn Check>>,
+}
+
+/// One thread's walk: request numbers (a key index per request).
+fn walk(keys: usize, seed: u64) -> Vec<u32> {
+    (0..WALK as u64)
+        .map(|i| (splitmix64(seed.wrapping_mul(0x9E37) ^ i) % keys as u64) as u32)
+        .collect()
+}
+
+/// Runs `set` on `walks.len()` threads for `seconds`; returns (checks/s, share admitted).
+fn run(set: &Set, walks: &[Vec<u32>], seconds: f64) -> (f64, f64) {
+    let threads = walks.len();
+    let barrier = Barrier::new(threads);
+    let limit = Duration::from_secs_f64(seconds);
+    let per: Vec<(u64, u64, Duration)> = std::thread::scope(|s| {
+        let handles: Vec<_> = walks
+            .iter()
+            .map(|walk| {
+                let (barrier, set) = (&barrier, &set);
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let (mut checks, mut allowed, mut at) = (0u64, 0u64, 0usize);
+                    loop {
+                        for _ in 0..STRIDE {
+                            let r = walk[at] as usize;
+                            at = if at + 1 == walk.len() { 0 } else { at + 1 };
+                            for (l, limiter) in set.limiters.iter().enumerate() {
+                                allowed += u64::from(limiter.allow(key(l, r)));
+                            }
+                        }
+                        checks += (STRIDE * set.limiters.len()) as u64;
+                        let elapsed = start.elapsed();
+                        if elapsed >= limit {
+                            return (checks, allowed, elapsed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let rate = per
+        .iter()
+        .map(|&(c, _, e)| c as f64 / e.as_secs_f64())
+        .sum();
+    let (checks, allowed) = per
+        .iter()
+        .fold((0, 0), |(c, a), &(pc, pa, _)| (c + pc, a + pa));
+    (rate, allowed as f64 / checks.max(1) as f64)
+}
+
+struct Options {
+    threads: Vec<usize>,
+    seconds: f64,
+    reps: usize,
+    shapes: Vec<String>,
+    limiters: Vec<usize>,
+    keys: Vec<usize>,
+    tsv: Option<String>,
+}
+
+fn list(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|x| x.trim().parse().map_err(|_| format!("cannot parse {x:?}")))
+        .collect()
+}
+
+fn parse_args() -> Result<Options, String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads: Vec<usize> = std::iter::successors(Some(1usize), |t| Some(t * 2))
+        .take_while(|&t| t < cpus)
+        .collect();
+    threads.push(cpus);
+    let mut o = Options {
+        threads,
+        seconds: 1.0,
+        reps: 3,
+        shapes: vec!["limiters".into(), "hot".into(), "disjoint".into()],
+        limiters: vec![1, 3, 9],
+        keys: vec![1_000, 100_000],
+        tsv: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--threads" => o.threads = list(&value("--threads")?)?,
+            "--seconds" => {
+                o.seconds = value("--seconds")?
+                    .parse()
+                    .map_err(|_| "cannot parse --seconds")?
+            }
+            "--reps" => {
+                o.reps = value("--reps")?
+                    .parse()
+                    .map_err(|_| "cannot parse --reps")?
+            }
+            "--shapes" => {
+                o.shapes = value("--shapes")?.split(',').map(str::to_owned).collect();
+                if let Some(bad) = o
+                    .shapes
+                    .iter()
+                    .find(|s| !["limiters", "hot", "disjoint"].contains(&s.as_str()))
+                {
+                    return Err(format!("unknown shape {bad:?}"));
+                }
+            }
+            "--limiters" => o.limiters = list(&value("--limiters")?)?,
+            "--keys" => o.keys = list(&value("--keys")?)?,
+            "--tsv" => o.tsv = Some(value("--tsv")?),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let zero = |v: &[usize]| v.is_empty() || v.contains(&0);
+    if zero(&o.threads) || zero(&o.limiters) || zero(&o.keys) || o.reps == 0 {
+        return Err("thread counts, limiters, keys and --reps must be at least 1".into());
+    }
+    if o.keys.iter().any(|&k| k > u32::MAX as usize) {
+        return Err("--keys must fit in 32 bits".into());
+    }
+    if !(o.seconds > 0.0 && o.seconds < 1e6) {
+        return Err("--seconds must be positive".into());
+    }
+    Ok(o)
+}
+
+/// The results of one row: a limiter's median rate per thread count, and its repetitions.
+struct Cell {
+    limiter: &'static str,
+    threads: usize,
+    rates: Vec<f64>,
+    ratios: Vec<f64>,
+    allowed: f64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs one row (a shape and parameter set) at every thread count: the sets `make` builds,
+/// interleaved per repetition, the last set being governor's. Prints the table and returns the
+/// cells.
+fn row(
+    o: &Options,
+    shape: &str,
+    params: &str,
+    make: &dyn Fn(usize) -> Vec<Set>,
+    walks: &dyn Fn(usize) -> Vec<Vec<u32>>,
+    tsv: &mut String,
+) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = Vec::new();
+    for &threads in &o.threads {
+        let sets = make(threads);
+        let walks = walks(threads);
+        for set in &sets {
+            run(set, &walks, (o.seconds / 10.0).min(0.2));
+        }
+        let mut rates = vec![Vec::new(); sets.len()];
+        let mut allowed = vec![0.0; sets.len()];
+        for _ in 0..o.reps {
+            for (i, set) in sets.iter().enumerate() {
+                let (rate, share) = run(set, &walks, o.seconds);
+                rates[i].push(rate);
+                allowed[i] = share;
+            }
+        }
+        let gov = rates.last().cloned().unwrap_or_default();
+        for (i, set) in sets.iter().enumerate() {
+            let ratios = rates[i].iter().zip(&gov).map(|(a, g)| a / g).collect();
+            cells.push(Cell {
+                limiter: set.name,
+                threads,
+                rates: rates[i].clone(),
+                ratios,
+                allowed: allowed[i],
+            });
+        }
+    }
+    for c in &cells {
+        let base = cells
+            .iter()
+            .find(|b| b.limiter == c.limiter && b.threads == 1)
+            .map(|b| median(&b.rates));
+        let m = median(&c.rates);
+        let spread = (c.rates.iter().copied().fold(f64::MIN, f64::max)
+            - c.rates.iter().copied().fold(f64::MAX, f64::min))
+            / m;
+        println!(
+            "{shape:<9} {params:<22} {:<17} {:>3} {:>9.2} M {:>6.1}% {:>9.1} {:>7.1}% {:>8} {:>8}",
+            c.limiter,
+            c.threads,
+            m / 1e6,
+            spread * 100.0,
+            c.threads as f64 / m * 1e9,
+            c.allowed * 100.0,
+            if c.limiter == "governor" {
+                "-".to_string()
+            } else {
+                format!("{:.2}x", median(&c.ratios))
+            },
+            base.map_or("-".to_string(), |b| format!("{:.2}x", m / b)),
+        );
+        let reps: Vec<String> = c.rates.iter().map(|r| format!("{r:.0}")).collect();
+        let _ = writeln!(
+            tsv,
+            "{shape}\t{params}\t{}\t{}\t{m:.0}\t{}",
+            c.limiter,
+            c.threads,
+            reps.join(",")
+        );
+    }
+    cells
+}
+
+fn main() -> std::process::ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("error: {e}");
+            }
+            eprintln!("{USAGE}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown CPU", |(_, v)| v.trim());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("machine: {model}; {cpus} CPUs available to this process");
+    println!(
+        "command: {}",
+        std::env::args().collect::<Vec<_>>().join(" ")
+    );
+    if cfg!(debug_assertions) {
+        println!("WARNING: debug build; run with --release for meaningful figures");
+    }
+    println!(
+        "{} s per cell and repetition, median of {}; GCRA {RATE}/s, burst {BURST}: every check admitted\n",
+        o.seconds, o.reps
+    );
+    println!(
+        "{:<9} {:<22} {:<17} {:>3} {:>11} {:>7} {:>9} {:>8} {:>8} {:>8}",
+        "shape",
+        "params",
+        "limiter",
+        "thr",
+        "checks/s",
+        "spread",
+        "ns/check",
+        "allowed",
+        "vs gov",
+        "scaling"
+    );
+    let mut tsv = String::from("shape\tparams\tlimiter\tthreads\tchecks_per_s\treps\n");
+    let hot_walk = |threads: usize| vec![vec![0u32; WALK]; threads];
+    for shape in &o.shapes {
+        match shape.as_str() {
+            "limiters" => {
+                for &k in &o.keys {
+                    let mut per_one: Option<Vec<Cell>> = None;
+                    for &n in &o.limiters {
+                        let fill = |set: &Set| {
+                            for (l, limiter) in set.limiters.iter().enumerate() {
+                                for i in 0..k {
+                                    limiter.allow(key(l, i));
+                                }
+                            }
+                        };
+                        let make = |_threads: usize| {
+                            let sets = vec![
+                                Set {
+                                    name: "cellgate",
+                                    limiters: (0..n).map(|_| keyed()).collect(),
+                                },
+                                Set {
+                                    name: "governor",
+                                    limiters: (0..n).map(|_| gov()).collect(),
+                                },
+                            ];
+                            sets.iter().for_each(fill);
+                            sets
+                        };
+                        let walks =
+                            |threads: usize| (0..threads).map(|t| walk(k, 7 + t as u64)).collect();
+                        let params = format!("{n} limiters, {k} keys");
+                        let cells = row(&o, "limiters", &params, &make, &walks, &mut tsv);
+                        if n == 1 {
+                            per_one = Some(cells);
+                        } else if let Some(one) = &per_one {
+                            for c in cells.iter().filter(|c| c.limiter == "cellgate") {
+                                if let Some(b) = one
+                                    .iter()
+                                    .find(|b| b.limiter == c.limiter && b.threads == c.threads)
+                                {
+                                    println!(
+                                        "          per limiter, {n} vs 1, {} threads: {:.2}x the ns per check",
+                                        c.threads,
+                                        median(&b.rates) / median(&c.rates)
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            "hot" => {
+                let make = |threads: usize| {
+                    let striped = |strict: bool| -> Box<dyn Check> {
+                        let b = StripedLimiter::gcra(cellgate_quota());
+                        Box::new(
+                            if strict { b.strict_clock() } else { b }
+                                .build()
+                                .expect("valid quota"),
+                        )
+                    };
+                    let _ = threads;
+                    vec![
+                        Set {
+                            name: "cellgate_keyed",
+                            limiters: vec![keyed()],
+                        },
+                        Set {
+                            name: "cellgate_striped",
+                            limiters: vec![striped(false)],
+                        },
+                        Set {
+                            name: "striped_strict",
+                            limiters: vec![striped(true)],
+                        },
+                        Set {
+                            name: "governor",
+                            limiters: vec![gov()],
+                        },
+                    ]
+                };
+                row(&o, "hot", "one key", &make, &hot_walk, &mut tsv);
+            }
+            "disjoint" => {
+                let k = o.keys.iter().copied().max().unwrap_or(100_000);
+                let make = |_threads: usize| {
+                    let sets = vec![
+                        Set {
+                            name: "cellgate",
+                            limiters: vec![keyed()],
+                        },
+                        Set {
+                            name: "governor",
+                            limiters: vec![gov()],
+                        },
+                    ];
+                    for set in &sets {
+                        for i in 0..k {
+                            set.limiters[0].allow(key(0, i));
+                        }
+                    }
+                    sets
+                };
+                let walks = |threads: usize| {
+                    (0..threads)
+                        .map(|t| {
+                            let (lo, hi) = (t * k / threads, (t + 1) * k / threads);
+                            let mut own: Vec<u32> = (lo as u32..hi as u32).collect();
+                            shuffle(&mut own, 100 + t as u64);
+                            own.iter().cycle().take(WALK).copied().collect()
+                        })
+                        .collect()
+                };
+                row(
+                    &o,
+                    "disjoint",
+                    &format!("{k} keys"),
+                    &make,
+                    &walks,
+                    &mut tsv,
+                );
+            }
+            _ => unreachable!("checked by parse_args"),
+        }
+    }
+    println!(
+        "\nchecks/s: median over repetitions of the sum over threads of checks / elapsed; spread: \
+         (max - min) / median;\nvs gov: median of the per-repetition ratios to governor's rate in \
+         the same repetition (above 1 = faster);\nscaling: the median rate over the same limiter's \
+         1-thread median."
+    );
+    if let Some(path) = &o.tsv {
+        if let Err(e) = std::fs::write(path, tsv) {
+            eprintln!("error: cannot write {path}: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    std::process::ExitCode::SUCCESS
+}
