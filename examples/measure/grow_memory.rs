@@ -17,8 +17,8 @@
 //!
 //! `--store default|fixed|exact` picks the store (`fixed`: `max_keys` at the key count with
 //! `fixed_capacity()`; `exact`: `exact_keys()`). Exits with status 1 if a check that must be
-//! admitted was not, or, for the default store, if memory is past issue 15's bounds: 24 bytes
-//! per live key (`live`), a 32 MiB peak (`churn`).
+//! admitted was not, or, for the default store, if memory is past its bounds: 32 bytes per live
+//! key (`live`; issue 25 raised it from 24 to buy faster inserts), a 32 MiB peak (`churn`).
 
 use std::time::Duration;
 
@@ -85,8 +85,8 @@ fn main() {
             }
             let (after, _) = memory();
             let grown = after.saturating_sub(before);
-            if grown > 24 * N {
-                over = Some(format!("{} B per live key > 24", grown / N));
+            if grown > 32 * N {
+                over = Some(format!("{} B per live key > 32", grown / N));
             }
             println!(
                 "live store={store}: {} keys held, RSS +{:.1} MiB = {:.1} B/key",
