@@ -170,6 +170,17 @@ pub(crate) enum Probe<R> {
     Unsure,
 }
 
+/// A step already run on a fresh word by a lock-free probe that found its key absent: what the
+/// insert under the lock takes instead of running the step again, if the fresh word it would
+/// start from is still `fresh`.
+#[derive(Debug)]
+pub(crate) struct Decided<R> {
+    pub(crate) fresh: u64,
+    pub(crate) result: R,
+    /// The word the step wrote (not `fresh`).
+    pub(crate) word: u64,
+}
+
 /// The growing table. See the module docs.
 pub(crate) struct GrowTable {
     shards: Box<[CachePadded<Lock<ShardState>>]>,
@@ -358,12 +369,13 @@ impl GrowTable {
     /// shard's lock, probe the current array; update the key if it is there, otherwise run
     /// `step` on the fresh word and insert the result if it writes and the policy admits one
     /// more key (rebuilding the shard first if its array is full). `None` when refused at the
-    /// ceiling.
+    /// ceiling. `decided`: the step's outcome on a fresh word, if the caller has it.
     pub(crate) fn insert<R>(
         &self,
         h: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         policy: &impl GrowPolicy,
+        mut decided: Option<Decided<R>>,
     ) -> Option<R> {
         let fp = fingerprint(h);
         let index = self.shard_index(h);
@@ -378,10 +390,12 @@ impl GrowTable {
                 Err(free) => free,
             };
             let fresh = policy.fresh();
-            let (result, write) = step(fresh);
-            let word = match write {
-                Some(w) if w != fresh => w,
-                _ => return Some(result),
+            let (result, word) = match decided.take() {
+                Some(d) if d.fresh == fresh => (d.result, d.word),
+                _ => match step(fresh) {
+                    (result, Some(w)) if w != fresh => (result, w),
+                    (result, _) => return Some(result),
+                },
             };
             if !policy.has_room(self.held.get_usize()) {
                 if policy.evicts_light() && self.drop_light(index, &mut state, policy) {
@@ -598,7 +612,7 @@ mod tests {
     }
 
     fn set(t: &GrowTable, k: u64, v: u64) -> Option<u64> {
-        t.insert(h(k), |_| (v, Some(v)), &Policy::new(usize::MAX))
+        t.insert(h(k), |_| (v, Some(v)), &Policy::new(usize::MAX), None)
     }
 
     #[test]
@@ -648,7 +662,7 @@ mod tests {
             let v = u64::from(k % 100 == 0);
             // A step that writes 2 then (via update) the final value: inserts need a write that
             // differs from fresh.
-            t.insert(h(k), |_| ((), Some(2)), &p);
+            t.insert(h(k), |_| ((), Some(2)), &p, None);
             t.update_existing(h(k), |_| ((), Some(v)));
         }
         // A shard rebuilt for its live keys (load 0.55) takes idle ones again until its load
@@ -670,12 +684,12 @@ mod tests {
         let t = GrowTable::new(Some(10));
         let p = Policy::new(10);
         for k in 0..10 {
-            assert!(t.insert(h(k), |_| ((), Some(1)), &p).is_some());
+            assert!(t.insert(h(k), |_| ((), Some(1)), &p, None).is_some());
         }
-        assert!(t.insert(h(99), |_| ((), Some(1)), &p).is_none());
-        assert_eq!(t.insert(h(5), |w| (w, Some(w + 1)), &p), Some(1));
+        assert!(t.insert(h(99), |_| ((), Some(1)), &p, None).is_none());
+        assert_eq!(t.insert(h(5), |w| (w, Some(w + 1)), &p, None), Some(1));
         // A step that writes nothing never inserts.
-        assert_eq!(t.insert(h(98), |_| (7, None), &p), Some(7));
+        assert_eq!(t.insert(h(98), |_| (7, None), &p, None), Some(7));
         assert_eq!(t.len(), 10);
     }
 
@@ -686,7 +700,7 @@ mod tests {
         let t = GrowTable::new(Some(64));
         let p = Policy::new(usize::MAX);
         for k in 0..4 {
-            t.insert(h(k), |_| ((), Some(1)), &p);
+            t.insert(h(k), |_| ((), Some(1)), &p, None);
         }
         std::thread::scope(|s| {
             for k in 0..4u64 {
@@ -705,8 +719,8 @@ mod tests {
                 let p = Policy::new(usize::MAX);
                 for round in 0..20u64 {
                     for k in 0..500 {
-                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(0)), &p);
-                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(7)), &p);
+                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(0)), &p, None);
+                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(7)), &p, None);
                     }
                     for k in 0..500 {
                         t.update_existing(h(1000 + round * 1000 + k), |_| ((), Some(0)));
@@ -737,7 +751,7 @@ mod tests {
             for (op, k, v) in ops {
                 match op {
                     0 => {
-                        let done = t.insert(hash(k), |_| ((), Some(v)), &p);
+                        let done = t.insert(hash(k), |_| ((), Some(v)), &p, None);
                         if done.is_none() {
                             proptest::prop_assert!(!model.contains_key(&k) && model.len() >= ceiling);
                         } else {

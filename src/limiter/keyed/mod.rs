@@ -15,7 +15,7 @@ use crate::limiter::engine::{Engine, Held};
 use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
-use crate::store::grow_table::{GrowPolicy, GrowTable, Probe};
+use crate::store::grow_table::{Decided, GrowPolicy, GrowTable, Probe};
 use crate::store::keys::Store;
 use crate::store::stats::StoreCounters;
 use crate::store::table::{InsertPolicy, Table};

@@ -71,20 +71,19 @@ where
                         return Some(r);
                     }
                 }
-                limiter.insert_hashed(table, h, now, step, capped)
+                limiter.insert_hashed(table, h, now, step, capped, None)
             }
             Store::Grow(table, hasher) => {
                 let h = crate::store::hash(hasher, key);
-                match table.try_update(h, &step) {
+                let decided = match table.try_update(h, &step) {
                     Probe::Hit(r) => return Some(r),
-                    Probe::Absent => {
-                        if let Ok(r) = limiter.decide_absent(&step) {
-                            return Some(r);
-                        }
-                    }
-                    Probe::Unsure => {}
-                }
-                limiter.insert_hashed(table, h, now, step, capped)
+                    Probe::Absent => match limiter.decide_absent(&step) {
+                        Ok(r) => return Some(r),
+                        Err(decided) => Some(decided),
+                    },
+                    Probe::Unsure => None,
+                };
+                limiter.insert_hashed(table, h, now, step, capped, decided)
             }
             Store::Map(map) => {
                 if let Some(r) = map.with(key, |cell| cell.update(&step)) {
@@ -132,14 +131,18 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// on the right one either (a denial on a less charged state is a denial). Only what is
     /// reported (a peek's `remaining`, a denial's wait) can then be that of a key swept at a
     /// later clock reading than this check's.
-    #[inline]
+    #[inline(always)]
     pub(super) fn decide_absent<R>(
         &self,
         step: &impl Fn(u64) -> (R, Option<u64>),
-    ) -> Result<R, (R, u64)> {
+    ) -> Result<R, Decided<R>> {
         let fresh = self.fresh_word();
         match step(fresh) {
-            (result, Some(word)) if word != fresh => Err((result, word)),
+            (result, Some(word)) if word != fresh => Err(Decided {
+                fresh,
+                result,
+                word,
+            }),
             (result, _) => Ok(result),
         }
     }
@@ -155,6 +158,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         capped: bool,
+        decided: Option<Decided<R>>,
     ) -> Option<R> {
         let policy = TablePolicy {
             limiter: self,
@@ -162,7 +166,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             capped,
             light: std::cell::OnceCell::new(),
         };
-        table.insert_with(h, step, &policy)
+        table.insert_with(h, step, &policy, decided)
     }
 
     /// The map's miss path: the key is not held (or was not a moment ago).
@@ -179,7 +183,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (result, word) = match self.decide_absent(&step) {
+        let Decided { result, word, .. } = match self.decide_absent(&step) {
             Ok(result) => return Some(result),
             Err(write) => write,
         };
@@ -294,40 +298,61 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 /// The two fingerprint tables, as [`KeyedLimiter::insert_hashed`] inserts into them: each with
 /// the limiter's view of itself as its insert policy.
 pub(super) trait Fingerprints {
+    /// Inserts (see the tables' `insert`); `decided`: the step's outcome on a fresh word, from
+    /// the growing table's lock-free miss (the fixed table never has one).
     fn insert_with<K: Hash + Eq, C: Clock, R>(
         &self,
         h: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         policy: &TablePolicy<'_, K, C>,
+        decided: Option<Decided<R>>,
     ) -> Option<R>;
 
+    /// Loads the home slot of the key with hash `h` (see `check_many`).
+    fn touch_home(&self, h: u64);
+
     /// Hashes `key` and loads its home slot (see `check_many`); returns the hash.
-    fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64;
+    #[inline(always)]
+    fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64 {
+        let h = crate::store::hash(hasher, key);
+        self.touch_home(h);
+        h
+    }
 }
 
-macro_rules! fingerprints {
-    ($($table:ty),*) => {$(
-        impl Fingerprints for $table {
-            fn insert_with<K: Hash + Eq, C: Clock, R>(
-                &self,
-                h: u64,
-                step: impl Fn(u64) -> (R, Option<u64>),
-                policy: &TablePolicy<'_, K, C>,
-            ) -> Option<R> {
-                self.insert(h, step, policy)
-            }
+impl Fingerprints for Table {
+    fn insert_with<K: Hash + Eq, C: Clock, R>(
+        &self,
+        h: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        policy: &TablePolicy<'_, K, C>,
+        _: Option<Decided<R>>,
+    ) -> Option<R> {
+        self.insert(h, step, policy)
+    }
 
-            #[inline(always)]
-            fn hash_and_touch<Q: Hash + ?Sized>(&self, hasher: &Hasher, key: &Q) -> u64 {
-                let h = crate::store::hash(hasher, key);
-                self.touch(h);
-                h
-            }
-        }
-    )*};
+    #[inline(always)]
+    fn touch_home(&self, h: u64) {
+        self.touch(h);
+    }
 }
 
-fingerprints!(Table, GrowTable);
+impl Fingerprints for GrowTable {
+    fn insert_with<K: Hash + Eq, C: Clock, R>(
+        &self,
+        h: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        policy: &TablePolicy<'_, K, C>,
+        decided: Option<Decided<R>>,
+    ) -> Option<R> {
+        self.insert(h, step, policy, decided)
+    }
+
+    #[inline(always)]
+    fn touch_home(&self, h: u64) {
+        self.touch(h);
+    }
+}
 
 /// The table's view of this limiter during one insert.
 pub(super) struct TablePolicy<'a, K, C> {

@@ -30,7 +30,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match self.insert_hashed(table, h, now, step, true) {
+        match self.insert_hashed(table, h, now, step, true, None) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -50,16 +50,15 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match table.try_update(h, step) {
+        let decided = match table.try_update(h, step) {
             Probe::Hit((word, next)) => return decision_after(algorithm, word, next, now, n),
-            Probe::Absent => {
-                if let Ok((word, next)) = self.decide_absent(&step) {
-                    return decision_after(algorithm, word, next, now, n);
-                }
-            }
-            Probe::Unsure => {}
-        }
-        match self.insert_hashed(table, h, now, step, true) {
+            Probe::Absent => match self.decide_absent(&step) {
+                Ok((word, next)) => return decision_after(algorithm, word, next, now, n),
+                Err(decided) => Some(decided),
+            },
+            Probe::Unsure => None,
+        };
+        match self.insert_hashed(table, h, now, step, true, decided) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
