@@ -191,6 +191,7 @@ impl FleetBuilder {
             charged_back: Counter::new(0),
             commands: Counter::new(1),
             live: Counter::new(first.live),
+            last_error: Lock::new(None),
         });
         let now = Instant::now();
         let task = Task {

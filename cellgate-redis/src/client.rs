@@ -77,6 +77,12 @@ pub struct Reply {
     /// Rate: the burst leases may use (the global burst less the fallback reservations);
     /// stock: 0.
     pub leasable_burst: u64,
+    /// The limit's epoch: a random id written when it was created (this client sends it with
+    /// every later command, so a limit Redis forgot is never taken as fresh).
+    pub epoch: u64,
+    /// `true` when this command found that Redis had forgotten the limit (a rate: its bucket
+    /// was set empty; a stock fails with [`FleetError::Forgotten`] instead).
+    pub forgotten: bool,
 }
 
 /// One process's connection to one fleet limit: the lease protocol, without any policy.
@@ -110,6 +116,8 @@ pub struct LeaseClient {
     kind: Kind,
     holder_ttl: Duration,
     timeout: Duration,
+    /// The epoch of the limit as this client last saw it (0: not yet).
+    epoch: u64,
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -178,7 +186,20 @@ pub(crate) async fn invoke(
     tokio::time::timeout(timeout.saturating_mul(2), inv.invoke_async(conn))
         .await
         .map_err(|_| FleetError::Timeout)?
-        .map_err(FleetError::Redis)
+        .map_err(FleetError::from)
+}
+
+/// A new random epoch, below 2^53 (Lua numbers) and never 0 (0 means "none known").
+fn fresh_epoch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::sync::next_sequence());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    (h.finish() & ((1 << 53) - 1)).max(1)
 }
 
 /// How long a holder may stay silent before the server reconciles it.
@@ -208,12 +229,18 @@ impl LeaseClient {
             kind,
             holder_ttl: DEFAULT_HOLDER_TTL,
             timeout,
+            epoch: 0,
         })
     }
 
     /// This client's process id.
     pub fn pid(&self) -> &str {
         &self.pid
+    }
+
+    /// The limit's epoch as this client last saw it (0 before its first answered command).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// How long the server keeps a silent holder before reconciling it.
@@ -226,9 +253,11 @@ impl LeaseClient {
     ///
     /// # Errors
     ///
-    /// [`FleetError::Timeout`], [`FleetError::Redis`] (a refused configuration included), or
-    /// [`FleetError::Protocol`] for a reply of the wrong shape. After an error the command may
-    /// or may not have been executed: send the same sequence again to find out.
+    /// [`FleetError::Timeout`], [`FleetError::Redis`] (a refused configuration included),
+    /// [`FleetError::Forgotten`] when Redis lost the limit since this client last saw it (or
+    /// an operator has not reset a limit it lost), or [`FleetError::Protocol`] for a reply of
+    /// the wrong shape. After an error the command may or may not have been executed: send
+    /// the same sequence again to find out.
     pub async fn call(&mut self, op: Op, seq: u64, n: u64) -> Result<Reply, FleetError> {
         let (mode, c1, c2) = self.kind.wire();
         let ttl_us = u64::try_from(self.holder_ttl.as_micros()).unwrap_or(u64::MAX);
@@ -243,14 +272,20 @@ impl LeaseClient {
             .arg(mode)
             .arg(c1)
             .arg(c2)
-            .arg(ttl_us);
+            .arg(ttl_us)
+            .arg(self.epoch)
+            .arg(fresh_epoch());
         let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
-        let [value, live, flag, fb, info, leasable] = reply[..] else {
+        let [value, live, flag, fb, info, leasable, epoch, forgotten] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
         let non_negative =
             |x: i64| u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")));
+        let epoch = non_negative(epoch)?;
+        self.epoch = epoch;
         Ok(Reply {
+            epoch,
+            forgotten: forgotten == 1,
             value: non_negative(value)?,
             live: non_negative(live)?,
             repeated: flag == 1,

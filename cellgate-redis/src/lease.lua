@@ -3,14 +3,23 @@
 -- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost
 -- KEYS[2] holders hash  s:<pid> last seen (us), f:<pid> fallback burst, n:<pid> net units held
 -- KEYS[3] replies hash  <pid> -> "seq value live fb info" (the answer to the newest sequence)
--- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us)
+-- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us),
+--       known epoch (0: none yet), fresh epoch (this process's, used if it creates the limit)
 --   stock: c1 = initial units, c2 = 0;   rate: c1 = emission interval (us), c2 = burst
+--
+-- The epoch is a random id written once when the limit is created. A process that has seen
+-- the limit sends its epoch; finding no limit, or one with another epoch, means Redis forgot
+-- it (a restart without persistence, a failover to a replica that lagged) and somebody, maybe
+-- this call, would start it afresh. Never fresh: a stock is marked forgotten (every call then
+-- fails: it sells only what processes still hold leased, until an operator resets it); a
+-- rate's bucket is set empty (as if its whole burst had just been used).
 --
 -- Every number is an integer below 2^53 (times in microseconds), so Lua's doubles hold them
 -- exactly; they are written back with %d, never with Lua's float formatting.
 -- Reply: { value, live holders, flag (0 new, 1 repeated sequence, 2 stale sequence),
 --          fallback burst of this holder, info (stock: units left; rate: units grantable now),
---          leasable burst (rate: the burst less the fallback reservations; stock: 0) }
+--          leasable burst (rate: the burst less the fallback reservations; stock: 0),
+--          the limit's epoch, 1 if this call found the limit forgotten (rate: set empty) }
 
 local S, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local op, pid = ARGV[1], ARGV[2]
@@ -18,16 +27,26 @@ local seq, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode = ARGV[5]
 local c1, c2 = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
+local known, fresh = tonumber(ARGV[9]), tonumber(ARGV[10])
 
 local function int(x) return string.format('%d', x) end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+local FORGOTTEN = 'CELLGATE_FORGOTTEN redis lost this limit (restarted without persistence, or a failover to a replica that lagged): it is not sold afresh; reset it (see the README)'
+
 -- The first holder fixes the configuration; a different one is refused, not merged.
 local m = redis.call('HGET', S, 'mode')
+local found_epoch = m and tonumber(redis.call('HGET', S, 'epoch') or '0') or 0
+local recreated = (not m) and known ~= 0
 if not m then
-  redis.call('HSET', S, 'mode', mode, 'c1', int(c1), 'c2', int(c2), 'lost', '0')
+  if known ~= 0 and mode == 'stock' then
+    redis.call('HSET', S, 'mode', mode, 'c1', int(c1), 'c2', int(c2), 'forgotten', '1')
+    return redis.error_reply(FORGOTTEN)
+  end
+  redis.call('HSET', S, 'mode', mode, 'c1', int(c1), 'c2', int(c2), 'lost', '0', 'epoch', int(fresh))
+  found_epoch = fresh
   if mode == 'stock' then
     redis.call('HSET', S, 'rem', int(c1))
   else
@@ -37,6 +56,24 @@ elseif m ~= mode or tonumber(redis.call('HGET', S, 'c1')) ~= c1
     or tonumber(redis.call('HGET', S, 'c2')) ~= c2 then
   return redis.error_reply('CELLGATE limit exists with another configuration')
 end
+if redis.call('HEXISTS', S, 'forgotten') == 1 then return redis.error_reply(FORGOTTEN) end
+if found_epoch == 0 then
+  -- A limit created before epochs existed: it gets one now.
+  found_epoch = fresh
+  redis.call('HSET', S, 'epoch', int(fresh))
+end
+local forgotten = 0
+if recreated or (known ~= 0 and known ~= found_epoch) then
+  -- Created afresh since this process last saw it (by this call, or by a process that never
+  -- knew it), so Redis forgot what was taken.
+  if mode == 'stock' then
+    redis.call('HSET', S, 'forgotten', '1')
+    return redis.error_reply(FORGOTTEN)
+  end
+  local empty = now + c2 * c1
+  if tonumber(redis.call('HGET', S, 'tat')) < empty then redis.call('HSET', S, 'tat', int(empty)) end
+  forgotten = 1
+end
 
 -- Idempotency: a retried or duplicated command gets the answer of its first execution, and an
 -- older sequence than the newest executed one changes nothing.
@@ -44,8 +81,8 @@ local last = redis.call('HGET', Q, pid)
 if last then
   local ls, lv, ll, lf, li, lb = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
   ls = tonumber(ls)
-  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb) } end
-  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb) } end
+  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten } end
+  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten } end
 end
 
 -- Live holders. A holder silent for longer than the ttl is reconciled: its fallback burst is
@@ -130,4 +167,4 @@ end
 
 redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
   .. ' ' .. int(info) .. ' ' .. int(leasable))
-return { v, live, 0, fb, info, leasable }
+return { v, live, 0, fb, info, leasable, found_epoch, forgotten }

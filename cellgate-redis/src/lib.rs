@@ -13,7 +13,8 @@
 //! | [`Fleet::rate`] | a global GCRA rate `R`, burst `B`: Σ admitted over `[0, T]` ≤ `R·T + B` |
 //! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::RateLimiter`] |
 //! | [`KeyedFleet`] | a rate per key (per user, token, IP) or a stock per key (per SKU): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key) |
-//! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only) |
+//! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only), forgotten (Redis lost the stock) |
+//! | [`LastError`], [`FleetError`] | the last failure and when; every known Redis error says what to fix |
 //! | [`LeaseClient`] | the wire protocol alone (for tests and tools) |
 //!
 //! ## The protocol
@@ -69,5 +70,5 @@ mod task;
 pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::FleetError;
-pub use fleet::{Fleet, FleetState, FleetStats};
+pub use fleet::{Fleet, FleetState, FleetStats, LastError};
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};

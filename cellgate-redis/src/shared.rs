@@ -5,8 +5,9 @@ use std::thread::JoinHandle;
 
 use cellgate::{Decision, KeyedLimiter, Limiter};
 
+use crate::fleet::LastError;
 use crate::keyed::KeyedStats;
-pub(crate) use crate::local::{CONNECTED, FALLBACK, PARTITIONED};
+pub(crate) use crate::local::{CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use tokio::sync::Notify;
 
@@ -29,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) charged_back: Counter,
     pub(crate) commands: Counter,
     pub(crate) live: Counter,
+    /// The last failure and when it happened (written by the task, read by the application).
+    pub(crate) last_error: Lock<Option<LastError>>,
 }
 
 impl Shared {

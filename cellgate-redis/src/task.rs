@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use crate::book::Book;
 use crate::builder::{share, FleetBuilder};
 use crate::client::{Kind, LeaseClient, Op, Reply};
-use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
+use crate::error::FleetError;
+use crate::fleet::LastError;
+use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often the background task looks at the pool.
 const TICK: Duration = Duration::from_millis(2);
@@ -120,6 +122,12 @@ impl Task {
             .book
             .observe(self.pool_remaining(), self.returned_deadline());
         self.note_spent(spent);
+        if self.shared.state() == FORGOTTEN {
+            // Nothing to ask of Redis: the limit's books are gone there. The pool sells what
+            // it holds.
+            self.publish();
+            return;
+        }
         let elapsed = now.duration_since(self.window_start);
         if elapsed >= RATE_WINDOW {
             let r = self.window_spent as f64 / elapsed.as_secs_f64();
@@ -139,7 +147,7 @@ impl Task {
             self.to_give += self.withdraw(Book::level);
         }
         if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
-            self.shared.state.set(PARTITIONED);
+            self.transition(PARTITIONED, None);
         }
         // Outage admissions are charged before anything more is granted: a grant still
         // waiting from before the outage would otherwise take room they already used. Dropping
@@ -235,10 +243,20 @@ impl Task {
                 self.failures = 0;
                 self.last_ok_sent = first_sent;
                 self.last_contact = Instant::now();
-                self.shared.state.set(CONNECTED);
+                if reply.forgotten {
+                    // A rate whose bucket Redis lost: the script set it empty and goes on.
+                    tracing::error!(limit = %self.name, "redis lost this rate limit's bucket (a restart without persistence?): it was re-created empty");
+                    self.record(FleetError::Forgotten);
+                }
+                self.transition(CONNECTED, None);
                 self.apply(p, first_sent, reply);
             }
-            Err(_) => {
+            Err(FleetError::Forgotten) => {
+                self.pending = None;
+                self.shared.backend_errors.add(1);
+                self.transition(FORGOTTEN, Some(FleetError::Forgotten));
+            }
+            Err(e) => {
                 self.shared.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
                 let backoff = Duration::from_millis(10 << self.failures.min(5));
@@ -246,8 +264,37 @@ impl Task {
                 let can_fall_back =
                     self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
                 let state = if can_fall_back { FALLBACK } else { PARTITIONED };
-                self.shared.state.set(state);
+                self.transition(state, Some(e));
             }
+        }
+    }
+
+    /// Records `error` as the last one, with the time.
+    fn record(&self, error: FleetError) {
+        *self.shared.last_error.lock() = Some(LastError {
+            at: std::time::SystemTime::now(),
+            error,
+        });
+    }
+
+    /// Moves to `state` (recording `error` when there is one), logging the change.
+    fn transition(&self, state: u8, error: Option<FleetError>) {
+        let from = self.shared.state();
+        if let Some(e) = &error {
+            if from != state || from == CONNECTED {
+                tracing::warn!(limit = %self.name, error = %e, "{}", describe(state));
+            } else {
+                tracing::debug!(limit = %self.name, error = %e, "redis still not answering");
+            }
+        } else if from != state {
+            tracing::info!(limit = %self.name, "{}", describe(state));
+        }
+        if let Some(e) = error {
+            self.record(e);
+        }
+        // A forgotten limit stays so: its units are gone from Redis's books.
+        if from != FORGOTTEN {
+            self.shared.state.set(state);
         }
     }
 
@@ -345,6 +392,9 @@ impl Task {
     /// outage debt, each retried within a bounded time.
     async fn finish(&mut self) {
         let give_up = Instant::now() + self.cfg.command_timeout * 8;
+        if self.shared.state() == FORGOTTEN {
+            return;
+        }
         // No more outage admissions: what was admitted so far is charged below.
         self.shared.state.set(PARTITIONED);
         loop {
@@ -357,6 +407,9 @@ impl Task {
                 break;
             }
             self.send(p).await;
+            if self.shared.state() == FORGOTTEN {
+                break;
+            }
             if self.pending.is_some() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -380,5 +433,15 @@ impl Task {
             n,
             first_sent: None,
         })
+    }
+}
+
+/// What a state means, for the log.
+fn describe(state: u8) -> &'static str {
+    match state {
+        CONNECTED => "redis answers: admitting from leases",
+        FALLBACK => "redis not answering: admitting at the local share, to be charged back",
+        PARTITIONED => "redis not answering: admitting only leased units",
+        _ => "redis lost this limit: selling only leased units; an operator must reset it",
     }
 }

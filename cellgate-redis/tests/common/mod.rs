@@ -73,11 +73,19 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// Arguments after the defaults (a later directive overrides an earlier one).
+    extra: Vec<String>,
 }
 
 /// `None` (after one loud line) when `redis-server` is not installed, unless `CI=true`, where
 /// a missing server fails the test.
 pub fn redis() -> Option<RedisServer> {
+    redis_with(&[])
+}
+
+/// As [`redis`], with `extra` arguments after the defaults (`--appendonly no` for a server
+/// that forgets everything when it restarts, `--requirepass`, TLS...).
+pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
     let found = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -100,6 +108,7 @@ pub fn redis() -> Option<RedisServer> {
         port,
         dir,
         child: None,
+        extra: extra.iter().map(|a| (*a).to_owned()).collect(),
     };
     s.start();
     Some(s)
@@ -124,6 +133,7 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
