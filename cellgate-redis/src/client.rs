@@ -109,13 +109,12 @@ pub struct Reply {
 /// ```
 #[derive(Clone)]
 pub struct LeaseClient {
-    conn: ConnectionManager,
+    conn: Conn,
     script: Script,
     keys: [String; 3],
     pid: String,
     kind: Kind,
     holder_ttl: Duration,
-    timeout: Duration,
     /// The epoch of the limit as this client last saw it (0: not yet).
     epoch: u64,
 }
@@ -149,44 +148,97 @@ pub(crate) fn check_name(name: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
-/// A connection to `url` that reconnects in the background, every command bounded by
-/// `timeout`.
-pub(crate) async fn connect_manager(
-    url: &str,
+/// A connection to one Redis that reconnects in the background, every command bounded by a
+/// timeout.
+///
+/// redis-rs's connection manager reconnects after an I/O error only: a connection whose
+/// handshake failed otherwise (a password changed while the process ran) would fail forever.
+/// So after such a failure the next command starts from a new manager.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    manager: ConnectionManager,
+    client: redis::Client,
+    config: ConnectionManagerConfig,
     timeout: Duration,
-) -> Result<ConnectionManager, FleetError> {
-    let client = redis::Client::open(url)
-        .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
-    // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
-    // reconnects run in the background, and each command stays bounded by `timeout`.
-    let connect_timeout = timeout.max(Duration::from_secs(1));
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(Some(timeout))
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(200))
-        .set_number_of_retries(2);
-    Ok(tokio::time::timeout(
-        connect_timeout.saturating_mul(2),
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| FleetError::Timeout)??)
 }
 
-/// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
-/// integers.
-pub(crate) async fn invoke(
-    inv: &redis::ScriptInvocation<'_>,
-    conn: &mut ConnectionManager,
-    timeout: Duration,
-) -> Result<Vec<i64>, FleetError> {
-    // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
-    // reload (two round trips) and a reconnect in progress.
-    tokio::time::timeout(timeout.saturating_mul(2), inv.invoke_async(conn))
+impl Conn {
+    /// Connects to `url`; with `lazy`, nothing is sent until the first command (a start
+    /// during an outage), else the first connection is made now.
+    pub(crate) async fn open(url: &str, timeout: Duration, lazy: bool) -> Result<Self, FleetError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
+        // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
+        // reconnects run in the background, and each command stays bounded by `timeout`.
+        let connect_timeout = timeout.max(Duration::from_secs(1));
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(timeout))
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200))
+            .set_number_of_retries(2);
+        let manager = if lazy {
+            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?
+        } else {
+            tokio::time::timeout(
+                connect_timeout.saturating_mul(2),
+                ConnectionManager::new_with_config(client.clone(), config.clone()),
+            )
+            .await
+            .map_err(|_| FleetError::Timeout)??
+        };
+        Ok(Self {
+            manager,
+            client,
+            config,
+            timeout,
+        })
+    }
+
+    /// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
+    /// integers.
+    pub(crate) async fn invoke(
+        &mut self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<i64>, FleetError> {
+        // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
+        // reload (two round trips) and a reconnect in progress.
+        let r = tokio::time::timeout(
+            self.timeout.saturating_mul(2),
+            inv.invoke_async(&mut self.manager),
+        )
         .await
-        .map_err(|_| FleetError::Timeout)?
-        .map_err(FleetError::from)
+        .map_err(|_| FleetError::Timeout)?;
+        self.renew_after(r).map_err(FleetError::from)
+    }
+
+    /// Runs one command.
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, FleetError> {
+        let r = tokio::time::timeout(self.timeout, cmd.query_async(&mut self.manager))
+            .await
+            .map_err(|_| FleetError::Timeout)?;
+        self.renew_after(r).map_err(FleetError::from)
+    }
+
+    /// Starts from a new (lazy) manager after a failed handshake.
+    fn renew_after<T>(&mut self, r: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(e) = &r {
+            let handshake = e.kind() == redis::ErrorKind::AuthenticationFailed
+                || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"));
+            if handshake {
+                if let Ok(m) = ConnectionManager::new_lazy_with_config(
+                    self.client.clone(),
+                    self.config.clone(),
+                ) {
+                    self.manager = m;
+                }
+            }
+        }
+        r
+    }
 }
 
 /// A new random epoch, below 2^53 (Lua numbers) and never 0 (0 means "none known").
@@ -220,15 +272,26 @@ impl LeaseClient {
         pid: &str,
         timeout: Duration,
     ) -> Result<Self, FleetError> {
+        Self::open(url, name, kind, pid, timeout, false).await
+    }
+
+    /// As [`connect`](Self::connect), `lazy`: connecting on the first command.
+    pub(crate) async fn open(
+        url: &str,
+        name: &str,
+        kind: Kind,
+        pid: &str,
+        timeout: Duration,
+        lazy: bool,
+    ) -> Result<Self, FleetError> {
         check_name(name)?;
         Ok(Self {
-            conn: connect_manager(url, timeout).await?,
+            conn: Conn::open(url, timeout, lazy).await?,
             script: Script::new(LEASE_LUA),
             keys: keys(name),
             pid: pid.to_owned(),
             kind,
             holder_ttl: DEFAULT_HOLDER_TTL,
-            timeout,
             epoch: 0,
         })
     }
@@ -236,6 +299,20 @@ impl LeaseClient {
     /// This client's process id.
     pub fn pid(&self) -> &str {
         &self.pid
+    }
+
+    /// Whether Redis says it keeps no append-only file (`INFO persistence`): a restart then
+    /// loses the writes since the last snapshot, and with them what the limit sold. `None`
+    /// when Redis does not say (no permission for `INFO`, a timeout).
+    pub async fn volatile(&mut self) -> Option<bool> {
+        let info: String = self
+            .conn
+            .query(redis::cmd("INFO").arg("persistence"))
+            .await
+            .ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("aof_enabled:"))
+            .map(|v| v.trim() == "0")
     }
 
     /// The limit's epoch as this client last saw it (0 before its first answered command).
@@ -275,7 +352,7 @@ impl LeaseClient {
             .arg(ttl_us)
             .arg(self.epoch)
             .arg(fresh_epoch());
-        let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
+        let reply = self.conn.invoke(&inv).await?;
         let [value, live, flag, fb, info, leasable, epoch, forgotten] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };

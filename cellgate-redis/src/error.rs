@@ -2,6 +2,31 @@
 
 use redis::{ErrorKind, ServerErrorKind};
 
+/// The commands an ACL user needs (the literal behind [`ACL_COMMANDS`], so the hints can
+/// name them).
+macro_rules! acl_commands {
+    () => {
+        "+evalsha +eval +script|load +time +hget +hmget +hset +hgetall +hdel +hincrby +hexists +mget +set +del +info"
+    };
+}
+
+/// The ACL permissions a Redis user needs for the fleet mode ([`Fleet`](crate::Fleet) and
+/// [`KeyedFleet`](crate::KeyedFleet)), on the keys `~cellgate:*`: running the scripts
+/// (`EVALSHA`, `EVAL` and `SCRIPT LOAD` when the script is not cached yet) and the commands
+/// the scripts run (Redis checks those against the user too). `+info` is optional: it lets a
+/// limiter warn when Redis keeps no append-only file.
+///
+/// # Examples
+///
+/// ```text
+/// ACL SETUSER app on >PASSWORD ~cellgate:* +evalsha +eval +script|load +time +hget ...
+/// ```
+///
+/// ```
+/// assert!(cellgate_redis::ACL_COMMANDS.contains("+evalsha"));
+/// ```
+pub const ACL_COMMANDS: &str = acl_commands!();
+
 /// An error from the fleet mode: a bad configuration, or Redis not answering as it should.
 ///
 /// Its `Display` says what to fix for the Redis errors a deployment meets (no or a wrong
@@ -66,9 +91,13 @@ fn redis_hint(e: &redis::RedisError) -> Option<&'static str> {
         _ if code == "WRONGPASS" || e.kind() == ErrorKind::AuthenticationFailed => {
             "Redis refused the user or password in the URL: check them (ACL LIST on the server)"
         }
-        ErrorKind::Server(ServerErrorKind::NoPerm) => {
-            "the ACL user may not run the fleet's script on its keys: grant it \
-             `+evalsha +eval +script|load ~cellgate:*` (see the README's ACL section)"
+        _ if e.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+            || detail.contains("user executing the script can't run") =>
+        {
+            concat!(
+                "the ACL user may not run the fleet's scripts on its keys: ACL SETUSER <user> ~cellgate:* ",
+                acl_commands!()
+            )
         }
         ErrorKind::Server(ServerErrorKind::ReadOnly) => {
             "the URL points at a read-only replica: point it at the master"

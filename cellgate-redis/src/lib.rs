@@ -69,6 +69,6 @@ mod task;
 
 pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
-pub use error::FleetError;
+pub use error::{FleetError, ACL_COMMANDS};
 pub use fleet::{Fleet, FleetState, FleetStats, LastError};
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};

@@ -40,6 +40,9 @@ pub(crate) struct Task {
     pub(crate) pending: Option<Pending>,
     pub(crate) retry_at: Instant,
     pub(crate) failures: u32,
+    /// Redis has answered this process once (before that, no holder ttl runs on the server,
+    /// so the outage fallback has no deadline).
+    pub(crate) registered: bool,
     /// When the last answered command was first sent: the server saw this holder no earlier.
     pub(crate) last_ok_sent: Instant,
     pub(crate) last_contact: Instant,
@@ -65,6 +68,9 @@ pub(crate) struct Task {
 
 impl Task {
     pub(crate) async fn run(mut self) {
+        if self.registered {
+            self.warn_if_volatile().await;
+        }
         while !self.shared.stop.raised() {
             tokio::select! {
                 () = self.shared.wake.notified() => {}
@@ -146,7 +152,7 @@ impl Task {
         if self.book.level() > 0 && now.duration_since(self.last_use) >= self.cfg.idle {
             self.to_give += self.withdraw(Book::level);
         }
-        if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
+        if self.shared.state() == FALLBACK && !self.may_fall_back(now) {
             self.transition(PARTITIONED, None);
         }
         // Outage admissions are charged before anything more is granted: a grant still
@@ -176,10 +182,14 @@ impl Task {
             .saturating_sub(self.charged)
     }
 
-    /// The fallback must end before the server may reconcile this holder.
-    fn fallback_deadline(&self) -> Instant {
+    /// Whether the outage fallback may admit at `now`: it must end before the server may
+    /// reconcile this holder (never registered: nothing to reconcile), and the server must
+    /// have reserved a fallback burst for it.
+    fn may_fall_back(&self, now: Instant) -> bool {
         let ttl = self.client.holder_ttl();
-        self.last_ok_sent + ttl - ttl / 5
+        self.shared.fallback.is_some()
+            && self.fallback_burst > 0
+            && (!self.registered || now < self.last_ok_sent + ttl - ttl / 5)
     }
 
     fn next_command(&mut self, now: Instant) -> Option<Pending> {
@@ -243,6 +253,11 @@ impl Task {
                 self.failures = 0;
                 self.last_ok_sent = first_sent;
                 self.last_contact = Instant::now();
+                if !self.registered {
+                    self.registered = true;
+                    tracing::info!(limit = %self.name, live = reply.live, "registered with redis");
+                    self.warn_if_volatile().await;
+                }
                 if reply.forgotten {
                     // A rate whose bucket Redis lost: the script set it empty and goes on.
                     tracing::error!(limit = %self.name, "redis lost this rate limit's bucket (a restart without persistence?): it was re-created empty");
@@ -261,11 +276,23 @@ impl Task {
                 self.failures = self.failures.saturating_add(1);
                 let backoff = Duration::from_millis(10 << self.failures.min(5));
                 self.retry_at = Instant::now() + backoff;
-                let can_fall_back =
-                    self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
-                let state = if can_fall_back { FALLBACK } else { PARTITIONED };
+                let state = if self.may_fall_back(Instant::now()) {
+                    FALLBACK
+                } else {
+                    PARTITIONED
+                };
                 self.transition(state, Some(e));
             }
+        }
+    }
+
+    /// Logs a warning when Redis keeps no append-only file: a restart would forget the
+    /// limit (detected, and a stock then stops selling: see [`FleetState::Forgotten`]).
+    ///
+    /// [`FleetState::Forgotten`]: crate::FleetState::Forgotten
+    async fn warn_if_volatile(&mut self) {
+        if self.client.volatile().await == Some(true) {
+            tracing::warn!(limit = %self.name, "redis keeps no append-only file: a restart forgets this limit, and a stock then stops selling until an operator resets it (appendonly yes, appendfsync always)");
         }
     }
 

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::Script;
 
-use crate::client::{check_name, connect_manager, invoke, DEFAULT_HOLDER_TTL};
+use crate::client::{check_name, Conn, DEFAULT_HOLDER_TTL};
 use crate::error::FleetError;
 
 /// The script every batch runs (see `keyed.lua` for the protocol).
@@ -95,14 +94,13 @@ pub struct BatchReply {
 /// ```
 #[derive(Clone)]
 pub struct KeyedClient {
-    conn: ConnectionManager,
+    conn: Conn,
     script: Script,
     name: String,
     base: [String; 3],
     pid: String,
     interval_us: u64,
     burst: u64,
-    timeout: Duration,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -145,7 +143,7 @@ impl KeyedClient {
     ) -> Result<Self, FleetError> {
         check_name(name)?;
         Ok(Self {
-            conn: connect_manager(url, timeout).await?,
+            conn: Conn::open(url, timeout, false).await?,
             script: Script::new(KEYED_LUA),
             name: name.to_owned(),
             base: [
@@ -156,7 +154,6 @@ impl KeyedClient {
             pid: pid.to_owned(),
             interval_us,
             burst,
-            timeout,
         })
     }
 
@@ -201,7 +198,7 @@ impl KeyedClient {
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
-        let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
+        let reply = self.conn.invoke(&inv).await?;
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
         let (&flag, &live) = match &reply[..] {
             [flag, live, ..] => (flag, live),

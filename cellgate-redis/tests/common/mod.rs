@@ -75,6 +75,8 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Arguments after the defaults (a later directive overrides an earlier one).
     extra: Vec<String>,
+    /// The default user's password (from `--requirepass`), for the tests' own connections.
+    pub password: Option<String>,
 }
 
 /// `None` (after one loud line) when `redis-server` is not installed, unless `CI=true`, where
@@ -109,6 +111,11 @@ pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
         dir,
         child: None,
         extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        password: extra
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .and_then(|i| extra.get(i + 1))
+            .map(|p| (*p).to_owned()),
     };
     s.start();
     Some(s)
@@ -181,8 +188,26 @@ impl RedisServer {
         assert!(ok, "kill {sig} {pid}");
     }
 
+    /// The URL with the default user's password, if the server has one.
+    pub fn admin_url(&self) -> String {
+        match &self.password {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        }
+    }
+
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+        redis::Client::open(self.admin_url())?.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    /// Runs one command as the default user (panics on an error: the test's own setup).
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut self.connection().unwrap())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     /// Calls made by clients to run scripts (EVAL/EVALSHA/SCRIPT), from `INFO commandstats`:
