@@ -50,7 +50,7 @@ impl FleetBuilder {
             command_timeout: Duration::from_millis(200),
             lease_lifetime: Duration::from_secs(1),
             idle: Duration::from_secs(1),
-            min_lease: 128,
+            min_lease: crate::client::DEFAULT_MIN_LEASE,
             max_lease: None,
             horizon: Duration::from_millis(200),
             outage_processes: 1,
@@ -144,6 +144,7 @@ impl FleetBuilder {
         let timeout = self.command_timeout;
         let (client, first) = runtime.block_on(async {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
+            c.set_min_lease(self.min_lease);
             // Registration: a few tries, the same sequence each time (idempotent).
             let mut tries = 0;
             let first = loop {
@@ -186,7 +187,7 @@ impl FleetBuilder {
         let (kind, descriptor) = self.validate()?;
         let runtime = runtime()?;
         let pid = process_id();
-        let client = runtime.block_on(LeaseClient::open(
+        let mut client = runtime.block_on(LeaseClient::open(
             url,
             &self.name,
             kind,
@@ -194,6 +195,7 @@ impl FleetBuilder {
             self.command_timeout,
             true,
         ))?;
+        client.set_min_lease(self.min_lease);
         self.launch(runtime, client, kind, descriptor, None)
     }
 

@@ -83,6 +83,10 @@ pub struct Reply {
     /// `true` when this command found that Redis had forgotten the limit (a rate: its bucket
     /// was set empty; a stock fails with [`FleetError::Forgotten`] instead).
     pub forgotten: bool,
+    /// Rate, a grant short of what was asked: when to ask again, in microseconds (the
+    /// holder's slot: the fleet's short requests are spaced one minimum lease of accrual
+    /// apart); otherwise 0.
+    pub retry_us: u64,
 }
 
 /// One process's connection to one fleet limit: the lease protocol, without any policy.
@@ -115,6 +119,8 @@ pub struct LeaseClient {
     pid: String,
     kind: Kind,
     holder_ttl: Duration,
+    /// The units a request should carry when the fleet is short (see [`Reply::retry_us`]).
+    min_lease: u64,
     /// The epoch of the limit as this client last saw it (0: not yet).
     epoch: u64,
 }
@@ -254,6 +260,9 @@ fn fresh_epoch() -> u64 {
     (h.finish() & ((1 << 53) - 1)).max(1)
 }
 
+/// The smallest lease a process asks for, by default.
+pub(crate) const DEFAULT_MIN_LEASE: u64 = 128;
+
 /// How long a holder may stay silent before the server reconciles it.
 pub(crate) const DEFAULT_HOLDER_TTL: Duration = Duration::from_secs(10);
 
@@ -292,6 +301,7 @@ impl LeaseClient {
             pid: pid.to_owned(),
             kind,
             holder_ttl: DEFAULT_HOLDER_TTL,
+            min_lease: DEFAULT_MIN_LEASE,
             epoch: 0,
         })
     }
@@ -313,6 +323,13 @@ impl LeaseClient {
         info.lines()
             .find_map(|l| l.strip_prefix("aof_enabled:"))
             .map(|v| v.trim() == "0")
+    }
+
+    /// Sets the units a request should carry when the fleet is short (default 128): a rate's
+    /// short grants tell each holder to come back one such accrual after the last holder
+    /// told so ([`Reply::retry_us`]).
+    pub fn set_min_lease(&mut self, units: u64) {
+        self.min_lease = units.max(1);
     }
 
     /// The limit's epoch as this client last saw it (0 before its first answered command).
@@ -351,9 +368,10 @@ impl LeaseClient {
             .arg(c2)
             .arg(ttl_us)
             .arg(self.epoch)
-            .arg(fresh_epoch());
+            .arg(fresh_epoch())
+            .arg(self.min_lease);
         let reply = self.conn.invoke(&inv).await?;
-        let [value, live, flag, fb, info, leasable, epoch, forgotten] = reply[..] else {
+        let [value, live, flag, fb, info, leasable, epoch, forgotten, retry] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
         let non_negative =
@@ -363,6 +381,7 @@ impl LeaseClient {
         Ok(Reply {
             epoch,
             forgotten: forgotten == 1,
+            retry_us: non_negative(retry)?,
             value: non_negative(value)?,
             live: non_negative(live)?,
             repeated: flag == 1,

@@ -4,7 +4,8 @@
 -- KEYS[2] holders hash  s:<pid> last seen (us), f:<pid> fallback burst, n:<pid> net units held
 -- KEYS[3] replies hash  <pid> -> "seq value live fb info" (the answer to the newest sequence)
 -- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us),
---       known epoch (0: none yet), fresh epoch (this process's, used if it creates the limit)
+--       known epoch (0: none yet), fresh epoch (this process's, used if it creates the limit),
+--       min lease (rate: the units a request should carry when the fleet is short)
 --   stock: c1 = initial units, c2 = 0;   rate: c1 = emission interval (us), c2 = burst
 --
 -- The epoch is a random id written once when the limit is created. A process that has seen
@@ -19,7 +20,8 @@
 -- Reply: { value, live holders, flag (0 new, 1 repeated sequence, 2 stale sequence),
 --          fallback burst of this holder, info (stock: units left; rate: units grantable now),
 --          leasable burst (rate: the burst less the fallback reservations; stock: 0),
---          the limit's epoch, 1 if this call found the limit forgotten (rate: set empty) }
+--          the limit's epoch, 1 if this call found the limit forgotten (rate: set empty),
+--          wait (us; rate, a short grant: when to ask again, the holder's slot) }
 
 local S, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local op, pid = ARGV[1], ARGV[2]
@@ -28,6 +30,7 @@ local mode = ARGV[5]
 local c1, c2 = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
 local known, fresh = tonumber(ARGV[9]), tonumber(ARGV[10])
+local minl = tonumber(ARGV[11]) or 1
 
 local function int(x) return string.format('%d', x) end
 
@@ -79,10 +82,11 @@ end
 -- older sequence than the newest executed one changes nothing.
 local last = redis.call('HGET', Q, pid)
 if last then
-  local ls, lv, ll, lf, li, lb = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+)$')
+  local ls, lv, ll, lf, li, lb, lw = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) ?(%d*)$')
   ls = tonumber(ls)
-  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten } end
-  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten } end
+  lw = tonumber(lw) or 0
+  if seq == ls then return { tonumber(lv), tonumber(ll), 1, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten, lw } end
+  if seq < ls then return { 0, tonumber(ll), 2, tonumber(lf), tonumber(li), tonumber(lb), found_epoch, forgotten, 0 } end
 end
 
 -- Live holders. A holder silent for longer than the ttl is reconciled: its fallback burst is
@@ -124,7 +128,7 @@ if not seen[pid] or seen[pid] + ttl < now then
 end
 redis.call('HSET', H, 's:' .. pid, int(now))
 
-local v, info, leasable = 0, 0, 0
+local v, info, leasable, wait = 0, 0, 0, 0
 if mode == 'stock' then
   local rem = tonumber(redis.call('HGET', S, 'rem'))
   if op == 'grant' then
@@ -153,6 +157,20 @@ else
     v = math.min(n, avail)
     tat = tat + v * T
     info = avail - v
+    if v < n then
+      -- The fleet is short: the holder comes back at the next free slot. Slots are one
+      -- minimum lease of accrual apart (at most a quarter of the leasable burst's fill time, so the
+      -- bucket never overflows between two requests), so however many processes want however
+      -- much, the fleet sends one short request per slot and each carries about a minimum
+      -- lease.
+      local gap = math.max(1, math.min(minl * T, math.floor((B - reserved) * T / 4)))
+      -- At most one slot per live holder ahead: holders that come back early (their wait is
+      -- capped) cannot push the queue without bound.
+      local slot = tonumber(redis.call('HGET', S, 'slot') or '0')
+      slot = math.min(math.max(slot, now), now + (live - 1) * gap) + gap
+      redis.call('HSET', S, 'slot', int(slot))
+      wait = slot - now
+    end
   elseif op == 'give' then
     v = n
     tat = tat - n * T
@@ -166,5 +184,5 @@ else
 end
 
 redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
-  .. ' ' .. int(info) .. ' ' .. int(leasable))
-return { v, live, 0, fb, info, leasable, found_epoch, forgotten }
+  .. ' ' .. int(info) .. ' ' .. int(leasable) .. ' ' .. int(wait))
+return { v, live, 0, fb, info, leasable, found_epoch, forgotten, wait }

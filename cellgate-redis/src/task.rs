@@ -358,19 +358,11 @@ impl Task {
                 self.need = 0;
                 let now = Instant::now();
                 self.next_grant = match self.kind {
-                    Kind::Rate { interval_us, .. } if got < p.n => {
-                        // The fleet is short: wait until the fleet accrues a minimum lease for
-                        // every live holder, so each command carries a worthwhile grant.
-                        // But come back within half the time the leasable burst takes to
-                        // fill up, even if nobody else asks (and this thread is late), or
-                        // the fleet would lose capacity.
-                        let us = self
-                            .cfg
-                            .min_lease
-                            .saturating_mul(interval_us)
-                            .saturating_mul(self.live)
-                            .min(r.leasable_burst.saturating_mul(interval_us) / 2);
-                        now + Duration::from_micros(us).min(self.cfg.lease_lifetime / 2)
+                    // The fleet is short: come back at the slot the server gave (spaced so
+                    // the fleet's short requests each carry about a minimum lease, whatever
+                    // the demand), within half a lease lifetime.
+                    Kind::Rate { .. } if got < p.n => {
+                        now + Duration::from_micros(r.retry_us).min(self.cfg.lease_lifetime / 2)
                     }
                     Kind::Stock { .. } if got == 0 => {
                         self.stock_backoff = (self.stock_backoff * 2)
