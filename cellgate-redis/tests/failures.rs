@@ -132,3 +132,17 @@ fn a_limiter_starts_while_redis_is_down_and_joins_when_it_answers() {
     });
     common::wait_for("a sale once Redis answers", || stock.check().is_allowed());
 }
+
+#[test]
+fn a_unix_socket_url_works() {
+    let dir = common::TempDir::new("unix");
+    let socket = dir.0.join("redis.sock");
+    let path = socket.to_str().unwrap();
+    let Some(_r) = common::redis_with(&["--unixsocket", path, "--unixsocketperm", "700"]) else {
+        return;
+    };
+    let f = Fleet::stock("unix", 100)
+        .connect(&format!("redis+unix://{path}"))
+        .unwrap();
+    common::wait_for("a sale over the unix socket", || f.check().is_allowed());
+}

@@ -69,6 +69,35 @@ pub fn model_cases<S: proptest::strategy::Strategy>(
     }
 }
 
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A directory for one test's files (certificates), removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "cellgate-redis-{tag}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
@@ -100,10 +129,7 @@ pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
         eprintln!("!!!!! SKIPPED: redis-server not found; install it (apt-get install -y redis-server) to run the fleet tests !!!!!");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = free_port();
     let dir = std::env::temp_dir().join(format!("cellgate-redis-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut s = RedisServer {
@@ -263,7 +289,19 @@ pub fn node<S: AsRef<std::ffi::OsStr>>(
     seconds: &str,
     threads: usize,
 ) -> Node {
+    node_env(url, limit, seconds, threads, &[])
+}
+
+/// As [`node`], with environment variables set for the process (`SSL_CERT_FILE`).
+pub fn node_env<S: AsRef<std::ffi::OsStr>>(
+    url: &str,
+    limit: &[S],
+    seconds: &str,
+    threads: usize,
+    env: &[(&str, &std::path::Path)],
+) -> Node {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_node"))
+        .envs(env.iter().copied())
         .args(["--redis", url])
         .args(limit)
         .args(["--seconds", seconds, "--threads", &threads.to_string()])
