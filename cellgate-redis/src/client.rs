@@ -248,7 +248,7 @@ impl Conn {
 }
 
 /// A new random epoch, below 2^53 (Lua numbers) and never 0 (0 means "none known").
-fn fresh_epoch() -> u64 {
+pub(crate) fn fresh_epoch() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(crate::sync::next_sequence());

@@ -47,13 +47,26 @@ pub enum FleetState {
     Fallback,
     /// Redis is not answering; only leased units are admitted.
     Partitioned,
-    /// Redis lost this stock after it was created (a restart without persistence, a failover
-    /// to a replica that lagged): only units still leased are sold, nothing more is asked of
-    /// Redis, and [`Fleet::last_error`] says [`FleetError::Forgotten`]. It lasts until the
+    /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)
+    /// after it was created (a restart without persistence, a failover to a replica that
+    /// lagged): only units still leased are sold, and [`Fleet::last_error`] says
+    /// [`FleetError::Forgotten`]. It lasts until the
     /// process builds a new limiter after an operator reset the limit (see the README's
     /// "Production" section). A rate never enters it: Redis's forgotten bucket is re-created
     /// empty, and the limiter goes on.
     Forgotten,
+}
+
+impl FleetState {
+    /// The state a [`Link`](crate::sync::Link) word holds.
+    pub(crate) fn of(link: u8) -> Self {
+        match link {
+            CONNECTED => FleetState::Connected,
+            FALLBACK => FleetState::Fallback,
+            PARTITIONED => FleetState::Partitioned,
+            _ => FleetState::Forgotten,
+        }
+    }
 }
 
 /// The last failure a fleet limiter met, and when (see [`Fleet::last_error`]).
@@ -186,12 +199,7 @@ impl Fleet {
 
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
-        match self.shared.state() {
-            CONNECTED => FleetState::Connected,
-            FALLBACK => FleetState::Fallback,
-            PARTITIONED => FleetState::Partitioned,
-            _ => FleetState::Forgotten,
-        }
+        FleetState::of(self.shared.state())
     }
 
     /// The last failure this limiter met talking to Redis, and when (`None`: none yet). It

@@ -8,7 +8,6 @@ use crate::book::Book;
 use crate::builder::{share, FleetBuilder};
 use crate::client::{Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
-use crate::fleet::LastError;
 use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often the background task looks at the pool.
@@ -298,31 +297,18 @@ impl Task {
 
     /// Records `error` as the last one, with the time.
     fn record(&self, error: FleetError) {
-        *self.shared.last_error.lock() = Some(LastError {
-            at: std::time::SystemTime::now(),
-            error,
-        });
+        crate::shared::record(&self.shared.last_error, error);
     }
 
     /// Moves to `state` (recording `error` when there is one), logging the change.
     fn transition(&self, state: u8, error: Option<FleetError>) {
-        let from = self.shared.state();
-        if let Some(e) = &error {
-            if from != state || from == CONNECTED {
-                tracing::warn!(limit = %self.name, error = %e, "{}", describe(state));
-            } else {
-                tracing::debug!(limit = %self.name, error = %e, "redis still not answering");
-            }
-        } else if from != state {
-            tracing::info!(limit = %self.name, "{}", describe(state));
-        }
-        if let Some(e) = error {
-            self.record(e);
-        }
-        // A forgotten limit stays so: its units are gone from Redis's books.
-        if from != FORGOTTEN {
-            self.shared.state.set(state);
-        }
+        crate::shared::transition(
+            &self.name,
+            &self.shared.state,
+            &self.shared.last_error,
+            state,
+            error,
+        );
     }
 
     fn apply(&mut self, p: Pending, first_sent: Instant, r: Reply) {
@@ -452,15 +438,5 @@ impl Task {
             n,
             first_sent: None,
         })
-    }
-}
-
-/// What a state means, for the log.
-fn describe(state: u8) -> &'static str {
-    match state {
-        CONNECTED => "redis answers: admitting from leases",
-        FALLBACK => "redis not answering: admitting at the local share, to be charged back",
-        PARTITIONED => "redis not answering: admitting only leased units",
-        _ => "redis lost this limit: selling only leased units; an operator must reset it",
     }
 }

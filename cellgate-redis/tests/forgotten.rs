@@ -140,3 +140,48 @@ fn a_rate_redis_forgot_comes_back_empty() {
     assert!(g.value <= 2, "a newcomer got a fresh burst: {g:?}");
     assert_eq!(g.epoch, again.epoch);
 }
+
+#[test]
+fn a_per_key_stock_redis_forgot_is_not_sold_afresh() {
+    let Some(mut r) = common::redis_with(NO_PERSISTENCE) else {
+        return;
+    };
+    let per_key = 40u64;
+    let fleets: Vec<cellgate_redis::KeyedFleet> = (0..2)
+        .map(|_| {
+            cellgate_redis::KeyedFleet::stock("kforget", per_key)
+                .connect(&r.url())
+                .unwrap()
+        })
+        .collect();
+    let keys = ["a", "b", "c"];
+    let mut sold = std::collections::HashMap::new();
+    let mut sell = |fleets: &[cellgate_redis::KeyedFleet], rounds: usize| {
+        for _ in 0..rounds {
+            for f in fleets {
+                for k in keys {
+                    if f.check_blocking(k, 1).is_allowed() {
+                        *sold.entry(k).or_insert(0u64) += 1;
+                    }
+                }
+            }
+        }
+    };
+    sell(&fleets, 10); // 20 of each key's 40
+    r.stop();
+    r.start(); // empty
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        sell(&fleets, 5);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("sold per key through the loss: {sold:?}");
+    for k in keys {
+        assert!(sold[k] <= per_key, "key {k}: sold {} of {per_key}", sold[k]);
+    }
+    for f in &fleets {
+        assert_eq!(f.state(), FleetState::Forgotten);
+        let e = f.last_error().expect("the loss is the last error");
+        assert!(matches!(e.error, FleetError::Forgotten), "{}", e.error);
+    }
+}

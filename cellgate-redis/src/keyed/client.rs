@@ -101,6 +101,8 @@ pub struct KeyedClient {
     pid: String,
     interval_us: u64,
     burst: u64,
+    /// The limit's epoch as this client last saw it (0: not yet).
+    epoch: u64,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -154,6 +156,7 @@ impl KeyedClient {
             pid: pid.to_owned(),
             interval_us,
             burst,
+            epoch: 0,
         })
     }
 
@@ -194,17 +197,20 @@ impl KeyedClient {
             .arg(self.interval_us)
             .arg(self.burst)
             .arg(ttl_us)
-            .arg(u8::from(touch));
+            .arg(u8::from(touch))
+            .arg(self.epoch)
+            .arg(crate::client::fresh_epoch());
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
         let reply = self.conn.invoke(&inv).await?;
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
-        let (&flag, &live) = match &reply[..] {
-            [flag, live, ..] => (flag, live),
+        let (&flag, &live, &epoch) = match &reply[..] {
+            [flag, live, epoch, ..] => (flag, live, epoch),
             _ => return Err(bad()),
         };
         let live = u64::try_from(live).map_err(|_| bad())?;
+        self.epoch = u64::try_from(epoch).map_err(|_| bad())?;
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
@@ -213,7 +219,7 @@ impl KeyedClient {
                 results: Vec::new(),
             });
         }
-        let rest = &reply[2..];
+        let rest = &reply[3..];
         if rest.len() != 2 * ops.len() {
             return Err(bad());
         }

@@ -101,7 +101,7 @@ pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
 
 use crate::error::FleetError;
 use crate::fleet::FleetState;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK};
+use crate::shared::KeyedShared;
 use crate::sync::Lock;
 
 /// How a keyed check was decided.
@@ -416,11 +416,12 @@ impl KeyedFleet {
 
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
-        match self.shared.state.get() {
-            CONNECTED => FleetState::Connected,
-            FALLBACK => FleetState::Fallback,
-            _ => FleetState::Partitioned,
-        }
+        FleetState::of(self.shared.state.get())
+    }
+
+    /// The last failure this limiter met talking to Redis, and when (`None`: none yet).
+    pub fn last_error(&self) -> Option<crate::LastError> {
+        self.shared.last_error.lock().clone()
     }
 
     /// The counters of this limiter.

@@ -20,7 +20,7 @@ use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
 use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK, PARTITIONED};
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
@@ -241,6 +241,17 @@ impl Task {
         }
     }
 
+    /// Moves to `state` (recording `error` when there is one), logging the change.
+    fn transition(&self, state: u8, error: Option<FleetError>) {
+        crate::shared::transition(
+            &self.cfg.name,
+            &self.shared.state,
+            &self.shared.last_error,
+            state,
+            error,
+        );
+    }
+
     fn outage_state(&self) -> u8 {
         if self.cfg.fallback {
             FALLBACK
@@ -290,7 +301,7 @@ impl Task {
             // behind it): count it sick, so the next checks are decided at once, until this
             // batch (or its retry) is answered. A batch with no check in it (a lease request)
             // counts too: the checks behind it waited.
-            self.shared.state.set(self.outage_state());
+            self.transition(self.outage_state(), Some(FleetError::Timeout));
             for r in std::mem::take(&mut self.queue) {
                 self.decide_by_fallback(r);
             }
@@ -472,12 +483,20 @@ impl Task {
         let now = Instant::now();
         let reply = match r {
             Ok(reply) if !reply.stale => reply,
-            Ok(_) | Err(_) => {
+            other => {
                 // Not answered (or, impossibly, superseded): decide its checks now and send it
                 // again later, the same sequence.
+                let e = other
+                    .err()
+                    .unwrap_or_else(|| FleetError::Protocol("a stale batch".into()));
                 self.shared.counters.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
-                self.shared.state.set(self.outage_state());
+                let state = if matches!(e, FleetError::Forgotten) {
+                    FORGOTTEN
+                } else {
+                    self.outage_state()
+                };
+                self.transition(state, Some(e));
                 for w in f.waiters.iter_mut() {
                     if let Some(r) = w.take() {
                         self.decide_by_fallback(r);
@@ -493,7 +512,7 @@ impl Task {
             }
         };
         self.failures = 0;
-        self.shared.state.set(CONNECTED);
+        self.transition(CONNECTED, None);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
             self.last_touch = f.first_sent;
@@ -583,7 +602,9 @@ impl Task {
         while let Ok(r) = self.rx.try_recv() {
             self.queue.push_back(r);
         }
-        self.shared.state.set(PARTITIONED);
+        if self.shared.state.get() != FORGOTTEN {
+            self.shared.state.set(PARTITIONED);
+        }
         for r in std::mem::take(&mut self.queue) {
             let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
         }
