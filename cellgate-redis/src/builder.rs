@@ -128,8 +128,9 @@ impl FleetBuilder {
         self
     }
 
-    /// Connects to the Redis at `url`, registers this process, and starts the background
-    /// task. Blocks for at most a few command timeouts.
+    /// Connects to the Redis at `url` (or, with comma-separated URLs, to the Redis Cluster
+    /// they are seed nodes of), registers this process, and starts the background task.
+    /// Blocks for at most a few command timeouts.
     ///
     /// # Errors
     ///

@@ -154,51 +154,98 @@ pub(crate) fn check_name(name: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
-/// A connection to one Redis that reconnects in the background, every command bounded by a
-/// timeout.
+/// A connection to Redis (one node, or a Redis Cluster through its seed nodes) that
+/// reconnects in the background, every command bounded by a timeout.
 ///
 /// redis-rs's connection manager reconnects after an I/O error only: a connection whose
 /// handshake failed otherwise (a password changed while the process ran) would fail forever.
-/// So after such a failure the next command starts from a new manager.
+/// So after such a failure the next command starts from a new manager (or cluster connection).
 #[derive(Clone)]
 pub(crate) struct Conn {
-    manager: ConnectionManager,
-    client: redis::Client,
-    config: ConnectionManagerConfig,
+    link: Link,
     timeout: Duration,
 }
 
+/// The connection proper.
+#[derive(Clone)]
+enum Link {
+    Single {
+        manager: ConnectionManager,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    },
+    /// Connected on the first command (and again after a failed handshake); it follows the
+    /// cluster's slots (MOVED, ASK, failovers) itself.
+    Cluster {
+        client: redis::cluster::ClusterClient,
+        conn: Option<redis::cluster_async::ClusterConnection>,
+    },
+}
+
 impl Conn {
-    /// Connects to `url`; with `lazy`, nothing is sent until the first command (a start
-    /// during an outage), else the first connection is made now.
+    /// Connects to `url`, or with comma-separated URLs to the Redis Cluster they are seed
+    /// nodes of; with `lazy`, nothing is sent until the first command (a start during an
+    /// outage), else the first connection is made now.
     pub(crate) async fn open(url: &str, timeout: Duration, lazy: bool) -> Result<Self, FleetError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
+        let bad = |e: redis::RedisError| FleetError::Config(format!("redis url {url:?}: {e}"));
         // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
         // reconnects run in the background, and each command stays bounded by `timeout`.
         let connect_timeout = timeout.max(Duration::from_secs(1));
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(timeout))
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(2);
-        let manager = if lazy {
-            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?
+        let link = if url.contains(',') {
+            let seeds: Vec<&str> = url.split(',').map(str::trim).collect();
+            let client = redis::cluster::ClusterClient::builder(seeds)
+                .connection_timeout(connect_timeout)
+                .response_timeout(timeout)
+                .retries(2)
+                .build()
+                .map_err(bad)?;
+            Link::Cluster { client, conn: None }
         } else {
-            tokio::time::timeout(
-                connect_timeout.saturating_mul(2),
-                ConnectionManager::new_with_config(client.clone(), config.clone()),
-            )
-            .await
-            .map_err(|_| FleetError::Timeout)??
+            let client = redis::Client::open(url).map_err(bad)?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(timeout))
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_millis(200))
+                .set_number_of_retries(2);
+            let manager = if lazy {
+                ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?
+            } else {
+                tokio::time::timeout(
+                    connect_timeout.saturating_mul(2),
+                    ConnectionManager::new_with_config(client.clone(), config.clone()),
+                )
+                .await
+                .map_err(|_| FleetError::Timeout)??
+            };
+            Link::Single {
+                manager,
+                client,
+                config,
+            }
         };
-        Ok(Self {
-            manager,
-            client,
-            config,
-            timeout,
-        })
+        let mut conn = Self { link, timeout };
+        if !lazy {
+            conn.cluster().await?;
+        }
+        Ok(conn)
+    }
+
+    /// The cluster connection, made now if there is none (`None`: a single node).
+    async fn cluster(
+        &mut self,
+    ) -> Result<Option<&mut redis::cluster_async::ClusterConnection>, FleetError> {
+        let Link::Cluster { client, conn } = &mut self.link else {
+            return Ok(None);
+        };
+        if conn.is_none() {
+            let wait = self.timeout.max(Duration::from_secs(1)).saturating_mul(2);
+            let made = tokio::time::timeout(wait, client.get_async_connection())
+                .await
+                .map_err(|_| FleetError::Timeout)??;
+            *conn = Some(made);
+        }
+        Ok(conn.as_mut())
     }
 
     /// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
@@ -209,37 +256,58 @@ impl Conn {
     ) -> Result<Vec<i64>, FleetError> {
         // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
         // reload (two round trips) and a reconnect in progress.
-        let r = tokio::time::timeout(
-            self.timeout.saturating_mul(2),
-            inv.invoke_async(&mut self.manager),
-        )
-        .await
-        .map_err(|_| FleetError::Timeout)?;
+        let limit = self.timeout.saturating_mul(2);
+        let r = match self.cluster().await? {
+            Some(c) => tokio::time::timeout(limit, inv.invoke_async(c)).await,
+            None => match &mut self.link {
+                Link::Single { manager, .. } => {
+                    tokio::time::timeout(limit, inv.invoke_async(manager)).await
+                }
+                Link::Cluster { .. } => return Err(FleetError::Timeout),
+            },
+        };
+        let r = r.map_err(|_| FleetError::Timeout)?;
         self.renew_after(r).map_err(FleetError::from)
     }
 
-    /// Runs one command.
+    /// Runs one command (on a cluster: on whichever node redis-rs routes it to).
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &mut self,
         cmd: &redis::Cmd,
     ) -> Result<T, FleetError> {
-        let r = tokio::time::timeout(self.timeout, cmd.query_async(&mut self.manager))
-            .await
-            .map_err(|_| FleetError::Timeout)?;
+        let limit = self.timeout;
+        let r = match self.cluster().await? {
+            Some(c) => tokio::time::timeout(limit, cmd.query_async(c)).await,
+            None => match &mut self.link {
+                Link::Single { manager, .. } => {
+                    tokio::time::timeout(limit, cmd.query_async(manager)).await
+                }
+                Link::Cluster { .. } => return Err(FleetError::Timeout),
+            },
+        };
+        let r = r.map_err(|_| FleetError::Timeout)?;
         self.renew_after(r).map_err(FleetError::from)
     }
 
-    /// Starts from a new (lazy) manager after a failed handshake.
+    /// Starts from a new connection after a failed handshake.
     fn renew_after<T>(&mut self, r: redis::RedisResult<T>) -> redis::RedisResult<T> {
         if let Err(e) = &r {
             let handshake = e.kind() == redis::ErrorKind::AuthenticationFailed
                 || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"));
             if handshake {
-                if let Ok(m) = ConnectionManager::new_lazy_with_config(
-                    self.client.clone(),
-                    self.config.clone(),
-                ) {
-                    self.manager = m;
+                match &mut self.link {
+                    Link::Single {
+                        manager,
+                        client,
+                        config,
+                    } => {
+                        if let Ok(m) =
+                            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                        {
+                            *manager = m;
+                        }
+                    }
+                    Link::Cluster { conn, .. } => *conn = None,
                 }
             }
         }

@@ -99,6 +99,10 @@ fn redis_hint(e: &redis::RedisError) -> Option<&'static str> {
                 acl_commands!()
             )
         }
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+            "the URL points at one node of a Redis Cluster: give the cluster's seed nodes as \
+             comma-separated URLs (redis://host1:port1,redis://host2:port2,...)"
+        }
         ErrorKind::Server(ServerErrorKind::ReadOnly) => {
             "the URL points at a read-only replica: point it at the master"
         }

@@ -20,7 +20,9 @@
 //! ## The protocol
 //!
 //! One Lua script (run with EVALSHA, loaded again on NOSCRIPT) over three keys that share the
-//! hash tag `{name}`, so a cluster keeps a limit on one slot. Time is the server's `TIME` in
+//! hash tag `{name}`, so a cluster keeps a limit on one slot. A URL is one Redis (`redis://`,
+//! `rediss://` with the feature `tls`, `redis+unix://`) or the comma-separated seed nodes of a
+//! Redis Cluster. Time is the server's `TIME` in
 //! integer microseconds, every number stays below 2^53, so Lua's doubles are exact. Every
 //! command carries the process id and a sequence number; the server keeps the answer to each
 //! process's newest sequence, so a retried or duplicated command never grants twice.

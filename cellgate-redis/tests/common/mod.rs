@@ -77,6 +77,71 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Six nodes of a Redis Cluster on loopback, three masters with a replica each, created with
+/// `redis-cli --cluster create` and ready (`cluster_state:ok` on every node). Each node's
+/// port leaves its port + 10000 free for the cluster bus. `None` as for [`redis`].
+pub fn cluster() -> Option<Vec<RedisServer>> {
+    let mut nodes = Vec::new();
+    while nodes.len() < 6 {
+        let port = free_port();
+        let bus_free = port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
+        if !bus_free {
+            continue;
+        }
+        let extra = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ];
+        nodes.push(redis_on(port, &extra)?);
+    }
+    let mut create = Command::new("redis-cli");
+    create.arg("--cluster").arg("create");
+    for n in &nodes {
+        create.arg(format!("127.0.0.1:{}", n.port));
+    }
+    let out = create
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Ready: every node says the state is ok and knows the three replicas.
+    wait_for("the cluster to be ready", || {
+        nodes.iter().all(|n| {
+            let Ok(mut c) = n.connection() else {
+                return false;
+            };
+            let ok = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query::<String>(&mut c)
+                .is_ok_and(|i| i.contains("cluster_state:ok"));
+            let replicas = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query::<String>(&mut c)
+                .map_or(0, |t| t.lines().filter(|l| l.contains("slave")).count());
+            ok && replicas == 3
+        })
+    });
+    Some(nodes)
+}
+
+/// The seed URLs of a cluster, comma-separated (what `Fleet::connect` takes).
+pub fn seeds(nodes: &[RedisServer]) -> String {
+    nodes
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A directory for one test's files (certificates), removed when dropped.
 pub struct TempDir(pub PathBuf);
 
@@ -117,6 +182,11 @@ pub fn redis() -> Option<RedisServer> {
 /// As [`redis`], with `extra` arguments after the defaults (`--appendonly no` for a server
 /// that forgets everything when it restarts, `--requirepass`, TLS...).
 pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
+    redis_on(free_port(), extra)
+}
+
+/// As [`redis_with`], on `port`.
+pub fn redis_on(port: u16, extra: &[&str]) -> Option<RedisServer> {
     let found = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -129,7 +199,6 @@ pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
         eprintln!("!!!!! SKIPPED: redis-server not found; install it (apt-get install -y redis-server) to run the fleet tests !!!!!");
         return None;
     }
-    let port = free_port();
     let dir = std::env::temp_dir().join(format!("cellgate-redis-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut s = RedisServer {
