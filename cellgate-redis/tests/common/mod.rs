@@ -315,6 +315,26 @@ impl RedisServer {
         cellgate_redis::script_calls(&info)
     }
 
+    /// Every command Redis has executed, from `INFO commandstats`: round trips and the
+    /// commands scripts run inside Redis alike (Redis's work, not only its round trips).
+    pub fn all_commands(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection().unwrap())
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// What the keyed limit `name` has taken of `key` (a stock's units sold or leased).
     pub fn taken(&self, name: &str, key: &str) -> u64 {
         let v: Option<u64> = redis::cmd("GET")
