@@ -236,7 +236,7 @@ fn saturated_demand_sends_a_bounded_number_of_commands() {
             .map(|_| node(&r.url(), &args, "4", threads))
             .collect();
         // The running totals and Redis's command count at a moment of the run.
-        let mut snapshot = |nodes: &mut Vec<Node>, at: Duration| {
+        let snapshot = |nodes: &mut [Node], at: Duration| {
             while start.elapsed() < at {
                 for n in nodes.iter_mut() {
                     n.poll(Duration::from_millis(2));
