@@ -38,7 +38,7 @@ local C, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local pid, seq = ARGV[1], tonumber(ARGV[2])
 local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local touch = ARGV[6] == '1'
-local known, fresh = tonumber(ARGV[7]), tonumber(ARGV[8])
+local known, fresh = tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1
 local nops = #KEYS - 3
 for k = 1, nops do
   if ARGV[7 + 2 * k] == 'l' then touch = true end

@@ -29,7 +29,7 @@ local seq, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode = ARGV[5]
 local c1, c2 = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
-local known, fresh = tonumber(ARGV[9]), tonumber(ARGV[10])
+local known, fresh = tonumber(ARGV[9]) or 0, tonumber(ARGV[10]) or 1
 local minl = tonumber(ARGV[11]) or 1
 
 local function int(x) return string.format('%d', x) end
