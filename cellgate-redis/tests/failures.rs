@@ -146,3 +146,33 @@ fn a_unix_socket_url_works() {
         .unwrap();
     common::wait_for("a sale over the unix socket", || f.check().is_allowed());
 }
+
+#[test]
+fn a_keyed_limiter_starts_while_redis_is_down_and_joins_when_it_answers() {
+    let Some(mut r) = common::redis_with(&[]) else {
+        return;
+    };
+    r.stop();
+    let users = cellgate_redis::KeyedFleet::rate("kboot", 10, Duration::from_secs(1))
+        .burst(5)
+        .start(&r.url())
+        .unwrap();
+    let skus = cellgate_redis::KeyedFleet::stock("kboot-stock", 5)
+        .start(&r.url())
+        .unwrap();
+    assert_eq!(users.state(), FleetState::Fallback);
+    assert_eq!(skus.state(), FleetState::Partitioned);
+    // The outage share admits a key's first unit at once (burst 1), the stock nothing.
+    let d = users.check_blocking("alice", 1);
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.via(), cellgate_redis::Via::Fallback);
+    assert!(!skus.check_blocking("sku", 1).is_allowed());
+    r.start();
+    common::wait_for("both connected", || {
+        users.state() == FleetState::Connected && skus.state() == FleetState::Connected
+    });
+    common::wait_for("the outage admission charged", || {
+        users.stats().charged_back >= 1
+    });
+    assert!(skus.check_blocking("sku", 1).is_allowed());
+}

@@ -143,9 +143,22 @@ impl KeyedClient {
         pid: &str,
         timeout: Duration,
     ) -> Result<Self, FleetError> {
+        Self::open(url, name, interval_us, burst, pid, timeout, false).await
+    }
+
+    /// As [`connect`](Self::connect), `lazy`: connecting on the first batch.
+    pub(crate) async fn open(
+        url: &str,
+        name: &str,
+        interval_us: u64,
+        burst: u64,
+        pid: &str,
+        timeout: Duration,
+        lazy: bool,
+    ) -> Result<Self, FleetError> {
         check_name(name)?;
         Ok(Self {
-            conn: Conn::open(url, timeout, false).await?,
+            conn: Conn::open(url, timeout, lazy).await?,
             script: Script::new(KEYED_LUA),
             name: name.to_owned(),
             base: [

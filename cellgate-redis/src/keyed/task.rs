@@ -98,14 +98,16 @@ pub(crate) struct Task {
 }
 
 impl Task {
-    /// Connects and registers (one empty batch), on a runtime the task will run on.
+    /// Connects and registers (one empty batch), on a runtime the task will run on; with
+    /// `lazy`, neither: the task starts in the outage fallback and registers with its first
+    /// batch (a heartbeat, sent at once) when Redis answers.
     pub(crate) fn connect(
         cfg: &KeyedFleetBuilder,
         url: &str,
-        interval_us: u64,
-        burst: u64,
+        (interval_us, burst): (u64, u64),
         shared: Arc<KeyedShared>,
         rx: mpsc::Receiver<Request>,
+        lazy: bool,
     ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -115,7 +117,10 @@ impl Task {
         let timeout = cfg.command_timeout;
         let (client, live) = runtime.block_on(async {
             let mut c =
-                KeyedClient::connect(url, &cfg.name, interval_us, burst, &pid, timeout).await?;
+                KeyedClient::open(url, &cfg.name, interval_us, burst, &pid, timeout, lazy).await?;
+            if lazy {
+                return Ok((c, cfg.outage_processes));
+            }
             let mut tries = 0;
             let first = loop {
                 match c.batch(1, &[], true).await {
@@ -127,8 +132,12 @@ impl Task {
             };
             Ok::<_, FleetError>((c, first.live.max(1)))
         })?;
-        shared.counters.batches.set(1);
+        shared.counters.batches.set(u64::from(!lazy));
         shared.counters.live.set(live);
+        if lazy {
+            let state = if cfg.fallback { FALLBACK } else { PARTITIONED };
+            shared.state.set(state);
+        }
         // A stock (interval 0) never falls back; its fallback limiter is never asked.
         let fallback = KeyedLimiter::<String>::gcra(share(interval_us.max(1), live))
             .max_keys(FALLBACK_KEYS)
@@ -143,11 +152,16 @@ impl Task {
             interval_us,
             burst,
             fallback,
-            seq: 1,
+            seq: u64::from(!lazy),
             queue: VecDeque::new(),
             inflight: None,
             failures: 0,
-            last_touch: now,
+            // Not registered yet: the first batch touches (registers) at once.
+            last_touch: if lazy {
+                now.checked_sub(HEARTBEAT).unwrap_or(now)
+            } else {
+                now
+            },
             live,
             hot: HashMap::new(),
             seen: HashMap::new(),
