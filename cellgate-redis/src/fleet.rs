@@ -110,7 +110,8 @@ pub struct FleetStats {
 /// admitted locally from pre-debited leases.
 ///
 /// - [`Fleet::stock`]: a global stock; across the fleet Σ sold ≤ stock, through process kills,
-///   timeouts and Redis restarts (with persistence).
+///   timeouts and Redis restarts; a Redis that lost the stock is detected and nothing more is
+///   sold from it ([`FleetState::Forgotten`]).
 /// - [`Fleet::rate`]: a global GCRA rate `R` with burst `B`; across the fleet Σ admitted over
 ///   `[0, T]` ≤ `R·T + B`.
 ///
