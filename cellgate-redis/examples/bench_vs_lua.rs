@@ -15,6 +15,11 @@
 //! - `keyed hot`: the same limit on 16 keys checked as fast as `--threads` threads can
 //!   (100,000/s per key): leased, local.
 //!
+//! Each row's summary is one whole run: the run whose decisions/s is the row's median, every
+//! column from that run. Ratios are like for like and same-run: the single-limit rows against
+//! `lua bucket`, the keyed rows against `lua keys`, each run's ratio computed within that run,
+//! the median of those ratios reported (with each run's).
+//!
 //! ```text
 //! cargo run --release -p cellgate-redis --example bench_vs_lua -- \
 //!     --redis redis://127.0.0.1:6379 --seconds 3 --threads 1 --runs 3
@@ -314,9 +319,21 @@ fn keyed_hot(o: &Opts, name: &str) -> Sample {
     load.sample(o, before)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The index of the median of `v` (the upper one for an even count).
+fn median_index(v: &[f64]) -> usize {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+    order[v.len() / 2]
+}
+
+/// The like-for-like baseline of row `row`: `lua keys` (row 3) for the keyed rows, `lua
+/// bucket` (row 0) for the single-limit ones.
+fn baseline(row: usize) -> usize {
+    if row >= 3 {
+        3
+    } else {
+        0
+    }
 }
 
 fn main() {
@@ -363,30 +380,43 @@ fn main() {
         rows[4].1.push(s);
         let s = keyed_hot(&o, &format!("bench-hot-{tag}-{run}"));
         rows[5].1.push(s);
-        for (label, samples) in &rows {
+        for (i, (label, samples)) in rows.iter().enumerate() {
             let s = samples[run];
+            let base = &rows[baseline(i)];
             println!(
-                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision",
+                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {:>8.1}x {}",
                 s.per_sec(),
                 s.allowed as f64 / s.secs,
                 s.calls_per_decision(),
-                s.usec_per_decision()
+                s.usec_per_decision(),
+                s.per_sec() / base.1[run].per_sec(),
+                base.0
             );
         }
     }
-    let lua = median(rows[0].1.iter().map(Sample::per_sec).collect());
     println!(
-        "median of {} runs ({} s each, {} threads):",
+        "median run of {} ({} s each, {} threads); ratios: median of the same-run ratios:",
         o.runs, o.seconds, o.threads
     );
-    for (label, samples) in &rows {
-        let d = median(samples.iter().map(Sample::per_sec).collect());
-        let a = median(samples.iter().map(|s| s.allowed as f64 / s.secs).collect());
-        let c = median(samples.iter().map(Sample::calls_per_decision).collect());
-        let u = median(samples.iter().map(Sample::usec_per_decision).collect());
+    for (i, (label, samples)) in rows.iter().enumerate() {
+        let per_sec: Vec<f64> = samples.iter().map(Sample::per_sec).collect();
+        let k = median_index(&per_sec);
+        let s = samples[k];
+        let (base_label, base) = &rows[baseline(i)];
+        let ratios: Vec<f64> = samples
+            .iter()
+            .zip(base)
+            .map(|(s, b)| s.per_sec() / b.per_sec())
+            .collect();
+        let ratio = ratios[median_index(&ratios)];
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         println!(
-            "{label:12} {d:>14.0} decisions/s {a:>14.0} admitted/s {c:>10.2e} calls/decision {u:>8.3} redis us/decision {:>8.1}x lua",
-            d / lua
+            "{label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {ratio:>8.1}x {base_label} (run {k}; per run {})",
+            s.per_sec(),
+            s.allowed as f64 / s.secs,
+            s.calls_per_decision(),
+            s.usec_per_decision(),
+            each.join(" / ")
         );
     }
 }

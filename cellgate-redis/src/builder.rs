@@ -7,10 +7,10 @@ use cellgate::{Limiter, Quota};
 use tokio::sync::Notify;
 
 use crate::book::Book;
-use crate::client::{check_name, Kind, LeaseClient, Op};
+use crate::client::{check_name, Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
 use crate::fleet::Fleet;
-use crate::shared::{Shared, CONNECTED};
+use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use crate::task::Task;
 
@@ -39,6 +39,7 @@ pub struct FleetBuilder {
     pub(crate) min_lease: u64,
     pub(crate) max_lease: Option<u64>,
     pub(crate) horizon: Duration,
+    pub(crate) outage_processes: u64,
 }
 
 impl FleetBuilder {
@@ -49,9 +50,10 @@ impl FleetBuilder {
             command_timeout: Duration::from_millis(200),
             lease_lifetime: Duration::from_secs(1),
             idle: Duration::from_secs(1),
-            min_lease: 128,
+            min_lease: crate::client::DEFAULT_MIN_LEASE,
             max_lease: None,
             horizon: Duration::from_millis(200),
+            outage_processes: 1,
         }
     }
 
@@ -117,15 +119,89 @@ impl FleetBuilder {
             .unwrap_or_else(|| (units / 1000).max(self.min_lease))
     }
 
-    /// Connects to the Redis at `url`, registers this process, and starts the background
-    /// task. Blocks for at most a few command timeouts.
+    /// How many processes a rate limit assumes share it when it [`start`](Self::start)s
+    /// while Redis is down (default 1): until Redis first answers it admits `R / processes`,
+    /// with a burst of `B / 16`, and charges those admissions to Redis when it answers. Once
+    /// registered, the outage share is `R / live` as the server counts the live processes.
+    pub fn outage_processes(mut self, processes: u64) -> Self {
+        self.outage_processes = processes.max(1);
+        self
+    }
+
+    /// Connects to the Redis at `url` (or, with comma-separated URLs, to the Redis Cluster
+    /// they are seed nodes of), registers this process, and starts the background task.
+    /// Blocks for at most a few command timeouts.
     ///
     /// # Errors
     ///
     /// [`FleetError::Config`] for an invalid configuration or URL; [`FleetError::Redis`] or
     /// [`FleetError::Timeout`] when Redis cannot be reached or holds this name with another
-    /// configuration.
+    /// configuration (the message says what to fix when the cause is known);
+    /// [`FleetError::Forgotten`] when Redis lost this stock and no operator reset it yet.
     pub fn connect(self, url: &str) -> Result<Fleet, FleetError> {
+        let (kind, descriptor) = self.validate()?;
+        let runtime = runtime()?;
+        let pid = process_id();
+        let timeout = self.command_timeout;
+        let (client, first) = runtime.block_on(async {
+            let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
+            c.set_min_lease(self.min_lease);
+            // Registration: a few tries, the same sequence each time (idempotent).
+            let mut tries = 0;
+            let first = loop {
+                match c.call(Op::Grant, 1, 0).await {
+                    Ok(r) => break r,
+                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                    Err(e) => return Err(e),
+                }
+            };
+            Ok::<_, FleetError>((c, first))
+        })?;
+        self.launch(runtime, client, kind, descriptor, Some(first))
+    }
+
+    /// Starts without waiting for Redis: returns at once (errors only for an invalid
+    /// configuration or URL), and the background task connects and registers when Redis
+    /// answers. Until then the limiter is in its outage fallback: a rate admits at its share
+    /// ([`outage_processes`](Self::outage_processes)) and charges that to Redis when it
+    /// answers; a stock sells nothing. So a replica can boot while Redis is down.
+    /// [`Fleet::state`] and [`Fleet::last_error`] show how far it got.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Config`] for an invalid configuration or URL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::{Fleet, FleetState};
+    ///
+    /// // Nothing listens on port 1: the limiter starts anyway, on its outage share.
+    /// let api = Fleet::rate("api", 1_000, Duration::from_secs(1)).start("redis://127.0.0.1:1")?;
+    /// assert_eq!(api.state(), FleetState::Fallback);
+    /// assert!(api.check().is_allowed());
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
+    pub fn start(self, url: &str) -> Result<Fleet, FleetError> {
+        let (kind, descriptor) = self.validate()?;
+        let runtime = runtime()?;
+        let pid = process_id();
+        let mut client = runtime.block_on(LeaseClient::open(
+            url,
+            &self.name,
+            kind,
+            &pid,
+            self.command_timeout,
+            true,
+        ))?;
+        client.set_min_lease(self.min_lease);
+        self.launch(runtime, client, kind, descriptor, None)
+    }
+
+    /// The limit's kind, checked, and the policy it describes.
+    fn validate(&self) -> Result<(Kind, Limiter), FleetError> {
         check_name(&self.name)?;
         let kind = self.kind.clone().map_err(FleetError::Config)?;
         if let Kind::Rate { interval_us, burst } = kind {
@@ -148,40 +224,45 @@ impl FleetBuilder {
             .build(),
         }
         .map_err(|e| FleetError::Config(e.to_string()))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
-        let pid = process_id();
-        let timeout = self.command_timeout;
-        let (client, first) = runtime.block_on(async {
-            let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
-            // Registration: a few tries, the same sequence each time (idempotent).
-            let mut tries = 0;
-            let first = loop {
-                match c.call(Op::Grant, 1, 0).await {
-                    Ok(r) => break r,
-                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
-                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
-                    Err(e) => return Err(e),
-                }
-            };
-            Ok::<_, FleetError>((c, first))
-        })?;
+        Ok((kind, descriptor))
+    }
+
+    /// Starts the background task; `first` is the registration's reply (`None`: not yet
+    /// registered, starting in the outage fallback).
+    fn launch(
+        self,
+        runtime: tokio::runtime::Runtime,
+        client: LeaseClient,
+        kind: Kind,
+        descriptor: Limiter,
+        first: Option<Reply>,
+    ) -> Result<Fleet, FleetError> {
+        let (live, fallback_burst) = match (first, kind) {
+            (Some(r), _) => (r.live.max(1), r.fallback_burst),
+            // Before registration: the share it was told to assume, with the largest burst
+            // the server would reserve for it.
+            (None, Kind::Rate { burst, .. }) => (self.outage_processes, (burst / 16).max(1)),
+            (None, Kind::Stock { .. }) => (self.outage_processes, 0),
+        };
         let fallback = match kind {
-            Kind::Rate { interval_us, .. } if first.fallback_burst > 0 => Some(
-                Limiter::gcra(share(interval_us, first.live, first.fallback_burst))
+            Kind::Rate { interval_us, .. } if fallback_burst > 0 => Some(
+                Limiter::gcra(share(interval_us, live, fallback_burst))
                     .build()
                     .map_err(|e| FleetError::Config(e.to_string()))?,
             ),
             _ => None,
+        };
+        let state = match (first, &fallback) {
+            (Some(_), _) => CONNECTED,
+            (None, Some(_)) => FALLBACK,
+            (None, None) => PARTITIONED,
         };
         let shared = Arc::new(Shared {
             pool: Limiter::stock(0)
                 .build()
                 .map_err(|e| FleetError::Config(e.to_string()))?,
             fallback,
-            state: Link::new(CONNECTED),
+            state: Link::new(state),
             dry: Dry::new(),
             stop: Stop::new(),
             wake: Notify::new(),
@@ -189,8 +270,9 @@ impl FleetBuilder {
             lease_requests: Counter::new(0),
             backend_errors: Counter::new(0),
             charged_back: Counter::new(0),
-            commands: Counter::new(1),
-            live: Counter::new(first.live),
+            commands: Counter::new(u64::from(first.is_some())),
+            live: Counter::new(live),
+            last_error: Lock::new(None),
         });
         let now = Instant::now();
         let task = Task {
@@ -199,14 +281,15 @@ impl FleetBuilder {
             kind,
             name: self.name.clone(),
             book: Book::default(),
-            seq: 1,
+            seq: u64::from(first.is_some()),
             pending: None,
             retry_at: now,
             failures: 0,
+            registered: first.is_some(),
             last_ok_sent: now,
             last_contact: now,
-            live: first.live.max(1),
-            fallback_burst: first.fallback_burst,
+            live,
+            fallback_burst,
             to_give: 0,
             charged: 0,
             want: self.min_lease,
@@ -231,6 +314,14 @@ impl FleetBuilder {
             name: self.name,
         })
     }
+}
+
+/// The background task's runtime: one thread, timers and I/O.
+fn runtime() -> Result<tokio::runtime::Runtime, FleetError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))
 }
 
 /// A process id unique across the fleet and across restarts of one process.

@@ -77,6 +77,16 @@ pub struct Reply {
     /// Rate: the burst leases may use (the global burst less the fallback reservations);
     /// stock: 0.
     pub leasable_burst: u64,
+    /// The limit's epoch: a random id written when it was created (this client sends it with
+    /// every later command, so a limit Redis forgot is never taken as fresh).
+    pub epoch: u64,
+    /// `true` when this command found that Redis had forgotten the limit (a rate: its bucket
+    /// was set empty; a stock fails with [`FleetError::Forgotten`] instead).
+    pub forgotten: bool,
+    /// Rate, a grant short of what was asked: when to ask again, in microseconds (the
+    /// holder's slot: the fleet's short requests are spaced one minimum lease of accrual
+    /// apart); otherwise 0.
+    pub retry_us: u64,
 }
 
 /// One process's connection to one fleet limit: the lease protocol, without any policy.
@@ -103,13 +113,16 @@ pub struct Reply {
 /// ```
 #[derive(Clone)]
 pub struct LeaseClient {
-    conn: ConnectionManager,
+    conn: Conn,
     script: Script,
     keys: [String; 3],
     pid: String,
     kind: Kind,
     holder_ttl: Duration,
-    timeout: Duration,
+    /// The units a request should carry when the fleet is short (see [`Reply::retry_us`]).
+    min_lease: u64,
+    /// The epoch of the limit as this client last saw it (0: not yet).
+    epoch: u64,
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -141,45 +154,182 @@ pub(crate) fn check_name(name: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
-/// A connection to `url` that reconnects in the background, every command bounded by
-/// `timeout`.
-pub(crate) async fn connect_manager(
-    url: &str,
+/// A connection to Redis (one node, or a Redis Cluster through its seed nodes) that
+/// reconnects in the background, every command bounded by a timeout.
+///
+/// redis-rs's connection manager reconnects after an I/O error only: a connection whose
+/// handshake failed otherwise (a password changed while the process ran) would fail forever.
+/// So after such a failure the next command starts from a new manager (or cluster connection).
+#[derive(Clone)]
+pub(crate) struct Conn {
+    link: Link,
     timeout: Duration,
-) -> Result<ConnectionManager, FleetError> {
-    let client = redis::Client::open(url)
-        .map_err(|e| FleetError::Config(format!("redis url {url:?}: {e}")))?;
-    // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
-    // reconnects run in the background, and each command stays bounded by `timeout`.
-    let connect_timeout = timeout.max(Duration::from_secs(1));
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(Some(timeout))
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(200))
-        .set_number_of_retries(2);
-    Ok(tokio::time::timeout(
-        connect_timeout.saturating_mul(2),
-        ConnectionManager::new_with_config(client, config),
-    )
-    .await
-    .map_err(|_| FleetError::Timeout)??)
 }
 
-/// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
-/// integers.
-pub(crate) async fn invoke(
-    inv: &redis::ScriptInvocation<'_>,
-    conn: &mut ConnectionManager,
-    timeout: Duration,
-) -> Result<Vec<i64>, FleetError> {
-    // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
-    // reload (two round trips) and a reconnect in progress.
-    tokio::time::timeout(timeout.saturating_mul(2), inv.invoke_async(conn))
-        .await
-        .map_err(|_| FleetError::Timeout)?
-        .map_err(FleetError::Redis)
+/// The connection proper.
+#[derive(Clone)]
+enum Link {
+    Single {
+        manager: ConnectionManager,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    },
+    /// Connected on the first command (and again after a failed handshake); it follows the
+    /// cluster's slots (MOVED, ASK, failovers) itself.
+    Cluster {
+        client: redis::cluster::ClusterClient,
+        conn: Option<redis::cluster_async::ClusterConnection>,
+    },
 }
+
+impl Conn {
+    /// Connects to `url`, or with comma-separated URLs to the Redis Cluster they are seed
+    /// nodes of; with `lazy`, nothing is sent until the first command (a start during an
+    /// outage), else the first connection is made now.
+    pub(crate) async fn open(url: &str, timeout: Duration, lazy: bool) -> Result<Self, FleetError> {
+        let bad = |e: redis::RedisError| FleetError::Config(format!("redis url {url:?}: {e}"));
+        // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
+        // reconnects run in the background, and each command stays bounded by `timeout`.
+        let connect_timeout = timeout.max(Duration::from_secs(1));
+        let link = if url.contains(',') {
+            let seeds: Vec<&str> = url.split(',').map(str::trim).collect();
+            let client = redis::cluster::ClusterClient::builder(seeds)
+                .connection_timeout(connect_timeout)
+                .response_timeout(timeout)
+                .retries(2)
+                .build()
+                .map_err(bad)?;
+            Link::Cluster { client, conn: None }
+        } else {
+            let client = redis::Client::open(url).map_err(bad)?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(timeout))
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_millis(200))
+                .set_number_of_retries(2);
+            let manager = if lazy {
+                ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?
+            } else {
+                tokio::time::timeout(
+                    connect_timeout.saturating_mul(2),
+                    ConnectionManager::new_with_config(client.clone(), config.clone()),
+                )
+                .await
+                .map_err(|_| FleetError::Timeout)??
+            };
+            Link::Single {
+                manager,
+                client,
+                config,
+            }
+        };
+        let mut conn = Self { link, timeout };
+        if !lazy {
+            conn.cluster().await?;
+        }
+        Ok(conn)
+    }
+
+    /// The cluster connection, made now if there is none (`None`: a single node).
+    async fn cluster(
+        &mut self,
+    ) -> Result<Option<&mut redis::cluster_async::ClusterConnection>, FleetError> {
+        let Link::Cluster { client, conn } = &mut self.link else {
+            return Ok(None);
+        };
+        if conn.is_none() {
+            let wait = self.timeout.max(Duration::from_secs(1)).saturating_mul(2);
+            let made = tokio::time::timeout(wait, client.get_async_connection())
+                .await
+                .map_err(|_| FleetError::Timeout)??;
+            *conn = Some(made);
+        }
+        Ok(conn.as_mut())
+    }
+
+    /// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
+    /// integers.
+    pub(crate) async fn invoke(
+        &mut self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<i64>, FleetError> {
+        // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
+        // reload (two round trips) and a reconnect in progress.
+        let limit = self.timeout.saturating_mul(2);
+        let r = match self.cluster().await? {
+            Some(c) => tokio::time::timeout(limit, inv.invoke_async(c)).await,
+            None => match &mut self.link {
+                Link::Single { manager, .. } => {
+                    tokio::time::timeout(limit, inv.invoke_async(manager)).await
+                }
+                Link::Cluster { .. } => return Err(FleetError::Timeout),
+            },
+        };
+        let r = r.map_err(|_| FleetError::Timeout)?;
+        self.renew_after(r).map_err(FleetError::from)
+    }
+
+    /// Runs one command (on a cluster: on whichever node redis-rs routes it to).
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, FleetError> {
+        let limit = self.timeout;
+        let r = match self.cluster().await? {
+            Some(c) => tokio::time::timeout(limit, cmd.query_async(c)).await,
+            None => match &mut self.link {
+                Link::Single { manager, .. } => {
+                    tokio::time::timeout(limit, cmd.query_async(manager)).await
+                }
+                Link::Cluster { .. } => return Err(FleetError::Timeout),
+            },
+        };
+        let r = r.map_err(|_| FleetError::Timeout)?;
+        self.renew_after(r).map_err(FleetError::from)
+    }
+
+    /// Starts from a new connection after a failed handshake.
+    fn renew_after<T>(&mut self, r: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(e) = &r {
+            let handshake = e.kind() == redis::ErrorKind::AuthenticationFailed
+                || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"));
+            if handshake {
+                match &mut self.link {
+                    Link::Single {
+                        manager,
+                        client,
+                        config,
+                    } => {
+                        if let Ok(m) =
+                            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                        {
+                            *manager = m;
+                        }
+                    }
+                    Link::Cluster { conn, .. } => *conn = None,
+                }
+            }
+        }
+        r
+    }
+}
+
+/// A new random epoch, below 2^53 (Lua numbers) and never 0 (0 means "none known").
+pub(crate) fn fresh_epoch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::sync::next_sequence());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    (h.finish() & ((1 << 53) - 1)).max(1)
+}
+
+/// The smallest lease a process asks for, by default.
+pub(crate) const DEFAULT_MIN_LEASE: u64 = 128;
 
 /// How long a holder may stay silent before the server reconciles it.
 pub(crate) const DEFAULT_HOLDER_TTL: Duration = Duration::from_secs(10);
@@ -199,21 +349,60 @@ impl LeaseClient {
         pid: &str,
         timeout: Duration,
     ) -> Result<Self, FleetError> {
+        Self::open(url, name, kind, pid, timeout, false).await
+    }
+
+    /// As [`connect`](Self::connect), `lazy`: connecting on the first command.
+    pub(crate) async fn open(
+        url: &str,
+        name: &str,
+        kind: Kind,
+        pid: &str,
+        timeout: Duration,
+        lazy: bool,
+    ) -> Result<Self, FleetError> {
         check_name(name)?;
         Ok(Self {
-            conn: connect_manager(url, timeout).await?,
+            conn: Conn::open(url, timeout, lazy).await?,
             script: Script::new(LEASE_LUA),
             keys: keys(name),
             pid: pid.to_owned(),
             kind,
             holder_ttl: DEFAULT_HOLDER_TTL,
-            timeout,
+            min_lease: DEFAULT_MIN_LEASE,
+            epoch: 0,
         })
     }
 
     /// This client's process id.
     pub fn pid(&self) -> &str {
         &self.pid
+    }
+
+    /// Whether Redis says it keeps no append-only file (`INFO persistence`): a restart then
+    /// loses the writes since the last snapshot, and with them what the limit sold. `None`
+    /// when Redis does not say (no permission for `INFO`, a timeout).
+    pub async fn volatile(&mut self) -> Option<bool> {
+        let info: String = self
+            .conn
+            .query(redis::cmd("INFO").arg("persistence"))
+            .await
+            .ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("aof_enabled:"))
+            .map(|v| v.trim() == "0")
+    }
+
+    /// Sets the units a request should carry when the fleet is short (default 128): a rate's
+    /// short grants tell each holder to come back one such accrual after the last holder
+    /// told so ([`Reply::retry_us`]).
+    pub fn set_min_lease(&mut self, units: u64) {
+        self.min_lease = units.max(1);
+    }
+
+    /// The limit's epoch as this client last saw it (0 before its first answered command).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// How long the server keeps a silent holder before reconciling it.
@@ -226,9 +415,11 @@ impl LeaseClient {
     ///
     /// # Errors
     ///
-    /// [`FleetError::Timeout`], [`FleetError::Redis`] (a refused configuration included), or
-    /// [`FleetError::Protocol`] for a reply of the wrong shape. After an error the command may
-    /// or may not have been executed: send the same sequence again to find out.
+    /// [`FleetError::Timeout`], [`FleetError::Redis`] (a refused configuration included),
+    /// [`FleetError::Forgotten`] when Redis lost the limit since this client last saw it (or
+    /// an operator has not reset a limit it lost), or [`FleetError::Protocol`] for a reply of
+    /// the wrong shape. After an error the command may or may not have been executed: send
+    /// the same sequence again to find out.
     pub async fn call(&mut self, op: Op, seq: u64, n: u64) -> Result<Reply, FleetError> {
         let (mode, c1, c2) = self.kind.wire();
         let ttl_us = u64::try_from(self.holder_ttl.as_micros()).unwrap_or(u64::MAX);
@@ -243,14 +434,22 @@ impl LeaseClient {
             .arg(mode)
             .arg(c1)
             .arg(c2)
-            .arg(ttl_us);
-        let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
-        let [value, live, flag, fb, info, leasable] = reply[..] else {
+            .arg(ttl_us)
+            .arg(self.epoch)
+            .arg(fresh_epoch())
+            .arg(self.min_lease);
+        let reply = self.conn.invoke(&inv).await?;
+        let [value, live, flag, fb, info, leasable, epoch, forgotten, retry] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
         let non_negative =
             |x: i64| u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")));
+        let epoch = non_negative(epoch)?;
+        self.epoch = epoch;
         Ok(Reply {
+            epoch,
+            forgotten: forgotten == 1,
+            retry_us: non_negative(retry)?,
             value: non_negative(value)?,
             live: non_negative(live)?,
             repeated: flag == 1,

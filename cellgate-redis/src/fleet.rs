@@ -17,13 +17,14 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use cellgate::{Decision, Limiter, Policy, RateLimiter, Reservation};
 
 use crate::builder::FleetBuilder;
 use crate::client::Kind;
-use crate::shared::{Shared, CONNECTED, FALLBACK};
+use crate::error::FleetError;
+use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
 use crate::sync::Lock;
 
 /// Whether Redis is answering, as this process sees it.
@@ -46,6 +47,46 @@ pub enum FleetState {
     Fallback,
     /// Redis is not answering; only leased units are admitted.
     Partitioned,
+    /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)
+    /// after it was created (a restart without persistence, a failover to a replica that
+    /// lagged): only units still leased are sold, and [`Fleet::last_error`] says
+    /// [`FleetError::Forgotten`]. It lasts until the
+    /// process builds a new limiter after an operator reset the limit (see the README's
+    /// "Production" section). A rate never enters it: Redis's forgotten bucket is re-created
+    /// empty, and the limiter goes on.
+    Forgotten,
+}
+
+impl FleetState {
+    /// The state a [`Link`](crate::sync::Link) word holds.
+    pub(crate) fn of(link: u8) -> Self {
+        match link {
+            CONNECTED => FleetState::Connected,
+            FALLBACK => FleetState::Fallback,
+            PARTITIONED => FleetState::Partitioned,
+            _ => FleetState::Forgotten,
+        }
+    }
+}
+
+/// The last failure a fleet limiter met, and when (see [`Fleet::last_error`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use cellgate_redis::Fleet;
+/// let fleet = Fleet::stock("sale", 1000).connect("redis://127.0.0.1:6379")?;
+/// if let Some(e) = fleet.last_error() {
+///     eprintln!("{:?} ago: {}", e.at.elapsed(), e.error);
+/// }
+/// # Ok::<(), cellgate_redis::FleetError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LastError {
+    /// When it happened.
+    pub at: SystemTime,
+    /// What happened; its `Display` says what to fix when the cause is known.
+    pub error: FleetError,
 }
 
 /// Counters of one fleet limiter (see [`Fleet::stats`]).
@@ -69,7 +110,8 @@ pub struct FleetStats {
 /// admitted locally from pre-debited leases.
 ///
 /// - [`Fleet::stock`]: a global stock; across the fleet Σ sold ≤ stock, through process kills,
-///   timeouts and Redis restarts (with persistence).
+///   timeouts and Redis restarts; a Redis that lost the stock is detected and nothing more is
+///   sold from it ([`FleetState::Forgotten`]).
 /// - [`Fleet::rate`]: a global GCRA rate `R` with burst `B`; across the fleet Σ admitted over
 ///   `[0, T]` ≤ `R·T + B`.
 ///
@@ -158,11 +200,13 @@ impl Fleet {
 
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
-        match self.shared.state() {
-            CONNECTED => FleetState::Connected,
-            FALLBACK => FleetState::Fallback,
-            _ => FleetState::Partitioned,
-        }
+        FleetState::of(self.shared.state())
+    }
+
+    /// The last failure this limiter met talking to Redis, and when (`None`: none yet). It
+    /// stays after Redis answers again: compare [`state`](Self::state).
+    pub fn last_error(&self) -> Option<LastError> {
+        self.shared.last_error.lock().clone()
     }
 
     /// The counters of this limiter.

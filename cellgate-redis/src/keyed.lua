@@ -9,7 +9,8 @@
 --                       the past; a stock: the units of key i taken (sold or leased), kept
 --                       (absent: none taken)
 -- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
---   count the live holders; a batch with a lease always does), then for each key i: op_i, n_i
+--   count the live holders; a batch with a lease always does), known epoch (0: none yet),
+--   fresh epoch (used if this batch creates the limit), then for each key i: op_i, n_i
 --   op 'g' check n units, all or nothing (a cold check passed through)
 --   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool); a
 --          stock: at most max(1, left / (2 live)), so the last units are not all leased
@@ -18,7 +19,13 @@
 --   op 'c' charge n units admitted during an outage, whatever the room (a stock never
 --          falls back, so never charges; if sent, the units are taken, whatever is left)
 -- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
---   batch did not touch), v1, i1, v2, i2, ... }
+--   batch did not touch), the limit's epoch, v1, i1, v2, i2, ... }
+--
+-- The epoch (as in lease.lua) is a random id written when the limit is created: a process that
+-- knew it and finds no limit or another epoch knows Redis lost it. A per-key stock is then
+-- marked forgotten and every batch fails (its counts of units taken are gone: never sold
+-- afresh); a per-key rate goes on (a key's state expires anyway once its bucket is full again:
+-- a lost one costs at most that key's burst once).
 --   v: units checked (0 denied) / leased / given / charged
 --   i: for 'g' and 'l', the units still available after it, or when none is (i <= 0) the
 --      negated microseconds until one unit is (-1 when the check can never fit: n > B,
@@ -31,9 +38,10 @@ local C, H, Q = KEYS[1], KEYS[2], KEYS[3]
 local pid, seq = ARGV[1], tonumber(ARGV[2])
 local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local touch = ARGV[6] == '1'
+local known, fresh = tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1
 local nops = #KEYS - 3
 for k = 1, nops do
-  if ARGV[5 + 2 * k] == 'l' then touch = true end
+  if ARGV[7 + 2 * k] == 'l' then touch = true end
 end
 
 local function int(x) return string.format('%d', x) end
@@ -48,11 +56,28 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local conf = redis.call('HMGET', C, 'T', 'B')
+local FORGOTTEN = 'CELLGATE_FORGOTTEN redis lost this per-key stock (restarted without persistence, or a failover to a replica that lagged): it is not sold afresh; reset it (see the README)'
+local conf = redis.call('HMGET', C, 'T', 'B', 'epoch', 'forgotten')
+local epoch = tonumber(conf[3] or '0') or 0
 if not conf[1] then
-  redis.call('HSET', C, 'T', int(T), 'B', int(B))
+  if known ~= 0 and T == 0 then
+    redis.call('HSET', C, 'T', int(T), 'B', int(B), 'forgotten', '1')
+    return redis.error_reply(FORGOTTEN)
+  end
+  redis.call('HSET', C, 'T', int(T), 'B', int(B), 'epoch', int(fresh))
+  epoch = fresh
 elseif tonumber(conf[1]) ~= T or tonumber(conf[2]) ~= B then
   return redis.error_reply('CELLGATE keyed limit exists with another configuration')
+end
+if conf[4] then return redis.error_reply(FORGOTTEN) end
+if epoch == 0 then
+  -- A limit created before epochs existed: it gets one now.
+  epoch = fresh
+  redis.call('HSET', C, 'epoch', int(fresh))
+end
+if known ~= 0 and known ~= epoch and T == 0 then
+  redis.call('HSET', C, 'forgotten', '1')
+  return redis.error_reply(FORGOTTEN)
 end
 
 -- A batch is executed once: a retry of the same sequence gets the first answer, an older one
@@ -65,10 +90,11 @@ if last then
     out[i] = tonumber(w)
   end
   if seq == out[1] then
-    out[1] = 1
-    return out
+    local again = { 1, out[2], epoch }
+    for j = 3, i do again[j + 1] = out[j] end
+    return again
   end
-  if seq < out[1] then return { 2, out[2] } end
+  if seq < out[1] then return { 2, out[2], epoch } end
 end
 
 -- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
@@ -97,11 +123,11 @@ local tats = {}
 -- One read for every key of the batch.
 local stored = {}
 if #KEYS > 3 then stored = redis.call('MGET', unpack(KEYS, 4)) end
-local out = { 0, live }
+local out = { 0, live, epoch }
 local saved = { int(seq), int(live) }
 for k = 1, nops do
   local key = KEYS[3 + k]
-  local op, n = ARGV[5 + 2 * k], tonumber(ARGV[6 + 2 * k])
+  local op, n = ARGV[7 + 2 * k], tonumber(ARGV[8 + 2 * k])
   local tat = tats[key]
   if not tat then tat = tonumber(stored[k]) or 0 end
   if tat < now and not stock then tat = now end

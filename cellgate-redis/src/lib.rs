@@ -13,13 +13,16 @@
 //! | [`Fleet::rate`] | a global GCRA rate `R`, burst `B`: Σ admitted over `[0, T]` ≤ `R·T + B` |
 //! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::RateLimiter`] |
 //! | [`KeyedFleet`] | a rate per key (per user, token, IP) or a stock per key (per SKU): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key) |
-//! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only) |
+//! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only), forgotten (Redis lost the stock) |
+//! | [`LastError`], [`FleetError`] | the last failure and when; every known Redis error says what to fix |
 //! | [`LeaseClient`] | the wire protocol alone (for tests and tools) |
 //!
 //! ## The protocol
 //!
 //! One Lua script (run with EVALSHA, loaded again on NOSCRIPT) over three keys that share the
-//! hash tag `{name}`, so a cluster keeps a limit on one slot. Time is the server's `TIME` in
+//! hash tag `{name}`, so a cluster keeps a limit on one slot. A URL is one Redis (`redis://`,
+//! `rediss://` with the feature `tls`, `redis+unix://`) or the comma-separated seed nodes of a
+//! Redis Cluster. Time is the server's `TIME` in
 //! integer microseconds, every number stays below 2^53, so Lua's doubles are exact. Every
 //! command carries the process id and a sequence number; the server keeps the answer to each
 //! process's newest sequence, so a retried or duplicated command never grants twice.
@@ -68,6 +71,6 @@ mod task;
 
 pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
-pub use error::FleetError;
-pub use fleet::{Fleet, FleetState, FleetStats};
+pub use error::{FleetError, ACL_COMMANDS};
+pub use fleet::{Fleet, FleetState, FleetStats, LastError};
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};

@@ -17,6 +17,8 @@ use crate::sync::{Counter, Dry, Link};
 pub(crate) const CONNECTED: u8 = 0;
 pub(crate) const FALLBACK: u8 = 1;
 pub(crate) const PARTITIONED: u8 = 2;
+/// Redis lost the limit: only leased units are admitted, and no command is sent.
+pub(crate) const FORGOTTEN: u8 = 3;
 
 /// A check of `n` units that the pool refused (`pool`: its decision): in an outage, the
 /// fallback decides (its admissions counted in `fallback_admitted`, to be charged to Redis);

@@ -5,8 +5,10 @@ use std::thread::JoinHandle;
 
 use cellgate::{Decision, KeyedLimiter, Limiter};
 
+use crate::error::FleetError;
+use crate::fleet::LastError;
 use crate::keyed::KeyedStats;
-pub(crate) use crate::local::{CONNECTED, FALLBACK, PARTITIONED};
+pub(crate) use crate::local::{CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use tokio::sync::Notify;
 
@@ -29,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) charged_back: Counter,
     pub(crate) commands: Counter,
     pub(crate) live: Counter,
+    /// The last failure and when it happened (written by the task, read by the application).
+    pub(crate) last_error: Lock<Option<LastError>>,
 }
 
 impl Shared {
@@ -52,6 +56,51 @@ impl Shared {
             self.wake.notify_one();
         }
         d
+    }
+}
+
+/// Records `error` as a limiter's last failure, with the time.
+pub(crate) fn record(last_error: &Lock<Option<LastError>>, error: FleetError) {
+    *last_error.lock() = Some(LastError {
+        at: std::time::SystemTime::now(),
+        error,
+    });
+}
+
+/// Moves the limiter `name` to `state` (recording `error` when there is one), logging the
+/// change. A forgotten limit stays so: its units are gone from Redis's books.
+pub(crate) fn transition(
+    name: &str,
+    link: &Link,
+    last_error: &Lock<Option<LastError>>,
+    state: u8,
+    error: Option<FleetError>,
+) {
+    let from = link.get();
+    if let Some(e) = &error {
+        if from != state || from == CONNECTED {
+            tracing::warn!(limit = %name, error = %e, "{}", describe(state));
+        } else {
+            tracing::debug!(limit = %name, error = %e, "redis still not answering");
+        }
+    } else if from != state {
+        tracing::info!(limit = %name, "{}", describe(state));
+    }
+    if let Some(e) = error {
+        record(last_error, e);
+    }
+    if from != FORGOTTEN {
+        link.set(state);
+    }
+}
+
+/// What a state means, for the log.
+fn describe(state: u8) -> &'static str {
+    match state {
+        CONNECTED => "redis answers: admitting from leases",
+        FALLBACK => "redis not answering: admitting at the local share, to be charged back",
+        PARTITIONED => "redis not answering: admitting only leased units",
+        _ => "redis lost this limit: selling only leased units; an operator must reset it",
     }
 }
 
@@ -85,6 +134,8 @@ pub(crate) struct KeyedShared {
     /// Leased units of hot keys.
     pub(crate) pool: KeyedLimiter<String>,
     pub(crate) state: Link,
+    /// The last failure and when it happened.
+    pub(crate) last_error: Lock<Option<LastError>>,
     pub(crate) stop: Stop,
     pub(crate) wake: Notify,
     pub(crate) counters: Counters,
@@ -95,6 +146,7 @@ impl KeyedShared {
         Self {
             pool,
             state: Link::new(CONNECTED),
+            last_error: Lock::new(None),
             stop: Stop::new(),
             wake: Notify::new(),
             counters: Counters::default(),

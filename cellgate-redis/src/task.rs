@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crate::book::Book;
 use crate::builder::{share, FleetBuilder};
 use crate::client::{Kind, LeaseClient, Op, Reply};
-use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
+use crate::error::FleetError;
+use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often the background task looks at the pool.
 const TICK: Duration = Duration::from_millis(2);
@@ -38,6 +39,9 @@ pub(crate) struct Task {
     pub(crate) pending: Option<Pending>,
     pub(crate) retry_at: Instant,
     pub(crate) failures: u32,
+    /// Redis has answered this process once (before that, no holder ttl runs on the server,
+    /// so the outage fallback has no deadline).
+    pub(crate) registered: bool,
     /// When the last answered command was first sent: the server saw this holder no earlier.
     pub(crate) last_ok_sent: Instant,
     pub(crate) last_contact: Instant,
@@ -63,6 +67,9 @@ pub(crate) struct Task {
 
 impl Task {
     pub(crate) async fn run(mut self) {
+        if self.registered {
+            self.warn_if_volatile().await;
+        }
         while !self.shared.stop.raised() {
             tokio::select! {
                 () = self.shared.wake.notified() => {}
@@ -120,6 +127,12 @@ impl Task {
             .book
             .observe(self.pool_remaining(), self.returned_deadline());
         self.note_spent(spent);
+        if self.shared.state() == FORGOTTEN {
+            // Nothing to ask of Redis: the limit's books are gone there. The pool sells what
+            // it holds.
+            self.publish();
+            return;
+        }
         let elapsed = now.duration_since(self.window_start);
         if elapsed >= RATE_WINDOW {
             let r = self.window_spent as f64 / elapsed.as_secs_f64();
@@ -138,8 +151,8 @@ impl Task {
         if self.book.level() > 0 && now.duration_since(self.last_use) >= self.cfg.idle {
             self.to_give += self.withdraw(Book::level);
         }
-        if self.shared.state() == FALLBACK && now >= self.fallback_deadline() {
-            self.shared.state.set(PARTITIONED);
+        if self.shared.state() == FALLBACK && !self.may_fall_back(now) {
+            self.transition(PARTITIONED, None);
         }
         // Outage admissions are charged before anything more is granted: a grant still
         // waiting from before the outage would otherwise take room they already used. Dropping
@@ -168,10 +181,14 @@ impl Task {
             .saturating_sub(self.charged)
     }
 
-    /// The fallback must end before the server may reconcile this holder.
-    fn fallback_deadline(&self) -> Instant {
+    /// Whether the outage fallback may admit at `now`: it must end before the server may
+    /// reconcile this holder (never registered: nothing to reconcile), and the server must
+    /// have reserved a fallback burst for it.
+    fn may_fall_back(&self, now: Instant) -> bool {
         let ttl = self.client.holder_ttl();
-        self.last_ok_sent + ttl - ttl / 5
+        self.shared.fallback.is_some()
+            && self.fallback_burst > 0
+            && (!self.registered || now < self.last_ok_sent + ttl - ttl / 5)
     }
 
     fn next_command(&mut self, now: Instant) -> Option<Pending> {
@@ -235,20 +252,63 @@ impl Task {
                 self.failures = 0;
                 self.last_ok_sent = first_sent;
                 self.last_contact = Instant::now();
-                self.shared.state.set(CONNECTED);
+                if !self.registered {
+                    self.registered = true;
+                    tracing::info!(limit = %self.name, live = reply.live, "registered with redis");
+                    self.warn_if_volatile().await;
+                }
+                if reply.forgotten {
+                    // A rate whose bucket Redis lost: the script set it empty and goes on.
+                    tracing::error!(limit = %self.name, "redis lost this rate limit's bucket (a restart without persistence?): it was re-created empty");
+                    self.record(FleetError::Forgotten);
+                }
+                self.transition(CONNECTED, None);
                 self.apply(p, first_sent, reply);
             }
-            Err(_) => {
+            Err(FleetError::Forgotten) => {
+                self.pending = None;
+                self.shared.backend_errors.add(1);
+                self.transition(FORGOTTEN, Some(FleetError::Forgotten));
+            }
+            Err(e) => {
                 self.shared.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
                 let backoff = Duration::from_millis(10 << self.failures.min(5));
                 self.retry_at = Instant::now() + backoff;
-                let can_fall_back =
-                    self.shared.fallback.is_some() && Instant::now() < self.fallback_deadline();
-                let state = if can_fall_back { FALLBACK } else { PARTITIONED };
-                self.shared.state.set(state);
+                let state = if self.may_fall_back(Instant::now()) {
+                    FALLBACK
+                } else {
+                    PARTITIONED
+                };
+                self.transition(state, Some(e));
             }
         }
+    }
+
+    /// Logs a warning when Redis keeps no append-only file: a restart would forget the
+    /// limit (detected, and a stock then stops selling: see [`FleetState::Forgotten`]).
+    ///
+    /// [`FleetState::Forgotten`]: crate::FleetState::Forgotten
+    async fn warn_if_volatile(&mut self) {
+        if self.client.volatile().await == Some(true) {
+            tracing::warn!(limit = %self.name, "redis keeps no append-only file: a restart forgets this limit, and a stock then stops selling until an operator resets it (appendonly yes, appendfsync always)");
+        }
+    }
+
+    /// Records `error` as the last one, with the time.
+    fn record(&self, error: FleetError) {
+        crate::shared::record(&self.shared.last_error, error);
+    }
+
+    /// Moves to `state` (recording `error` when there is one), logging the change.
+    fn transition(&self, state: u8, error: Option<FleetError>) {
+        crate::shared::transition(
+            &self.name,
+            &self.shared.state,
+            &self.shared.last_error,
+            state,
+            error,
+        );
     }
 
     fn apply(&mut self, p: Pending, first_sent: Instant, r: Reply) {
@@ -284,19 +344,11 @@ impl Task {
                 self.need = 0;
                 let now = Instant::now();
                 self.next_grant = match self.kind {
-                    Kind::Rate { interval_us, .. } if got < p.n => {
-                        // The fleet is short: wait until the fleet accrues a minimum lease for
-                        // every live holder, so each command carries a worthwhile grant.
-                        // But come back within half the time the leasable burst takes to
-                        // fill up, even if nobody else asks (and this thread is late), or
-                        // the fleet would lose capacity.
-                        let us = self
-                            .cfg
-                            .min_lease
-                            .saturating_mul(interval_us)
-                            .saturating_mul(self.live)
-                            .min(r.leasable_burst.saturating_mul(interval_us) / 2);
-                        now + Duration::from_micros(us).min(self.cfg.lease_lifetime / 2)
+                    // The fleet is short: come back at the slot the server gave (spaced so
+                    // the fleet's short requests each carry about a minimum lease, whatever
+                    // the demand), within half a lease lifetime.
+                    Kind::Rate { .. } if got < p.n => {
+                        now + Duration::from_micros(r.retry_us).min(self.cfg.lease_lifetime / 2)
                     }
                     Kind::Stock { .. } if got == 0 => {
                         self.stock_backoff = (self.stock_backoff * 2)
@@ -345,6 +397,9 @@ impl Task {
     /// outage debt, each retried within a bounded time.
     async fn finish(&mut self) {
         let give_up = Instant::now() + self.cfg.command_timeout * 8;
+        if self.shared.state() == FORGOTTEN {
+            return;
+        }
         // No more outage admissions: what was admitted so far is charged below.
         self.shared.state.set(PARTITIONED);
         loop {
@@ -357,6 +412,9 @@ impl Task {
                 break;
             }
             self.send(p).await;
+            if self.shared.state() == FORGOTTEN {
+                break;
+            }
             if self.pending.is_some() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::Script;
 
-use crate::client::{check_name, connect_manager, invoke, DEFAULT_HOLDER_TTL};
+use crate::client::{check_name, Conn, DEFAULT_HOLDER_TTL};
 use crate::error::FleetError;
 
 /// The script every batch runs (see `keyed.lua` for the protocol).
@@ -95,14 +94,15 @@ pub struct BatchReply {
 /// ```
 #[derive(Clone)]
 pub struct KeyedClient {
-    conn: ConnectionManager,
+    conn: Conn,
     script: Script,
     name: String,
     base: [String; 3],
     pid: String,
     interval_us: u64,
     burst: u64,
-    timeout: Duration,
+    /// The limit's epoch as this client last saw it (0: not yet).
+    epoch: u64,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -143,9 +143,22 @@ impl KeyedClient {
         pid: &str,
         timeout: Duration,
     ) -> Result<Self, FleetError> {
+        Self::open(url, name, interval_us, burst, pid, timeout, false).await
+    }
+
+    /// As [`connect`](Self::connect), `lazy`: connecting on the first batch.
+    pub(crate) async fn open(
+        url: &str,
+        name: &str,
+        interval_us: u64,
+        burst: u64,
+        pid: &str,
+        timeout: Duration,
+        lazy: bool,
+    ) -> Result<Self, FleetError> {
         check_name(name)?;
         Ok(Self {
-            conn: connect_manager(url, timeout).await?,
+            conn: Conn::open(url, timeout, lazy).await?,
             script: Script::new(KEYED_LUA),
             name: name.to_owned(),
             base: [
@@ -156,7 +169,7 @@ impl KeyedClient {
             pid: pid.to_owned(),
             interval_us,
             burst,
-            timeout,
+            epoch: 0,
         })
     }
 
@@ -197,17 +210,20 @@ impl KeyedClient {
             .arg(self.interval_us)
             .arg(self.burst)
             .arg(ttl_us)
-            .arg(u8::from(touch));
+            .arg(u8::from(touch))
+            .arg(self.epoch)
+            .arg(crate::client::fresh_epoch());
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
-        let reply = invoke(&inv, &mut self.conn, self.timeout).await?;
+        let reply = self.conn.invoke(&inv).await?;
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
-        let (&flag, &live) = match &reply[..] {
-            [flag, live, ..] => (flag, live),
+        let (&flag, &live, &epoch) = match &reply[..] {
+            [flag, live, epoch, ..] => (flag, live, epoch),
             _ => return Err(bad()),
         };
         let live = u64::try_from(live).map_err(|_| bad())?;
+        self.epoch = u64::try_from(epoch).map_err(|_| bad())?;
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
@@ -216,7 +232,7 @@ impl KeyedClient {
                 results: Vec::new(),
             });
         }
-        let rest = &reply[2..];
+        let rest = &reply[3..];
         if rest.len() != 2 * ops.len() {
             return Err(bad());
         }

@@ -101,7 +101,7 @@ pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
 
 use crate::error::FleetError;
 use crate::fleet::FleetState;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK};
+use crate::shared::KeyedShared;
 use crate::sync::Lock;
 
 /// How a keyed check was decided.
@@ -284,6 +284,7 @@ pub struct KeyedFleetBuilder {
     /// A stock of this many units per key (the rate is then `Ok((0, units))`).
     pub(crate) stock: bool,
     pub(crate) max_lease: Option<u64>,
+    pub(crate) outage_processes: u64,
 }
 
 impl KeyedFleet {
@@ -310,6 +311,7 @@ impl KeyedFleet {
             min_lease: 4,
             fallback: true,
             queue: 65_536,
+            outage_processes: 1,
             stock: false,
             max_lease: None,
         }
@@ -416,11 +418,12 @@ impl KeyedFleet {
 
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
-        match self.shared.state.get() {
-            CONNECTED => FleetState::Connected,
-            FALLBACK => FleetState::Fallback,
-            _ => FleetState::Partitioned,
-        }
+        FleetState::of(self.shared.state.get())
+    }
+
+    /// The last failure this limiter met talking to Redis, and when (`None`: none yet).
+    pub fn last_error(&self) -> Option<crate::LastError> {
+        self.shared.last_error.lock().clone()
     }
 
     /// The counters of this limiter.
@@ -553,6 +556,43 @@ impl KeyedFleetBuilder {
     /// [`FleetError::Timeout`] when Redis cannot be reached or holds this name with another
     /// configuration.
     pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
+        self.launch(url, false)
+    }
+
+    /// How many processes a rate assumes share it when it [`start`](Self::start)s while
+    /// Redis is down (default 1): until Redis first answers, each key's outage share is
+    /// `R / processes`.
+    pub fn outage_processes(mut self, processes: u64) -> Self {
+        self.outage_processes = processes.max(1);
+        self
+    }
+
+    /// Starts without waiting for Redis (errors only for an invalid configuration or URL):
+    /// until Redis answers, checks are decided by the outage fallback (a rate at its share,
+    /// charged back when Redis answers; a stock, or `fallback(false)`, denies), so a replica
+    /// can boot while Redis is down.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Config`] for an invalid configuration or URL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::{FleetState, KeyedFleet};
+    ///
+    /// // Nothing listens on port 1: the limiter starts anyway, on its outage share.
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1)).start("redis://127.0.0.1:1")?;
+    /// assert_eq!(users.state(), FleetState::Fallback);
+    /// assert!(users.check_blocking("alice", 1).is_allowed());
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
+    pub fn start(self, url: &str) -> Result<KeyedFleet, FleetError> {
+        self.launch(url, true)
+    }
+
+    fn launch(self, url: &str, lazy: bool) -> Result<KeyedFleet, FleetError> {
         let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
         if self.stock {
             if burst >= 1 << 50 {
@@ -574,7 +614,7 @@ impl KeyedFleetBuilder {
         let shared = Arc::new(KeyedShared::new(pool));
         let (tx, rx) = mpsc::channel(self.queue);
         let (task, runtime) =
-            task::Task::connect(&self, url, interval_us, burst, shared.clone(), rx)?;
+            task::Task::connect(&self, url, (interval_us, burst), shared.clone(), rx, lazy)?;
         let thread = std::thread::Builder::new()
             .name(format!("cellgate-keyed-{}", self.name))
             .spawn(move || runtime.block_on(task.run()))

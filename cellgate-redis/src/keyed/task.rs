@@ -20,7 +20,7 @@ use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
 use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK, PARTITIONED};
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
@@ -98,14 +98,16 @@ pub(crate) struct Task {
 }
 
 impl Task {
-    /// Connects and registers (one empty batch), on a runtime the task will run on.
+    /// Connects and registers (one empty batch), on a runtime the task will run on; with
+    /// `lazy`, neither: the task starts in the outage fallback and registers with its first
+    /// batch (a heartbeat, sent at once) when Redis answers.
     pub(crate) fn connect(
         cfg: &KeyedFleetBuilder,
         url: &str,
-        interval_us: u64,
-        burst: u64,
+        (interval_us, burst): (u64, u64),
         shared: Arc<KeyedShared>,
         rx: mpsc::Receiver<Request>,
+        lazy: bool,
     ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -115,7 +117,10 @@ impl Task {
         let timeout = cfg.command_timeout;
         let (client, live) = runtime.block_on(async {
             let mut c =
-                KeyedClient::connect(url, &cfg.name, interval_us, burst, &pid, timeout).await?;
+                KeyedClient::open(url, &cfg.name, interval_us, burst, &pid, timeout, lazy).await?;
+            if lazy {
+                return Ok((c, cfg.outage_processes));
+            }
             let mut tries = 0;
             let first = loop {
                 match c.batch(1, &[], true).await {
@@ -127,8 +132,12 @@ impl Task {
             };
             Ok::<_, FleetError>((c, first.live.max(1)))
         })?;
-        shared.counters.batches.set(1);
+        shared.counters.batches.set(u64::from(!lazy));
         shared.counters.live.set(live);
+        if lazy {
+            let state = if cfg.fallback { FALLBACK } else { PARTITIONED };
+            shared.state.set(state);
+        }
         // A stock (interval 0) never falls back; its fallback limiter is never asked.
         let fallback = KeyedLimiter::<String>::gcra(share(interval_us.max(1), live))
             .max_keys(FALLBACK_KEYS)
@@ -143,11 +152,16 @@ impl Task {
             interval_us,
             burst,
             fallback,
-            seq: 1,
+            seq: u64::from(!lazy),
             queue: VecDeque::new(),
             inflight: None,
             failures: 0,
-            last_touch: now,
+            // Not registered yet: the first batch touches (registers) at once.
+            last_touch: if lazy {
+                now.checked_sub(HEARTBEAT).unwrap_or(now)
+            } else {
+                now
+            },
             live,
             hot: HashMap::new(),
             seen: HashMap::new(),
@@ -241,6 +255,17 @@ impl Task {
         }
     }
 
+    /// Moves to `state` (recording `error` when there is one), logging the change.
+    fn transition(&self, state: u8, error: Option<FleetError>) {
+        crate::shared::transition(
+            &self.cfg.name,
+            &self.shared.state,
+            &self.shared.last_error,
+            state,
+            error,
+        );
+    }
+
     fn outage_state(&self) -> u8 {
         if self.cfg.fallback {
             FALLBACK
@@ -290,7 +315,7 @@ impl Task {
             // behind it): count it sick, so the next checks are decided at once, until this
             // batch (or its retry) is answered. A batch with no check in it (a lease request)
             // counts too: the checks behind it waited.
-            self.shared.state.set(self.outage_state());
+            self.transition(self.outage_state(), Some(FleetError::Timeout));
             for r in std::mem::take(&mut self.queue) {
                 self.decide_by_fallback(r);
             }
@@ -472,12 +497,20 @@ impl Task {
         let now = Instant::now();
         let reply = match r {
             Ok(reply) if !reply.stale => reply,
-            Ok(_) | Err(_) => {
+            other => {
                 // Not answered (or, impossibly, superseded): decide its checks now and send it
                 // again later, the same sequence.
+                let e = other
+                    .err()
+                    .unwrap_or_else(|| FleetError::Protocol("a stale batch".into()));
                 self.shared.counters.backend_errors.add(1);
                 self.failures = self.failures.saturating_add(1);
-                self.shared.state.set(self.outage_state());
+                let state = if matches!(e, FleetError::Forgotten) {
+                    FORGOTTEN
+                } else {
+                    self.outage_state()
+                };
+                self.transition(state, Some(e));
                 for w in f.waiters.iter_mut() {
                     if let Some(r) = w.take() {
                         self.decide_by_fallback(r);
@@ -493,7 +526,7 @@ impl Task {
             }
         };
         self.failures = 0;
-        self.shared.state.set(CONNECTED);
+        self.transition(CONNECTED, None);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
             self.last_touch = f.first_sent;
@@ -583,7 +616,9 @@ impl Task {
         while let Ok(r) = self.rx.try_recv() {
             self.queue.push_back(r);
         }
-        self.shared.state.set(PARTITIONED);
+        if self.shared.state.get() != FORGOTTEN {
+            self.shared.state.set(PARTITIONED);
+        }
         for r in std::mem::take(&mut self.queue) {
             let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
         }

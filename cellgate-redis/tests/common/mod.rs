@@ -69,15 +69,124 @@ pub fn model_cases<S: proptest::strategy::Strategy>(
     }
 }
 
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Six nodes of a Redis Cluster on loopback, three masters with a replica each, created with
+/// `redis-cli --cluster create` and ready (`cluster_state:ok` on every node). Each node's
+/// port leaves its port + 10000 free for the cluster bus. `None` as for [`redis`].
+pub fn cluster() -> Option<Vec<RedisServer>> {
+    let mut nodes = Vec::new();
+    while nodes.len() < 6 {
+        let port = free_port();
+        let bus_free = port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
+        if !bus_free {
+            continue;
+        }
+        let extra = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ];
+        nodes.push(redis_on(port, &extra)?);
+    }
+    let mut create = Command::new("redis-cli");
+    create.arg("--cluster").arg("create");
+    for n in &nodes {
+        create.arg(format!("127.0.0.1:{}", n.port));
+    }
+    let out = create
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Ready: every node says the state is ok and knows the three replicas.
+    wait_for("the cluster to be ready", || {
+        nodes.iter().all(|n| {
+            let Ok(mut c) = n.connection() else {
+                return false;
+            };
+            let ok = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query::<String>(&mut c)
+                .is_ok_and(|i| i.contains("cluster_state:ok"));
+            let replicas = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query::<String>(&mut c)
+                .map_or(0, |t| t.lines().filter(|l| l.contains("slave")).count());
+            ok && replicas == 3
+        })
+    });
+    Some(nodes)
+}
+
+/// The seed URLs of a cluster, comma-separated (what `Fleet::connect` takes).
+pub fn seeds(nodes: &[RedisServer]) -> String {
+    nodes
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A directory for one test's files (certificates), removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "cellgate-redis-{tag}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// Arguments after the defaults (a later directive overrides an earlier one).
+    extra: Vec<String>,
+    /// The default user's password (from `--requirepass`), for the tests' own connections.
+    pub password: Option<String>,
 }
 
 /// `None` (after one loud line) when `redis-server` is not installed, unless `CI=true`, where
 /// a missing server fails the test.
 pub fn redis() -> Option<RedisServer> {
+    redis_with(&[])
+}
+
+/// As [`redis`], with `extra` arguments after the defaults (`--appendonly no` for a server
+/// that forgets everything when it restarts, `--requirepass`, TLS...).
+pub fn redis_with(extra: &[&str]) -> Option<RedisServer> {
+    redis_on(free_port(), extra)
+}
+
+/// As [`redis_with`], on `port`.
+pub fn redis_on(port: u16, extra: &[&str]) -> Option<RedisServer> {
     let found = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -90,16 +199,18 @@ pub fn redis() -> Option<RedisServer> {
         eprintln!("!!!!! SKIPPED: redis-server not found; install it (apt-get install -y redis-server) to run the fleet tests !!!!!");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     let dir = std::env::temp_dir().join(format!("cellgate-redis-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut s = RedisServer {
         port,
         dir,
         child: None,
+        extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        password: extra
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .and_then(|i| extra.get(i + 1))
+            .map(|p| (*p).to_owned()),
     };
     s.start();
     Some(s)
@@ -124,6 +235,7 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -171,8 +283,26 @@ impl RedisServer {
         assert!(ok, "kill {sig} {pid}");
     }
 
+    /// The URL with the default user's password, if the server has one.
+    pub fn admin_url(&self) -> String {
+        match &self.password {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        }
+    }
+
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+        redis::Client::open(self.admin_url())?.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    /// Runs one command as the default user (panics on an error: the test's own setup).
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut self.connection().unwrap())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     /// Calls made by clients to run scripts (EVAL/EVALSHA/SCRIPT), from `INFO commandstats`:
@@ -183,6 +313,26 @@ impl RedisServer {
             .query(&mut self.connection().unwrap())
             .unwrap();
         cellgate_redis::script_calls(&info)
+    }
+
+    /// Every command Redis has executed, from `INFO commandstats`: round trips and the
+    /// commands scripts run inside Redis alike (Redis's work, not only its round trips).
+    pub fn all_commands(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection().unwrap())
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
     }
 
     /// What the keyed limit `name` has taken of `key` (a stock's units sold or leased).
@@ -228,7 +378,19 @@ pub fn node<S: AsRef<std::ffi::OsStr>>(
     seconds: &str,
     threads: usize,
 ) -> Node {
+    node_env(url, limit, seconds, threads, &[])
+}
+
+/// As [`node`], with environment variables set for the process (`SSL_CERT_FILE`).
+pub fn node_env<S: AsRef<std::ffi::OsStr>>(
+    url: &str,
+    limit: &[S],
+    seconds: &str,
+    threads: usize,
+    env: &[(&str, &std::path::Path)],
+) -> Node {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_node"))
+        .envs(env.iter().copied())
         .args(["--redis", url])
         .args(limit)
         .args(["--seconds", seconds, "--threads", &threads.to_string()])

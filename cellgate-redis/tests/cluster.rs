@@ -1,0 +1,212 @@
+//! Redis Cluster: a real cluster of three masters and three replicas on loopback, started by
+//! the test (`redis-server --cluster-enabled yes`, `redis-cli --cluster create`). Limits are
+//! spread over the masters (each limit's keys on one slot, by its hash tag); a master failover
+//! mid-sale oversells nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cellgate_redis::{Fleet, KeyedFleet};
+use common::RedisServer;
+
+/// The cluster's slot of limit `name` (its keys share the hash tag `{name}`).
+fn slot(node: &RedisServer, name: &str) -> u16 {
+    node.cmd(&["CLUSTER", "KEYSLOT", &cellgate_redis::keys(name)[0]])
+}
+
+/// One line of `CLUSTER NODES`: (id, port, is master, master id, slot ranges).
+struct ClusterNode {
+    id: String,
+    port: u16,
+    master: bool,
+    master_id: String,
+    slots: Vec<(u16, u16)>,
+}
+
+fn cluster_nodes(node: &RedisServer) -> Vec<ClusterNode> {
+    let text: String = node.cmd(&["CLUSTER", "NODES"]);
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let port = f.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+            let slots = f[8.min(f.len())..]
+                .iter()
+                .filter_map(|r| {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    Some((a.parse().ok()?, b.parse().ok()?))
+                })
+                .collect();
+            Some(ClusterNode {
+                id: f[0].to_owned(),
+                port,
+                master: f.get(2)?.contains("master"),
+                master_id: f.get(3)?.to_string(),
+                slots,
+            })
+        })
+        .collect()
+}
+
+/// The port of the master serving `slot`, as `node` sees the cluster.
+fn master_of(node: &RedisServer, slot: u16) -> Option<u16> {
+    cluster_nodes(node)
+        .iter()
+        .find(|n| n.master && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+        .map(|n| n.port)
+}
+
+/// The port of the master serving `slot`, and of its replica.
+fn master_and_replica(node: &RedisServer, slot: u16) -> (u16, u16) {
+    let all = cluster_nodes(node);
+    let port = master_of(node, slot).expect("a master for the slot");
+    let master = all.iter().find(|n| n.port == port).expect("listed");
+    let replica = all
+        .iter()
+        .find(|n| !n.master && n.master_id == master.id)
+        .expect("a replica of the master");
+    (master.port, replica.port)
+}
+
+#[test]
+fn limits_on_three_masters_each_sell_exactly() {
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    // One limit name per master (redis-cli splits the 16,384 slots in three ranges).
+    let mut names: Vec<String> = Vec::new();
+    let mut masters = std::collections::HashSet::new();
+    for i in 0.. {
+        let name = format!("spread{i}");
+        let (master, _) = master_and_replica(&nodes[0], slot(&nodes[0], &name));
+        if masters.insert(master) {
+            names.push(name);
+        }
+        if masters.len() == 3 {
+            break;
+        }
+    }
+    let stock = 2_000u64;
+    let fleets: Vec<(String, Arc<Fleet>)> = names
+        .iter()
+        .flat_map(|n| {
+            (0..2).map(|_| {
+                let f = Fleet::stock(n, stock)
+                    .max_lease(100)
+                    .connect(&seeds)
+                    .unwrap();
+                (n.clone(), Arc::new(f))
+            })
+        })
+        .collect();
+    let sellers: Vec<_> = fleets
+        .iter()
+        .map(|(n, f)| {
+            let (n, f) = (n.clone(), f.clone());
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                let mut sold = 0u64;
+                while Instant::now() < deadline && sold < stock {
+                    sold += u64::from(f.check().is_allowed());
+                }
+                (n, sold)
+            })
+        })
+        .collect();
+    let mut per_name = std::collections::HashMap::new();
+    for s in sellers {
+        let (n, sold) = s.join().unwrap();
+        *per_name.entry(n).or_insert(0u64) += sold;
+    }
+    eprintln!("sold per limit on three masters: {per_name:?}");
+    for n in &names {
+        assert_eq!(per_name[n], stock, "limit {n}");
+    }
+    // A per-key stock on the cluster too (its keys share the limit's slot).
+    let skus = KeyedFleet::stock("skus", 5).connect(&seeds).unwrap();
+    let sold = (0..10)
+        .filter(|_| skus.check_blocking("sku-1", 1).is_allowed())
+        .count();
+    assert_eq!(sold, 5);
+}
+
+#[test]
+fn a_master_failover_mid_sale_oversells_nothing() {
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let stock = 3_000u64;
+    let fleets: Vec<Arc<Fleet>> = (0..2)
+        .map(|_| {
+            Arc::new(
+                Fleet::stock("failover", stock)
+                    .max_lease(50)
+                    .connect(&seeds)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let sold = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Two sellers at about 1,000 checks a second each.
+    let sellers: Vec<_> = fleets
+        .iter()
+        .map(|f| {
+            let (f, sold, stop) = (f.clone(), sold.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if f.check().is_allowed() {
+                        sold.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    common::wait_for("the first 500 sales", || {
+        sold.load(Ordering::Relaxed) >= 500
+    });
+    let (master, replica) = master_and_replica(&nodes[0], slot(&nodes[0], "failover"));
+    let replica_node = nodes.iter().find(|n| n.port == replica).unwrap();
+    replica_node.cmd::<()>(&["CLUSTER", "FAILOVER"]);
+    common::wait_for("the replica to take over", || {
+        master_of(replica_node, slot(replica_node, "failover")) == Some(replica)
+    });
+    let at_failover = sold.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && sold.load(Ordering::Relaxed) < stock {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Sell on a little past the end: nothing more may be sold.
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for s in sellers {
+        s.join().unwrap();
+    }
+    let sold = sold.load(Ordering::Relaxed);
+    eprintln!(
+        "failover from :{master} to :{replica} after {at_failover} sold: {sold} of {stock} sold"
+    );
+    assert!(sold <= stock, "sold {sold} of {stock}");
+    assert_eq!(sold, stock, "the sale went on after the failover");
+}
+
+#[test]
+fn fleet_node_takes_the_seed_urls() {
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let args = ["--name", "nodes", "--stock", "1000"];
+    let sold: u64 = (0..2)
+        .map(|_| common::node(&seeds, &args, "1", 1))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|n| n.finish(Duration::from_secs(30)))
+        .sum();
+    assert_eq!(sold, 1000);
+}
