@@ -227,6 +227,21 @@ impl Algorithm {
         }
     }
 
+    /// Whether a key holding `word` is *light* at `now`: dropping it, and re-creating it later
+    /// from the swept word of a floor at `floor` (`>= now`), gives it at most one unit, whatever
+    /// the clock does afterwards. It is when `word` with one unit given back at `floor` is idle
+    /// there (dropping an idle key is lossless: the swept word decides exactly like it from the
+    /// floor on, and at least as strictly before), and it still has a unit left at `now` (so a
+    /// drop never turns the key's denial at `now` into an admission: with a burst of one, no key
+    /// that was used is light). A state later than the floor (a window the clock has not reached
+    /// again) is never light. Stock keys never are (their state is configuration), nor are
+    /// warm-up keys until they are idle (warm-up has no units to give back).
+    pub(crate) fn is_light(&self, word: u64, now: u64, floor: u64) -> bool {
+        self.uses_time()
+            && self.is_idle(self.refund(word, floor, 1).unwrap_or(word), floor)
+            && self.peek(word, now).remaining() >= 1
+    }
+
     /// Whether `word` is equivalent to [`FRESH`](Self::FRESH) at `now`: dropping it changes no
     /// future decision made at `now` or later.
     #[inline]
