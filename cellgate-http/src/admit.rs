@@ -194,29 +194,46 @@ impl Shared {
                 }
             }
         }
-        // The limits with a key, in the layer's order: `held[j]` is the index of the `j`-th.
-        let held: Vec<usize> = (0..keys.len()).filter(|&i| keys[i].is_some()).collect();
-        let gates: Vec<KeyGate<'_>> = keys
+        // The limits with a key, in the layer's order.
+        let gates: Vec<(usize, KeyGate<'_>)> = keys
             .iter()
             .zip(&self.limits)
-            .filter_map(|(k, l)| {
-                Some(KeyGate {
-                    limit: &*l.imp,
-                    key: k.as_ref()?,
-                })
+            .enumerate()
+            .filter_map(|(i, (k, l))| {
+                let key = k.as_ref()?;
+                Some((
+                    i,
+                    KeyGate {
+                        limit: &*l.imp,
+                        key,
+                    },
+                ))
             })
             .collect();
         let pairs: Vec<(&dyn Gate, u32)> = gates
             .iter()
-            .zip(&held)
-            .map(|(g, &i)| (g as &dyn Gate, self.limits[i].cost))
+            .map(|(i, g)| (g as &dyn Gate, self.limits[*i].cost))
             .collect();
-        let mut decisions = vec![Decision::NONE; pairs.len()];
-        let mut taken = vec![None; pairs.len()];
-        let denied = check_all_reserving(&pairs, &mut decisions, &mut taken).map(|j| held[j]);
+        // The decisions and reservations on the stack for the usual handful of limits.
+        const INLINE: usize = 8;
+        let (mut decisions_inline, mut taken_inline) =
+            ([Decision::NONE; INLINE], [const { None }; INLINE]);
+        let (mut decisions_heap, mut taken_heap);
+        let (decisions, taken): (&mut [Decision], &mut [Option<Reservation>]) =
+            if pairs.len() <= INLINE {
+                (
+                    &mut decisions_inline[..pairs.len()],
+                    &mut taken_inline[..pairs.len()],
+                )
+            } else {
+                decisions_heap = vec![Decision::NONE; pairs.len()];
+                taken_heap = vec![None; pairs.len()];
+                (&mut decisions_heap, &mut taken_heap)
+            };
+        let denied = check_all_reserving(&pairs, decisions, taken).map(|j| gates[j].0);
         if let Some(i) = denied {
             #[cfg(feature = "metrics")]
-            self.metrics.record(&decisions, Some(i));
+            self.metrics.record(decisions, Some(i));
             // All or nothing across stacked layers: the layers around this one charged this
             // request; it is not served, so they get it back.
             give_back(parts.extensions.remove::<Stack>());
@@ -224,12 +241,12 @@ impl Shared {
         if let Some(r) = rejection {
             if let Some(i) = denied {
                 // The fields describe every limit; this request has no key for some.
-                return self.deny(parts, i, &decisions, ExtraHeaders::default());
+                return self.deny(parts, i, decisions, ExtraHeaders::default());
             }
             // Rates count the rejected request (a flood of them is limited); a stock is goods,
             // and a request that is not served takes none.
-            for ((gate, &i), r) in gates.iter().zip(&held).zip(&mut taken) {
-                let stock = self.limits[i].policy().kind() == PolicyKind::Stock;
+            for ((i, gate), r) in gates.iter().zip(taken.iter_mut()) {
+                let stock = self.limits[*i].policy().kind() == PolicyKind::Stock;
                 if let Some(r) = r.take().filter(|_| stock) {
                     gate.cancel(r);
                 }
@@ -247,9 +264,9 @@ impl Shared {
         } else {
             Vec::new()
         };
-        let headers = self.rate_limit_headers(&decisions, denied, &pks);
+        let headers = self.rate_limit_headers(decisions, denied, &pks);
         if let Some(i) = denied {
-            return self.deny(parts, i, &decisions, headers);
+            return self.deny(parts, i, decisions, headers);
         }
         #[cfg(feature = "metrics")]
         match &decisions[..] {
@@ -258,7 +275,10 @@ impl Shared {
         }
         drop(pairs);
         drop(gates);
-        let charges = keys.into_iter().flatten().zip(taken.into_iter().flatten());
+        let charges = keys
+            .into_iter()
+            .flatten()
+            .zip(taken.iter_mut().flat_map(Option::take));
         let outer = parts.extensions.remove::<Stack>().map(|s| s.0);
         parts.extensions.insert(Stack(Arc::new(Admitted {
             shared: self.clone(),
