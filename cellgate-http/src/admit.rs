@@ -231,9 +231,9 @@ impl Shared {
                 (&mut decisions_heap, &mut taken_heap)
             };
         let denied = check_all_reserving(&pairs, decisions, taken).map(|j| gates[j].0);
-        if let Some(i) = denied {
+        if denied.is_some() {
             #[cfg(feature = "metrics")]
-            self.metrics.record(decisions, Some(i));
+            self.metrics.record(decisions, denied);
             // All or nothing across stacked layers: the layers around this one charged this
             // request; it is not served, so they get it back.
             give_back(parts.extensions.remove::<Stack>());
