@@ -18,7 +18,7 @@
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
 //! | giving back | [`KeyedLimiter::refund`], [`KeyedLimiter::cancel`] |
-//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
+//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`check_all_reserving`] (the admissions, to give back later), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
 //! | one interface over every limiter | [`RateLimiter`] (object safe), [`Policy`] |
 //! | one hot key from many threads | [`StripedLimiter`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
@@ -134,7 +134,7 @@ mod quota;
 mod store;
 mod sync;
 
-pub use admission::gate::{check_all, check_all_in, Gate, MultiDecision};
+pub use admission::gate::{check_all, check_all_in, check_all_reserving, Gate, MultiDecision};
 pub use admission::reservation::Reservation;
 #[cfg(feature = "async")]
 pub use admission::wait::UntilReady;

@@ -8,13 +8,16 @@
 //! It prints `listening on 127.0.0.1:PORT` once it accepts connections (`--addr` with port 0
 //! picks a free port, and the line says which).
 //!
-//! - `POST /seckill/{sku}` with header `x-user-id`: 200 for a sale, 429 otherwise. Two limits,
-//!   all or nothing: the buyer's own stock of `--per-user` units, then the sale's stock of
-//!   `--stock` units in all (whatever the SKU in the path). A request denied by the second
-//!   gives the buyer's unit back, so exactly `--stock` units are sold, each buyer at most
-//!   `--per-user`. A missing or malformed `x-user-id` is a 400 that says so.
-//! - `GET /ping`: 200 `pong`, limited per client IP to `--ip-rate` requests a second with a
-//!   burst of as many.
+//! - Every route is limited per client IP to `--ip-rate` requests a second with a burst of as
+//!   many (a router-level layer): the buyer id is the client's word, so without it one client
+//!   could buy the whole stock under made-up ids.
+//! - `POST /seckill/{sku}` with header `x-user-id`: 200 for a sale, 429 otherwise. Two more
+//!   limits, all or nothing with the per-IP one: the buyer's own stock of `--per-user` units,
+//!   then the sale's stock of `--stock` units in all (whatever the SKU in the path). A request
+//!   denied by the second gives the buyer's unit back (and its client IP's), so exactly
+//!   `--stock` units are sold, each buyer at most `--per-user`. A missing or malformed
+//!   `x-user-id` is a 400 that says so (and counts against the client IP).
+//! - `GET /ping`: 200 `pong`.
 //!
 //! Every response of both routes carries `RateLimit-Policy` and `RateLimit`; a 429 carries
 //! `Retry-After` when waiting helps (never for a sold-out stock) and `Cache-Control: no-store`.
@@ -90,7 +93,9 @@ fn app(args: &Args) -> Result<Router, Box<dyn std::error::Error>> {
             StripedLimiter::stock(args.stock).build()?,
         ))
         .build()?;
-    let ping = RateLimitLayer::builder()
+    // Around every route: a buy the inner layer denies gives this charge back (stacked
+    // cellgate layers are all or nothing), so only sales and answered requests count per IP.
+    let per_ip = RateLimitLayer::builder()
         .limit(Limit::new(
             "per-ip",
             PeerIp::new(),
@@ -101,7 +106,8 @@ fn app(args: &Args) -> Result<Router, Box<dyn std::error::Error>> {
         .build()?;
     Ok(Router::new()
         .route("/seckill/{sku}", post(sell).layer(seckill))
-        .route("/ping", get(|| async { "pong" }).layer(ping)))
+        .route("/ping", get(|| async { "pong" }))
+        .layer(per_ip))
 }
 
 async fn sell(Path(sku): Path<String>, headers: HeaderMap) -> String {

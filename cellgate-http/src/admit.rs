@@ -1,8 +1,10 @@
 //! What the layer does with a request head: extract each limit's key, admit on every limit or
 //! on none, and compute the response fields (or the whole 429) from the decisions.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use cellgate::{check_all_in, Decision, Gate, Policy};
+use cellgate::{check_all_reserving, Decision, Gate, Policy, PolicyKind, Reservation};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
@@ -12,7 +14,7 @@ use crate::headers::{
 };
 use crate::key::Rejection;
 use crate::layer::RateLimitBuilder;
-use crate::limit::Limit;
+use crate::limit::{AnyKey, KeyGate, Limit};
 
 pub(crate) struct Shared {
     pub(crate) limits: Vec<Limit>,
@@ -68,6 +70,36 @@ impl ExtraHeaders {
                 out.append(HeaderName::from_static("x-ratelimit-reset"), t.into());
             }
         }
+    }
+}
+
+/// A request's admission by one layer: each admitted limit's key and reservation, and the
+/// admission by the layer around this one, if any. Kept in the request's extensions (as
+/// [`Stack`]) while the request goes on inward, so that a cellgate layer nested inside (a
+/// route's limits under a router's) that denies the request gives back what every layer
+/// around it charged: the limits of one request are all or nothing, also across stacked
+/// layers.
+pub(crate) struct Admitted {
+    shared: Arc<Shared>,
+    /// One per limit of the layer, in its order.
+    charges: Vec<(AnyKey, Reservation)>,
+    outer: Option<Arc<Admitted>>,
+}
+
+/// The request extension that holds the innermost [`Admitted`] so far.
+#[derive(Clone)]
+pub(crate) struct Stack(Arc<Admitted>);
+
+/// Gives back every charge of `stack`'s admissions, innermost first. An admission is given
+/// back only by the one holder of it: if the request (and so the extension) was cloned, a
+/// clone still holds it, and it stays charged rather than being given back twice.
+fn give_back(stack: Option<Stack>) {
+    let mut next = stack.and_then(|s| Arc::into_inner(s.0));
+    while let Some(a) = next {
+        for ((key, r), l) in a.charges.into_iter().zip(&a.shared.limits).rev() {
+            l.imp.cancel(&key, r);
+        }
+        next = a.outer.and_then(Arc::into_inner);
     }
 }
 
@@ -143,68 +175,128 @@ impl Shared {
         }
     }
 
-    pub(crate) fn admit(&self, parts: &Parts) -> Admission {
-        let mut one = [Decision::NONE];
-        let mut one_pk = [None];
-        let mut many = Vec::new();
-        let mut pks = Vec::new();
-        let (decisions, denied_by): (&[Decision], _) = if let [l] = &self.limits[..] {
-            // One limit (the common case): a plain check, no gate to box.
-            let checked = match &l.partition_key {
-                None => l.imp.check(parts, l.cost),
-                Some(secret) => l.imp.check_keyed(parts, l.cost, secret).map(|(d, h)| {
-                    one_pk[0] = Some(h);
-                    d
-                }),
+    /// Admits the request on every limit of this layer or on none. The limits whose keys were
+    /// extracted are checked even when another limit's key was not (the request is then
+    /// answered with that rejection if they admit it, and stays charged on the rate limits: a
+    /// request that has no user id still meets its per-IP limit; a stock takes nothing for a
+    /// request it does not serve). An admitted request carries its admission in its
+    /// extensions; a denial gives back what the cellgate layers around this one charged for
+    /// the request (see [`Admitted`]).
+    pub(crate) fn admit(self: &Arc<Self>, parts: &mut Parts) -> Admission {
+        let mut keys: Vec<Option<AnyKey>> = Vec::with_capacity(self.limits.len());
+        let mut rejection = None;
+        for l in &self.limits {
+            match l.imp.key(parts) {
+                Ok(k) => keys.push(Some(k)),
+                Err(r) => {
+                    rejection.get_or_insert(r);
+                    keys.push(None);
+                }
+            }
+        }
+        // The limits with a key, in the layer's order.
+        let gates: Vec<(usize, KeyGate<'_>)> = keys
+            .iter()
+            .zip(&self.limits)
+            .enumerate()
+            .filter_map(|(i, (k, l))| {
+                let key = k.as_ref()?;
+                Some((
+                    i,
+                    KeyGate {
+                        limit: &*l.imp,
+                        key,
+                    },
+                ))
+            })
+            .collect();
+        let pairs: Vec<(&dyn Gate, u32)> = gates
+            .iter()
+            .map(|(i, g)| (g as &dyn Gate, self.limits[*i].cost))
+            .collect();
+        // The decisions and reservations on the stack for the usual handful of limits.
+        const INLINE: usize = 8;
+        let (mut decisions_inline, mut taken_inline) =
+            ([Decision::NONE; INLINE], [const { None }; INLINE]);
+        let (mut decisions_heap, mut taken_heap);
+        let (decisions, taken): (&mut [Decision], &mut [Option<Reservation>]) =
+            if pairs.len() <= INLINE {
+                (
+                    &mut decisions_inline[..pairs.len()],
+                    &mut taken_inline[..pairs.len()],
+                )
+            } else {
+                decisions_heap = vec![Decision::NONE; pairs.len()];
+                taken_heap = vec![None; pairs.len()];
+                (&mut decisions_heap, &mut taken_heap)
             };
-            match checked {
-                Ok(d) => {
-                    one[0] = d;
-                    // Counted from where the decision now lives, so that it need not stay in
-                    // registers (and be saved around the counting's cold path).
-                    #[cfg(feature = "metrics")]
-                    self.metrics.record_one(&one[0]);
-                    (&one, (!d.is_allowed()).then_some(0))
-                }
-                Err(r) => return self.rejected(parts, &r),
-            }
-        } else {
-            let mut gates: Vec<Box<dyn Gate + '_>> = Vec::with_capacity(self.limits.len());
-            for l in &self.limits {
-                let gate = match &l.partition_key {
-                    None => l.imp.gate(parts).map(|g| (g, None)),
-                    Some(secret) => l.imp.gate_keyed(parts, secret).map(|(g, h)| (g, Some(h))),
-                };
-                match gate {
-                    Ok((g, pk)) => {
-                        gates.push(g);
-                        if self.any_partition_key {
-                            pks.push(pk);
-                        }
-                    }
-                    Err(r) => return self.rejected(parts, &r),
-                }
-            }
-            let pairs: Vec<(&dyn Gate, u32)> = gates
-                .iter()
-                .zip(&self.limits)
-                .map(|(g, l)| (&**g as &dyn Gate, l.cost))
-                .collect();
-            many.resize(pairs.len(), Decision::NONE);
-            let denied_by = check_all_in(&pairs, &mut many);
+        let denied = check_all_reserving(&pairs, decisions, taken).map(|j| gates[j].0);
+        if denied.is_some() {
             #[cfg(feature = "metrics")]
-            self.metrics.record(&many, denied_by);
-            (&many, denied_by)
-        };
-        let pks: &[Option<u64>] = if self.limits.len() == 1 {
-            &one_pk
+            self.metrics.record(decisions, denied);
+            // All or nothing across stacked layers: the layers around this one charged this
+            // request; it is not served, so they get it back.
+            give_back(parts.extensions.remove::<Stack>());
+        }
+        if let Some(r) = rejection {
+            if let Some(i) = denied {
+                // The fields describe every limit; this request has no key for some.
+                return self.deny(parts, i, decisions, ExtraHeaders::default());
+            }
+            // Rates count the rejected request (a flood of them is limited); a stock is goods,
+            // and a request that is not served takes none.
+            for ((i, gate), r) in gates.iter().zip(taken.iter_mut()) {
+                let stock = self.limits[*i].policy().kind() == PolicyKind::Stock;
+                if let Some(r) = r.take().filter(|_| stock) {
+                    gate.cancel(r);
+                }
+            }
+            return self.rejected(parts, &r);
+        }
+        let pks: Vec<Option<u64>> = if self.any_partition_key {
+            keys.iter()
+                .zip(&self.limits)
+                .map(|(k, l)| {
+                    let (k, secret) = (k.as_ref()?, l.partition_key.as_ref()?);
+                    Some(l.imp.hash_key(k, secret))
+                })
+                .collect()
         } else {
-            &pks
+            Vec::new()
         };
-        let headers = self.rate_limit_headers(decisions, denied_by, pks);
-        let Some(i) = denied_by else {
-            return Admission::Admitted(headers);
-        };
+        let headers = self.rate_limit_headers(decisions, denied, &pks);
+        if let Some(i) = denied {
+            return self.deny(parts, i, decisions, headers);
+        }
+        #[cfg(feature = "metrics")]
+        match &decisions[..] {
+            [d] => self.metrics.record_one(d),
+            all => self.metrics.record(all, None),
+        }
+        drop(pairs);
+        drop(gates);
+        let charges = keys
+            .into_iter()
+            .flatten()
+            .zip(taken.iter_mut().flat_map(Option::take));
+        let outer = parts.extensions.remove::<Stack>().map(|s| s.0);
+        parts.extensions.insert(Stack(Arc::new(Admitted {
+            shared: self.clone(),
+            charges: charges.collect(),
+            outer,
+        })));
+        Admission::Admitted(headers)
+    }
+
+    /// The answer to a request limit `i` denied: a 429 (or a gRPC answer) with `headers` and
+    /// `Retry-After` from `decisions`.
+    fn deny(
+        &self,
+        parts: &Parts,
+        i: usize,
+        decisions: &[Decision],
+        headers: ExtraHeaders,
+    ) -> Admission {
         let retry = retry_after_of(decisions);
         let no_help = usize::from(retry.is_none());
         let mut resp = match self.grpc_content_type(parts) {

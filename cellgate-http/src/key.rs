@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use http::header::HeaderName;
 use http::request::Parts;
@@ -13,8 +13,10 @@ use crate::ip::ip_key;
 
 /// Computes the key a request is limited under from its head, or refuses the request.
 ///
-/// A refusal ([`Rejection`]) is answered as it says (a 400 with its reason, by default) and no
-/// limit is charged.
+/// A refusal ([`Rejection`]) is answered as it says (a 400 with its reason, by default), but
+/// only once the layer's limits whose keys were extracted admitted the request (and charged
+/// it): a request with no user id still meets its per-IP limit, and gets their 429 when they
+/// deny it.
 ///
 /// # Examples
 ///
@@ -38,8 +40,9 @@ use crate::ip::ip_key;
 /// assert_eq!(ApiKey.extract(&parts).unwrap(), "k1");
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
-    /// The key (owned: it lives as long as the check).
-    type Key: Send + 'static;
+    /// The key (owned: it lives as long as the request, so that a cellgate layer nested
+    /// inside this one can give this layer's charge back if it denies the request).
+    type Key: Send + Sync + 'static;
 
     /// The key of this request, or why it cannot have one.
     ///
@@ -140,18 +143,28 @@ pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
     parts.extensions.get::<SocketAddr>().copied()
 }
 
-/// The key of requests whose server gave no peer address: `0.0.0.0`, one shared bucket.
-///
-/// A server that forgets connect info thus limits all its clients together (safe, and
-/// visible as soon as two clients share the limit) instead of failing every request.
-pub const UNKNOWN_PEER: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+/// The answer to a request whose server gave no peer address (axum without
+/// `into_make_service_with_connect_info::<SocketAddr>()`): a 500 saying what to fix, and one
+/// line on stderr per such request. Never a key: all clients in one shared bucket would look
+/// like normal limiting while every client starved every other.
+pub(crate) fn missing_peer() -> Rejection {
+    const FIX: &str = "no peer address in the request: serve the app with \
+        into_make_service_with_connect_info::<SocketAddr>() (axum), or insert PeerAddr in the \
+        service that accepts the connection (hyper)";
+    eprintln!("cellgate-http: {FIX}; answered 500");
+    Rejection::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "cellgate-http: the server gave no peer address to limit this request by",
+    )
+}
 
 /// Limits by the connection's peer address: IPv4 as is, IPv6 by /64 (see [`ip_key`]),
 /// IPv4-mapped IPv6 folded into IPv4.
 ///
 /// **Missing connect info**: when the server put no peer address into the request (axum
-/// without `into_make_service_with_connect_info::<SocketAddr>()`), every such request gets
-/// the key [`UNKNOWN_PEER`]: they share one limit. Nothing answers 500.
+/// without `into_make_service_with_connect_info::<SocketAddr>()`), the request has no key:
+/// it is answered `500 Internal Server Error` and one line is written to stderr, never
+/// limited in one bucket shared by every client. (The layer's other limits still apply.)
 ///
 /// Behind a reverse proxy every client has the proxy's address: use [`TrustedProxies`](crate::TrustedProxies).
 ///
@@ -198,10 +211,10 @@ impl KeyExtractor for PeerIp {
     type Key = IpAddr;
 
     fn extract(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
-        Ok(match peer_addr(parts) {
-            Some(a) => ip_key(a.ip(), self.v6_prefix),
-            None => UNKNOWN_PEER,
-        })
+        match peer_addr(parts) {
+            Some(a) => Ok(ip_key(a.ip(), self.v6_prefix)),
+            None => Err(missing_peer()),
+        }
     }
 }
 
@@ -331,7 +344,7 @@ impl<F> fmt::Debug for KeyFn<F> {
 pub fn key_fn<F, K>(f: F) -> KeyFn<F>
 where
     F: Fn(&Parts) -> Result<K, Rejection> + Send + Sync + 'static,
-    K: Send + 'static,
+    K: Send + Sync + 'static,
 {
     KeyFn(f)
 }
@@ -339,7 +352,7 @@ where
 impl<F, K> KeyExtractor for KeyFn<F>
 where
     F: Fn(&Parts) -> Result<K, Rejection> + Send + Sync + 'static,
-    K: Send + 'static,
+    K: Send + Sync + 'static,
 {
     type Key = K;
 
@@ -380,7 +393,8 @@ pub(crate) mod tests {
             p.extract(&parts(Some("[2001:db8::1:2]:9"), &[])),
             Ok(ip("2001:db8::"))
         );
-        assert_eq!(p.extract(&parts(None, &[])), Ok(UNKNOWN_PEER));
+        let missing = p.extract(&parts(None, &[])).unwrap_err();
+        assert_eq!(missing.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 
     #[test]

@@ -165,7 +165,19 @@ impl RateLimitBuilder {
 ///   trailers-only `grpc-status: 8` instead ([`RateLimitBuilder::grpc`]).
 /// - Every response of a limited request, admitted or not, carries `RateLimit-Policy` and
 ///   `RateLimit` for every limit (draft-ietf-httpapi-ratelimit-headers-11).
-/// - A key extractor's [`Rejection`](crate::Rejection) is answered with its status and reason; nothing is charged.
+/// - A key extractor's [`Rejection`](crate::Rejection) is answered with its status and reason
+///   once the limits whose keys were extracted admitted the request (they are charged: a
+///   flood of requests without a user id still meets the per-IP limit); if one of them
+///   denies, the answer is its 429 (without the RateLimit fields, as the request has no key
+///   for every policy).
+/// - Stacked cellgate layers (a router's around a route's) are all or nothing too: an
+///   admitted request carries its admission inward in its extensions, and a layer that denies
+///   it gives back what the layers around it charged. (A layer's RateLimit fields on such a
+///   429 still show what it had left when it admitted the request.) A layer that answers with
+///   a key rejection leaves the outer charges in place: the request was answered.
+/// - Without a peer address (axum served without `into_make_service_with_connect_info`),
+///   [`PeerIp`] and [`TrustedProxies`](crate::TrustedProxies) answer 500 and write one line to
+///   stderr per request, never one bucket shared by every client.
 /// - `OPTIONS` requests pass unchecked unless [`RateLimitBuilder::skip_options`] says otherwise.
 /// - The service is `Clone`, and ready whenever the inner service is.
 ///
@@ -294,8 +306,8 @@ where
         if self.shared.skip_options && req.method() == Method::OPTIONS {
             return ResponseFuture::call(self.inner.call(req), None);
         }
-        let (parts, body) = req.into_parts();
-        match self.shared.admit(&parts) {
+        let (mut parts, body) = req.into_parts();
+        match self.shared.admit(&mut parts) {
             Admission::Admitted(headers) => ResponseFuture::call(
                 self.inner.call(Request::from_parts(parts, body)),
                 Some(headers),

@@ -30,8 +30,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Without `into_make_service_with_connect_info`, no request has a peer address and all of
-//! them share one limit (see [`PeerIp`]); behind a reverse proxy use [`TrustedProxies`].
+//! Without `into_make_service_with_connect_info`, no request has a peer address: each is
+//! answered 500 with one line on stderr saying what to fix, never limited in one bucket shared
+//! by every client (see [`PeerIp`]); behind a reverse proxy use [`TrustedProxies`].
 //!
 //! ## What a response says
 //!
@@ -74,7 +75,6 @@ pub use headers::{ceil_secs, retry_after_secs, FieldNames, HeaderDraft};
 pub use ip::{fold_mapped, ip_key, Cidr, CidrError};
 pub use key::{
     key_fn, peer_addr, Global, HeaderKey, KeyExtractor, KeyFn, PeerAddr, PeerIp, Rejection,
-    UNKNOWN_PEER,
 };
 pub use layer::{BuildError, RateLimit, RateLimitBuilder, RateLimitLayer, ResponseFuture};
 pub use limit::Limit;

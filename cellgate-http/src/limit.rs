@@ -1,6 +1,7 @@
 //! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
 //! that one layer holds limits of any key and limiter types.
 
+use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -191,24 +192,21 @@ impl Limit {
     }
 }
 
+/// A key one limit extracted from a request, its type erased: kept with the request's
+/// admission (see `admit::Admitted`) so that an inner layer's denial can give the charge back.
+pub(crate) type AnyKey = Box<dyn Any + Send + Sync>;
+
 /// A limit with its key and limiter types erased, so one layer can hold limits of any types.
-/// The `_keyed` forms also hash the key under the partition key's secret, for limits that
-/// write one; the plain forms are what every other request pays.
+/// The key-taking methods are given only keys that this limit's own [`key`](Self::key)
+/// extracted.
 pub(crate) trait ErasedLimit: Send + Sync {
-    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection>;
-    fn check_keyed(
-        &self,
-        parts: &Parts,
-        n: u32,
-        secret: &PartitionSecret,
-    ) -> Result<(Decision, u64), Rejection>;
-    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection>;
-    #[allow(clippy::type_complexity)]
-    fn gate_keyed<'a>(
-        &'a self,
-        parts: &Parts,
-        secret: &PartitionSecret,
-    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection>;
+    fn key(&self, parts: &Parts) -> Result<AnyKey, Rejection>;
+    /// The key hashed under the partition key's secret, for limits that write one.
+    fn hash_key(&self, key: &AnyKey, secret: &PartitionSecret) -> u64;
+    fn charge(&self, key: &AnyKey, n: u32) -> Reservation;
+    fn cancel(&self, key: &AnyKey, reservation: Reservation) -> bool;
+    fn peek_n(&self, key: &AnyKey, n: u32) -> Decision;
+    fn reserve(&self, key: &AnyKey, n: u32, max_wait: std::time::Duration) -> Reservation;
     fn policy(&self) -> Policy;
 }
 
@@ -217,16 +215,12 @@ struct Typed<E, L> {
     limiter: L,
 }
 
-impl<E, L> Typed<E, L>
-where
-    E: KeyExtractor,
-    L: RateLimiter<E::Key> + Send + Sync,
-{
-    fn gate_of(&self, key: E::Key) -> Box<dyn Gate + '_> {
-        Box::new(OwnedKey {
-            limiter: &self.limiter,
-            key,
-        })
+impl<E: KeyExtractor, L> Typed<E, L> {
+    /// `key` as this limit's key type.
+    fn typed(key: &AnyKey) -> &E::Key {
+        // Every key given here came from this limit's `key` (see `ErasedLimit`).
+        key.downcast_ref()
+            .expect("a key extracted by this limit's own extractor")
     }
 }
 
@@ -236,33 +230,28 @@ where
     E::Key: Hash,
     L: RateLimiter<E::Key> + Send + Sync,
 {
-    fn check(&self, parts: &Parts, n: u32) -> Result<Decision, Rejection> {
-        let key = self.extractor.extract(parts)?;
-        Ok(self.limiter.check_n(&key, n))
+    fn key(&self, parts: &Parts) -> Result<AnyKey, Rejection> {
+        Ok(Box::new(self.extractor.extract(parts)?))
     }
 
-    fn check_keyed(
-        &self,
-        parts: &Parts,
-        n: u32,
-        secret: &PartitionSecret,
-    ) -> Result<(Decision, u64), Rejection> {
-        let key = self.extractor.extract(parts)?;
-        Ok((self.limiter.check_n(&key, n), secret.hash_one(&key)))
+    fn hash_key(&self, key: &AnyKey, secret: &PartitionSecret) -> u64 {
+        secret.hash_one(Self::typed(key))
     }
 
-    fn gate<'a>(&'a self, parts: &Parts) -> Result<Box<dyn Gate + 'a>, Rejection> {
-        Ok(self.gate_of(self.extractor.extract(parts)?))
+    fn charge(&self, key: &AnyKey, n: u32) -> Reservation {
+        self.limiter.charge(Self::typed(key), n)
     }
 
-    fn gate_keyed<'a>(
-        &'a self,
-        parts: &Parts,
-        secret: &PartitionSecret,
-    ) -> Result<(Box<dyn Gate + 'a>, u64), Rejection> {
-        let key = self.extractor.extract(parts)?;
-        let hash = secret.hash_one(&key);
-        Ok((self.gate_of(key), hash))
+    fn cancel(&self, key: &AnyKey, reservation: Reservation) -> bool {
+        self.limiter.cancel(Self::typed(key), reservation)
+    }
+
+    fn peek_n(&self, key: &AnyKey, n: u32) -> Decision {
+        self.limiter.peek_n(Self::typed(key), n)
+    }
+
+    fn reserve(&self, key: &AnyKey, n: u32, max_wait: std::time::Duration) -> Reservation {
+        self.limiter.reserve(Self::typed(key), n, max_wait)
     }
 
     fn policy(&self) -> Policy {
@@ -270,27 +259,26 @@ where
     }
 }
 
-/// A limiter and an owned key, as a [`Gate`] (`cellgate::Bound` borrows its key; the key
-/// here is computed per request and has to live somewhere).
-struct OwnedKey<'a, L: ?Sized, K> {
-    limiter: &'a L,
-    key: K,
+/// One limit and the key a request has for it, as a [`Gate`].
+pub(crate) struct KeyGate<'a> {
+    pub(crate) limit: &'a dyn ErasedLimit,
+    pub(crate) key: &'a AnyKey,
 }
 
-impl<L: RateLimiter<K> + ?Sized, K> Gate for OwnedKey<'_, L, K> {
+impl Gate for KeyGate<'_> {
     fn charge(&self, n: u32) -> Reservation {
-        self.limiter.charge(&self.key, n)
+        self.limit.charge(self.key, n)
     }
 
     fn cancel(&self, reservation: Reservation) -> bool {
-        self.limiter.cancel(&self.key, reservation)
+        self.limit.cancel(self.key, reservation)
     }
 
     fn peek_n(&self, n: u32) -> Decision {
-        self.limiter.peek_n(&self.key, n)
+        self.limit.peek_n(self.key, n)
     }
 
     fn reserve(&self, n: u32, max_wait: std::time::Duration) -> Reservation {
-        self.limiter.reserve(&self.key, n, max_wait)
+        self.limit.reserve(self.key, n, max_wait)
     }
 }

@@ -8,7 +8,7 @@ use http::header::{HeaderName, FORWARDED};
 use http::request::Parts;
 
 use crate::ip::{forwarded_for, ip_key, parse_node, split_list, Cidr, CidrError, Hop};
-use crate::key::{peer_addr, KeyExtractor, Rejection, UNKNOWN_PEER};
+use crate::key::{missing_peer, peer_addr, KeyExtractor, Rejection};
 
 /// Which forwarding header a trusted proxy writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum ForwardHeader {
 /// - A malformed entry reached while walking left: a 400 naming the header and the entry.
 ///
 /// The key is normalised as by [`PeerIp`](crate::PeerIp) (IPv6 /64, IPv4-mapped folded). Missing connect
-/// info: the key is [`UNKNOWN_PEER`], as for [`PeerIp`](crate::PeerIp).
+/// info: a 500 and one line on stderr, as for [`PeerIp`](crate::PeerIp).
 ///
 /// # Examples
 ///
@@ -110,10 +110,11 @@ impl TrustedProxies {
     ///
     /// # Errors
     ///
-    /// A 400 [`Rejection`] when a trusted proxy's header is malformed where it is read.
+    /// A 400 [`Rejection`] when a trusted proxy's header is malformed where it is read; a
+    /// 500 when the server gave no peer address.
     pub fn client_ip(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
         let Some(peer) = peer_addr(parts) else {
-            return Ok(UNKNOWN_PEER);
+            return Err(missing_peer());
         };
         let mut client = peer.ip();
         if !self.trusted(client) {

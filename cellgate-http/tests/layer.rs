@@ -330,26 +330,33 @@ async fn options_requests_skip_the_limit_by_default() {
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
 }
 
+/// Served without `into_make_service_with_connect_info`: no request has a peer address. Each
+/// is answered 500 saying what to fix (and one line on stderr), never limited in one bucket
+/// shared by every client; the layer's other limits still apply to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_connect_info_all_peers_share_one_limit_and_nothing_fails() {
+async fn without_connect_info_a_request_is_an_error_never_a_shared_bucket() {
     let clock = ManualClock::new();
+    let global = std::sync::Arc::new(global(&clock, Quota::per_minute(10)));
     let app = Router::new().route(
         "/",
-        get(|| async { "ok" }).layer(layer(vec![Limit::new(
-            "ip",
-            PeerIp::new(),
-            per_ip(&clock, Quota::per_minute(2)),
-        )])),
+        get(|| async { "ok" }).layer(layer(vec![
+            Limit::new("ip", PeerIp::new(), per_ip(&clock, Quota::per_minute(2))),
+            Limit::new("global", Global, global.clone()),
+        ])),
     );
-    // Served without `into_make_service_with_connect_info`.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let mut statuses = Vec::new();
     for _ in 0..3 {
-        statuses.push(fetch(addr, "/", &[]).await.status.as_u16());
+        let r = fetch(addr, "/", &[]).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{r:?}");
+        assert!(r.body.contains("no peer address"), "{}", r.body);
     }
-    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(
+        global.peek().remaining(),
+        7,
+        "the global limit, which has its key, counted each request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,7 +547,7 @@ async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
         Limit::new("global", Global, global),
     ]);
     // The handler answers like a gRPC server: a message, then grpc-status 0 in the trailers.
-    let addr = serve_hyper(4, true, move |_| {
+    let addr = serve_hyper(6, true, move |_| {
         ServiceBuilder::new()
             .layer(limit.clone())
             .service_fn(|_req| async {
@@ -594,12 +601,19 @@ async fn a_denied_grpc_call_is_a_trailers_only_resource_exhausted_over_http2() {
     assert_eq!(h["retry-after"], "60");
     assert!(h.get("cache-control").is_none());
 
-    // A key extractor's rejection: INVALID_ARGUMENT with the reason, percent-encoded.
+    // A key extractor's rejection while the limit that has a key (global) denies: the
+    // denial is the answer.
+    let (head, _, _, _) = grpc_call(addr, "application/grpc", &[]).await;
+    assert_eq!(head.headers["grpc-status"], "8");
+    // With room on the global limit: INVALID_ARGUMENT with the reason, percent-encoded (and
+    // the global limit charged for it).
+    clock.advance(std::time::Duration::from_secs(60));
     let (head, _, trailers, ended) = grpc_call(addr, "application/grpc", &[]).await;
     assert!(ended && trailers.is_none());
     assert_eq!(head.status, StatusCode::OK);
     assert_eq!(head.headers["grpc-status"], "3");
     assert_eq!(head.headers["grpc-message"], "missing header x-user-id");
+    clock.advance(std::time::Duration::from_secs(60));
     let (head, _, _, _) = grpc_call(addr, "application/grpc", &[("x-user-id", "a b")]).await;
     assert_eq!(head.headers["grpc-status"], "3");
     assert_eq!(

@@ -88,6 +88,7 @@ fn start(args: &[&str]) -> (Server, SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seckill_sells_exactly_its_stock_to_distinct_users() {
+    // Every buyer comes from 127.0.0.1: a per-IP rate that lets them all through.
     let (_server, addr) = start(&[
         "--addr",
         "127.0.0.1:0",
@@ -96,7 +97,7 @@ async fn the_seckill_sells_exactly_its_stock_to_distinct_users() {
         "--per-user",
         "1",
         "--ip-rate",
-        "2",
+        "100000",
     ]);
     assert_eq!(addr.ip().to_string(), "127.0.0.1");
     // 300 buyers, each trying twice, all at once.
@@ -151,10 +152,47 @@ async fn the_seckill_sells_exactly_its_stock_to_distinct_users() {
         r.header("ratelimit"),
         Some("\"per-user\";r=1, \"stock\";r=0")
     );
-    // No buyer id: a 400 that says why.
+    // No buyer id once sold out: the stock's answer (the limits the request has keys for
+    // still apply to it).
     let r = send(addr, Method::POST, "/seckill/sku-1", &[]).await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    assert_eq!(r.body, "missing header x-user-id\n");
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.body.contains("\"stock\""), "{}", r.body);
+}
+
+/// One client buying under made-up ids: the per-IP limit on the buy path holds it to its burst
+/// plus the rate over the time it took, far from the whole stock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_with_made_up_ids_buys_at_most_its_per_ip_rate() {
+    let (_server, addr) = start(&[
+        "--addr",
+        "127.0.0.1:0",
+        "--stock",
+        "100",
+        "--per-user",
+        "1",
+        "--ip-rate",
+        "1",
+    ]);
+    let started = std::time::Instant::now();
+    let mut sold = 0u64;
+    for user in 0..100 {
+        let id = format!("made-up-{user}");
+        let r = send(addr, Method::POST, "/seckill/sku-1", &[("x-user-id", &id)]).await;
+        match r.status {
+            StatusCode::OK => sold += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(r.body.contains("per-ip"), "{}", r.body);
+            }
+            s => panic!("unexpected status {s}: {}", r.body),
+        }
+    }
+    // Burst 1 at 1/s: at most one sale, plus one per whole second the loop took.
+    let bound = 1 + started.elapsed().as_secs() + 1;
+    assert!(
+        sold <= bound,
+        "one client bought {sold} units in {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,6 +207,15 @@ async fn ping_answers_pong_under_the_per_ip_rate() {
         "--ip-rate",
         "2",
     ]);
+    // No buyer id while in stock: a 400 that says why, and the stock keeps its unit (the
+    // one buyer below gets it).
+    let r = send(addr, Method::POST, "/seckill/sku-1", &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body, "missing header x-user-id\n");
+    let r = send(addr, Method::POST, "/seckill/sku-1", &[("x-user-id", "u1")]).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    // The per-IP burst of 2 is spent (the 400 counted): wait for it to refill.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let first = get(addr, "/ping", &[]).await;
     assert_eq!(
         (first.status, first.body.as_str()),

@@ -202,15 +202,16 @@ impl Model for SlidingWindowModel {
         }
     }
 
-    /// Nothing counts at `now`, and the stored window is not later than now's (an emptied
-    /// window ahead of the clock still takes the checks made at `now`).
+    /// Nothing counts at `now`, and the stored window is earlier than now's (an emptied window
+    /// as late as now's still takes the checks made before its start, at full weight, where
+    /// the swept state would count them in the window before it).
     fn is_idle(&self, st: &State, now: u64) -> bool {
         if self.past(u128::from(now)) {
             return true;
         }
-        let ahead = st.is_some_and(|(k, _, _)| k > u128::from(now) / u128::from(self.window));
+        let current = st.is_some_and(|(k, _, _)| k >= u128::from(now) / u128::from(self.window));
         let v = self.view(st, u128::from(now));
-        !ahead && v.prev == 0 && v.curr == 0
+        !current && v.prev == 0 && v.curr == 0
     }
 }
 

@@ -204,6 +204,47 @@ pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> O
     }
 }
 
+/// [`check_all_in`] that also hands back what was admitted: when every gate admits, `taken[i]`
+/// holds gate `i`'s reservation, so that the caller can give the units back later with
+/// [`Gate::cancel`], exactly as a rollback would (a later check of the same request that
+/// denies: an HTTP layer nested in another). When one denies, the others are rolled back as
+/// in `check_all_in` and `taken` holds nothing to cancel.
+///
+/// `taken` must be at least as long as `gates`; with fewer, nothing is charged and the first
+/// gate is reported as denying (a caller's mistake, never a panic).
+///
+/// # Examples
+///
+/// ```
+/// use cellgate::{check_all_reserving, Decision, Gate, Limiter, Quota};
+///
+/// let a = Limiter::gcra(Quota::per_second(5)).build()?;
+/// let b = Limiter::gcra(Quota::per_second(5)).build()?;
+/// let gates: Vec<(&dyn Gate, u32)> = vec![(&a, 2), (&b, 1)];
+/// let mut decisions = vec![Decision::NONE; 2];
+/// let mut taken = vec![None; 2];
+/// assert_eq!(check_all_reserving(&gates, &mut decisions, &mut taken), None);
+/// // Later, something else refused the request: give both charges back.
+/// for ((gate, _), r) in gates.iter().zip(&mut taken) {
+///     if let Some(r) = r.take() {
+///         gate.cancel(r);
+///     }
+/// }
+/// assert_eq!((a.peek().remaining(), b.peek().remaining()), (5, 5));
+/// # Ok::<(), cellgate::ConfigError>(())
+/// ```
+pub fn check_all_reserving(
+    gates: &[(&dyn Gate, u32)],
+    decisions: &mut [Decision],
+    taken: &mut [Option<Reservation>],
+) -> Option<usize> {
+    let Some(taken) = taken.get_mut(..gates.len()) else {
+        return Some(0);
+    };
+    taken.fill(None);
+    admit(gates, decisions, taken)
+}
+
 /// [`check_all_in`] with room for one reservation per gate in `taken`.
 fn admit(
     gates: &[(&dyn Gate, u32)],

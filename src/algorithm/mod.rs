@@ -227,6 +227,21 @@ impl Algorithm {
         }
     }
 
+    /// Whether a key holding `word` is *light* at `now`: dropping it, and re-creating it later
+    /// from the swept word of a floor at `floor` (`>= now`), gives it at most one unit, whatever
+    /// the clock does afterwards. It is when `word` with one unit given back at `floor` is idle
+    /// there (dropping an idle key is lossless: the swept word decides exactly like it from the
+    /// floor on, and at least as strictly before), and it still has a unit left at `now` (so a
+    /// drop never turns the key's denial at `now` into an admission: with a burst of one, no key
+    /// that was used is light). A state later than the floor (a window the clock has not reached
+    /// again) is never light. Stock keys never are (their state is configuration), nor are
+    /// warm-up keys until they are idle (warm-up has no units to give back).
+    pub(crate) fn is_light(&self, word: u64, now: u64, floor: u64) -> bool {
+        self.uses_time()
+            && self.is_idle(self.refund(word, floor, 1).unwrap_or(word), floor)
+            && self.peek(word, now).remaining() >= 1
+    }
+
     /// Whether `word` is equivalent to [`FRESH`](Self::FRESH) at `now`: dropping it changes no
     /// future decision made at `now` or later.
     #[inline]
@@ -245,6 +260,40 @@ impl Algorithm {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Light: one unit given back at the floor leaves the word idle there, and a unit is left
+    /// at `now`. Judged at the floor, not at a clock that went back behind the word's state.
+    #[test]
+    fn light_is_one_unit_from_idle_at_the_floor() {
+        let w = Duration::from_nanos(100);
+        let fixed = Algorithm::FixedWindow(FixedWindow::new(8, w).unwrap());
+        let used_once = |a: &Algorithm, at: u64| a.step(Algorithm::FRESH, at, 1).1.unwrap();
+        // One unit in window 5: light in window 5, not once the clock is back in window 2
+        // and the word is ahead of the floor there.
+        let word = used_once(&fixed, 550);
+        assert!(fixed.is_light(word, 550, 550));
+        assert!(!fixed.is_light(word, 250, 250));
+        // Judged at a later floor (window 5) from a clock in window 2: light again.
+        assert!(fixed.is_light(word, 250, 550));
+        // GCRA, T = 10: a TAT one interval past the floor is light, one and a half is not.
+        let g = Algorithm::Gcra(Gcra::new(
+            crate::Quota::new(10, Duration::from_nanos(100))
+                .gcra_params()
+                .unwrap(),
+        ));
+        assert!(g.is_light(1010, 1000, 1000));
+        assert!(!g.is_light(1015, 995, 1000));
+        assert!(g.is_light(1015, 995, 1005));
+        // Sliding window: one unit in the current window is not light; in the previous one,
+        // it is.
+        let sw = Algorithm::SlidingWindow(SlidingWindow::new(8, w).unwrap());
+        let word = used_once(&sw, 550);
+        assert!(!sw.is_light(word, 590, 590));
+        assert!(sw.is_light(word, 650, 650));
+        // A stock never is.
+        let stock = Algorithm::Stock(Stock::new(8));
+        assert!(!stock.is_light(used_once(&stock, 0), 0, 0));
+    }
 
     #[test]
     fn refunding_or_cancelling_nothing_writes_nothing() {

@@ -402,12 +402,15 @@ impl SlidingWindow {
             // Every request is denied from here on, whatever the word holds.
             return true;
         }
-        // A stored window later than now's (the clock went back) is never idle, even with no
-        // counts (a refund can empty it): checks at `now` would still count in that later
-        // window, which a fresh key would not.
-        let ahead = self.layout.unpack(word).0 > now / self.window.get();
+        // A stored window as late as now's is never idle, even with no counts (a refund can
+        // empty it): checks before its start (the clock going back) count in that window,
+        // where they weigh fully until it ends, while the swept word a dropped key comes back
+        // from counts them in the window before it, whose weight decays: a key dropped so
+        // gained budget in the stored window. Checks at `now` or later count in now's window
+        // either way, so such a key is dropped one window later.
+        let current = self.layout.unpack(word).0 >= now / self.window.get();
         let v = self.view(word, now);
-        !ahead && v.prev == 0 && v.curr == 0
+        !current && v.prev == 0 && v.curr == 0
     }
 }
 
@@ -459,6 +462,20 @@ mod tests {
         assert_eq!(d.retry_after_ns(), Some(200 - 20));
         assert_eq!(d.reset_after_ns(), 200 - 20);
         assert_eq!(run(&s, &mut st, 20, 5).retry_after(), None);
+    }
+
+    /// A refund can empty the stored window; while that window is now's (or later), the word
+    /// is not idle: checks made before its start would count in it, where the swept word
+    /// counts them in the window before.
+    #[test]
+    fn an_emptied_current_window_is_idle_only_once_it_is_over() {
+        let s = sw(3, 100);
+        let emptied = s.layout.pack(3, 0, 0);
+        assert!(!s.is_idle(emptied, 350));
+        assert!(!s.is_idle(emptied, 250));
+        assert!(s.is_idle(emptied, 400));
+        assert!(s.is_idle(s.layout.pack(2, 3, 0), 350));
+        assert!(!s.is_idle(s.layout.pack(2, 0, 1), 350));
     }
 
     #[test]

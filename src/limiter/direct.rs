@@ -342,14 +342,38 @@ impl<C: Clock> Limiter<C> {
     /// Gives back the units of `reservation` (obtained from this limiter) that are provably
     /// still unspent, and returns whether anything was given back.
     ///
-    /// GCRA gives back the part of the reservation's place that has not elapsed, if it is
-    /// still the last place in the schedule (nothing admitted since); if a later request was
-    /// scheduled behind it, nothing comes back, because the later request keeps its place and
-    /// the state can only free the last one (handing that to a newcomer would put two requests
-    /// in one place). So cancelling the most recent reservation is exact, and cancelling an
-    /// older one fails closed. Window counters take the units off the window they were counted
-    /// in, if it still counts; stock takes them back. A cancelled reservation can therefore
-    /// never let the limiter exceed its quota, not even for an instant.
+    /// GCRA, while nobody waits in the schedule (every place admitted so far acts at once, as
+    /// with any quota without a queue): the part of the reservation's `n` units the clock has
+    /// not yet eaten since it was admitted comes back, whatever was admitted since; on a
+    /// frozen clock that is all of it. While places are queued to act later, only the last
+    /// place can be freed: the most recent reservation comes back exactly, and an older one
+    /// stays spent (fails closed), because a later request keeps its place and handing the
+    /// older one to a newcomer would put two requests in one place. Window counters take the
+    /// units off the window they were counted in, if it still counts; stock takes them back.
+    /// A cancelled reservation can therefore never let the limiter exceed its quota, not even
+    /// for an instant.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::{Limiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    ///
+    /// // Nobody waits: an older reservation comes back, though another was admitted since.
+    /// let l = Limiter::gcra(Quota::per_second(10)).clock(ManualClock::new()).build()?;
+    /// let older = l.reserve(1, Duration::ZERO);
+    /// let _newer = l.reserve(1, Duration::ZERO);
+    /// assert!(l.cancel(older));
+    /// assert_eq!(l.peek().remaining(), 9);
+    ///
+    /// // Places queued to act later: only the last one can be given back.
+    /// let l = Limiter::gcra(Quota::per_second(1)).clock(ManualClock::new()).build()?;
+    /// let _now = l.reserve(1, Duration::ZERO);
+    /// let second = l.reserve(1, Duration::from_secs(10)); // acts in 1 s
+    /// let third = l.reserve(1, Duration::from_secs(10)); // acts in 2 s
+    /// assert!(!l.cancel(second)); // the third keeps its place: fails closed
+    /// assert!(l.cancel(third));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
     pub fn cancel(&self, reservation: Reservation) -> bool {
         Held::cancel(self, reservation)
     }

@@ -216,6 +216,38 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
             .unwrap_or_else(|| self.fresh_log().peek(&self.config, now))
     }
 
+    /// Forgets `key`: its log is emptied, and it decides from now on as a key this limiter has
+    /// never seen, with a fresh budget. The one call that hands a key a fresh budget on
+    /// purpose (an operator's unblock, a passed CAPTCHA; see
+    /// [`KeyedLimiter::forget`](crate::KeyedLimiter::forget)). Returns whether the key was
+    /// held; `false` when it was not (it is already fresh). Creates no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::KeyedLimiter;
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<u64>::sliding_log(2, Duration::from_secs(60))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// l.check_n(&7, 2);
+    /// assert!(!l.check(&7).is_allowed());
+    /// assert!(l.forget(&7));
+    /// assert_eq!(l.peek(&7).remaining(), 2);
+    /// assert!(!l.forget(&8));
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn forget<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // The key keeps its place with the log a new key starts from (idle: the next sweep
+        // drops it). Built under the key's lock: a sweep may raise the floor meanwhile.
+        self.map
+            .with(key, |log| *log.lock() = self.fresh_log())
+            .is_some()
+    }
+
     /// Keys currently held.
     pub fn len(&self) -> usize {
         self.map.len()

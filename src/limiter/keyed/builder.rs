@@ -78,12 +78,16 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum WhenFull {
-    /// Make room for a new key by dropping *light* keys: live keys that hold at most one unit
-    /// more than a fresh key would and still have a unit left (`remaining` at least the fresh
-    /// budget minus one, and at least one). Keys with a backlog or out of budget are never
-    /// dropped (so a flood never turns a key's denial into an admission), nor are stock keys. Each dropped key can gain at most one
-    /// unit of budget, counted in [`Stats::evicted_live`](crate::Stats). If no light key can
-    /// go, the new key is refused as under [`DenyNew`](WhenFull::DenyNew). The default.
+    /// Make room for a new key by dropping *light* keys: live keys one unit away from idle
+    /// that still have a unit left (one unit given back would make them as good as a fresh
+    /// key, judged at the later of the clock and the last sweep, and `remaining` is at least
+    /// one). Keys with a backlog or out of budget are never dropped (so a flood never turns a
+    /// key's denial into an admission), nor are stock keys, nor keys whose state is later than
+    /// the clock (it went back), nor, in a sliding window, keys counted in the current window
+    /// (they become light in the next one). Each dropped key can gain at most one unit of
+    /// budget, whatever the clock does afterwards, counted in
+    /// [`Stats::evicted_live`](crate::Stats). If no light key can go, the new key is refused
+    /// as under [`DenyNew`](WhenFull::DenyNew). The default.
     ///
     /// On the default (growing) table, the new key's shard drops its light keys when at least
     /// a sixteenth of its keys can go (scans of a shard that had too few are backed off for a

@@ -435,6 +435,42 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Held::refund(&self.at(key), n)
     }
 
+    /// Forgets `key`: it decides from now on as a key this limiter has never seen, with a
+    /// fresh budget (a stock key: its configured stock; a warm-up key: cold). The one call that
+    /// hands a key a fresh budget on purpose, for an operator's unblock or a client that passed
+    /// a CAPTCHA, as Redis users `DEL` a redis-cell key. Returns whether the key was held (its
+    /// state is forgotten); `false` when it was not, and then nothing changes: such a key is
+    /// already fresh. Creates no key. Every other operation gives a key at most what its
+    /// documentation says (a refund at most the units back, eviction at most one unit).
+    ///
+    /// A key not seen since a sweep at time `s` starts from the most conservative state a key
+    /// dropped then could have had (see [`evict_idle`](Self::evict_idle)), and so does a
+    /// forgotten one: a fresh budget from `s` on, nothing extra for a clock behind it.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<&str>::gcra(Quota::per_hour(3)).clock(ManualClock::new()).build()?;
+    /// l.check_n(&"alice", 3);
+    /// assert!(!l.check(&"alice").is_allowed());
+    /// assert!(l.forget(&"alice")); // she solved the CAPTCHA
+    /// assert_eq!(l.peek(&"alice").remaining(), 3);
+    /// assert!(!l.forget(&"bob")); // never seen: nothing to forget
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn forget<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // The key keeps its place in the store with the state a new key starts from (read in
+        // the step: a sweep may raise the floor meanwhile); as that state is idle, the next
+        // sweep drops it.
+        self.store
+            .update_existing(key, |_| ((), Some(self.fresh_word())))
+            .is_some()
+    }
+
     /// Checks `n` units on `key` against `quota` instead of the limiter's own (GCRA only): the
     /// quota travels with the call, as in redis-cell's `CL.THROTTLE`, for tiers such as free and
     /// premium users sharing one limiter. A key's state is a point in time (its TAT), so its

@@ -259,19 +259,19 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The test of whether a live key whose state is a word may give its place to a new key at the
-    /// ceiling under [`WhenFull::EvictLight`]: it holds at most one unit more than a fresh key
-    /// would at `now` (dropping it gives it back at most one unit) and still has a unit left
-    /// (so dropping it never turns a key's denial into an admission: with a burst of one, no
-    /// key that was used is light). Stock keys never are.
-    ///
-    /// Returns the test, with the quota and a fresh key's budget read once for all the words a
-    /// scan judges.
+    /// ceiling under [`WhenFull::EvictLight`] (see [`Algorithm::is_light`]). A dropped key is
+    /// re-created from the sweep floor, which every drop first raises to `now`: the test judges
+    /// the key against that floor, the later of `now` and every earlier sweep. Judging it
+    /// against `now` alone dropped keys whose own state was later than a clock that had gone
+    /// back (a later window, a theoretical arrival time past a sweep's), and re-created them
+    /// behind it, with a whole budget once the clock came back.
     pub(super) fn light_at(&self, now: u64) -> Light {
-        let algorithm = self.setting.load();
-        let fresh = algorithm.peek(self.fresh_word(), now).remaining();
         Light {
-            algorithm: (!matches!(algorithm, Algorithm::Stock(_))).then_some(algorithm),
-            fresh,
+            algorithm: self.setting.load(),
+            // Relaxed (see `fresh_word`): a floor read before a racing raise is earlier, which
+            // only makes the test stricter (refunds at an earlier time give back less, and a
+            // later floor's word is at least as strict as an earlier one's).
+            floor: self.swept.get().max(now),
             now,
         }
     }
@@ -365,20 +365,16 @@ pub(super) struct TablePolicy<'a, K, C> {
 
 /// [`KeyedLimiter::light_at`]'s test for one instant.
 pub(super) struct Light {
-    /// `None` for a stock (never light).
-    algorithm: Option<Algorithm>,
-    /// A fresh key's `remaining` at `now`.
-    fresh: u32,
+    algorithm: Algorithm,
+    /// The sweep floor a dropped key is re-created from (at least `now`).
+    floor: u64,
     now: u64,
 }
 
 impl Light {
-    /// Whether `word` is light: at most one unit from fresh, with a unit still left.
+    /// Whether `word` is light (see [`Algorithm::is_light`]).
     fn is(&self, word: u64) -> bool {
-        self.algorithm.is_some_and(|a| {
-            let left = a.peek(word, self.now).remaining();
-            left >= 1 && left.saturating_add(1) >= self.fresh
-        })
+        self.algorithm.is_light(word, self.now, self.floor)
     }
 }
 
