@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate::{Limiter, Quota};
+use cellgate::{Limiter, Quota, StripedLimiter};
 use tokio::sync::Notify;
 
 use crate::book::Book;
@@ -258,7 +258,7 @@ impl FleetBuilder {
             (None, None) => PARTITIONED,
         };
         let shared = Arc::new(Shared {
-            pool: Limiter::stock(0)
+            pool: StripedLimiter::stock(0)
                 .build()
                 .map_err(|e| FleetError::Config(e.to_string()))?,
             fallback,

@@ -3,7 +3,7 @@
 
 use std::thread::JoinHandle;
 
-use cellgate::{Decision, KeyedLimiter, Limiter};
+use cellgate::{Decision, KeyedLimiter, Limiter, StripedLimiter};
 
 use crate::error::FleetError;
 use crate::fleet::LastError;
@@ -15,7 +15,9 @@ use tokio::sync::Notify;
 /// State shared by the checking threads and the background task.
 pub(crate) struct Shared {
     /// Leased units: the only thing a check touches while Redis answers.
-    pub(crate) pool: Limiter,
+    /// A striped stock (a stripe per CPU): checks on many threads take units from their own
+    /// cache line, where one cell would put every check of the process on one line.
+    pub(crate) pool: StripedLimiter,
     /// The outage share (rate limits with a reserved burst only).
     pub(crate) fallback: Option<Limiter>,
     pub(crate) state: Link,

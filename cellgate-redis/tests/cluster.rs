@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -150,44 +149,22 @@ fn a_master_failover_mid_sale_oversells_nothing() {
             )
         })
         .collect();
-    let sold = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    // Two sellers at about 1,000 checks a second each.
-    let sellers: Vec<_> = fleets
-        .iter()
-        .map(|f| {
-            let (f, sold, stop) = (f.clone(), sold.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if f.check().is_allowed() {
-                        sold.fetch_add(1, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
-        })
-        .collect();
-    common::wait_for("the first 500 sales", || {
-        sold.load(Ordering::Relaxed) >= 500
-    });
+    let sellers = common::Sellers::start(&fleets);
+    common::wait_for("the first 500 sales", || sellers.sold() >= 500);
     let (master, replica) = master_and_replica(&nodes[0], slot(&nodes[0], "failover"));
     let replica_node = nodes.iter().find(|n| n.port == replica).unwrap();
     replica_node.cmd::<()>(&["CLUSTER", "FAILOVER"]);
     common::wait_for("the replica to take over", || {
         master_of(replica_node, slot(replica_node, "failover")) == Some(replica)
     });
-    let at_failover = sold.load(Ordering::Relaxed);
+    let at_failover = sellers.sold();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && sold.load(Ordering::Relaxed) < stock {
+    while Instant::now() < deadline && sellers.sold() < stock {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Sell on a little past the end: nothing more may be sold.
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    for s in sellers {
-        s.join().unwrap();
-    }
-    let sold = sold.load(Ordering::Relaxed);
+    let sold = sellers.stop();
     eprintln!(
         "failover from :{master} to :{replica} after {at_failover} sold: {sold} of {stock} sold"
     );

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,38 +25,16 @@ fn a_stock_redis_forgot_mid_sale_is_not_sold_afresh() {
             Arc::new(f.connect(&r.url()).unwrap())
         })
         .collect();
-    let sold = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    // Three sellers at about 1,000 checks a second each: the sale lasts about a second.
-    let sellers: Vec<_> = fleets
-        .iter()
-        .map(|f| {
-            let (f, sold, stop) = (f.clone(), sold.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if f.check().is_allowed() {
-                        sold.fetch_add(1, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
-        })
-        .collect();
-    common::wait_for("the first 600 sales", || {
-        sold.load(Ordering::Relaxed) >= 600
-    });
+    let sellers = common::Sellers::start(&fleets);
+    common::wait_for("the first 600 sales", || sellers.sold() >= 600);
     r.stop();
     r.start(); // empty: every limit is gone
                // Sell on for 5 s, or until the stock is oversold.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline && sold.load(Ordering::Relaxed) <= stock {
+    while Instant::now() < deadline && sellers.sold() <= stock {
         std::thread::sleep(Duration::from_millis(20));
     }
-    stop.store(true, Ordering::Relaxed);
-    for s in sellers {
-        s.join().unwrap();
-    }
-    let sold = sold.load(Ordering::Relaxed);
+    let sold = sellers.stop();
     eprintln!("sold {sold} of {stock} through a restart that lost the data");
     assert!(sold <= stock, "sold {sold} of a stock of {stock}");
     for f in &fleets {

@@ -11,9 +11,16 @@
 use std::time::Duration;
 
 use crate::clock::ManualClock;
-use crate::sync::grow::counts::refreshes;
-use crate::sync::lock::counts::locks_taken;
+use crate::sync::counts::{count, Event};
 use crate::{check_all, Gate, KeyedLimiter, Limiter, Quota, StripedLimiter};
+
+fn locks_taken() -> u64 {
+    count(Event::Lock)
+}
+
+fn refreshes() -> u64 {
+    count(Event::Refresh)
+}
 
 /// Keys per keyed limiter.
 const KEYS: u64 = 300;

@@ -374,7 +374,7 @@ impl Published {
     #[inline(never)]
     fn refresh<'c>(&self, cache: &'c mut Cache) -> &'c Entry {
         #[cfg(all(test, not(loom)))]
-        counts::REFRESHES.with(|n| n.set(n.get() + 1));
+        super::counts::bump(super::counts::Event::Refresh);
         let (generation, arrays) = {
             let current = self.current.lock();
             // Relaxed: read under the lock that `replace` sets it under.
@@ -424,19 +424,6 @@ impl Cache {
         while matches!(self.entries.last(), Some(None)) {
             self.entries.pop();
         }
-    }
-}
-
-/// What the tests count on the calling thread: renewals of a cache entry.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod counts {
-    thread_local! {
-        pub(super) static REFRESHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-
-    /// Cache entries this thread has renewed so far.
-    pub(crate) fn refreshes() -> u64 {
-        REFRESHES.with(std::cell::Cell::get)
     }
 }
 

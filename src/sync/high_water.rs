@@ -108,22 +108,9 @@ impl HighWater {
     #[inline]
     pub(crate) fn raise(&self, to: u64) -> u64 {
         #[cfg(all(test, not(loom)))]
-        counts::RAISES.with(|n| n.set(n.get() + 1));
+        crate::sync::counts::bump(crate::sync::counts::Event::Raise);
         // Relaxed: the mark publishes nothing but itself; fetch_max keeps racing raises'
         // largest value.
         self.0.fetch_max(to, Ordering::Relaxed).max(to)
-    }
-}
-
-/// What the tests count on the calling thread: writes of high-water marks.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod counts {
-    thread_local! {
-        pub(super) static RAISES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-
-    /// [`HighWater::raise`](super::HighWater::raise) calls on this thread so far.
-    pub(crate) fn raises() -> u64 {
-        RAISES.with(std::cell::Cell::get)
     }
 }

@@ -20,20 +20,7 @@ impl<T> Lock<T> {
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         #[cfg(all(test, not(loom)))]
-        counts::TAKEN.with(|n| n.set(n.get() + 1));
+        super::counts::bump(super::counts::Event::Lock);
         self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// What the tests count on the calling thread: locks taken.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod counts {
-    thread_local! {
-        pub(super) static TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-
-    /// [`Lock`](super::Lock)s this thread has taken so far.
-    pub(crate) fn locks_taken() -> u64 {
-        TAKEN.with(std::cell::Cell::get)
     }
 }

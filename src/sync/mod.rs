@@ -19,9 +19,11 @@
 
 pub(crate) mod cell;
 mod counter;
+#[cfg(all(test, not(loom)))]
+pub(crate) mod counts;
 pub(crate) mod grow;
 pub(crate) mod high_water;
-pub(crate) mod lock;
+mod lock;
 pub(crate) mod map;
 mod seqlock;
 mod slot;

@@ -568,3 +568,55 @@ pub fn cold_rounds(
         counts
     })
 }
+
+/// One thread per fleet, each checking a unit about once a millisecond until [`stop`]ped,
+/// counting what was sold in all: a sale that runs while a test does something to Redis.
+///
+/// [`stop`]: Sellers::stop
+pub struct Sellers {
+    sold: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Sellers {
+    pub fn start(fleets: &[std::sync::Arc<cellgate_redis::Fleet>]) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let sold = std::sync::Arc::new(AtomicU64::new(0));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = fleets
+            .iter()
+            .map(|f| {
+                let (f, sold, stop) = (f.clone(), sold.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if f.check().is_allowed() {
+                            sold.fetch_add(1, Ordering::Relaxed);
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                })
+            })
+            .collect();
+        Self {
+            sold,
+            stop,
+            threads,
+        }
+    }
+
+    /// Units sold so far.
+    pub fn sold(&self) -> u64 {
+        self.sold.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops and joins the sellers; returns what they sold.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sold = self.sold;
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        sold.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

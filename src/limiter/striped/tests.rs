@@ -464,7 +464,7 @@ proptest! {
 /// per admission.
 #[test]
 fn the_default_mark_is_written_once_per_lag_not_per_admission() {
-    use crate::sync::high_water::counts::raises;
+    let raises = || crate::sync::counts::count(crate::sync::counts::Event::Raise);
     for strict in [false, true] {
         let b = StripedLimiter::gcra(Quota::per_second(1_000_000_000).with_burst(1_000_000))
             .stripes(4)
