@@ -49,7 +49,10 @@ fn stock_is_exact_through_a_kill_9_mid_sale() {
     let stock: u64 = 300_000;
     let stock_arg = stock.to_string();
     let args = ["--name", "sale", "--stock", &stock_arg];
-    let mut nodes: Vec<Node> = (0..4).map(|_| node(&r.url(), &args, "3", 1)).collect();
+    // Eight seconds to sell 300,000 units: on a quiet machine three survivors sell out in well
+    // under one, but on a loaded two-core runner three seconds were sometimes a few thousand
+    // short (the assertion that they sold out is about the protocol, not the machine's speed).
+    let mut nodes: Vec<Node> = (0..4).map(|_| node(&r.url(), &args, "8", 1)).collect();
     let deadline = Instant::now() + Duration::from_secs(20);
     while nodes[0].last == 0 {
         assert!(
