@@ -209,7 +209,9 @@ impl Model for SlidingWindowModel {
         if self.past(u128::from(now)) {
             return true;
         }
-        let current = st.is_some_and(|(k, _, _)| k >= u128::from(now) / u128::from(self.window));
+        // Window 0 emptied is the fresh state: nothing is checked before it starts.
+        let current =
+            st.is_some_and(|(k, _, _)| k > 0 && k >= u128::from(now) / u128::from(self.window));
         let v = self.view(st, u128::from(now));
         !current && v.prev == 0 && v.curr == 0
     }
