@@ -42,18 +42,17 @@
 //! `--tsv FILE` also writes one line per cell: `shape`, `params`, `limiter`, `threads`,
 //! `checks/s` (median) and the per-repetition rates, for `chart.py`.
 
+mod admit_all;
 mod keys;
 
 use std::fmt::Write as _;
-use std::num::NonZeroU32;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use cellgate::{KeyedLimiter, Quota, StripedLimiter};
+use admit_all::{cellgate_quota, governor_quota, print_machine, BURST, RATE};
+use cellgate::{KeyedLimiter, StripedLimiter};
 use keys::{shuffle, splitmix64};
 
-const RATE: u32 = 1_000_000_000;
-const BURST: u32 = 10_000_000;
 /// Requests between two clock reads in a worker.
 const STRIDE: usize = 1024;
 /// Requests in each thread's precomputed walk (it wraps around).
@@ -70,15 +69,6 @@ usage: shapes [--threads 1,2,...] [--seconds S] [--reps R] [--shapes limiters,ho
   --limiters LIST  limiters per request of the `limiters` shape (default 1,3,9)
   --keys LIST      keys per limiter (default 1000,100000; `disjoint` uses the largest)
   --tsv FILE       also write the rows for examples/measure/chart.py";
-
-fn cellgate_quota() -> Quota {
-    Quota::per_second(RATE).with_burst(BURST)
-}
-
-fn governor_quota() -> governor::Quota {
-    let nz = |v| NonZeroU32::new(v).expect("non-zero constant");
-    governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
-}
 
 /// One limiter of a cell: checks a key (the hot-key mode ignores it).
 trait Check: Sync {
@@ -361,21 +351,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown CPU", |(_, v)| v.trim());
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    println!("machine: {model}; {cpus} CPUs available to this process");
-    println!(
-        "command: {}",
-        std::env::args().collect::<Vec<_>>().join(" ")
-    );
-    if cfg!(debug_assertions) {
-        println!("WARNING: debug build; run with --release for meaningful figures");
-    }
+    print_machine();
     println!(
         "{} s per cell and repetition, median of {}; GCRA {RATE}/s, burst {BURST}: every check admitted\n",
         o.seconds, o.reps

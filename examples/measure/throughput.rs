@@ -47,21 +47,19 @@
 //! / keys, so the table's up-front allocation is counted; `peak` uses `VmHWM` instead (it
 //! includes a map's old table while it grows). Medians of the three runs are printed. Linux only.
 
+mod admit_all;
 mod keys;
 
 use std::fmt::Write as _;
-use std::num::NonZeroU32;
 use std::process::{Command, ExitCode};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use admit_all::{cellgate_quota, governor_quota, print_machine, BURST, RATE};
 use cellgate::clock::Clock;
-use cellgate::{KeyedLimiter, Quota, StripedLimiter};
+use cellgate::{KeyedLimiter, StripedLimiter};
 use keys::{shuffle, splitmix64};
 
-/// One unit per nanosecond: faster than any check, so every check is allowed.
-const RATE: u32 = 1_000_000_000;
-const BURST: u32 = 10_000_000;
 /// Checks between two clock reads in a worker.
 const STRIDE: u64 = 1024;
 
@@ -74,15 +72,6 @@ usage: throughput [--threads N] [--seconds S] [--keys K] [--reps R]
   --keys K      distinct u64 keys (default 1000000)
   --reps R      repetitions per cell; the median is printed (default 3)
   --memory      print bytes per tracked key instead, each measured in a fresh process";
-
-fn cellgate_quota() -> Quota {
-    Quota::per_second(RATE).with_burst(BURST)
-}
-
-fn governor_quota() -> governor::Quota {
-    let nz = |v| NonZeroU32::new(v).expect("non-zero constant");
-    governor::Quota::per_second(nz(RATE)).allow_burst(nz(BURST))
-}
 
 /// Key number `i`: distinct, scattered `u64`s.
 fn key(i: usize) -> u64 {
@@ -236,29 +225,6 @@ fn main() -> ExitCode {
         throughput(&o);
         ExitCode::SUCCESS
     }
-}
-
-fn print_machine() {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu\t"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown CPU", |(_, v)| v.trim())
-        .to_string();
-    let logical = cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("processor"))
-        .count();
-    let usable = std::thread::available_parallelism().map_or(0, |n| n.get());
-    println!("machine: {model}; {logical} logical CPUs, {usable} available to this process");
-    if cfg!(debug_assertions) {
-        println!("WARNING: debug build; run with --release for meaningful figures");
-    }
-    println!(
-        "command: {}",
-        std::env::args().collect::<Vec<_>>().join(" ")
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 //! it are included here as they ship: `cellgate-redis/src/sync.rs` (the one file of that crate
 //! naming an atomic, an ordering or a lock; under `cfg(loom)` they are loom's) and
 //! `cellgate-redis/src/local.rs` (a refused check's dry signal and fallback, and the task's
-//! withdrawal of units from the pool), with the core's `Limiter` stock as the pool, whose
-//! atomics are loom's too. This crate cannot depend on `cellgate-redis` (tokio does not build
+//! withdrawal of units from the pool), with the core's striped stock as the pool (two
+//! stripes; `Fleet` stripes it per CPU), whose atomics are loom's too. This crate cannot depend on `cellgate-redis` (tokio does not build
 //! under `--cfg loom`), hence the `#[path]` includes; the task's tokio loop and its Redis calls
 //! are not modelled (the lease script is checked by the proptest model against a real server in
 //! `cellgate-redis/tests/lease_model.rs`).
@@ -28,7 +28,7 @@ mod local;
 
 use std::collections::BTreeSet;
 
-use cellgate::Limiter;
+use cellgate::StripedLimiter;
 use loom::sync::Arc;
 use loom::thread;
 
@@ -39,7 +39,7 @@ use sync::{Counter, Dry, Link};
 /// state, the dry signal and the fallback's count (no fallback limiter: the link stays
 /// connected).
 struct Local {
-    pool: Limiter,
+    pool: StripedLimiter,
     link: Link,
     dry: Dry,
     fallback_admitted: Counter,
@@ -48,7 +48,10 @@ struct Local {
 impl Local {
     fn new(leased: u32) -> Arc<Self> {
         Arc::new(Self {
-            pool: Limiter::stock(leased).build().expect("valid stock"),
+            pool: StripedLimiter::stock(leased)
+                .stripes(2)
+                .build()
+                .expect("valid stock"),
             link: Link::new(local::CONNECTED),
             dry: Dry::new(),
             fallback_admitted: Counter::new(0),

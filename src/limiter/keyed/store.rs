@@ -234,9 +234,10 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     #[inline]
     pub(super) fn fresh_word(&self) -> u64 {
         // Relaxed suffices: a sweep raises `swept` *before* it takes the shard lock to remove
-        // keys, and a checker only gets here after its lookup missed under that shard's lock,
-        // so the lock's release/acquire orders the raise before this load whenever the miss
-        // was caused by that sweep.
+        // keys, and a checker that inserts only gets here after its lookup missed under that
+        // shard's lock, so the lock's release/acquire orders the raise before this load
+        // whenever the miss was caused by that sweep. A lock-free miss reads it too, but acts
+        // on what it read only when its step writes nothing (see `decide_absent`).
         match self.swept.get() {
             0 => Algorithm::FRESH,
             swept => self.setting.kind().swept_word(swept),

@@ -985,10 +985,14 @@ impl<C: Clock> StripedLimiter<C> {
 
     /// Records that a check which started at stripe `start` was admitted at `now`: on the
     /// start stripe's stamp, and (by default) on the high-water mark if `now` is more than the
-    /// lag ahead of it; strict, always on the mark; relaxed, on the stamp only. (A stock's
-    /// `now` is 0, which changes nothing.)
+    /// lag ahead of it; strict, always on the mark; relaxed, on the stamp only. Nothing for a
+    /// stock, which reads no clock.
     #[inline(always)]
     fn admitted(&self, start: usize, now: u64) {
+        if !self.uses_time {
+            // A stock decides at 0: nothing to record, and no line of another core to read.
+            return;
+        }
         match self.time {
             TimeShare::Lagged => {
                 self.stripes[start].stamp.raise(now);
