@@ -42,7 +42,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | dashmap of `K -> AtomicU64` |
 /// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
 /// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
-/// | memory | about 19–29 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the key, the word and the map's overhead, per key held |
+/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the key, the word and the map's overhead, per key held |
 /// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound |
 /// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`) |
 /// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |
