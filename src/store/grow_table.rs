@@ -183,12 +183,26 @@ pub(crate) struct Decided<R> {
     pub(crate) word: u64,
 }
 
+/// One shard: its lock and, beside it on the same cache line, its count of keys, which the
+/// lock's holder writes (so an insert writes no line but its shard's) and [`GrowTable::len`]
+/// reads without the lock.
+struct Shard {
+    state: Lock<ShardState>,
+    /// `state.live`, mirrored, in a table without a ceiling (one with a ceiling counts all its
+    /// keys in one counter instead, which it reads at every insert).
+    live: Counter,
+}
+
 /// The growing table. See the module docs.
 pub(crate) struct GrowTable {
-    shards: Box<[CachePadded<Lock<ShardState>>]>,
+    shards: Box<[CachePadded<Shard>]>,
     /// `log2(shards.len())`.
     shard_bits: u32,
-    held: Counter,
+    /// Keys held, counted for the ceiling (`Some` when the table was built with one): one
+    /// shared counter that every insert and rebuild updates. A table without a ceiling keeps
+    /// none, so its inserts write nothing shared but their shard, and never ask the policy's
+    /// [`has_room`](GrowPolicy::has_room).
+    held: Option<Counter>,
     /// The shards' current arrays, for the checks' lock-free probes.
     published: Published,
 }
@@ -197,7 +211,7 @@ impl std::fmt::Debug for GrowTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrowTable")
             .field("shards", &self.shards.len())
-            .field("held", &self.held.get_usize())
+            .field("held", &self.len())
             .finish_non_exhaustive()
     }
 }
@@ -219,25 +233,44 @@ impl GrowTable {
         let shards_vec: Vec<_> = arrays
             .iter()
             .map(|array| {
-                CachePadded::new(Lock::new(ShardState {
-                    live: 0,
-                    array: Shared::clone(array),
-                    light_scan_after: 0,
-                }))
+                CachePadded::new(Shard {
+                    state: Lock::new(ShardState {
+                        live: 0,
+                        array: Shared::clone(array),
+                        light_scan_after: 0,
+                    }),
+                    live: Counter::new(0),
+                })
             })
             .collect();
         Self {
             shards: shards_vec.into_boxed_slice(),
             shard_bits: shards.trailing_zeros(),
-            held: Counter::new(0),
+            held: ceiling.map(|_| Counter::new(0)),
             published: Published::new(arrays.into_boxed_slice()),
         }
     }
 
-    /// Keys held.
+    /// Keys held: the ceiling's counter, or without a ceiling the sum of the shards' counts
+    /// (each exact when its shard's lock is free; a racing insert or rebuild may be counted or
+    /// not).
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.held.get_usize()
+        match &self.held {
+            Some(held) => held.get_usize(),
+            None => self.shards.iter().map(|s| s.live.get_usize()).sum(),
+        }
+    }
+
+    /// Shard `index` (whose lock the caller holds, `state`) now holds `live` keys: its count and
+    /// the ceiling's follow. (An insert counts its one key inline.)
+    fn count(&self, index: usize, state: &mut ShardState, live: usize) {
+        match &self.held {
+            Some(held) if live >= state.live => held.add((live - state.live) as u64),
+            Some(held) => held.sub((state.live - live) as u64),
+            None => self.shards[index].live.set(live as u64),
+        }
+        state.live = live;
     }
 
     #[inline]
@@ -335,7 +368,7 @@ impl GrowTable {
     #[cold]
     #[inline(never)]
     fn get_locked(&self, h: u64) -> Option<u64> {
-        let state = self.shards[self.shard_index(h)].lock();
+        let state = self.shards[self.shard_index(h)].state.lock();
         let i = Self::probe(&state.array, fingerprint(h)).ok()?;
         Some(state.array.state_locked(i))
     }
@@ -361,7 +394,7 @@ impl GrowTable {
         h: u64,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        let state = self.shards[self.shard_index(h)].lock();
+        let state = self.shards[self.shard_index(h)].state.lock();
         let i = Self::probe(&state.array, fingerprint(h)).ok()?;
         // Under the lock the current array is not frozen: `update` gives `Some`.
         state.array.update(i, step)
@@ -382,7 +415,7 @@ impl GrowTable {
         let fp = fingerprint(h);
         let index = self.shard_index(h);
         loop {
-            let mut state = self.shards[index].lock();
+            let mut state = self.shards[index].state.lock();
             let free = match Self::probe(&state.array, fp) {
                 Ok(i) => match state.array.update(i, &step) {
                     Some(r) => return Some(r),
@@ -399,7 +432,11 @@ impl GrowTable {
                     (result, _) => return Some(result),
                 },
             };
-            if !policy.has_room(self.held.get_usize()) {
+            if self
+                .held
+                .as_ref()
+                .is_some_and(|held| !policy.has_room(held.get_usize()))
+            {
                 if policy.evicts_light() && self.drop_light(index, &mut state, policy) {
                     continue;
                 }
@@ -434,7 +471,10 @@ impl GrowTable {
             };
             state.array.slots()[free].publish(fp, word);
             state.live += 1;
-            self.held.add(1);
+            match &self.held {
+                Some(held) => held.add(1),
+                None => self.shards[index].live.set(state.live as u64),
+            }
             return Some(result);
         }
     }
@@ -496,7 +536,7 @@ impl GrowTable {
     pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
         let mut removed = 0;
         for (index, shard) in self.shards.iter().enumerate() {
-            let mut state = shard.lock();
+            let mut state = shard.state.lock();
             let array = &state.array;
             let any_idle = array
                 .slots()
@@ -544,8 +584,7 @@ impl GrowTable {
         self.published.replace(index, Shared::clone(&array));
         state.array = array;
         let removed = state.live - kept;
-        state.live = kept;
-        self.held.sub(removed as u64);
+        self.count(index, state, kept);
         removed
     }
 
@@ -554,7 +593,7 @@ impl GrowTable {
     fn slots(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().array.slots().len())
+            .map(|s| s.state.lock().array.slots().len())
             .sum()
     }
 }

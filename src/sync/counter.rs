@@ -38,6 +38,15 @@ impl Counter {
         self.0.fetch_sub(n, Ordering::Relaxed);
     }
 
+    /// Sets the value, for a counter with one writer at a time (a shard's count, written under
+    /// its lock): a plain store, not a read-modify-write.
+    #[inline]
+    pub(crate) fn set(&self, n: u64) {
+        // Relaxed: as every use of a counter (see the type); the writers' lock orders the
+        // stores, so no update is lost.
+        self.0.store(n, Ordering::Relaxed);
+    }
+
     /// Raises the value to `n` if it is below.
     #[inline]
     pub(crate) fn raise_to(&self, n: u64) {
