@@ -19,11 +19,11 @@
 //! A *stale* `now` — an earlier instant than the true time, which is what the coarse clock
 //! returns — is therefore always safe: it can only make a decision stricter.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::quota::saturating_ns;
+use crate::sync::time::{self, ManualTime, StopFlag};
 
 /// A source of time: nanoseconds since an origin fixed when the clock was created.
 ///
@@ -154,30 +154,15 @@ impl Clock for StdClock {
     }
 }
 
-/// The coarse time: nanoseconds since [`COARSE_BASE`]'s origin, refreshed by the upkeep thread.
-static COARSE_NS: AtomicU64 = AtomicU64::new(0);
-
 /// The precise clock the upkeep thread samples; its origin is the coarse time's origin.
 static COARSE_BASE: OnceLock<QuantaClock> = OnceLock::new();
-
-/// The upkeep thread shared by every [`CoarseClock`]: how many clocks need it, and its stop flag
-/// and handle while it runs.
-static UPKEEP: Mutex<(usize, Option<Upkeep>)> = Mutex::new((0, None));
 
 /// How often the upkeep thread refreshes the coarse time.
 const COARSE_INTERVAL: Duration = Duration::from_millis(1);
 
-#[derive(Debug)]
-struct Upkeep {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
-}
-
 /// Stores a fresh reading of the precise clock as the coarse time.
 fn refresh_coarse(base: &QuantaClock) {
-    // Relaxed: readers need only the value; fetch_max keeps the coarse time from stepping
-    // back if the upkeep thread migrates to a core whose counter is slightly behind.
-    COARSE_NS.fetch_max(base.now(), Ordering::Relaxed);
+    time::raise_coarse_ns(base.now());
 }
 
 /// A cheap, coarse clock: one relaxed load of a timestamp that a background thread refreshes
@@ -212,34 +197,30 @@ impl CoarseClock {
     #[must_use]
     pub fn new() -> Self {
         Self::acquire_upkeep();
-        // Relaxed: see `now`.
         Self {
-            origin: COARSE_NS.load(Ordering::Relaxed),
+            origin: time::coarse_ns(),
         }
     }
 
     fn acquire_upkeep() {
         let base = COARSE_BASE.get_or_init(QuantaClock::new);
-        // A poisoned lock only means another thread panicked while holding it; the count is
-        // still meaningful.
-        let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
-        guard.0 += 1;
-        if guard.1.is_none() {
+        let mut upkeep = time::upkeep();
+        upkeep.users += 1;
+        if upkeep.running.is_none() {
             refresh_coarse(base);
-            let stop = Arc::new(AtomicBool::new(false));
-            let their_stop = Arc::clone(&stop);
+            let stop = StopFlag::default();
+            let their_stop = stop.clone();
             let spawned = std::thread::Builder::new()
                 .name("cellgate-coarse-clock".into())
                 .spawn(move || {
-                    // Relaxed: the flag carries no data; the join in `drop` orders the rest.
-                    while !their_stop.load(Ordering::Relaxed) {
+                    while !their_stop.is_raised() {
                         refresh_coarse(base);
                         std::thread::sleep(COARSE_INTERVAL);
                     }
                 });
             // If no thread can be spawned the clock still works; it just stands still at the
             // last refresh, which only ever makes decisions stricter.
-            guard.1 = spawned.ok().map(|thread| Upkeep { stop, thread });
+            upkeep.running = spawned.ok().map(|thread| (stop, thread));
         }
     }
 }
@@ -261,14 +242,13 @@ impl Clone for CoarseClock {
 
 impl Drop for CoarseClock {
     fn drop(&mut self) {
-        let mut guard = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
-        guard.0 = guard.0.saturating_sub(1);
-        if guard.0 == 0 {
-            if let Some(upkeep) = guard.1.take() {
-                // Relaxed: see the thread's loop.
-                upkeep.stop.store(true, Ordering::Relaxed);
+        let mut upkeep = time::upkeep();
+        upkeep.users = upkeep.users.saturating_sub(1);
+        if upkeep.users == 0 {
+            if let Some((stop, thread)) = upkeep.running.take() {
+                stop.raise();
                 // A panicked upkeep thread has nothing left to clean up.
-                let _ = upkeep.thread.join();
+                let _ = thread.join();
             }
         }
     }
@@ -277,11 +257,7 @@ impl Drop for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> u64 {
-        // Relaxed: the timestamp is self-contained; a slightly stale value is the whole point
-        // of this clock and is safe (see the type's docs).
-        COARSE_NS
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.origin)
+        time::coarse_ns().saturating_sub(self.origin)
     }
 }
 
@@ -306,7 +282,7 @@ impl Clock for CoarseClock {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
-    ns: Arc<AtomicU64>,
+    ns: ManualTime,
 }
 
 impl ManualClock {
@@ -323,13 +299,7 @@ impl ManualClock {
 
     /// Moves the clock forward by `ns` nanoseconds, saturating at `u64::MAX`.
     pub fn advance_ns(&self, ns: u64) {
-        // Relaxed: the clock value is self-contained; fetch_update keeps concurrent advances
-        // from losing each other, and no other memory is published through it.
-        let _ = self
-            .ns
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_add(ns))
-            });
+        self.ns.advance(ns);
     }
 
     /// Sets the clock to `d` since the origin (saturating at `u64::MAX` ns); may go backwards.
@@ -339,16 +309,14 @@ impl ManualClock {
 
     /// Sets the clock to `ns` nanoseconds since the origin; may go backwards.
     pub fn set_ns(&self, ns: u64) {
-        // Relaxed: see `advance_ns`.
-        self.ns.store(ns, Ordering::Relaxed);
+        self.ns.set(ns);
     }
 }
 
 impl Clock for ManualClock {
     #[inline]
     fn now(&self) -> u64 {
-        // Relaxed: a reader needs the value only, not anything written before it.
-        self.ns.load(Ordering::Relaxed)
+        self.ns.get()
     }
 }
 

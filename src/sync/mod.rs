@@ -13,7 +13,9 @@
 //! - [`high_water`]: a striped limiter's record of time (each stripe's latest admission, and
 //!   the latest instant a check found proven);
 //! - [`Counter`]: key counts (the key cap), statistics and the sweep floor;
-//! - [`sweep_gate::SweepGate`]: which caller runs a due sweep.
+//! - [`sweep_gate::SweepGate`]: which caller runs a due sweep;
+//! - [`time`]: the clocks' own words (the coarse clock's shared timestamp and upkeep thread, a
+//!   manual clock's time), std atomics outside the loom shim.
 //!
 //! Every ordering used is written at its one place here, with why it suffices.
 
@@ -28,6 +30,7 @@ pub(crate) mod map;
 mod seqlock;
 mod slot;
 pub(crate) mod sweep_gate;
+pub(crate) mod time;
 
 pub(crate) use counter::{next_ticket, Counter};
 pub(crate) use lock::Lock;
