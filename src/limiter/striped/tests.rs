@@ -1,7 +1,10 @@
 //! Unit and property tests of the striped limiter.
 
+use super::builder::share;
 use super::*;
 use crate::clock::ManualClock;
+use crate::error::ConfigError;
+use crate::quota::Quota;
 use proptest::prelude::*;
 use std::time::Duration;
 
