@@ -1,7 +1,7 @@
 //! The keyed limiter's store: one of the two fingerprint tables or the exact map, and the
 //! operations that are the same whatever the algorithm (count, read, update a held key,
 //! sweep). Inserting a new key involves the limiter's policy (the fresh word, the cap, what to
-//! do when full) and stays with the limiter (`limiter/keyed/store.rs`).
+//! do when full) and stays with the limiter (`limiter/keyed/lifecycle.rs`).
 
 use std::borrow::Borrow;
 use std::hash::Hash;

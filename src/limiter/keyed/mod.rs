@@ -24,7 +24,7 @@ use crate::sync::sweep_gate::SweepGate;
 use crate::sync::Counter;
 
 mod builder;
-mod store;
+mod lifecycle;
 mod tables;
 
 pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};

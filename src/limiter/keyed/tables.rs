@@ -2,7 +2,7 @@
 //! table), and [`check_many`](KeyedLimiter::check_many), which hashes and touches a group of
 //! keys before checking them.
 
-use super::store::Fingerprints;
+use super::lifecycle::Fingerprints;
 use super::*;
 use crate::store::Hasher;
 

@@ -1,10 +1,13 @@
-//! The keyed limiter's store operations: reading and updating a held key, inserting a new one
+//! How keys come and go in a keyed limiter: reading and updating a held key, inserting a new one
 //! (growing table, fixed table or map), the sweep of idle keys and making room at the cap.
 
 use super::*;
 use crate::limiter::engine::{Engine, Held};
 use crate::store::exact::ExactMap;
+use crate::store::sweeper::Sweeper;
 use crate::store::Hasher;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// One key of a keyed limiter: what the operations written once in
 /// [`engine`](crate::limiter::engine) work on.
@@ -222,6 +225,45 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub fn evict_idle(&self) -> usize {
         let now = self.clock.now();
         self.evict_idle_at(now)
+    }
+
+    /// Starts a thread that calls [`evict_idle`](KeyedLimiter::evict_idle) every `every` (real
+    /// time, whatever the limiter's clock), until the returned [`Sweeper`] is stopped or
+    /// dropped, or the limiter is dropped (the thread holds only a [`Weak`] reference; it
+    /// notices at its next tick).
+    ///
+    /// Each sweep locks one shard at a time (see [`evict_idle`](KeyedLimiter::evict_idle)):
+    /// choose `every` so that sweeps are rare next to checks, for example a fraction of the
+    /// time a key takes to go idle (a GCRA key: `burst × interval`).
+    ///
+    /// # Errors
+    ///
+    /// [`std::io::ErrorKind::InvalidInput`] (wrapping [`ConfigError::Zero`]) if `every` is zero;
+    /// the operating system's error if it cannot start a thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use cellgate::{KeyedLimiter, Quota};
+    ///
+    /// let users = Arc::new(KeyedLimiter::<u64>::gcra(Quota::per_second(10)).build()?);
+    /// let sweeper = users.spawn_sweeper(Duration::from_secs(30))?;
+    /// assert!(users.check(&42).is_allowed());
+    /// // ... serve; idle keys are dropped every 30 s ...
+    /// sweeper.stop(); // or drop it, or drop the last `Arc` of the limiter
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_sweeper(self: &Arc<Self>, every: Duration) -> std::io::Result<Sweeper>
+    where
+        K: Send + Sync + 'static,
+        C: Send + Sync + 'static,
+    {
+        let limiter: Weak<Self> = Arc::downgrade(self);
+        Sweeper::spawn(every, move || {
+            limiter.upgrade().map(|l| l.evict_idle()).is_some()
+        })
     }
 
     /// The time for a decision: the clock, unless the algorithm ignores time (stock).
