@@ -22,6 +22,8 @@
 //! The fuzz targets also model warm-up and the striped limiter; those models are used by one
 //! target each and live beside it in `fuzz/src`.
 
+#![forbid(unsafe_code)]
+
 mod expect;
 pub mod fixed_window;
 pub mod gcra;
