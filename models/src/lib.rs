@@ -27,14 +27,17 @@
 mod expect;
 pub mod fixed_window;
 pub mod gcra;
+mod invalid;
 pub mod keyed;
 mod model;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod stock;
+pub mod warm_up;
 
 pub use expect::{first_true, index_bits, wait_until, Expect, Seen, U64};
 pub use fixed_window::FixedWindowModel;
+pub use invalid::Invalid;
 pub use model::{cancel, CellModel, Model};
 pub use sliding_log::{LogState, SlidingLogModel};
 pub use sliding_window::SlidingWindowModel;
