@@ -33,6 +33,7 @@ mod model;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod stock;
+pub mod striped;
 pub mod warm_up;
 
 pub use expect::{first_true, index_bits, wait_until, Expect, Seen, U64};
