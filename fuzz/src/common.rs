@@ -9,7 +9,37 @@ use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, Decision};
 
 pub use cellgate_models::keyed::{sweep_due, SWEEP_BACKOFF_NS};
-pub use cellgate_models::{first_true, index_bits, wait_until, Expect, Seen, U64};
+pub use cellgate_models::{first_true, index_bits, wait_until, Expect, Invalid, Seen, U64};
+
+/// The `ConfigError` a model's [`Invalid`] stands for (the models know nothing of `cellgate`).
+pub fn config_error(e: Invalid) -> ConfigError {
+    match e {
+        Invalid::Zero { field } => ConfigError::Zero { field },
+        Invalid::PeriodTooLong { period } => ConfigError::PeriodTooLong { period },
+        Invalid::RateTooFast { count, period } => ConfigError::RateTooFast { count, period },
+        Invalid::BurstTooLarge { burst, interval_ns } => {
+            ConfigError::BurstTooLarge { burst, interval_ns }
+        }
+        Invalid::QueueTooLarge {
+            burst,
+            queue,
+            interval_ns,
+        } => ConfigError::QueueTooLarge {
+            burst,
+            queue,
+            interval_ns,
+        },
+        Invalid::WarmUpTooLong { permits, max } => ConfigError::WarmUpTooLong { permits, max },
+        Invalid::TooManyStripes { stripes, max } => ConfigError::TooManyStripes { stripes, max },
+        Invalid::Unsupported {
+            operation,
+            algorithm,
+        } => ConfigError::Unsupported {
+            operation,
+            algorithm,
+        },
+    }
+}
 
 /// Reads a real decision into a model's plain struct (the models know nothing of `cellgate`).
 pub trait Observe {

@@ -1,56 +1,10 @@
-//! The hot-key mode (`StripedLimiter`, GCRA and stock) against a reference model written from
-//! the `striped` module docs, in `u128` arithmetic:
-//!
-//! ```text
-//! s stripes; stripe i's share of a whole w: w / s, plus 1 for i < w % s
-//! GCRA stripe i: T_i = s*T, DVT_i = T_i * burst_i, CEIL_i = T_i * (burst_i + queue_i),
-//!   each an independent GCRA cell (the gcra_model rules: ahead = max(tat, now) - now + n*T_i;
-//!   admitted iff n*T_i <= DVT_i and ahead <= CEIL_i and now + ahead <= u64::MAX)
-//! stock stripe i: units_i; admitted iff n <= units_i
-//! check_n_from(hint, n): stripes from hint % s on, in turn; the first that admits decides;
-//!   stock only, none admitting and n > 1: take min(left, need) from each stripe in the same
-//!   order; n gathered: admitted (remaining = what the last stripe touched has left);
-//!   otherwise every unit goes back and the request is denied
-//! denied: the first stripe's decision, unless a later stripe offers a strictly sooner
-//!   retry_after (the soonest; the first of equals)
-//! every decision's limit: the whole limit (burst + queue, or the stock)
-//! remaining(): the sum over stripes of what each would admit now (saturating)
-//! restock(u), stock only: stripe i gains its share of u (saturating at u64::MAX); returns the
-//!   sum of the stripes' units (saturating); GCRA: Unsupported { "restock", "gcra" }
-//!
-//! time (GCRA; "A clock that steps back"): every operation decides at e = max(clock, H), H the
-//!   high-water mark (0 at first); with strict_clock() a request allowed at e (n = 0 too) raises
-//!   H to e (stamps stay 0); with relaxed_clock(), a request allowed at e raises the stamp of the
-//!   stripe it started at (whichever stripe allowed it) to e; by default both: the stamp, and
-//!   H to e when e > H + lag (lag = max(T, 16384 ns)); a check whose first stripe refuses
-//!   it reads P = that stripe's stamp; if P > e: H = max(H, P), and the check goes on at P from
-//!   its first stripe again (the denial then is chosen among the decisions at P); otherwise on
-//!   from the next stripe at e
-//! peek_n(n), from this thread's stripe: GCRA as a check that writes nothing (H unchanged);
-//!   stock: one stock holding the sum of all stripes
-//! charge(n) / reserve(n, w), from this thread's stripe: as a check (reserve: each stripe's
-//!   GCRA ceiling for the request is min(DVT_i + w, CEIL_i) with a queue, DVT_i + w without,
-//!   saturating at u64::MAX); the reservation keeps (stripe, n, before, after, e) (a gathered
-//!   stock: the start stripe, 0 -> n)
-//! cancel(r): nothing unless r was allowed with n > 0 and before != after; stock: the stripe
-//!   gains n; GCRA at e (taken as at least r's e), on r's stripe: nothing if tat <= e; else if
-//!   tat > e + DVT_i only the last place (tat == after: back to max(before, e)); else tat drops
-//!   by min(n*T_i, at + n*T_i - e), never below e; true iff the stripe's word changed
-//! check_all([(striped, a), (stock cell, b)]) in either order: each charged in turn; on the
-//!   first denial the earlier charges are cancelled in reverse; allowed iff none denied
-//! ```
-//!
-//! and the bounds of the module docs, with the clock moving both ways: over a run of checks
-//! that starts at the latest reading so far and in which the clock does not go back, at most
-//! `burst + queue + elapsed / T` units; over a run from the start or from a step back, at most
-//! `burst + queue + (latest - earliest) / T`; and, for runs in which every check starts at the
-//! same stripe with `n` within its share of the burst, one cell's ceiling `burst + queue +
-//! (A_end - A_start) / T` over every run from an admission on (`A`: the latest reading of an
-//! admitted check) — with strict_clock() that last bound for every run from an admission on,
-//! whatever stripes the checks start at and whatever their size; by default that bound plus the
-//! lag (`burst + queue + (A_end + lag - A_start) / T`) from any stripes. A rollback or a
-//! reservation ends the runs (the bounds count checks only).
-//! Invalid configurations must be the documented `ConfigError`s.
+//! The hot-key mode (`StripedLimiter`, GCRA and stock) against its reference model,
+//! `cellgate_models::striped` (written from the `striped` module docs, in `u128` arithmetic;
+//! its module docs state the rules and the bounds checked over runs of checks). This file is
+//! the driver: the input, the real limiter on a `ManualClock` that moves both ways, this
+//! thread's start stripe, and the comparison of every decision, `remaining()`, `restock`,
+//! `cancel` and `check_all` with the model. Invalid configurations must be the documented
+//! `ConfigError`s.
 
 use std::time::Duration;
 
@@ -61,22 +15,15 @@ use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{
     check_all, ConfigError, Decision, Gate, Limiter, Quota, RateLimiter, Reservation,
-    StripedLimiter, MAX_STRIPES,
+    StripedLimiter,
 };
 
-const HORIZON: u128 = u64::MAX as u128;
-const NEVER: u64 = u64::MAX;
+use cellgate_models::gcra::Expected;
+use cellgate_models::striped::{self, Bounds, Config, Held, Mode, Model, Tally};
 
-/// One fuzz input.
-#[derive(Arbitrary, Debug, Clone)]
-pub struct Input {
-    pub kind: Kind,
-    /// Stripes asked for: `Some(0)` must be an error; `None`: not set (the default).
-    pub stripes: Option<u8>,
-    /// How admissions share their time (GCRA).
-    pub time: TimeMode,
-    pub ops: Vec<Op>,
-}
+use crate::common::{config_error, Observe, Seen};
+
+const HORIZON: u128 = u64::MAX as u128;
 
 /// The striped GCRA limiter's time modes.
 #[derive(Arbitrary, Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +37,52 @@ pub enum TimeMode {
     Relaxed,
 }
 
-/// The default mode's least lag, ns (the crate's `MARK_LAG_NS`).
-const MARK_LAG_NS: u128 = 16_384;
+impl TimeMode {
+    fn model(self) -> striped::TimeMode {
+        match self {
+            TimeMode::Lagged => striped::TimeMode::Lagged,
+            TimeMode::Strict => striped::TimeMode::Strict,
+            TimeMode::Relaxed => striped::TimeMode::Relaxed,
+        }
+    }
+}
+
+/// What a decision shows, with its delay (0 when denied), as the model's plain struct.
+fn shown(d: &Decision) -> Expected {
+    Expected::with_delay(Seen::of(d), if d.is_allowed() { d.delay_ns() } else { 0 })
+}
+
+/// The model of the limiter `kind` asks for, or the `ConfigError` it must be.
+fn build_model(kind: Kind, stripes: Option<u8>, time: TimeMode) -> Result<Model, ConfigError> {
+    let config = match quota_of(kind) {
+        None => {
+            let Kind::Stock { units } = kind else {
+                unreachable!("only stock has no quota")
+            };
+            Config::Stock {
+                units: u32::from(units),
+            }
+        }
+        Some(q) => Config::Gcra {
+            count: q.count(),
+            period: q.period(),
+            burst: q.burst(),
+            queue: q.queue(),
+        },
+    };
+    striped::build(config, stripes.map(usize::from), time.model()).map_err(config_error)
+}
+
+/// One fuzz input.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Input {
+    pub kind: Kind,
+    /// Stripes asked for: `Some(0)` must be an error; `None`: not set (the default).
+    pub stripes: Option<u8>,
+    /// How admissions share their time (GCRA).
+    pub time: TimeMode,
+    pub ops: Vec<Op>,
+}
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum Kind {
@@ -172,155 +163,6 @@ crate::counters! {
     }
 }
 
-/// A GCRA stripe: `(T_i, DVT_i, CEIL_i, tat)` and its stamp (the latest time a request that
-/// started at it was allowed).
-#[derive(Debug, Clone, Copy)]
-struct GStripe {
-    t: u128,
-    dvt: u128,
-    ceil: u128,
-    tat: u128,
-    stamp: u128,
-}
-
-/// The model's side of a reservation: stripe, units, words before and after, time taken at.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    stripe: usize,
-    n: u128,
-    before: u128,
-    after: u128,
-    at: u128,
-}
-
-/// What a decision shows, for comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    allowed: bool,
-    limit: u32,
-    remaining: u32,
-    retry: Option<u64>,
-    delay: u64,
-    reset: u64,
-}
-
-impl Seen {
-    fn of(d: &Decision) -> Self {
-        Seen {
-            allowed: d.is_allowed(),
-            limit: d.limit(),
-            remaining: d.remaining(),
-            retry: d.retry_after_ns(),
-            delay: if d.is_allowed() { d.delay_ns() } else { 0 },
-            reset: d.reset_after_ns(),
-        }
-    }
-}
-
-fn cap32(x: u128) -> u32 {
-    u32::try_from(x).unwrap_or(u32::MAX)
-}
-
-fn cap64(x: u128) -> u64 {
-    u64::try_from(x).unwrap_or(u64::MAX)
-}
-
-fn share(whole: u128, s: u128, i: u128) -> u128 {
-    whole / s + u128::from(i < whole % s)
-}
-
-impl GStripe {
-    /// The ceiling of a reservation that waits up to `wait` ns.
-    fn reserve_ceiling(&self, wait: u128) -> u128 {
-        let wanted = (self.dvt + wait).min(HORIZON);
-        if self.ceil > self.dvt {
-            wanted.min(self.ceil)
-        } else {
-            wanted
-        }
-    }
-
-    /// The stripe's decision on `n` at `now` (whole `limit`), admitting up to `ceiling` ahead
-    /// (`CEIL_i` for a check), and the TAT to write if admitted.
-    fn step_within(&self, now: u128, n: u128, limit: u32, ceiling: u128) -> (Seen, Option<u128>) {
-        let backlog = self.tat.saturating_sub(now);
-        let need = n * self.t;
-        let ahead = backlog + need;
-        let fits = need <= self.dvt;
-        if fits && ahead <= ceiling {
-            if now + ahead <= HORIZON {
-                let seen = Seen {
-                    allowed: true,
-                    limit,
-                    remaining: cap32(self.ceil.saturating_sub(ahead) / self.t),
-                    retry: None,
-                    delay: cap64(ahead.saturating_sub(self.dvt)),
-                    reset: cap64(ahead),
-                };
-                return (seen, (n > 0).then_some(now + ahead));
-            }
-            let seen = Seen {
-                allowed: false,
-                limit,
-                remaining: 0,
-                retry: None,
-                delay: 0,
-                reset: cap64(backlog),
-            };
-            return (seen, None);
-        }
-        let retry = (fits && now + ahead <= HORIZON).then(|| {
-            let r = ahead - ceiling;
-            // `u64::MAX` stands for "no retry" inside a decision; a real wait that long is
-            // reported 1 ns shorter.
-            if r >= HORIZON {
-                u64::MAX - 1
-            } else {
-                r as u64
-            }
-        });
-        let seen = Seen {
-            allowed: false,
-            limit,
-            remaining: cap32(self.ceil.saturating_sub(backlog) / self.t),
-            retry,
-            delay: 0,
-            reset: cap64(backlog),
-        };
-        (seen, None)
-    }
-}
-
-/// The model's limiter.
-enum Model {
-    Gcra {
-        stripes: Vec<GStripe>,
-        limit: u32,
-        /// `T` of the whole quota, `burst + queue`.
-        t: u128,
-        whole: u128,
-        /// The high-water mark.
-        high: u128,
-        time: TimeMode,
-        /// The default mode's lag: `max(t, MARK_LAG_NS)`.
-        lag: u128,
-    },
-    Stock {
-        /// `(share, left)` per stripe.
-        stripes: Vec<(u128, u128)>,
-        limit: u32,
-    },
-}
-
-/// The stripe count the builder picks by default.
-fn default_stripes(burst: Option<u32>) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    match burst {
-        Some(b) => cores.min(b as usize),
-        None => cores,
-    }
-}
-
 /// The whole quota a GCRA input asks for; `None` for stock.
 fn quota_of(kind: Kind) -> Option<Quota> {
     match kind {
@@ -349,401 +191,6 @@ fn quota_of(kind: Kind) -> Option<Quota> {
                 .with_burst(u32::from(burst))
                 .with_queue(u32::from(queue)),
         ),
-    }
-}
-
-fn build_model(kind: Kind, stripes: Option<u8>, time: TimeMode) -> Result<Model, ConfigError> {
-    let Some(quota) = quota_of(kind) else {
-        let Kind::Stock { units } = kind else {
-            unreachable!("only stock has no quota")
-        };
-        let s = match stripes {
-            Some(0) => return Err(ConfigError::Zero { field: "stripes" }),
-            Some(s) => usize::from(s),
-            None => default_stripes(None),
-        };
-        let units = u128::from(units);
-        let stripes = (0..s as u128)
-            .map(|i| {
-                let sh = share(units, s as u128, i);
-                (sh, sh)
-            })
-            .collect();
-        return Ok(Model::Stock {
-            stripes,
-            limit: units as u32,
-        });
-    };
-    let count = u128::from(quota.count());
-    let period_ns = quota.period().as_nanos();
-    let burst = quota.burst();
-    let queue = u128::from(quota.queue());
-    // The whole quota's own errors first (Quota docs).
-    if count == 0 {
-        return Err(ConfigError::Zero { field: "count" });
-    }
-    if period_ns == 0 {
-        return Err(ConfigError::Zero { field: "period" });
-    }
-    let b = u128::from(burst);
-    if b == 0 {
-        return Err(ConfigError::Zero { field: "burst" });
-    }
-    let t = period_ns / count;
-    if t == 0 {
-        return Err(ConfigError::RateTooFast {
-            count: count as u32,
-            period: quota.period(),
-        });
-    }
-    if t * b > HORIZON {
-        return Err(ConfigError::BurstTooLarge {
-            burst: b as u32,
-            interval_ns: t as u64,
-        });
-    }
-    if t * (b + queue) > HORIZON {
-        return Err(ConfigError::QueueTooLarge {
-            burst: b as u32,
-            queue: queue as u32,
-            interval_ns: t as u64,
-        });
-    }
-    let s = match stripes {
-        Some(0) => return Err(ConfigError::Zero { field: "stripes" }),
-        Some(s) => usize::from(s),
-        None => default_stripes(Some(b as u32)),
-    };
-    if s > MAX_STRIPES {
-        return Err(ConfigError::TooManyStripes {
-            stripes: s,
-            max: MAX_STRIPES,
-        });
-    }
-    if s as u128 > b {
-        return Err(ConfigError::TooManyStripes {
-            stripes: s,
-            max: b as usize,
-        });
-    }
-    let overflow = ConfigError::BurstTooLarge {
-        burst: b as u32,
-        interval_ns: t as u64,
-    };
-    let ts = t * s as u128;
-    if ts > HORIZON {
-        return Err(overflow);
-    }
-    let mut out = Vec::new();
-    for i in 0..s as u128 {
-        let bi = share(b, s as u128, i);
-        let qi = share(queue, s as u128, i);
-        if ts * bi > HORIZON || ts * (bi + qi) > HORIZON {
-            return Err(overflow);
-        }
-        out.push(GStripe {
-            t: ts,
-            dvt: ts * bi,
-            ceil: ts * (bi + qi),
-            tat: 0,
-            stamp: 0,
-        });
-    }
-    Ok(Model::Gcra {
-        stripes: out,
-        limit: cap32(b + queue),
-        t,
-        whole: b + queue,
-        high: 0,
-        time,
-        lag: t.max(MARK_LAG_NS),
-    })
-}
-
-/// Of two GCRA denials, the one with the soonest retry (the first of equals; `None` last).
-fn sooner(best: Option<Seen>, d: Seen) -> Seen {
-    match best {
-        None => d,
-        Some(b) => match (d.retry, b.retry) {
-            (Some(_), None) => d,
-            (Some(x), Some(y)) if x < y => d,
-            _ => b,
-        },
-    }
-}
-
-/// How a request goes through the stripes.
-#[derive(Debug, Clone, Copy)]
-enum Mode {
-    /// A check, a charge or a reservation (`Some(wait)`): writes, raises the mark.
-    Take(Option<u128>),
-    /// A peek: writes nothing.
-    Peek,
-}
-
-impl Model {
-    /// The time an operation decides at.
-    fn at(&self, now: u128) -> u128 {
-        match self {
-            Model::Gcra { high, .. } => now.max(*high),
-            Model::Stock { .. } => 0,
-        }
-    }
-
-    /// A check, charge, reservation or peek of `n` units from stripe `start`: the decision and,
-    /// for an admission, what a cancel needs.
-    fn take(
-        &mut self,
-        now: u128,
-        start: usize,
-        n: u32,
-        mode: Mode,
-        stats: &mut Stats,
-    ) -> (Seen, Option<Held>) {
-        let e = self.at(now);
-        if e > now {
-            stats.at_mark += 1;
-        }
-        match self {
-            Model::Gcra {
-                stripes,
-                limit,
-                high,
-                time,
-                lag,
-                ..
-            } => {
-                let s = stripes.len();
-                let start = start % s;
-                let n = u128::from(n);
-                let mut e = e;
-                let mut denied: Option<Seen> = None;
-                let mut k = 0;
-                let mut caught_up = false;
-                while k < s {
-                    let i = (start + k) % s;
-                    let g = stripes[i];
-                    let ceiling = match mode {
-                        Mode::Take(Some(wait)) => g.reserve_ceiling(wait),
-                        _ => g.ceil,
-                    };
-                    let (seen, write) = g.step_within(e, n, *limit, ceiling);
-                    if seen.allowed {
-                        if let Mode::Take(_) = mode {
-                            match *time {
-                                TimeMode::Strict => *high = (*high).max(e),
-                                TimeMode::Relaxed => {
-                                    stripes[start].stamp = stripes[start].stamp.max(e);
-                                }
-                                TimeMode::Lagged => {
-                                    stripes[start].stamp = stripes[start].stamp.max(e);
-                                    if e > *high + *lag {
-                                        *high = e;
-                                    }
-                                }
-                            }
-                            let before = g.tat;
-                            if let Some(tat) = write {
-                                stripes[i].tat = tat;
-                            }
-                            let held = Held {
-                                stripe: i,
-                                n,
-                                before,
-                                after: stripes[i].tat,
-                                at: e,
-                            };
-                            return (seen, Some(held));
-                        }
-                        return (seen, None);
-                    }
-                    denied = Some(sooner(denied, seen));
-                    k += 1;
-                    if k == 1 && !caught_up {
-                        caught_up = true;
-                        let proven = stripes[start].stamp;
-                        if proven > e {
-                            stats.caught_up += 1;
-                            let mut at = proven;
-                            if let Mode::Take(_) = mode {
-                                *high = (*high).max(proven);
-                                at = *high;
-                            }
-                            (e, k, denied) = (at, 0, None);
-                        }
-                    }
-                }
-                (denied.expect("at least one stripe"), None)
-            }
-            Model::Stock { stripes, limit } => {
-                let s = stripes.len();
-                let start = start % s;
-                let n = u128::from(n);
-                let reset = |share: u128, left: u128| if left == share { 0 } else { NEVER };
-                if let Mode::Peek = mode {
-                    let total: u128 = stripes.iter().map(|x| x.1).sum();
-                    let untouched = stripes.iter().all(|x| x.0 == x.1);
-                    let reset = if untouched { 0 } else { NEVER };
-                    let seen = match total.checked_sub(n) {
-                        Some(left) => Seen {
-                            allowed: true,
-                            limit: *limit,
-                            remaining: cap32(left),
-                            retry: None,
-                            delay: 0,
-                            reset,
-                        },
-                        None => Seen {
-                            allowed: false,
-                            limit: *limit,
-                            remaining: cap32(total),
-                            retry: None,
-                            delay: 0,
-                            reset,
-                        },
-                    };
-                    return (seen, None);
-                }
-                let mut first: Option<Seen> = None;
-                for k in 0..s {
-                    let i = (start + k) % s;
-                    let (share, left) = stripes[i];
-                    if n <= left {
-                        stripes[i].1 = left - n;
-                        let seen = Seen {
-                            allowed: true,
-                            limit: *limit,
-                            remaining: cap32(left - n),
-                            retry: None,
-                            delay: 0,
-                            reset: reset(share, left - n),
-                        };
-                        let held = Held {
-                            stripe: i,
-                            n,
-                            before: left,
-                            after: left - n,
-                            at: 0,
-                        };
-                        return (seen, Some(held));
-                    }
-                    first.get_or_insert(Seen {
-                        allowed: false,
-                        limit: *limit,
-                        remaining: cap32(left),
-                        retry: None,
-                        delay: 0,
-                        reset: reset(share, left),
-                    });
-                }
-                if n > 1 {
-                    let total: u128 = stripes.iter().map(|x| x.1).sum();
-                    if total >= n {
-                        let mut need = n;
-                        for k in 0..s {
-                            let i = (start + k) % s;
-                            let got = stripes[i].1.min(need);
-                            if got > 0 {
-                                stripes[i].1 -= got;
-                                need -= got;
-                                if need == 0 {
-                                    let seen = Seen {
-                                        allowed: true,
-                                        limit: *limit,
-                                        remaining: cap32(stripes[i].1),
-                                        retry: None,
-                                        delay: 0,
-                                        reset: NEVER,
-                                    };
-                                    // Gathered: "n taken", given back on the start stripe.
-                                    let held = Held {
-                                        stripe: start,
-                                        n,
-                                        before: 0,
-                                        after: n,
-                                        at: 0,
-                                    };
-                                    return (seen, Some(held));
-                                }
-                            }
-                        }
-                        unreachable!("the total held n units");
-                    }
-                }
-                (first.expect("at least one stripe"), None)
-            }
-        }
-    }
-
-    /// `cancel` of a reservation whose decision was `seen`; whether anything came back.
-    fn cancel(&mut self, now: u128, seen: &Seen, held: &Held) -> bool {
-        if !seen.allowed || held.n == 0 || held.before == held.after {
-            return false;
-        }
-        let e = self.at(now);
-        match self {
-            Model::Stock { stripes, .. } => {
-                let x = &mut stripes[held.stripe].1;
-                *x = (*x + held.n).min(HORIZON);
-                true
-            }
-            Model::Gcra { stripes, .. } => {
-                let g = &mut stripes[held.stripe];
-                let now = e.max(held.at);
-                if g.tat <= e {
-                    return false;
-                }
-                let new = if g.tat > now + g.dvt {
-                    if g.tat != held.after {
-                        return false;
-                    }
-                    held.before.max(now)
-                } else {
-                    let units = held.n * g.t;
-                    let unspent = (held.at + units).saturating_sub(now);
-                    g.tat.saturating_sub(units.min(unspent)).max(now)
-                };
-                if new < g.tat {
-                    g.tat = new;
-                    true
-                } else {
-                    false
-                }
-            }
-        }
-    }
-
-    fn remaining(&self, now: u128) -> u64 {
-        match self {
-            Model::Gcra { stripes, .. } => stripes
-                .iter()
-                .map(|g| {
-                    u64::from(cap32(
-                        g.ceil.saturating_sub(g.tat.saturating_sub(now)) / g.t,
-                    ))
-                })
-                .sum(),
-            Model::Stock { stripes, .. } => stripes
-                .iter()
-                .map(|x| cap64(x.1))
-                .fold(0, u64::saturating_add),
-        }
-    }
-
-    fn restock(&mut self, units: u64) -> Result<u64, ConfigError> {
-        match self {
-            Model::Gcra { .. } => Err(ConfigError::Unsupported {
-                operation: "restock",
-                algorithm: "gcra",
-            }),
-            Model::Stock { stripes, .. } => {
-                let s = stripes.len() as u128;
-                for (i, x) in stripes.iter_mut().enumerate() {
-                    x.1 = (x.1 + share(u128::from(units), s, i as u128)).min(HORIZON);
-                }
-                Ok(self.remaining(0))
-            }
-        }
     }
 }
 
@@ -797,153 +244,6 @@ fn thread_start(s: usize) -> usize {
     start
 }
 
-/// The bounds of the module docs, counted over checks as the clock moves (see the module
-/// docs of this file).
-#[derive(Debug)]
-struct Bounds {
-    /// `T` and `burst + queue`.
-    t: u128,
-    whole: u128,
-    /// The latest reading so far, and the latest reading of an admitted check.
-    latest: u128,
-    latest_admitted: u128,
-    /// The forward run: its origin and units, while the clock has not gone back since it
-    /// started at a new latest reading.
-    forward: Option<(u128, u128)>,
-    /// Runs from the start and from the latest steps back: `(earliest reading, units)`.
-    runs: Vec<(u128, u128)>,
-    /// Runs from each admission while every check started at `one` (or, with every admission
-    /// sharing its time, from each admission): `(A, units)`.
-    one: Option<usize>,
-    shared: bool,
-    one_runs: Vec<(u128, u128)>,
-    /// The default mode: runs from each admission, checks from any stripes, each within one
-    /// cell's ceiling plus the mark's lag: `(A, units)`.
-    lag: Option<u128>,
-    any_runs: Vec<(u128, u128)>,
-    /// A reservation or rollback happened: no bound holds over it any more.
-    off: bool,
-}
-
-/// Adds `n` units to every run of `runs` (`(start, units)`) and asserts each within `whole +
-/// (end - start) / t`.
-fn count_in(
-    runs: &mut [(u128, u128)],
-    n: u128,
-    t: u128,
-    whole: u128,
-    end: u128,
-    what: &dyn Fn(u128, u128) -> String,
-) {
-    for (from, units) in runs.iter_mut() {
-        *units += n;
-        assert!(
-            units.saturating_sub(whole) * t <= end - *from,
-            "{}",
-            what(*from, *units)
-        );
-    }
-}
-
-impl Bounds {
-    fn new(t: u128, whole: u128, now: u128, time: TimeMode, lag: u128) -> Self {
-        Bounds {
-            t,
-            whole,
-            latest: now,
-            latest_admitted: 0,
-            forward: Some((now, 0)),
-            runs: vec![(now, 0)],
-            one: None,
-            one_runs: Vec::new(),
-            shared: time == TimeMode::Strict,
-            lag: (time == TimeMode::Lagged).then_some(lag),
-            any_runs: Vec::new(),
-            off: false,
-        }
-    }
-
-    fn within(&self, units: u128, span: u128) -> bool {
-        units.saturating_sub(self.whole) * self.t <= span
-    }
-
-    /// The clock now reads `now` (before the next operation).
-    fn moved(&mut self, now: u128, back: bool) {
-        if back {
-            self.forward = None;
-            self.runs.push((now, 0));
-            if self.runs.len() > 8 {
-                self.runs.remove(0);
-            }
-        } else if now > self.latest {
-            self.forward.get_or_insert((now, 0));
-        }
-        self.latest = self.latest.max(now);
-        for run in &mut self.runs {
-            run.0 = run.0.min(now);
-        }
-    }
-
-    /// A check from stripe `start` (of a limiter whose smallest burst share is `fits`) for `n`
-    /// units at reading `now`, admitted or not.
-    fn check(&mut self, step: usize, start: usize, n: u128, fits: bool, admitted: bool, now: u128) {
-        if self.off {
-            return;
-        }
-        if self.shared {
-            // One cell's ceiling from any stripe, any request.
-            self.one = Some(start);
-        } else if self.one.is_some_and(|one| one != start) || !fits {
-            self.one_runs.clear();
-            self.one = None;
-        }
-        if self.one.is_none() && self.one_runs.is_empty() && fits {
-            self.one = Some(start);
-        }
-        if !admitted {
-            return;
-        }
-        self.latest_admitted = self.latest_admitted.max(now);
-        if let Some((origin, units)) = &mut self.forward {
-            *units += n;
-            let (origin, units) = (*origin, *units);
-            assert!(
-                self.within(units, now - origin),
-                "step {step}: {units} units from {origin} to {now}, the clock never back"
-            );
-        }
-        let (t, whole, latest, a_end) = (self.t, self.whole, self.latest, self.latest_admitted);
-        count_in(&mut self.runs, n, t, whole, latest, &|from, units| {
-            format!("step {step}: {units} units in a run from {from} (latest {latest})")
-        });
-        if let Some(lag) = self.lag {
-            self.any_runs.push((a_end, 0));
-            count_in(
-                &mut self.any_runs,
-                n,
-                t,
-                whole,
-                a_end + lag,
-                &|from, units| {
-                    format!("step {step}: {units} units from any stripes, A from {from} to {a_end}")
-                },
-            );
-            if self.any_runs.len() > 64 {
-                self.any_runs.remove(0);
-            }
-        }
-        if self.one.is_some() {
-            self.one_runs.push((a_end, 0));
-            count_in(&mut self.one_runs, n, t, whole, a_end, &|from, units| {
-                format!("step {step}: {units} units from one stripe, A from {from} to {a_end}")
-            });
-            if self.one_runs.len() > 64 {
-                self.one_runs.remove(0);
-            }
-        }
-    }
-}
-
 /// Replays `input` against the real limiter and the model; panics on the first difference.
 pub fn run(input: &Input) -> Stats {
     take_first_tickets();
@@ -951,6 +251,7 @@ pub fn run(input: &Input) -> Stats {
         inputs: 1,
         ..Stats::default()
     };
+    let mut tally = Tally::default();
     let clock = ManualClock::new();
     let mut builder = match (input.kind, quota_of(input.kind)) {
         (Kind::Stock { units }, _) => StripedLimiter::stock(u32::from(units)),
@@ -1007,16 +308,16 @@ pub fn run(input: &Input) -> Stats {
         Model::Gcra { stripes, .. } => stripes[0].t,
         Model::Stock { .. } => 1,
     };
-    let mut held: Vec<(Reservation, Seen, Option<Held>)> = Vec::new();
+    let mut held: Vec<(Reservation, Expected, Option<Held>)> = Vec::new();
     for (step, op) in input.ops.iter().enumerate() {
         let moved_from = now;
         match *op {
             Op::Check { hint, n } => {
                 let n = u32::from(n % 8);
                 stats.checks += 1;
-                let got = Seen::of(&real.check_n_from(usize::from(hint), n));
+                let got = shown(&real.check_n_from(usize::from(hint), n));
                 let s = real.stripes();
-                let (want, _) = model.take(now, usize::from(hint), n, Mode::Take(None), &mut stats);
+                let (want, _) = model.take(now, usize::from(hint), n, Mode::Take(None), &mut tally);
                 assert_eq!(got, want, "step {step}: check_n_from({hint}, {n}) at {now}");
                 if let Some(b) = &mut bounds {
                     let fits = u128::from(n) <= smallest_burst;
@@ -1032,8 +333,8 @@ pub fn run(input: &Input) -> Stats {
             }
             Op::Peek { n } => {
                 let n = u32::from(n % 8);
-                let got = Seen::of(&real.peek_n(n));
-                let (want, _) = model.take(now, start, n, Mode::Peek, &mut stats);
+                let got = shown(&real.peek_n(n));
+                let (want, _) = model.take(now, start, n, Mode::Peek, &mut tally);
                 // A stock peek's reset: untouched is read off the words, which a gathered
                 // cancel can leave unlike a fresh stripe at the same count; compare the rest.
                 let same = if matches!(model, Model::Stock { .. }) {
@@ -1062,8 +363,8 @@ pub fn run(input: &Input) -> Stats {
                     }
                     _ => (RateLimiter::charge(&real, &(), n), Mode::Take(None)),
                 };
-                let got = Seen::of(&r.decision());
-                let (want, h) = model.take(now, start, n, mode, &mut stats);
+                let got = shown(&r.decision());
+                let (want, h) = model.take(now, start, n, mode, &mut tally);
                 assert_eq!(got, want, "step {step}: {op:?} at {now}");
                 if let Some(b) = &mut bounds {
                     if got.allowed && n > 0 {
@@ -1101,13 +402,13 @@ pub fn run(input: &Input) -> Stats {
                     check_all([(&other as &dyn Gate, b), (&real as &dyn Gate, a)])
                 };
                 // The model: each charged in turn, the earlier ones cancelled on a denial.
-                let striped = |model: &mut Model, stats: &mut Stats| {
-                    let (seen, h) = model.take(now, start, a, Mode::Take(None), stats);
+                let striped = |model: &mut Model, tally: &mut Tally| {
+                    let (seen, h) = model.take(now, start, a, Mode::Take(None), tally);
                     (seen.allowed, seen, h)
                 };
                 let stock_ok = |left: u128| u128::from(b) <= left;
                 let (allowed, denied_by) = if striped_first {
-                    let (ok, seen, h) = striped(&mut model, &mut stats);
+                    let (ok, seen, h) = striped(&mut model, &mut tally);
                     if !ok {
                         (false, Some(0))
                     } else if stock_ok(other_left) {
@@ -1124,7 +425,7 @@ pub fn run(input: &Input) -> Stats {
                 } else if !stock_ok(other_left) {
                     (false, Some(0))
                 } else {
-                    let (ok, _, _) = striped(&mut model, &mut stats);
+                    let (ok, _, _) = striped(&mut model, &mut tally);
                     if ok {
                         other_left -= u128::from(b);
                         (true, None)
@@ -1181,7 +482,7 @@ pub fn run(input: &Input) -> Stats {
             Op::Restock(units) => {
                 assert_eq!(
                     real.restock(units),
-                    model.restock(units),
+                    model.restock(units).map_err(config_error),
                     "step {step}: restock({units})"
                 );
             }
@@ -1201,6 +502,8 @@ pub fn run(input: &Input) -> Stats {
         }
         assert_eq!(clock.now() as u128, now);
     }
+    stats.caught_up += tally.caught_up;
+    stats.at_mark += tally.at_mark;
     stats
 }
 
@@ -1311,6 +614,11 @@ mod tests {
 
     #[test]
     fn configuration_errors_match() {
+        assert_eq!(
+            striped::MAX_STRIPES,
+            cellgate::MAX_STRIPES,
+            "the model's stripe cap"
+        );
         for (kind, stripes) in [
             (Kind::Stock { units: 3 }, Some(0)),
             (Kind::SlowGcra { burst: 3, queue: 0 }, Some(9)),

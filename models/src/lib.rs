@@ -1,5 +1,6 @@
 //! Reference models of cellgate's algorithms and keyed store, shared by the integration tests
-//! (`tests/`) and the fuzz targets (`fuzz/src`), so that both check the crate against the same
+//! (`tests/`), the fuzz targets (`fuzz/src`) and the warm-up unit tests
+//! (`src/algorithm/warm_up/tests.rs`), so that all of them check the crate against the same
 //! reading of its documentation.
 //!
 //! Each model is written from the documented semantics (the README's "GCRA, exactly", the
@@ -18,21 +19,29 @@
 //! | [`fixed_window`], [`sliding_window`], [`stock`] | the one-cell algorithms ([`CellModel`]) |
 //! | [`sliding_log`] | the exact log, including what it forgets when the clock goes back |
 //! | [`keyed`] | the keyed store: held keys, sweep floor, key cap, throttled sweeps |
+//! | [`warm_up`] | warm-up, exactly (one key and a store of keys); also the crate's own warm-up unit tests' model |
+//! | [`striped`] | the striped (hot-key) limiter: stripes, time modes, gathers, and the docs' bounds |
 //!
-//! The fuzz targets also model warm-up and the striped limiter; those models are used by one
-//! target each and live beside it in `fuzz/src`.
+//! An invalid configuration is an [`Invalid`], variant for variant the `ConfigError` it
+//! stands for.
+
+#![forbid(unsafe_code)]
 
 mod expect;
 pub mod fixed_window;
 pub mod gcra;
+mod invalid;
 pub mod keyed;
 mod model;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod stock;
+pub mod striped;
+pub mod warm_up;
 
 pub use expect::{first_true, index_bits, wait_until, Expect, Seen, U64};
 pub use fixed_window::FixedWindowModel;
+pub use invalid::Invalid;
 pub use model::{cancel, CellModel, Model};
 pub use sliding_log::{LogState, SlidingLogModel};
 pub use sliding_window::SlidingWindowModel;
