@@ -20,7 +20,7 @@ use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
 use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
+use crate::shared::{KeyedShared, ARMED, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
@@ -38,6 +38,8 @@ type Call = Pin<Box<dyn Future<Output = Result<BatchReply, FleetError>> + Send>>
 enum Event {
     Reply(Result<BatchReply, FleetError>),
     Request(Option<Request>),
+    /// A hot key whose lease a check found spent.
+    Dry(String),
     Wake,
 }
 
@@ -65,6 +67,8 @@ struct Hot {
     rate: f64,
     /// Asked for less than it got: no lease asked before this.
     next_ask: Instant,
+    /// A check found the lease spent since the last lease was asked: the next one doubles.
+    dried: bool,
     /// The key's GCRA had nothing when it was last asked: checks are denied here, without
     /// asking Redis, until this moment (conservative: a give-back elsewhere may free units
     /// earlier).
@@ -75,6 +79,7 @@ pub(crate) struct Task {
     client: KeyedClient,
     shared: Arc<KeyedShared>,
     rx: mpsc::Receiver<Request>,
+    dry_rx: mpsc::Receiver<String>,
     cfg: KeyedFleetBuilder,
     interval_us: u64,
     burst: u64,
@@ -106,7 +111,7 @@ impl Task {
         url: &str,
         (interval_us, burst): (u64, u64),
         shared: Arc<KeyedShared>,
-        rx: mpsc::Receiver<Request>,
+        (rx, dry_rx): (mpsc::Receiver<Request>, mpsc::Receiver<String>),
         lazy: bool,
     ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -134,6 +139,7 @@ impl Task {
         })?;
         shared.counters.batches.set(u64::from(!lazy));
         shared.counters.live.set(live);
+        shared.lease_max.set(lease_max(cfg, burst, live));
         if lazy {
             let state = if cfg.fallback { FALLBACK } else { PARTITIONED };
             shared.state.set(state);
@@ -148,6 +154,7 @@ impl Task {
             client,
             shared,
             rx,
+            dry_rx,
             cfg: cfg.clone(),
             interval_us,
             burst,
@@ -180,6 +187,7 @@ impl Task {
             let event = {
                 let call = self.inflight.as_mut().and_then(|f| f.call.as_mut());
                 let rx = &mut self.rx;
+                let dry_rx = &mut self.dry_rx;
                 let wake = &self.shared.wake;
                 tokio::select! {
                     r = async {
@@ -189,6 +197,7 @@ impl Task {
                         }
                     } => Event::Reply(r),
                     req = rx.recv() => Event::Request(req),
+                    Some(key) = dry_rx.recv() => Event::Dry(key),
                     () = wake.notified() => Event::Wake,
                     () = tokio::time::sleep_until(wake_at.into()) => Event::Wake,
                 }
@@ -198,6 +207,7 @@ impl Task {
                 Event::Request(Some(r)) => self.accept(r),
                 // Every sender is gone: the limiter was dropped.
                 Event::Request(None) => self.shared.stop.raise(),
+                Event::Dry(key) => self.on_dry(&key),
                 Event::Wake => {}
             }
             if self.shared.stop.raised() {
@@ -205,6 +215,9 @@ impl Task {
             }
             while let Ok(r) = self.rx.try_recv() {
                 self.accept(r);
+            }
+            while let Ok(key) = self.dry_rx.try_recv() {
+                self.on_dry(&key);
             }
             let now = Instant::now();
             self.expire(now);
@@ -232,6 +245,34 @@ impl Task {
             }
         }
         at
+    }
+
+    /// The units per holder a short key's fleet accrues before the holder asks again: the
+    /// minimum lease or 100 ms of the key's rate, whichever is more (so a saturated hot key
+    /// costs about ten lease operations a second, whatever its rate), but no more than one
+    /// lease can hold (`B / (2·live)`), so a small burst is not left to fill unused.
+    fn short_lease(&self) -> u64 {
+        let spacing = u64::try_from(crate::client::DEFAULT_SHORT_SPACING.as_micros())
+            .unwrap_or(u64::MAX)
+            .div_ceil(self.interval_us.max(1));
+        let cap = (self.burst / (2 * self.live.max(1))).max(1);
+        self.cfg.min_lease.max(spacing).min(cap)
+    }
+
+    /// A check found `key`'s lease spent: look at the pool now (not at the next tick), so a
+    /// lease is asked at once when the key's rules allow one, twice the last.
+    fn on_dry(&mut self, key: &str) {
+        let Some(h) = self.hot.get_mut(key) else {
+            return;
+        };
+        let now = Instant::now();
+        let left = u64::from(self.shared.pool.peek_n(key, 0).remaining());
+        let spent = h.book.observe(left, Some(now));
+        if spent > 0 {
+            h.last_use = now;
+            h.window += spent;
+        }
+        h.dried = true;
     }
 
     fn accept(&mut self, r: Request) {
@@ -364,6 +405,8 @@ impl Task {
         }
         for k in cold {
             self.hot.remove(&k);
+            // Its checks go to the task again (a cold key's).
+            self.shared.marks.forget(k.as_str());
         }
         let elapsed = now.duration_since(self.window_start);
         if elapsed >= RATE_WINDOW {
@@ -386,6 +429,7 @@ impl Task {
                             rate: f64::from(count) / secs,
                             next_ask: now,
                             dry_until: now,
+                            dried: false,
                         },
                     );
                 }
@@ -445,10 +489,15 @@ impl Task {
                 if ops.len() >= MAX_BATCH {
                     break;
                 }
-                let want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease).min(cap);
+                let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
+                if h.dried {
+                    want = want.max(h.want.saturating_mul(2));
+                }
+                let want = want.min(cap);
                 if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
                     h.asking = true;
                     h.want = want;
+                    h.dried = false;
                     push(
                         &mut ops,
                         &mut waiters,
@@ -534,6 +583,9 @@ impl Task {
         if reply.live > 0 && reply.live != self.live {
             self.live = reply.live;
             self.shared.counters.live.set(self.live);
+            self.shared
+                .lease_max
+                .set(lease_max(&self.cfg, self.burst, self.live));
             let _ = self
                 .fallback
                 .set_quota(share(self.interval_us.max(1), self.live));
@@ -557,6 +609,7 @@ impl Task {
                 },
                 KeyOp::Lease => {
                     c.lease_requests.add(1);
+                    let short_lease = self.short_lease();
                     match self.hot.get_mut(&key) {
                         Some(h) => {
                             h.asking = false;
@@ -569,11 +622,11 @@ impl Task {
                                 h.dry_until = h.next_ask;
                             } else if res.value < n {
                                 // The key is short: come back once the fleet has accrued about
-                                // a minimum lease per holder (within half a lease lifetime),
-                                // and not before its next unit.
+                                // a short lease per holder (within half a lease lifetime), and
+                                // not before its next unit.
                                 let us = self
                                     .interval_us
-                                    .saturating_mul(self.cfg.min_lease)
+                                    .saturating_mul(short_lease)
                                     .saturating_mul(self.live);
                                 let mut back =
                                     Duration::from_micros(us).min(self.cfg.lease_lifetime / 2);
@@ -590,9 +643,13 @@ impl Task {
                                 if self.shared.pool.restock(key.as_str(), res.value).is_ok() {
                                     h.book.add(Some(deadline), res.value);
                                 } else {
-                                    *self.gives.entry(key).or_insert(0) += res.value;
+                                    *self.gives.entry(key.clone()).or_insert(0) += res.value;
                                 }
                             }
+                            // After the units are in the pool: the next check that finds the
+                            // lease spent signals again (once). A full marks table leaves the
+                            // key's checks to the task, as a cold key's.
+                            let _ = self.shared.marks.set_stock(key.as_str(), ARMED);
                         }
                         None if res.value > 0 => {
                             *self.gives.entry(key).or_insert(0) += res.value;
@@ -613,6 +670,7 @@ impl Task {
     async fn finish(&mut self) {
         self.closing = true;
         self.rx.close();
+        self.dry_rx.close();
         while let Ok(r) = self.rx.try_recv() {
             self.queue.push_back(r);
         }
@@ -663,6 +721,15 @@ fn call(
     shared.counters.batches.add(1);
     let mut client = client.clone();
     Box::pin(async move { client.batch(seq, &ops, touch).await })
+}
+
+/// The largest check a spent lease denies locally (see `KeyedShared::lease_max`).
+fn lease_max(cfg: &KeyedFleetBuilder, burst: u64, live: u64) -> u64 {
+    if cfg.stock {
+        1
+    } else {
+        (burst / (2 * live.max(1))).max(1)
+    }
 }
 
 /// The outage share of one of `live` processes for one key: `R / live`, burst one.
