@@ -245,6 +245,11 @@ impl Conn {
         Ok(conn)
     }
 
+    /// Whether this is a Redis Cluster connection (seed URLs), not one node.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster { .. })
+    }
+
     /// The cluster connection, made now if there is none (`None`: a single node).
     async fn cluster(
         &mut self,

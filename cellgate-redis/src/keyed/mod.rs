@@ -104,7 +104,9 @@ use std::time::{Duration, Instant};
 use cellgate::KeyedLimiter;
 use tokio::sync::{mpsc, oneshot};
 
-pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
+pub use client::{
+    key_of, shard_of, BatchReply, KeyOp, KeyReply, KeyedClient, CLUSTER_SHARDS, MAX_BATCH,
+};
 
 use crate::error::FleetError;
 use crate::fleet::FleetState;
