@@ -28,6 +28,10 @@
 //! cargo run --release -p cellgate-redis --example bench_vs_lua -- \
 //!     --redis redis://127.0.0.1:6379 --seconds 3 --threads 1 --runs 3
 //! ```
+//!
+//! `--only LABEL` runs one row alone (`--runs` times, no ratios): to profile it, or to run the
+//! keyed rows against a Redis Cluster (`--redis` then takes the comma-separated URLs of every
+//! node, whose counters are summed; `bench_cluster` does this for one and three masters).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -93,22 +97,29 @@ impl Sample {
 }
 
 /// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
-/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included).
-fn redis_counters(url: &str) -> (u64, u64) {
-    let mut c = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("redis connection");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut c)
-        .expect("INFO");
-    let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
-    let secs: f64 = cpu
-        .lines()
-        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum();
-    (cellgate_redis::script_calls(&info), (secs * 1e6) as u64)
+/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included);
+/// with comma-separated URLs (a cluster's nodes), the sums over every node.
+fn redis_counters(urls: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    let mut seen = std::collections::HashSet::new();
+    for url in urls.split(',').map(str::trim).filter(|u| seen.insert(*u)) {
+        let mut c = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("redis connection");
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .expect("INFO");
+        let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
+        let secs: f64 = cpu
+            .lines()
+            .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+            .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+            .sum();
+        total.0 += cellgate_redis::script_calls(&info);
+        total.1 += (secs * 1e6) as u64;
+    }
+    total
 }
 
 /// Redis's counters since `before`.

@@ -30,6 +30,11 @@
 //!   the key's rate). So a saturated hot key costs a few lease operations a second, never a
 //!   round trip per check.
 //!
+//! On a Redis Cluster (comma-separated seed URLs) the keys of one limit are spread over
+//! [`CLUSTER_SHARDS`] hash tags, so over the masters: each shard has its own configuration,
+//! holders and replies on its keys' slot, carries the limit's epoch (written into every shard
+//! when a process registers), and has its own batch in flight. On one node a limit is one shard.
+//!
 //! A cold check cannot be both exact and never wait: exactness needs Redis's answer. It
 //! waits, **at most [`max_wait`](KeyedFleetBuilder::max_wait)** (default 20 ms): an `async`
 //! [`check`](KeyedFleet::check) (or [`check_blocking`](KeyedFleet::check_blocking) for a
