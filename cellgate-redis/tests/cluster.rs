@@ -258,3 +258,68 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
         assert_eq!(taken, units, "{k}: taken in Redis");
     }
 }
+
+/// A shard of a per-key stock that Redis lost (here its keys deleted on its master, as a
+/// failover to a replica without them would) is never sold afresh: every shard carries the
+/// limit's epoch, so the limiter that used it finds it forgotten at its next check, and a
+/// process starting afterwards, which never used that shard, fails to connect instead of
+/// creating it anew.
+#[test]
+fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
+    use cellgate_redis::{FleetError, FleetState};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let stock = || {
+        KeyedFleet::stock("lost-shard", 3)
+            .max_wait(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(1))
+            .connect(&seeds)
+    };
+    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
+    let key = (0..)
+        .map(|k| format!("sku{k}"))
+        .find(|k| cellgate_redis::keyed::shard_of(k, shards) != 0)
+        .unwrap();
+    let a = stock().unwrap();
+    let sold = (0..5)
+        .filter(|_| a.check_blocking(&key, 1).is_allowed())
+        .count();
+    assert_eq!(sold, 3);
+    // The shard's keys, on the master of their slot, are lost.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let probe = rt
+        .block_on(KeyedClient::connect(
+            &seeds,
+            "lost-shard",
+            0,
+            3,
+            "probe",
+            Duration::from_secs(1),
+        ))
+        .unwrap();
+    let state_key = probe.redis_key(&key);
+    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
+    let port = master_of(&nodes[0], slot).unwrap();
+    let master = nodes.iter().find(|n| n.port == port).unwrap();
+    for k in ["kconf", "kholders", "kreplies"] {
+        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
+    }
+    master.cmd::<u64>(&["DEL", &state_key]);
+    // A newcomer does not create the shard afresh.
+    let late = stock();
+    assert!(
+        matches!(late, Err(FleetError::Forgotten)),
+        "a newcomer connected to a limit with a lost shard: {late:?}"
+    );
+    // The limiter that sold there finds it lost, and sells nothing more of the key.
+    assert!(!a.check_blocking(&key, 1).is_allowed());
+    assert_eq!(a.state(), FleetState::Forgotten);
+    let taken: Option<u64> = master.cmd(&["GET", &state_key]);
+    assert_eq!(taken, None, "the lost key was created again");
+}

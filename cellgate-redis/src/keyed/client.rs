@@ -113,6 +113,8 @@ pub struct KeyedClient {
     burst: u64,
     /// Each shard's epoch as this client last saw it (0: not yet).
     epochs: Vec<u64>,
+    /// The epoch this client creates shard 0 with if the limit does not exist yet.
+    fresh: u64,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -211,6 +213,7 @@ impl KeyedClient {
             interval_us,
             burst,
             epochs: vec![0; shards],
+            fresh: crate::client::fresh_epoch(),
         })
     }
 
@@ -241,6 +244,26 @@ impl KeyedClient {
     pub(crate) fn learn(&mut self, shard: usize, epoch: u64) {
         if let Some(e) = self.epochs.get_mut(shard) {
             *e = epoch;
+        }
+        if shard == 0 {
+            self.adopt();
+        }
+    }
+
+    /// Once shard 0 answered: unless this client created the limit there (it then creates
+    /// the other shards with its epoch), every other shard it has not seen yet must exist
+    /// with the limit's epoch, so it is sent as known: a shard Redis lost is then found
+    /// forgotten rather than created afresh by a process that never used it. (A creator that
+    /// dies between creating shard 0 and the others leaves those shards to be found missing:
+    /// a per-key stock then refuses to sell there, failing closed, until an operator resets
+    /// it.)
+    fn adopt(&mut self) {
+        let limit = self.epochs[0];
+        if limit == 0 || limit == self.fresh {
+            return;
+        }
+        for e in self.epochs.iter_mut().skip(1).filter(|e| **e == 0) {
+            *e = limit;
         }
     }
 
@@ -300,7 +323,7 @@ impl KeyedClient {
             )));
         }
         let fresh = if shard == 0 {
-            crate::client::fresh_epoch()
+            self.fresh
         } else if self.epochs[0] != 0 {
             self.epochs[0]
         } else {
@@ -336,7 +359,7 @@ impl KeyedClient {
         };
         let live = u64::try_from(live).map_err(|_| bad())?;
         let epoch = u64::try_from(epoch).map_err(|_| bad())?;
-        self.epochs[shard] = epoch;
+        self.learn(shard, epoch);
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
