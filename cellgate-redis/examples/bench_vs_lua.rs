@@ -13,7 +13,11 @@
 //!   keys, so every key stays cold and every check goes to Redis, batched: `--concurrency`
 //!   checks in flight per thread, as the Lua rows.
 //! - `keyed hot`: the same limit on 16 keys checked as fast as `--threads` threads can
-//!   (100,000/s per key): leased, local.
+//!   (100,000/s per key): leased, local; most decisions are local denials of a spent lease
+//!   (the keys' rate is the bound).
+//! - `keyed leased`: as `keyed hot` at 1,000,000/s per key (the fastest the µs protocol
+//!   expresses), so most decisions are admissions from a lease: the like-for-like row of
+//!   `fleet stock` for a hot key.
 //!
 //! Each row's summary is one whole run: the run whose decisions/s is the row's median, every
 //! column from that run. Ratios are like for like and same-run: the single-limit rows against
@@ -24,6 +28,10 @@
 //! cargo run --release -p cellgate-redis --example bench_vs_lua -- \
 //!     --redis redis://127.0.0.1:6379 --seconds 3 --threads 1 --runs 3
 //! ```
+//!
+//! `--only LABEL` runs one row alone (`--runs` times, no ratios): to profile it, or to run the
+//! keyed rows against a Redis Cluster (`--redis` then takes the comma-separated URLs of every
+//! node, whose counters are summed; `bench_cluster` does this for one and three masters).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -62,6 +70,8 @@ struct Opts {
     threads: usize,
     concurrency: usize,
     runs: usize,
+    /// `--only LABEL`: run that row alone (no ratios), to profile it.
+    only: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -87,22 +97,29 @@ impl Sample {
 }
 
 /// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
-/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included).
-fn redis_counters(url: &str) -> (u64, u64) {
-    let mut c = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("redis connection");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut c)
-        .expect("INFO");
-    let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
-    let secs: f64 = cpu
-        .lines()
-        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum();
-    (cellgate_redis::script_calls(&info), (secs * 1e6) as u64)
+/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included);
+/// with comma-separated URLs (a cluster's nodes), the sums over every node.
+fn redis_counters(urls: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    let mut seen = std::collections::HashSet::new();
+    for url in urls.split(',').map(str::trim).filter(|u| seen.insert(*u)) {
+        let mut c = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("redis connection");
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .expect("INFO");
+        let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
+        let secs: f64 = cpu
+            .lines()
+            .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+            .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+            .sum();
+        total.0 += cellgate_redis::script_calls(&info);
+        total.1 += (secs * 1e6) as u64;
+    }
+    total
 }
 
 /// Redis's counters since `before`.
@@ -294,11 +311,11 @@ fn keyed_cold(o: &Opts, name: &str) -> Sample {
     load.sample(o, before)
 }
 
-/// Hot keys: 16 keys at 100,000/s each, checked by `--threads` threads as fast as they can.
-fn keyed_hot(o: &Opts, name: &str) -> Sample {
+/// Hot keys: 16 keys at `per_key`/s each, checked by `--threads` threads as fast as they can.
+fn keyed_hot(o: &Opts, name: &str, per_key: u32) -> Sample {
     let before = redis_counters(&o.url);
     let fleet = Arc::new(
-        KeyedFleet::rate(name, 100_000, Duration::from_secs(1))
+        KeyedFleet::rate(name, per_key, Duration::from_secs(1))
             .connect(&o.url)
             .expect("connect"),
     );
@@ -317,6 +334,38 @@ fn keyed_hot(o: &Opts, name: &str) -> Sample {
     );
     fleet.shutdown();
     load.sample(o, before)
+}
+
+/// `--only LABEL`: one row's runs, each on its own line.
+fn only(o: &Opts, label: &str, tag: u32) {
+    for run in 0..o.runs {
+        let s = match label {
+            "lua bucket" => lua_bucket(o, &format!("bench-lua-{tag}-{run}"), false),
+            "fleet rate" => fleet(
+                o,
+                Fleet::rate(
+                    &format!("bench-rate-{tag}-{run}"),
+                    1_000_000,
+                    Duration::from_secs(1),
+                ),
+            ),
+            "fleet stock" => fleet(
+                o,
+                Fleet::stock(&format!("bench-stock-{tag}-{run}"), 1_000_000_000_000),
+            ),
+            "lua keys" => lua_bucket(o, &format!("bench-luak-{tag}-{run}"), true),
+            "keyed cold" => keyed_cold(o, &format!("bench-cold-{tag}-{run}")),
+            "keyed hot" => keyed_hot(o, &format!("bench-hot-{tag}-{run}"), 100_000),
+            "keyed leased" => keyed_hot(o, &format!("bench-leased-{tag}-{run}"), 1_000_000),
+            _ => panic!("--only: no row {label:?}"),
+        };
+        println!(
+            "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision",
+            s.per_sec(),
+            s.allowed as f64 / s.secs,
+            s.calls_per_decision(),
+        );
+    }
 }
 
 /// The index of the median of `v` (the upper one for an even count).
@@ -343,6 +392,7 @@ fn main() {
         threads: 1,
         concurrency: 32,
         runs: 3,
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -353,10 +403,15 @@ fn main() {
             "--threads" => o.threads = v.parse().expect("--threads"),
             "--concurrency" => o.concurrency = v.parse().expect("--concurrency"),
             "--runs" => o.runs = v.parse().expect("--runs"),
+            "--only" => o.only = Some(v),
             _ => panic!("unknown flag {a}"),
         }
     }
     let tag = std::process::id();
+    if let Some(label) = &o.only {
+        only(&o, label, tag);
+        return;
+    }
     let mut rows: Vec<(&str, Vec<Sample>)> = vec![
         ("lua bucket", vec![]),
         ("fleet rate", vec![]),
@@ -364,6 +419,7 @@ fn main() {
         ("lua keys", vec![]),
         ("keyed cold", vec![]),
         ("keyed hot", vec![]),
+        ("keyed leased", vec![]),
     ];
     for run in 0..o.runs {
         let s = lua_bucket(&o, &format!("bench-lua-{tag}-{run}"), false);
@@ -378,8 +434,10 @@ fn main() {
         rows[3].1.push(s);
         let s = keyed_cold(&o, &format!("bench-cold-{tag}-{run}"));
         rows[4].1.push(s);
-        let s = keyed_hot(&o, &format!("bench-hot-{tag}-{run}"));
+        let s = keyed_hot(&o, &format!("bench-hot-{tag}-{run}"), 100_000);
         rows[5].1.push(s);
+        let s = keyed_hot(&o, &format!("bench-leased-{tag}-{run}"), 1_000_000);
+        rows[6].1.push(s);
         for (i, (label, samples)) in rows.iter().enumerate() {
             let s = samples[run];
             let base = &rows[baseline(i)];

@@ -142,5 +142,8 @@ fn main() -> ExitCode {
         s.charged_back,
         s.live
     );
+    if let Some(e) = fleet.last_error() {
+        eprintln!("fleet_node: last error: {}", e.error);
+    }
     ExitCode::SUCCESS
 }

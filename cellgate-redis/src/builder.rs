@@ -37,6 +37,7 @@ pub struct FleetBuilder {
     pub(crate) lease_lifetime: Duration,
     pub(crate) idle: Duration,
     pub(crate) min_lease: u64,
+    pub(crate) short_spacing: Duration,
     pub(crate) max_lease: Option<u64>,
     pub(crate) horizon: Duration,
     pub(crate) outage_processes: u64,
@@ -51,6 +52,7 @@ impl FleetBuilder {
             lease_lifetime: Duration::from_secs(1),
             idle: Duration::from_secs(1),
             min_lease: crate::client::DEFAULT_MIN_LEASE,
+            short_spacing: crate::client::DEFAULT_SHORT_SPACING,
             max_lease: None,
             horizon: Duration::from_millis(200),
             outage_processes: 1,
@@ -92,6 +94,27 @@ impl FleetBuilder {
     /// carries at least about this many units.
     pub fn min_lease(mut self, units: u64) -> Self {
         self.min_lease = units.max(1);
+        self
+    }
+
+    /// The least time between two lease requests of a rate's fleet while it is short (default
+    /// 100 ms): when the processes together want more than the rate, the server spaces their
+    /// requests this far apart (or [`min_lease`](Self::min_lease) units of the rate, when
+    /// that is longer), whoever asks, so each request carries about this long of the rate and
+    /// the fleet's commands per second stay bounded however large the demand. A shorter
+    /// spacing spreads a short fleet's units over more, smaller grants (more commands); it is
+    /// capped at a quarter of the time the leasable burst takes to fill, so a holder scheduled
+    /// late loses no capacity. Ignored for a stock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::Fleet;
+    /// // At most 50 short requests a second across the fleet, each about 200 units.
+    /// let api = Fleet::rate("api", 10_000, Duration::from_secs(1))
+    ///     .short_spacing(Duration::from_millis(20));
+    /// ```
+    pub fn short_spacing(mut self, spacing: Duration) -> Self {
+        self.short_spacing = spacing;
         self
     }
 
@@ -146,6 +169,7 @@ impl FleetBuilder {
         let (client, first) = runtime.block_on(async {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
             c.set_min_lease(self.min_lease);
+            c.set_short_spacing(self.short_spacing);
             // Registration: a few tries, the same sequence each time (idempotent).
             let mut tries = 0;
             let first = loop {
@@ -197,6 +221,7 @@ impl FleetBuilder {
             true,
         ))?;
         client.set_min_lease(self.min_lease);
+        client.set_short_spacing(self.short_spacing);
         self.launch(runtime, client, kind, descriptor, None)
     }
 

@@ -1,4 +1,4 @@
-//! The wire side of the lease protocol: one Lua script, three keys under one hash tag, and an
+//! The wire side of the lease protocol: one Lua script, two keys under one hash tag, and an
 //! idempotent `(process id, sequence)` on every command.
 
 use std::time::Duration;
@@ -84,8 +84,8 @@ pub struct Reply {
     /// was set empty; a stock fails with [`FleetError::Forgotten`] instead).
     pub forgotten: bool,
     /// Rate, a grant short of what was asked: when to ask again, in microseconds (the
-    /// holder's slot: the fleet's short requests are spaced one minimum lease of accrual
-    /// apart); otherwise 0.
+    /// holder's slot: the fleet's short requests are spaced the larger of a minimum lease and
+    /// the short spacing, 100 ms by default, of accrual apart); otherwise 0.
     pub retry_us: u64,
 }
 
@@ -115,12 +115,14 @@ pub struct Reply {
 pub struct LeaseClient {
     conn: Conn,
     script: Script,
-    keys: [String; 3],
+    keys: [String; 2],
     pid: String,
     kind: Kind,
     holder_ttl: Duration,
     /// The units a request should carry when the fleet is short (see [`Reply::retry_us`]).
     min_lease: u64,
+    /// The least time between two short requests of the fleet (see [`Reply::retry_us`]).
+    short_spacing: Duration,
     /// The epoch of the limit as this client last saw it (0: not yet).
     epoch: u64,
 }
@@ -135,12 +137,24 @@ impl std::fmt::Debug for LeaseClient {
     }
 }
 
-/// The keys of limit `name`: one hash tag, so a cluster keeps them on one slot.
-pub fn keys(name: &str) -> [String; 3] {
+/// The keys of limit `name`: its state (with each process's last reply) and its holders,
+/// under one hash tag, so a cluster keeps them on one slot.
+///
+/// Versions before the replies moved into the state hash also wrote
+/// `cellgate:{name}:replies`; an operator resetting a limit deletes that key too if it exists.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(
+///     cellgate_redis::keys("api"),
+///     ["cellgate:{api}:state", "cellgate:{api}:holders"],
+/// );
+/// ```
+pub fn keys(name: &str) -> [String; 2] {
     [
         format!("cellgate:{{{name}}}:state"),
         format!("cellgate:{{{name}}}:holders"),
-        format!("cellgate:{{{name}}}:replies"),
     ]
 }
 
@@ -229,6 +243,11 @@ impl Conn {
             conn.cluster().await?;
         }
         Ok(conn)
+    }
+
+    /// Whether this is a Redis Cluster connection (seed URLs), not one node.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster { .. })
     }
 
     /// The cluster connection, made now if there is none (`None`: a single node).
@@ -331,6 +350,9 @@ pub(crate) fn fresh_epoch() -> u64 {
 /// The smallest lease a process asks for, by default.
 pub(crate) const DEFAULT_MIN_LEASE: u64 = 128;
 
+/// The least time between two short requests of a rate's fleet, by default.
+pub(crate) const DEFAULT_SHORT_SPACING: Duration = Duration::from_millis(100);
+
 /// How long a holder may stay silent before the server reconciles it.
 pub(crate) const DEFAULT_HOLDER_TTL: Duration = Duration::from_secs(10);
 
@@ -370,6 +392,7 @@ impl LeaseClient {
             kind,
             holder_ttl: DEFAULT_HOLDER_TTL,
             min_lease: DEFAULT_MIN_LEASE,
+            short_spacing: DEFAULT_SHORT_SPACING,
             epoch: 0,
         })
     }
@@ -394,10 +417,32 @@ impl LeaseClient {
     }
 
     /// Sets the units a request should carry when the fleet is short (default 128): a rate's
-    /// short grants tell each holder to come back one such accrual after the last holder
-    /// told so ([`Reply::retry_us`]).
+    /// short grants tell each holder to come back one such accrual (or the short spacing's,
+    /// when more) after the last holder told so ([`Reply::retry_us`]).
     pub fn set_min_lease(&mut self, units: u64) {
         self.min_lease = units.max(1);
+    }
+
+    /// Sets the least time between two requests of a short fleet (default 100 ms): a rate's
+    /// short grants are spaced the larger of this and [`set_min_lease`](Self::set_min_lease)'s
+    /// units of accrual apart, so however many processes want however much, the fleet sends
+    /// at most one short request per spacing, each carrying about a spacing of the rate
+    /// (within a quarter of the leasable burst: a larger spacing would let the bucket fill
+    /// while a holder is late).
+    pub fn set_short_spacing(&mut self, spacing: Duration) {
+        self.short_spacing = spacing;
+    }
+
+    /// The units of accrual between two short requests: the minimum lease, or the spacing's
+    /// worth of the rate when that is more.
+    fn short_lease(&self) -> u64 {
+        match self.kind {
+            Kind::Rate { interval_us, .. } => {
+                let spacing = u64::try_from(self.short_spacing.as_micros()).unwrap_or(u64::MAX);
+                self.min_lease.max(spacing.div_ceil(interval_us.max(1)))
+            }
+            Kind::Stock { .. } => self.min_lease,
+        }
     }
 
     /// The limit's epoch as this client last saw it (0 before its first answered command).
@@ -437,7 +482,7 @@ impl LeaseClient {
             .arg(ttl_us)
             .arg(self.epoch)
             .arg(fresh_epoch())
-            .arg(self.min_lease);
+            .arg(self.short_lease());
         let reply = self.conn.invoke(&inv).await?;
         let [value, live, flag, fb, info, leasable, epoch, forgotten, retry] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));

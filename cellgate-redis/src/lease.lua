@@ -1,11 +1,14 @@
 -- cellgate fleet lease script: one limit's whole server side, run atomically by Redis.
 --
--- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost
+-- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost, epoch, slot,
+--                       r:<pid> -> "seq value live fb info leasable wait" (the answer to the
+--                       process's newest sequence; in the state hash so that one read and one
+--                       write of it serve the whole call)
 -- KEYS[2] holders hash  s:<pid> last seen (us), f:<pid> fallback burst, n:<pid> net units held
--- KEYS[3] replies hash  <pid> -> "seq value live fb info" (the answer to the newest sequence)
 -- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us),
 --       known epoch (0: none yet), fresh epoch (this process's, used if it creates the limit),
---       min lease (rate: the units a request should carry when the fleet is short)
+--       short lease (rate: the units a request should carry when the fleet is short: the
+--       client's minimum lease or its short spacing of the rate, whichever is more)
 --   stock: c1 = initial units, c2 = 0;   rate: c1 = emission interval (us), c2 = burst
 --
 -- The epoch is a random id written once when the limit is created. A process that has seen
@@ -23,7 +26,7 @@
 --          the limit's epoch, 1 if this call found the limit forgotten (rate: set empty),
 --          wait (us; rate, a short grant: when to ask again, the holder's slot) }
 
-local S, H, Q = KEYS[1], KEYS[2], KEYS[3]
+local S, H = KEYS[1], KEYS[2]
 local op, pid = ARGV[1], ARGV[2]
 local seq, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode = ARGV[5]
@@ -39,9 +42,11 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local FORGOTTEN = 'CELLGATE_FORGOTTEN redis lost this limit (restarted without persistence, or a failover to a replica that lagged): it is not sold afresh; reset it (see the README)'
 
--- Few commands per call (each counts in Redis's work): one read of the limit's state, one of
--- the holders, one of this holder's last reply, and one write of each.
-local st = redis.call('HMGET', S, 'mode', 'c1', 'c2', 'epoch', 'forgotten', 'rem', 'tat', 'slot', 'lost')
+-- Few commands per call (each counts in Redis's work): TIME, one read of the limit's state
+-- with this holder's last reply, one read of the holders, one write of the state with the
+-- reply, and a write of the holders only when a holder's fields change.
+local st = redis.call('HMGET', S, 'mode', 'c1', 'c2', 'epoch', 'forgotten', 'rem', 'tat', 'slot', 'lost',
+  'r:' .. pid)
 local m = st[1]
 local found_epoch = tonumber(st[4] or '0') or 0
 local recreated = (not m) and known ~= 0
@@ -86,7 +91,7 @@ end
 
 -- Idempotency: a retried or duplicated command gets the answer of its first execution, and an
 -- older sequence than the newest executed one changes nothing.
-local last = redis.call('HGET', Q, pid)
+local last = st[10]
 if last then
   local ls, lv, ll, lf, li, lb, lw = string.match(last, '^(%d+) (%d+) (%d+) (%d+) (%-?%d+) (%d+) ?(%d*)$')
   ls = tonumber(ls)
@@ -171,11 +176,11 @@ else
     tat = tat + v * T
     info = avail - v
     if v < n then
-      -- The fleet is short: the holder comes back at the next free slot. Slots are one
-      -- minimum lease of accrual apart (at most a quarter of the leasable burst's fill time,
-      -- so the bucket does not overflow while a holder is late): however many processes want
+      -- The fleet is short: the holder comes back at the next free slot. Slots are one short
+      -- lease of accrual apart (at most a quarter of the leasable burst's fill time, so the
+      -- bucket does not overflow while a holder is late): however many processes want
       -- however much, the fleet sends one short request per slot, each carrying about a
-      -- minimum lease.
+      -- short lease.
       local gap = math.max(1, math.min(minl * T, math.floor((B - reserved) * T / 4)))
       -- At most one slot per live holder ahead: holders that come back early (their wait is
       -- capped) cannot push the queue without bound.
@@ -200,7 +205,8 @@ if lost ~= lost0 then
   sset[#sset + 1] = int(lost)
 end
 if #hset > 0 then redis.call('HSET', H, unpack(hset)) end
+sset[#sset + 1] = 'r:' .. pid
+sset[#sset + 1] = int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
+  .. ' ' .. int(info) .. ' ' .. int(leasable) .. ' ' .. int(wait)
 redis.call('HSET', S, unpack(sset))
-redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(v) .. ' ' .. int(live) .. ' ' .. int(fb)
-  .. ' ' .. int(info) .. ' ' .. int(leasable) .. ' ' .. int(wait))
 return { v, live, 0, fb, info, leasable, found_epoch, forgotten, wait }

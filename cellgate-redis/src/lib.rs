@@ -19,7 +19,7 @@
 //!
 //! ## The protocol
 //!
-//! One Lua script (run with EVALSHA, loaded again on NOSCRIPT) over three keys that share the
+//! One Lua script (run with EVALSHA, loaded again on NOSCRIPT) over two keys that share the
 //! hash tag `{name}`, so a cluster keeps a limit on one slot. A URL is one Redis (`redis://`,
 //! `rediss://` with the feature `tls`, `redis+unix://`) or the comma-separated seed nodes of a
 //! Redis Cluster. Time is the server's `TIME` in

@@ -117,6 +117,12 @@ pub(crate) fn stop_thread(stop: &Stop, wake: &Notify, thread: &Lock<Option<JoinH
     }
 }
 
+/// A hot key's mark while its lease may be refilled without a signal (see
+/// [`KeyedShared::marks`]).
+pub(crate) const ARMED: u64 = 3;
+/// What the check that finds an armed key's lease spent takes from its mark.
+pub(crate) const DISARM: u32 = 2;
+
 /// A keyed limiter's counters (see [`KeyedStats`]).
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -135,6 +141,16 @@ pub(crate) struct Counters {
 pub(crate) struct KeyedShared {
     /// Leased units of hot keys.
     pub(crate) pool: KeyedLimiter<String>,
+    /// A mark per key leased here whose lease was answered: [`ARMED`] until a check finds its
+    /// lease spent and tells the task (taking [`DISARM`], leaving 1), then 1 until the task's
+    /// next lease answer arms it again. A check of a spent lease reads it to deny at once, and
+    /// the one that disarms it sends the task one dry signal per lease (see
+    /// `KeyedFleet::spent_lease`). A stock of marks: every change is the core's own CAS.
+    pub(crate) marks: KeyedLimiter<String>,
+    /// The largest check a spent lease denies here (larger ones go to Redis, which may have
+    /// room a lease never holds): a rate's lease cap `max(1, B / (2·live))`; 1 for a stock,
+    /// whose leases shrink near the end.
+    pub(crate) lease_max: Counter,
     pub(crate) state: Link,
     /// The last failure and when it happened.
     pub(crate) last_error: Lock<Option<LastError>>,
@@ -144,9 +160,11 @@ pub(crate) struct KeyedShared {
 }
 
 impl KeyedShared {
-    pub(crate) fn new(pool: KeyedLimiter<String>) -> Self {
+    pub(crate) fn new(pool: KeyedLimiter<String>, marks: KeyedLimiter<String>) -> Self {
         Self {
             pool,
+            marks,
+            lease_max: Counter::new(1),
             state: Link::new(CONNECTED),
             last_error: Lock::new(None),
             stop: Stop::new(),

@@ -140,7 +140,15 @@ impl Task {
             self.window_start = now;
             self.window_spent = 0;
         }
-        let need = self.shared.dry.take();
+        // The dry signal is taken only when a grant may be sent: while this process waits for
+        // its slot (or a stock's backoff) the signal stays raised, so the refusals meanwhile
+        // see it raised and neither write it nor wake this task (one wake-up per refill, not
+        // one per refused check).
+        let need = if now >= self.next_grant {
+            self.shared.dry.take()
+        } else {
+            0
+        };
         if need > 0 {
             self.dry_since_grant = true;
             self.need = self.need.max(u64::from(need));
@@ -345,8 +353,8 @@ impl Task {
                 let now = Instant::now();
                 self.next_grant = match self.kind {
                     // The fleet is short: come back at the slot the server gave (spaced so
-                    // the fleet's short requests each carry about a minimum lease, whatever
-                    // the demand), within half a lease lifetime.
+                    // the fleet's short requests each carry about a short spacing of the rate,
+                    // whatever the demand), within half a lease lifetime.
                     Kind::Rate { .. } if got < p.n => {
                         now + Duration::from_micros(r.retry_us).min(self.cfg.lease_lifetime / 2)
                     }

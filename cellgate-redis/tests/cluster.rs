@@ -1,13 +1,15 @@
 //! Redis Cluster: a real cluster of three masters and three replicas on loopback, started by
 //! the test (`redis-server --cluster-enabled yes`, `redis-cli --cluster create`). Limits are
-//! spread over the masters (each limit's keys on one slot, by its hash tag); a master failover
-//! mid-sale oversells nothing.
+//! spread over the masters (each limit's keys on one slot, by its hash tag), and so are the
+//! keys of one per-key limit (its shards' hash tags); a master failover mid-sale oversells
+//! nothing.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cellgate_redis::keyed::KeyedClient;
 use cellgate_redis::{Fleet, KeyedFleet};
 use common::RedisServer;
 
@@ -186,4 +188,138 @@ fn fleet_node_takes_the_seed_urls() {
         .map(|n| n.finish(Duration::from_secs(30)))
         .sum();
     assert_eq!(sold, 1000);
+}
+
+/// One per-key limit's keys land on more than one master (its keys are spread over
+/// `CLUSTER_SHARDS` hash tags), and every key's stock is still exact: two limiters sell 60 keys
+/// of 5 units each through the seeds, and Redis holds exactly 5 taken of each. (Before the
+/// shards every key of a limit shared its slot: one master.)
+#[test]
+fn a_keyed_limits_keys_spread_over_the_masters() {
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let units = 5u64;
+    let keys: Vec<String> = (0..60).map(|k| format!("sku{k}")).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Where each key lives: the key names the client would use, their slots, their masters.
+    let probe = rt
+        .block_on(KeyedClient::connect(
+            &seeds,
+            "spread-keys",
+            0,
+            units,
+            "probe",
+            Duration::from_secs(1),
+        ))
+        .unwrap();
+    assert_eq!(probe.shards(), cellgate_redis::keyed::CLUSTER_SHARDS);
+    let mut masters = std::collections::HashMap::new();
+    for k in &keys {
+        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(k)]);
+        let master = master_of(&nodes[0], slot).expect("a master for the slot");
+        *masters.entry(master).or_insert(0u32) += 1;
+    }
+    eprintln!("60 keys of one limit over the masters: {masters:?}");
+    assert!(
+        masters.len() >= 2,
+        "one master holds every key: {masters:?}"
+    );
+    let fleets: Vec<KeyedFleet> = (0..2)
+        .map(|_| {
+            KeyedFleet::stock("spread-keys", units)
+                .max_wait(Duration::from_secs(2))
+                .command_timeout(Duration::from_secs(1))
+                .connect(&seeds)
+                .unwrap()
+        })
+        .collect();
+    let mut sold = std::collections::HashMap::new();
+    for round in 0..(2 * units) {
+        for k in &keys {
+            let f = &fleets[(round % 2) as usize];
+            *sold.entry(k.clone()).or_insert(0u64) +=
+                u64::from(f.check_blocking(k, 1).is_allowed());
+        }
+    }
+    for f in &fleets {
+        f.shutdown();
+    }
+    for k in &keys {
+        assert_eq!(sold[k], units, "{k} sold");
+        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(k)]);
+        let port = master_of(&nodes[0], slot).unwrap();
+        let node = nodes.iter().find(|n| n.port == port).unwrap();
+        let taken: u64 = node.cmd(&["GET", &probe.redis_key(k)]);
+        assert_eq!(taken, units, "{k}: taken in Redis");
+    }
+}
+
+/// A shard of a per-key stock that Redis lost (here its keys deleted on its master, as a
+/// failover to a replica without them would) is never sold afresh: every shard carries the
+/// limit's epoch, so the limiter that used it finds it forgotten at its next check, and a
+/// process starting afterwards, which never used that shard, fails to connect instead of
+/// creating it anew.
+#[test]
+fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
+    use cellgate_redis::{FleetError, FleetState};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let stock = || {
+        KeyedFleet::stock("lost-shard", 3)
+            .max_wait(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(1))
+            .connect(&seeds)
+    };
+    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
+    let key = (0..)
+        .map(|k| format!("sku{k}"))
+        .find(|k| cellgate_redis::keyed::shard_of(k, shards) != 0)
+        .unwrap();
+    let a = stock().unwrap();
+    let sold = (0..5)
+        .filter(|_| a.check_blocking(&key, 1).is_allowed())
+        .count();
+    assert_eq!(sold, 3);
+    // The shard's keys, on the master of their slot, are lost.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let probe = rt
+        .block_on(KeyedClient::connect(
+            &seeds,
+            "lost-shard",
+            0,
+            3,
+            "probe",
+            Duration::from_secs(1),
+        ))
+        .unwrap();
+    let state_key = probe.redis_key(&key);
+    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
+    let port = master_of(&nodes[0], slot).unwrap();
+    let master = nodes.iter().find(|n| n.port == port).unwrap();
+    for k in ["kconf", "kholders", "kreplies"] {
+        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
+    }
+    master.cmd::<u64>(&["DEL", &state_key]);
+    // A newcomer does not create the shard afresh.
+    let late = stock();
+    assert!(
+        matches!(late, Err(FleetError::Forgotten)),
+        "a newcomer connected to a limit with a lost shard: {late:?}"
+    );
+    // The limiter that sold there finds it lost, and sells nothing more of the key.
+    assert!(!a.check_blocking(&key, 1).is_allowed());
+    assert_eq!(a.state(), FleetState::Forgotten);
+    let taken: Option<u64> = master.cmd(&["GET", &state_key]);
+    assert_eq!(taken, None, "the lost key was created again");
 }

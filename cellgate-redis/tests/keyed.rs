@@ -238,3 +238,68 @@ fn hot_keys_are_bounded_and_go_cold_when_idle() {
     let stats = fleet.stats();
     eprintln!("idle: {leased} checks from leases; {stats:?}");
 }
+
+/// A hot key hammered far past its rate: once it is leased, a check of its spent lease is
+/// denied here at once (`Via::Lease`), never a Redis call per check; the task refills the
+/// lease when the key's fleet has accrued a short lease (the larger of the minimum lease and
+/// 100 ms of the rate, within `B / (2·live)`). Counts: the limiter's own script calls over
+/// one second of hammering, after the key went hot. (Before, each check of the spent lease
+/// was a Redis check: one call per check here, thousands a second; the test failed.)
+#[test]
+fn a_spent_hot_lease_denies_locally_without_a_call_per_check() {
+    let Some(r) = common::redis() else { return };
+    // 100 a second, burst 10: leases of at most 5 units, the key short almost at once.
+    let fleet = KeyedFleet::rate("spent", 100, Duration::from_secs(1))
+        .burst(10)
+        .hot_rate(50)
+        .max_wait(Duration::from_secs(2))
+        .command_timeout(Duration::from_secs(1))
+        .connect(&r.url())
+        .unwrap();
+    let hammer = |d: Duration| {
+        let start = Instant::now();
+        let mut via: HashMap<Via, u64> = HashMap::new();
+        let mut admitted = 0u64;
+        while start.elapsed() < d {
+            let v = fleet.check_blocking("k", 1);
+            *via.entry(v.via()).or_default() += 1;
+            admitted += u64::from(v.is_allowed());
+        }
+        (via, admitted, start.elapsed().as_secs_f64())
+    };
+    // Cold first (every check a call), then hot after a rate window or two.
+    hammer(Duration::from_millis(400));
+    assert_eq!(fleet.stats().hot_keys, 1, "{:?}", fleet.stats());
+    let before = (fleet.stats().batches, r.script_calls());
+    let (via, admitted, secs) = hammer(Duration::from_secs(1));
+    let batches = fleet.stats().batches - before.0;
+    let calls = r.script_calls() - before.1;
+    eprintln!("spent: {via:?} in {secs:.3} s, {admitted} admitted, {batches} batches, {calls} script calls");
+    let local_denials = via.get(&Via::Lease).copied().unwrap_or(0) - admitted;
+    assert!(
+        local_denials >= 1_000,
+        "spent-lease checks were not denied locally: {via:?}"
+    );
+    assert_eq!(
+        via.get(&Via::Redis),
+        None,
+        "a check of a hot key went to Redis"
+    );
+    // About 20 lease operations a second (a short lease of 5 units at 100/s), and a
+    // heartbeat: far below one call per check.
+    assert!(
+        calls <= 40 && batches <= 40,
+        "{calls} script calls ({batches} batches) for {} checks",
+        via.values().sum::<u64>()
+    );
+    // The key still gets most of its rate from its leases.
+    assert!(
+        admitted as f64 >= 0.5 * 100.0 * secs,
+        "admitted {admitted} in {secs:.3} s"
+    );
+    // The window bound of leases, R·(w + L) + B with L = 1 s.
+    assert!(
+        admitted as f64 <= 100.0 * (secs + 1.0) + 10.0,
+        "admitted {admitted}"
+    );
+}

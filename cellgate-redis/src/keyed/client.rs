@@ -13,6 +13,13 @@ const KEYED_LUA: &str = include_str!("../keyed.lua");
 /// The most operations one batch carries.
 pub const MAX_BATCH: usize = 256;
 
+/// The shards of a keyed limit on a Redis Cluster: its keys are spread over this many hash
+/// tags (`{name#0}` … `{name#15}`), so over the masters, while each shard's keys, and the
+/// configuration, holders and replies they are checked with, share one slot. On one Redis
+/// node a keyed limit is one shard, `{name}`. Every process of a limit must agree on it:
+/// all of them use the cluster's seed URLs.
+pub const CLUSTER_SHARDS: usize = 16;
+
 /// One operation on one key of a keyed limit (see [`KeyedClient::batch`]).
 ///
 /// ```
@@ -66,6 +73,8 @@ pub struct BatchReply {
     pub stale: bool,
     /// Live holders of this limit (this process included); 0 when the batch did not touch.
     pub live: u64,
+    /// The epoch of the batch's shard (the limit's epoch, unless Redis lost a part of it).
+    pub epoch: u64,
     /// One per operation, in order.
     pub results: Vec<KeyReply>,
 }
@@ -97,12 +106,15 @@ pub struct KeyedClient {
     conn: Conn,
     script: Script,
     name: String,
-    base: [String; 3],
+    /// 1 on one node; [`CLUSTER_SHARDS`] on a cluster.
+    shards: usize,
     pid: String,
     interval_us: u64,
     burst: u64,
-    /// The limit's epoch as this client last saw it (0: not yet).
-    epoch: u64,
+    /// Each shard's epoch as this client last saw it (0: not yet).
+    epochs: Vec<u64>,
+    /// The epoch this client creates shard 0 with if the limit does not exist yet.
+    fresh: u64,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -116,14 +128,47 @@ impl std::fmt::Debug for KeyedClient {
     }
 }
 
-/// The Redis key holding `key`'s state in keyed limit `name`: under the limit's hash tag, so
-/// one batch stays on one cluster slot.
+/// The Redis key holding `key`'s state in keyed limit `name` on one Redis node: under the
+/// limit's hash tag. On a cluster the key is under its shard's tag instead
+/// ([`KeyedClient::redis_key`]).
 ///
 /// ```
 /// assert_eq!(cellgate_redis::keyed::key_of("users", "alice"), "cellgate:{users}:k:alice");
 /// ```
 pub fn key_of(name: &str, key: &str) -> String {
     format!("cellgate:{{{name}}}:k:{key}")
+}
+
+/// The shard of `key` among `shards`: FNV-1a of its bytes (the same in every process and
+/// version), modulo the count.
+///
+/// ```
+/// use cellgate_redis::keyed::shard_of;
+/// assert_eq!(shard_of("alice", 1), 0);
+/// assert!(shard_of("alice", 16) < 16);
+/// assert_eq!(shard_of("alice", 16), shard_of("alice", 16));
+/// ```
+pub fn shard_of(key: &str, shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // The remainder is below `shards`, a usize.
+    (h % shards as u64) as usize
+}
+
+/// The hash tag of shard `shard` of limit `name` with `shards` shards: `name` alone for one
+/// shard (one Redis node), `name#shard` on a cluster.
+fn tag(name: &str, shard: usize, shards: usize) -> String {
+    if shards <= 1 {
+        name.to_owned()
+    } else {
+        format!("{name}#{shard}")
+    }
 }
 
 impl KeyedClient {
@@ -157,20 +202,69 @@ impl KeyedClient {
         lazy: bool,
     ) -> Result<Self, FleetError> {
         check_name(name)?;
+        let conn = Conn::open(url, timeout, lazy).await?;
+        let shards = if conn.is_cluster() { CLUSTER_SHARDS } else { 1 };
         Ok(Self {
-            conn: Conn::open(url, timeout, lazy).await?,
+            conn,
             script: Script::new(KEYED_LUA),
             name: name.to_owned(),
-            base: [
-                format!("cellgate:{{{name}}}:kconf"),
-                format!("cellgate:{{{name}}}:kholders"),
-                format!("cellgate:{{{name}}}:kreplies"),
-            ],
+            shards,
             pid: pid.to_owned(),
             interval_us,
             burst,
-            epoch: 0,
+            epochs: vec![0; shards],
+            fresh: crate::client::fresh_epoch(),
         })
+    }
+
+    /// How many shards the limit's keys are spread over: 1 on one Redis node,
+    /// [`CLUSTER_SHARDS`] on a cluster.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// The shard of `key` (see [`shard_of`]).
+    pub fn shard(&self, key: &str) -> usize {
+        shard_of(key, self.shards)
+    }
+
+    /// The Redis key holding `key`'s state ([`key_of`] on one node; on a cluster, under its
+    /// shard's hash tag).
+    pub fn redis_key(&self, key: &str) -> String {
+        let t = tag(&self.name, self.shard(key), self.shards);
+        format!("cellgate:{{{t}}}:k:{key}")
+    }
+
+    /// The epoch of shard `shard` as this client last saw it (0: not yet).
+    pub fn epoch(&self, shard: usize) -> u64 {
+        self.epochs.get(shard).copied().unwrap_or(0)
+    }
+
+    /// Records the epoch a batch on `shard` answered (a clone of this client sent it).
+    pub(crate) fn learn(&mut self, shard: usize, epoch: u64) {
+        if let Some(e) = self.epochs.get_mut(shard) {
+            *e = epoch;
+        }
+        if shard == 0 {
+            self.adopt();
+        }
+    }
+
+    /// Once shard 0 answered: unless this client created the limit there (it then creates
+    /// the other shards with its epoch), every other shard it has not seen yet must exist
+    /// with the limit's epoch, so it is sent as known: a shard Redis lost is then found
+    /// forgotten rather than created afresh by a process that never used it. (A creator that
+    /// dies between creating shard 0 and the others leaves those shards to be found missing:
+    /// a per-key stock then refuses to sell there, failing closed, until an operator resets
+    /// it.)
+    fn adopt(&mut self) {
+        let limit = self.epochs[0];
+        if limit == 0 || limit == self.fresh {
+            return;
+        }
+        for e in self.epochs.iter_mut().skip(1).filter(|e| **e == 0) {
+            *e = limit;
+        }
     }
 
     /// Sends `ops` (at most [`MAX_BATCH`]) as batch `seq`. Sending the same `(seq, ops)`
@@ -185,8 +279,33 @@ impl KeyedClient {
     /// [`FleetError::Protocol`] for a reply of the wrong shape, [`FleetError::Config`] for
     /// too many operations. After an error the batch may or may not have been executed: send
     /// it again to find out.
+    ///
+    /// On a cluster every key of one batch must be in one shard (the batch goes to the
+    /// shard of its first key; an empty batch to shard 0): see [`batch_on`](Self::batch_on).
     pub async fn batch(
         &mut self,
+        seq: u64,
+        ops: &[(String, KeyOp, u64)],
+        touch: bool,
+    ) -> Result<BatchReply, FleetError> {
+        let shard = ops.first().map_or(0, |(k, _, _)| self.shard(k));
+        self.batch_on(shard, seq, ops, touch).await
+    }
+
+    /// Sends `ops`, every key in shard `shard`, as batch `seq` of that shard: as
+    /// [`batch`](Self::batch). Sequences are per process and must grow within a shard (one
+    /// counter for all shards does). A shard other than 0 is created with the epoch shard 0
+    /// answered (the limit's epoch), so a part of the limit Redis lost is told from one
+    /// never used: shard 0 must have answered first.
+    ///
+    /// # Errors
+    ///
+    /// As [`batch`](Self::batch); [`FleetError::Config`] for a key of another shard or a
+    /// shard out of range, [`FleetError::Protocol`] for a shard other than 0 before shard 0
+    /// answered.
+    pub async fn batch_on(
+        &mut self,
+        shard: usize,
         seq: u64,
         ops: &[(String, KeyOp, u64)],
         touch: bool,
@@ -197,13 +316,29 @@ impl KeyedClient {
                 ops.len()
             )));
         }
+        if shard >= self.shards || ops.iter().any(|(k, _, _)| self.shard(k) != shard) {
+            return Err(FleetError::Config(format!(
+                "a batch for shard {shard} of {} holds a key of another shard",
+                self.shards
+            )));
+        }
+        let fresh = if shard == 0 {
+            self.fresh
+        } else if self.epochs[0] != 0 {
+            self.epochs[0]
+        } else {
+            return Err(FleetError::Protocol(format!(
+                "shard {shard} before shard 0 answered"
+            )));
+        };
         let ttl_us = u64::try_from(DEFAULT_HOLDER_TTL.as_micros()).unwrap_or(u64::MAX);
+        let t = tag(&self.name, shard, self.shards);
         let mut inv = self.script.prepare_invoke();
-        for k in &self.base {
-            inv.key(k);
+        for base in ["kconf", "kholders", "kreplies"] {
+            inv.key(format!("cellgate:{{{t}}}:{base}"));
         }
         for (key, _, _) in ops {
-            inv.key(key_of(&self.name, key));
+            inv.key(format!("cellgate:{{{t}}}:k:{key}"));
         }
         inv.arg(&self.pid)
             .arg(seq)
@@ -211,8 +346,8 @@ impl KeyedClient {
             .arg(self.burst)
             .arg(ttl_us)
             .arg(u8::from(touch))
-            .arg(self.epoch)
-            .arg(crate::client::fresh_epoch());
+            .arg(self.epochs[shard])
+            .arg(fresh);
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
@@ -223,12 +358,14 @@ impl KeyedClient {
             _ => return Err(bad()),
         };
         let live = u64::try_from(live).map_err(|_| bad())?;
-        self.epoch = u64::try_from(epoch).map_err(|_| bad())?;
+        let epoch = u64::try_from(epoch).map_err(|_| bad())?;
+        self.learn(shard, epoch);
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
                 stale: true,
                 live,
+                epoch,
                 results: Vec::new(),
             });
         }
@@ -249,6 +386,7 @@ impl KeyedClient {
             repeated: flag == 1,
             stale: false,
             live,
+            epoch,
             results,
         })
     }

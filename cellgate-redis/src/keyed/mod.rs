@@ -22,6 +22,18 @@
 //!   gives back what it holds and goes cold again. At most
 //!   [`max_hot`](KeyedFleetBuilder::max_hot) keys are hot at once, so the local state is
 //!   bounded (cold keys keep nothing in the process but a count within the current 100 ms).
+//!   A check of a hot key whose lease is spent is denied here at once while Redis answers
+//!   ([`Via::Lease`]; a check larger than a lease can hold still goes to Redis): the first
+//!   such denial after each lease answer tells the task, once, which then asks for the next
+//!   lease as soon as the key's rules allow (a key whose fleet came back short waits for
+//!   about a short lease of accrual per holder: the larger of the minimum lease and 100 ms of
+//!   the key's rate). So a saturated hot key costs a few lease operations a second, never a
+//!   round trip per check.
+//!
+//! On a Redis Cluster (comma-separated seed URLs) the keys of one limit are spread over
+//! [`CLUSTER_SHARDS`] hash tags, so over the masters: each shard has its own configuration,
+//! holders and replies on its keys' slot, carries the limit's epoch (written into every shard
+//! when a process registers), and has its own batch in flight. On one node a limit is one shard.
 //!
 //! A cold check cannot be both exact and never wait: exactness needs Redis's answer. It
 //! waits, **at most [`max_wait`](KeyedFleetBuilder::max_wait)** (default 20 ms): an `async`
@@ -97,11 +109,13 @@ use std::time::{Duration, Instant};
 use cellgate::KeyedLimiter;
 use tokio::sync::{mpsc, oneshot};
 
-pub use client::{key_of, BatchReply, KeyOp, KeyReply, KeyedClient, MAX_BATCH};
+pub use client::{
+    key_of, shard_of, BatchReply, KeyOp, KeyReply, KeyedClient, CLUSTER_SHARDS, MAX_BATCH,
+};
 
 use crate::error::FleetError;
 use crate::fleet::FleetState;
-use crate::shared::KeyedShared;
+use crate::shared::{KeyedShared, CONNECTED, DISARM};
 use crate::sync::Lock;
 
 /// How a keyed check was decided.
@@ -238,6 +252,8 @@ pub(crate) struct Request {
 pub struct KeyedFleet {
     shared: Arc<KeyedShared>,
     tx: mpsc::Sender<Request>,
+    /// Hot keys whose lease a check found spent (one signal per lease answer).
+    dry_tx: mpsc::Sender<String>,
     thread: Lock<Option<JoinHandle<()>>>,
     name: String,
     max_wait: Duration,
@@ -387,10 +403,11 @@ impl KeyedFleet {
 
     /// Checks `n` units of `key` against this process's lease alone, never waiting: `None`
     /// when the key holds no lease with `n` units (it is cold here, or its lease is spent).
+    ///
+    /// One look-up and one compare-and-swap in the local pool (a stock keyed by the key): a
+    /// refused check writes nothing, so a key the pool does not hold is never inserted.
     pub fn try_check(&self, key: &str, n: u32) -> Option<KeyDecision> {
-        let pool = &self.shared.pool;
-        // Peek first: a check of a key the pool does not hold would insert it.
-        if n > 0 && pool.peek_n(key, n).is_allowed() && pool.check_n(key, n).is_allowed() {
+        if n > 0 && self.shared.pool.check_n(key, n).is_allowed() {
             return Some(KeyDecision::new(true, Via::Lease, None));
         }
         None
@@ -403,6 +420,9 @@ impl KeyedFleet {
         if self.shared.stop.raised() {
             return Ok(REFUSED);
         }
+        if let Some(d) = self.spent_lease(key, n) {
+            return Ok(d);
+        }
         let (reply, rx) = oneshot::channel();
         let req = Request {
             key: key.to_owned(),
@@ -414,6 +434,29 @@ impl KeyedFleet {
             return Ok(REFUSED);
         }
         Err(rx)
+    }
+
+    /// A check of a hot key whose lease is spent, while Redis answers: denied here at once
+    /// (no round trip per check; the task refills the lease, and a key the fleet has no room
+    /// for waits for its next unit anyway). The first such check since the key's last lease
+    /// answer disarms its mark and tells the task, once. `None`: the key holds no lease here,
+    /// the check is larger than a lease could hold, or Redis is not answering (the fallback
+    /// decides): the check goes to the task.
+    fn spent_lease(&self, key: &str, n: u32) -> Option<KeyDecision> {
+        let s = &self.shared;
+        if n == 0 || u64::from(n) > s.lease_max.get() || s.state.get() != CONNECTED {
+            return None;
+        }
+        // One look-up: a refused take of an armed mark still says what the mark holds.
+        let mark = s.marks.check_n(key, DISARM);
+        if mark.is_allowed() {
+            // A full channel drops the signal: the task's next look at the key (every tick)
+            // finds the lease spent anyway.
+            let _ = self.dry_tx.try_send(key.to_owned());
+        } else if mark.remaining() == 0 {
+            return None;
+        }
+        Some(KeyDecision::new(false, Via::Lease, None))
     }
 
     /// Whether Redis is answering.
@@ -442,6 +485,9 @@ impl KeyedFleet {
         crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
     }
 }
+
+/// Dry signals waiting for the task at most (one per hot key and lease answer).
+const DRY_SIGNALS: usize = 4_096;
 
 const REFUSED: KeyDecision = KeyDecision {
     allowed: false,
@@ -608,13 +654,22 @@ impl KeyedFleetBuilder {
                 "burst {burst} must be positive and burst · interval ({interval_us} µs) below 2^50 µs"
             )));
         }
-        let pool = KeyedLimiter::<String>::stock(0)
-            .build()
-            .map_err(|e| FleetError::Config(e.to_string()))?;
-        let shared = Arc::new(KeyedShared::new(pool));
+        let stock = || {
+            KeyedLimiter::<String>::stock(0)
+                .build()
+                .map_err(|e| FleetError::Config(e.to_string()))
+        };
+        let shared = Arc::new(KeyedShared::new(stock()?, stock()?));
         let (tx, rx) = mpsc::channel(self.queue);
-        let (task, runtime) =
-            task::Task::connect(&self, url, (interval_us, burst), shared.clone(), rx, lazy)?;
+        let (dry_tx, dry_rx) = mpsc::channel(DRY_SIGNALS);
+        let (task, runtime) = task::Task::connect(
+            &self,
+            url,
+            (interval_us, burst),
+            shared.clone(),
+            (rx, dry_rx),
+            lazy,
+        )?;
         let thread = std::thread::Builder::new()
             .name(format!("cellgate-keyed-{}", self.name))
             .spawn(move || runtime.block_on(task.run()))
@@ -622,6 +677,7 @@ impl KeyedFleetBuilder {
         Ok(KeyedFleet {
             shared,
             tx,
+            dry_tx,
             thread: Lock::new(Some(thread)),
             name: self.name,
             max_wait: self.max_wait,

@@ -2,15 +2,20 @@
 //! the hot keys' leases, decides by the fallback what Redis does not answer in time, and
 //! charges that back.
 //!
-//! One batch is in flight at a time. A batch that fails is sent again, the same sequence and
-//! the same operations, until Redis answers (it is executed at most once, and its answer says
-//! what it did): meanwhile the checks it carried are decided by the fallback at their deadline
-//! (at once when it failed), and units it granted to a check already decided are given back.
+//! One batch is in flight at a time per shard (one shard on a single Redis node; on a cluster
+//! [`CLUSTER_SHARDS`], each its own hash tag, so batches to different masters run at once). A
+//! batch that fails is sent again, the same sequence and the same operations, until Redis
+//! answers (it is executed at most once, and its answer says what it did): meanwhile the
+//! checks it carried are decided by the fallback at their deadline (at once when it failed),
+//! and units it granted to a check already decided are given back.
+//!
+//! [`CLUSTER_SHARDS`]: super::CLUSTER_SHARDS
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use cellgate::{KeyedLimiter, Quota};
@@ -20,7 +25,7 @@ use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
 use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
+use crate::shared::{KeyedShared, ARMED, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
@@ -36,8 +41,11 @@ const FALLBACK_KEYS: usize = 100_000;
 type Call = Pin<Box<dyn Future<Output = Result<BatchReply, FleetError>> + Send>>;
 
 enum Event {
-    Reply(Result<BatchReply, FleetError>),
+    /// A shard's batch was answered (or failed).
+    Reply(usize, Result<BatchReply, FleetError>),
     Request(Option<Request>),
+    /// A hot key whose lease a check found spent.
+    Dry(String),
     Wake,
 }
 
@@ -65,6 +73,10 @@ struct Hot {
     rate: f64,
     /// Asked for less than it got: no lease asked before this.
     next_ask: Instant,
+    /// The key's shard.
+    shard: usize,
+    /// A check found the lease spent since the last lease was asked: the next one doubles.
+    dried: bool,
     /// The key's GCRA had nothing when it was last asked: checks are denied here, without
     /// asking Redis, until this moment (conservative: a give-back elsewhere may free units
     /// earlier).
@@ -75,24 +87,30 @@ pub(crate) struct Task {
     client: KeyedClient,
     shared: Arc<KeyedShared>,
     rx: mpsc::Receiver<Request>,
+    dry_rx: mpsc::Receiver<String>,
     cfg: KeyedFleetBuilder,
     interval_us: u64,
     burst: u64,
     fallback: KeyedLimiter<String>,
+    /// The last batch sequence used (one counter for every shard: each shard's grow).
     seq: u64,
-    queue: VecDeque<Request>,
-    inflight: Option<InFlight>,
+    /// Per shard: cold checks waiting for a batch.
+    queues: Vec<VecDeque<Request>>,
+    /// Per shard: the batch in flight.
+    inflight: Vec<Option<InFlight>>,
     failures: u32,
-    /// When the last batch that refreshed this holder's liveness was sent.
-    last_touch: Instant,
+    /// Per shard: when the last batch that refreshed this holder's liveness there was sent.
+    last_touch: Vec<Instant>,
     live: u64,
     hot: HashMap<String, Hot>,
     /// Cold checks per key in the current window (cleared every window).
     seen: HashMap<String, u32>,
     window_start: Instant,
     next_tick: Instant,
-    gives: HashMap<String, u64>,
-    debts: HashMap<String, u64>,
+    /// Per shard: units to give back, by key.
+    gives: Vec<HashMap<String, u64>>,
+    /// Per shard: fallback admissions to charge, by key.
+    debts: Vec<HashMap<String, u64>>,
     /// Shutting down: no more leases.
     closing: bool,
 }
@@ -106,7 +124,7 @@ impl Task {
         url: &str,
         (interval_us, burst): (u64, u64),
         shared: Arc<KeyedShared>,
-        rx: mpsc::Receiver<Request>,
+        (rx, dry_rx): (mpsc::Receiver<Request>, mpsc::Receiver<String>),
         lazy: bool,
     ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -121,19 +139,33 @@ impl Task {
             if lazy {
                 return Ok((c, cfg.outage_processes));
             }
-            let mut tries = 0;
-            let first = loop {
-                match c.batch(1, &[], true).await {
-                    Ok(r) => break r,
-                    Err(FleetError::Timeout) if tries < 4 => tries += 1,
-                    Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
-                    Err(e) => return Err(e),
+            // Registration: shard 0 first (it fixes the limit's epoch), then every other shard
+            // (created with that epoch), each batch 1 of its shard.
+            let mut live = 1;
+            for shard in 0..c.shards() {
+                let mut tries = 0;
+                let r = loop {
+                    match c.batch_on(shard, 1, &[], true).await {
+                        Ok(r) => break r,
+                        Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                        Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                        Err(e) => return Err(e),
+                    }
+                };
+                if shard == 0 {
+                    live = r.live.max(1);
                 }
-            };
-            Ok::<_, FleetError>((c, first.live.max(1)))
+            }
+            agree_on_epoch(&mut c, interval_us == 0).await?;
+            Ok::<_, FleetError>((c, live))
         })?;
-        shared.counters.batches.set(u64::from(!lazy));
+        let shards = client.shards();
+        shared
+            .counters
+            .batches
+            .set(if lazy { 0 } else { shards as u64 });
         shared.counters.live.set(live);
+        shared.lease_max.set(lease_max(cfg, burst, live));
         if lazy {
             let state = if cfg.fallback { FALLBACK } else { PARTITIONED };
             shared.state.set(state);
@@ -148,27 +180,32 @@ impl Task {
             client,
             shared,
             rx,
+            dry_rx,
             cfg: cfg.clone(),
             interval_us,
             burst,
             fallback,
-            seq: u64::from(!lazy),
-            queue: VecDeque::new(),
-            inflight: None,
+            // Registration used batch 1 of every shard (and one more to mark a lost part).
+            seq: if lazy { 0 } else { 2 },
+            queues: (0..shards).map(|_| VecDeque::new()).collect(),
+            inflight: (0..shards).map(|_| None).collect(),
             failures: 0,
             // Not registered yet: the first batch touches (registers) at once.
-            last_touch: if lazy {
-                now.checked_sub(HEARTBEAT).unwrap_or(now)
-            } else {
-                now
-            },
+            last_touch: vec![
+                if lazy {
+                    now.checked_sub(HEARTBEAT).unwrap_or(now)
+                } else {
+                    now
+                };
+                shards
+            ],
             live,
             hot: HashMap::new(),
             seen: HashMap::new(),
             window_start: now,
             next_tick: now,
-            gives: HashMap::new(),
-            debts: HashMap::new(),
+            gives: vec![HashMap::new(); shards],
+            debts: vec![HashMap::new(); shards],
             closing: false,
         };
         Ok((task, runtime))
@@ -178,26 +215,35 @@ impl Task {
         loop {
             let wake_at = self.wake_at();
             let event = {
-                let call = self.inflight.as_mut().and_then(|f| f.call.as_mut());
+                let inflight = &mut self.inflight;
                 let rx = &mut self.rx;
+                let dry_rx = &mut self.dry_rx;
                 let wake = &self.shared.wake;
                 tokio::select! {
-                    r = async {
-                        match call {
-                            Some(c) => c.await,
-                            None => std::future::pending().await,
+                    (shard, r) = std::future::poll_fn(|cx| {
+                        for (i, f) in inflight.iter_mut().enumerate() {
+                            if let Some(c) = f.as_mut().and_then(|f| f.call.as_mut()) {
+                                if let Poll::Ready(r) = c.as_mut().poll(cx) {
+                                    // Answered: `on_reply` takes the call out before any
+                                    // further poll.
+                                    return Poll::Ready((i, r));
+                                }
+                            }
                         }
-                    } => Event::Reply(r),
+                        Poll::Pending
+                    }) => Event::Reply(shard, r),
                     req = rx.recv() => Event::Request(req),
+                    Some(key) = dry_rx.recv() => Event::Dry(key),
                     () = wake.notified() => Event::Wake,
                     () = tokio::time::sleep_until(wake_at.into()) => Event::Wake,
                 }
             };
             match event {
-                Event::Reply(r) => self.on_reply(r),
+                Event::Reply(shard, r) => self.on_reply(shard, r),
                 Event::Request(Some(r)) => self.accept(r),
                 // Every sender is gone: the limiter was dropped.
                 Event::Request(None) => self.shared.stop.raise(),
+                Event::Dry(key) => self.on_dry(&key),
                 Event::Wake => {}
             }
             if self.shared.stop.raised() {
@@ -205,6 +251,9 @@ impl Task {
             }
             while let Ok(r) = self.rx.try_recv() {
                 self.accept(r);
+            }
+            while let Ok(key) = self.dry_rx.try_recv() {
+                self.on_dry(&key);
             }
             let now = Instant::now();
             self.expire(now);
@@ -220,10 +269,12 @@ impl Task {
     /// The next moment something is due: a tick, a waiting check's deadline, a retry.
     fn wake_at(&self) -> Instant {
         let mut at = self.next_tick;
-        if let Some(r) = self.queue.front() {
-            at = at.min(r.deadline);
+        for q in &self.queues {
+            if let Some(r) = q.front() {
+                at = at.min(r.deadline);
+            }
         }
-        if let Some(f) = &self.inflight {
+        for f in self.inflight.iter().flatten() {
             if f.call.is_none() {
                 at = at.min(f.retry_at);
             }
@@ -232,6 +283,34 @@ impl Task {
             }
         }
         at
+    }
+
+    /// The units per holder a short key's fleet accrues before the holder asks again: the
+    /// minimum lease or 100 ms of the key's rate, whichever is more (so a saturated hot key
+    /// costs about ten lease operations a second, whatever its rate), but no more than one
+    /// lease can hold (`B / (2·live)`), so a small burst is not left to fill unused.
+    fn short_lease(&self) -> u64 {
+        let spacing = u64::try_from(crate::client::DEFAULT_SHORT_SPACING.as_micros())
+            .unwrap_or(u64::MAX)
+            .div_ceil(self.interval_us.max(1));
+        let cap = (self.burst / (2 * self.live.max(1))).max(1);
+        self.cfg.min_lease.max(spacing).min(cap)
+    }
+
+    /// A check found `key`'s lease spent: look at the pool now (not at the next tick), so a
+    /// lease is asked at once when the key's rules allow one, twice the last.
+    fn on_dry(&mut self, key: &str) {
+        let Some(h) = self.hot.get_mut(key) else {
+            return;
+        };
+        let now = Instant::now();
+        let left = u64::from(self.shared.pool.peek_n(key, 0).remaining());
+        let spent = h.book.observe(left, Some(now));
+        if spent > 0 {
+            h.last_use = now;
+            h.window += spent;
+        }
+        h.dried = true;
     }
 
     fn accept(&mut self, r: Request) {
@@ -248,7 +327,8 @@ impl Task {
             *self.seen.entry(r.key.clone()).or_insert(0) += 1;
         }
         if self.shared.state.get() == CONNECTED {
-            self.queue.push_back(r);
+            let shard = self.client.shard(&r.key);
+            self.queues[shard].push_back(r);
         } else {
             // Redis is known not to answer: do not make the caller wait for it.
             self.decide_by_fallback(r);
@@ -276,18 +356,19 @@ impl Task {
 
     /// Decides a check by the local share, recording what it admits to charge later.
     fn decide_by_fallback(&mut self, r: Request) {
-        let d = if self.cfg.fallback
-            && (self.debts.len() < MAX_DEBTS || self.debts.contains_key(&r.key))
-        {
-            let d = self.fallback.check_n(r.key.as_str(), r.n);
-            if d.is_allowed() {
-                *self.debts.entry(r.key).or_insert(0) += u64::from(r.n);
-                self.shared.counters.fallback_admitted.add(u64::from(r.n));
-            }
-            KeyDecision::new(d.is_allowed(), Via::Fallback, d.retry_after())
-        } else {
-            KeyDecision::new(false, Via::Fallback, None)
-        };
+        let shard = self.client.shard(&r.key);
+        let debts: usize = self.debts.iter().map(HashMap::len).sum();
+        let d =
+            if self.cfg.fallback && (debts < MAX_DEBTS || self.debts[shard].contains_key(&r.key)) {
+                let d = self.fallback.check_n(r.key.as_str(), r.n);
+                if d.is_allowed() {
+                    *self.debts[shard].entry(r.key).or_insert(0) += u64::from(r.n);
+                    self.shared.counters.fallback_admitted.add(u64::from(r.n));
+                }
+                KeyDecision::new(d.is_allowed(), Via::Fallback, d.retry_after())
+            } else {
+                KeyDecision::new(false, Via::Fallback, None)
+            };
         let _ = r.reply.send(d);
     }
 
@@ -295,29 +376,38 @@ impl Task {
     fn expire(&mut self, now: Instant) {
         // Queued checks wait for the batch in flight (one at a time): one that expires in the
         // queue while a batch is out waited on Redis as much as the batch's own checks.
-        let mut queued_late = false;
-        while self.queue.front().is_some_and(|r| r.deadline <= now) {
-            let r = self.queue.pop_front().expect("checked");
-            self.decide_by_fallback(r);
-            queued_late = true;
-        }
-        let held_up = queued_late && self.inflight.as_ref().is_some_and(|f| f.call.is_some());
+        let mut held_up = false;
         let mut late = Vec::new();
-        if let Some(f) = &mut self.inflight {
-            for w in &mut f.waiters {
-                if w.as_ref().is_some_and(|r| r.deadline <= now) {
-                    late.extend(w.take());
+        for shard in 0..self.queues.len() {
+            let mut queued_late = false;
+            while self.queues[shard]
+                .front()
+                .is_some_and(|r| r.deadline <= now)
+            {
+                late.extend(self.queues[shard].pop_front());
+                queued_late = true;
+            }
+            held_up |= queued_late
+                && self.inflight[shard]
+                    .as_ref()
+                    .is_some_and(|f| f.call.is_some());
+            if let Some(f) = &mut self.inflight[shard] {
+                for w in &mut f.waiters {
+                    if w.as_ref().is_some_and(|r| r.deadline <= now) {
+                        late.extend(w.take());
+                        held_up = true;
+                    }
                 }
             }
         }
-        if !late.is_empty() || held_up {
+        if held_up {
             // Redis holds a batch past a check's wait (a check in the batch, or one queued
             // behind it): count it sick, so the next checks are decided at once, until this
             // batch (or its retry) is answered. A batch with no check in it (a lease request)
             // counts too: the checks behind it waited.
             self.transition(self.outage_state(), Some(FleetError::Timeout));
-            for r in std::mem::take(&mut self.queue) {
-                self.decide_by_fallback(r);
+            for q in &mut self.queues {
+                late.extend(std::mem::take(q));
             }
         }
         for r in late {
@@ -355,7 +445,7 @@ impl Task {
             );
             if x > 0 {
                 h.book.take_front(x);
-                *self.gives.entry(key.clone()).or_insert(0) += x;
+                *self.gives[h.shard].entry(key.clone()).or_insert(0) += x;
             }
             if idle && h.book.level() == 0 && !h.asking {
                 cold.push(key.clone());
@@ -364,6 +454,8 @@ impl Task {
         }
         for k in cold {
             self.hot.remove(&k);
+            // Its checks go to the task again (a cold key's).
+            self.shared.marks.forget(k.as_str());
         }
         let elapsed = now.duration_since(self.window_start);
         if elapsed >= RATE_WINDOW {
@@ -375,6 +467,7 @@ impl Task {
             let threshold = (f64::from(self.cfg.hot_rate) * secs).max(1.0);
             for (key, count) in self.seen.drain() {
                 if f64::from(count) >= threshold && self.hot.len() < self.cfg.max_hot {
+                    let shard = self.client.shard(&key);
                     self.hot.insert(
                         key,
                         Hot {
@@ -385,7 +478,9 @@ impl Task {
                             window: 0,
                             rate: f64::from(count) / secs,
                             next_ask: now,
+                            shard,
                             dry_until: now,
+                            dried: false,
                         },
                     );
                 }
@@ -403,95 +498,112 @@ impl Task {
         );
     }
 
-    /// Starts the next call: the failed batch again once its backoff has passed, or a new one
-    /// with what is due (charges and give-backs first, then leases, then waiting checks).
+    /// Starts each shard's next call: its failed batch again once its backoff has passed, or
+    /// a new one with what is due there (charges and give-backs first, then leases, then
+    /// waiting checks). A shard other than 0 waits until shard 0 has answered once (its
+    /// epoch is the limit's).
     fn maybe_send(&mut self, now: Instant) {
-        if let Some(f) = &mut self.inflight {
-            if f.call.is_none() && now >= f.retry_at {
-                f.call = Some(call(
-                    &self.client,
-                    &self.shared,
-                    f.seq,
-                    f.ops.clone(),
-                    f.touch,
-                ));
+        let shards = self.inflight.len();
+        let mut free = vec![false; shards];
+        for (shard, slot) in self.inflight.iter_mut().enumerate() {
+            match slot {
+                Some(f) => {
+                    if f.call.is_none() && now >= f.retry_at {
+                        f.call = Some(call(
+                            &self.client,
+                            &self.shared,
+                            (shard, f.seq),
+                            f.ops.clone(),
+                            f.touch,
+                        ));
+                    }
+                }
+                None => free[shard] = shard == 0 || self.client.epoch(0) != 0,
             }
+        }
+        if !free.contains(&true) {
             return;
         }
-        let mut ops = Vec::new();
-        let mut waiters = Vec::new();
-        let push = |ops: &mut Vec<_>, waiters: &mut Vec<_>, op, w: Option<Request>| {
-            ops.push(op);
-            waiters.push(w);
-        };
-        let debts: Vec<String> = self.debts.keys().take(MAX_BATCH).cloned().collect();
-        for k in debts {
-            let n = self.debts.remove(&k).expect("listed");
-            push(&mut ops, &mut waiters, (k, KeyOp::Charge, n), None);
-        }
-        let gives: Vec<String> = self
-            .gives
-            .keys()
-            .take(MAX_BATCH - ops.len())
-            .cloned()
-            .collect();
-        for k in gives {
-            let n = self.gives.remove(&k).expect("listed");
-            push(&mut ops, &mut waiters, (k, KeyOp::Give, n), None);
+        let mut ops: Vec<Vec<(String, KeyOp, u64)>> = vec![Vec::new(); shards];
+        let mut waiters: Vec<Vec<Option<Request>>> = (0..shards).map(|_| Vec::new()).collect();
+        for shard in (0..shards).filter(|&s| free[s]) {
+            let (ops, waiters) = (&mut ops[shard], &mut waiters[shard]);
+            for (map, op) in [
+                (&mut self.debts[shard], KeyOp::Charge),
+                (&mut self.gives[shard], KeyOp::Give),
+            ] {
+                let keys: Vec<String> = map.keys().take(MAX_BATCH - ops.len()).cloned().collect();
+                for k in keys {
+                    let n = map.remove(&k).expect("listed");
+                    ops.push((k, op, n));
+                    waiters.push(None);
+                }
+            }
         }
         if self.shared.state.get() == CONNECTED && !self.closing {
             let cap = self.cfg.lease_cap(self.burst);
             for (key, h) in &mut self.hot {
-                if ops.len() >= MAX_BATCH {
-                    break;
+                if !free[h.shard] || ops[h.shard].len() >= MAX_BATCH {
+                    continue;
                 }
-                let want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease).min(cap);
+                let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
+                if h.dried {
+                    want = want.max(h.want.saturating_mul(2));
+                }
+                let want = want.min(cap);
                 if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
                     h.asking = true;
                     h.want = want;
-                    push(
-                        &mut ops,
-                        &mut waiters,
-                        (key.clone(), KeyOp::Lease, want),
-                        None,
-                    );
+                    h.dried = false;
+                    ops[h.shard].push((key.clone(), KeyOp::Lease, want));
+                    waiters[h.shard].push(None);
                 }
             }
-            while ops.len() < MAX_BATCH {
-                let Some(r) = self.queue.pop_front() else {
-                    break;
-                };
-                push(
-                    &mut ops,
-                    &mut waiters,
-                    (r.key.clone(), KeyOp::Check, u64::from(r.n)),
-                    Some(r),
-                );
+            for shard in (0..shards).filter(|&s| free[s]) {
+                while ops[shard].len() < MAX_BATCH {
+                    let Some(r) = self.queues[shard].pop_front() else {
+                        break;
+                    };
+                    ops[shard].push((r.key.clone(), KeyOp::Check, u64::from(r.n)));
+                    waiters[shard].push(Some(r));
+                }
             }
         }
-        // Liveness is refreshed (and the live holders counted) once a heartbeat, by the batch
-        // due then or by an empty one.
-        let touch = now.duration_since(self.last_touch) >= HEARTBEAT;
-        if ops.is_empty() && !touch {
-            return;
+        for shard in (0..shards).filter(|&s| free[s]) {
+            // Liveness is refreshed (and the live holders counted) once a heartbeat: on shard
+            // 0 by the batch due then or by an empty one; on another shard by a batch sent
+            // there anyway (a lease always touches).
+            let stale = now.duration_since(self.last_touch[shard]) >= HEARTBEAT;
+            let ops = std::mem::take(&mut ops[shard]);
+            let touch = stale && (shard == 0 || !ops.is_empty());
+            if ops.is_empty() && !touch {
+                continue;
+            }
+            self.seq += 1;
+            let waiters = std::mem::take(&mut waiters[shard]);
+            let passed = waiters.iter().filter(|w| w.is_some()).count() as u64;
+            self.shared.counters.passed_through.add(passed);
+            let call = call(
+                &self.client,
+                &self.shared,
+                (shard, self.seq),
+                ops.clone(),
+                touch,
+            );
+            self.inflight[shard] = Some(InFlight {
+                seq: self.seq,
+                ops,
+                touch,
+                waiters,
+                first_sent: now,
+                call: Some(call),
+                retry_at: now,
+            });
         }
-        self.seq += 1;
-        let passed = waiters.iter().filter(|w| w.is_some()).count() as u64;
-        self.shared.counters.passed_through.add(passed);
-        let call = call(&self.client, &self.shared, self.seq, ops.clone(), touch);
-        self.inflight = Some(InFlight {
-            seq: self.seq,
-            ops,
-            touch,
-            waiters,
-            first_sent: now,
-            call: Some(call),
-            retry_at: now,
-        });
     }
 
-    fn on_reply(&mut self, r: Result<BatchReply, FleetError>) {
-        let Some(mut f) = self.inflight.take() else {
+    fn on_reply(&mut self, shard: usize, r: Result<BatchReply, FleetError>) {
+        let Some(mut f) = self.inflight[shard].take() else {
             return;
         };
         let now = Instant::now();
@@ -516,24 +628,32 @@ impl Task {
                         self.decide_by_fallback(r);
                     }
                 }
-                for r in std::mem::take(&mut self.queue) {
+                let waiting: Vec<Request> =
+                    self.queues.iter_mut().flat_map(std::mem::take).collect();
+                for r in waiting {
                     self.decide_by_fallback(r);
                 }
                 f.call = None;
                 f.retry_at = now + Duration::from_millis(10 << self.failures.min(5));
-                self.inflight = Some(f);
+                self.inflight[shard] = Some(f);
                 return;
             }
         };
         self.failures = 0;
         self.transition(CONNECTED, None);
+        self.client.learn(shard, reply.epoch);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
-            self.last_touch = f.first_sent;
+            self.last_touch[shard] = f.first_sent;
         }
-        if reply.live > 0 && reply.live != self.live {
+        // The live holders as shard 0 counts them: every process touches it every heartbeat
+        // (another shard counts only the processes that used it lately).
+        if shard == 0 && reply.live > 0 && reply.live != self.live {
             self.live = reply.live;
             self.shared.counters.live.set(self.live);
+            self.shared
+                .lease_max
+                .set(lease_max(&self.cfg, self.burst, self.live));
             let _ = self
                 .fallback
                 .set_quota(share(self.interval_us.max(1), self.live));
@@ -552,11 +672,14 @@ impl Task {
                         let _ = w.reply.send(KeyDecision::new(allowed, Via::Redis, retry));
                     }
                     // Decided by the fallback meanwhile: the grant is not used.
-                    None if res.value > 0 => *self.gives.entry(key).or_insert(0) += res.value,
+                    None if res.value > 0 => {
+                        *self.gives[shard].entry(key).or_insert(0) += res.value;
+                    }
                     None => {}
                 },
                 KeyOp::Lease => {
                     c.lease_requests.add(1);
+                    let short_lease = self.short_lease();
                     match self.hot.get_mut(&key) {
                         Some(h) => {
                             h.asking = false;
@@ -569,11 +692,11 @@ impl Task {
                                 h.dry_until = h.next_ask;
                             } else if res.value < n {
                                 // The key is short: come back once the fleet has accrued about
-                                // a minimum lease per holder (within half a lease lifetime),
-                                // and not before its next unit.
+                                // a short lease per holder (within half a lease lifetime), and
+                                // not before its next unit.
                                 let us = self
                                     .interval_us
-                                    .saturating_mul(self.cfg.min_lease)
+                                    .saturating_mul(short_lease)
                                     .saturating_mul(self.live);
                                 let mut back =
                                     Duration::from_micros(us).min(self.cfg.lease_lifetime / 2);
@@ -590,12 +713,16 @@ impl Task {
                                 if self.shared.pool.restock(key.as_str(), res.value).is_ok() {
                                     h.book.add(Some(deadline), res.value);
                                 } else {
-                                    *self.gives.entry(key).or_insert(0) += res.value;
+                                    *self.gives[shard].entry(key.clone()).or_insert(0) += res.value;
                                 }
                             }
+                            // After the units are in the pool: the next check that finds the
+                            // lease spent signals again (once). A full marks table leaves the
+                            // key's checks to the task, as a cold key's.
+                            let _ = self.shared.marks.set_stock(key.as_str(), ARMED);
                         }
                         None if res.value > 0 => {
-                            *self.gives.entry(key).or_insert(0) += res.value;
+                            *self.gives[shard].entry(key).or_insert(0) += res.value;
                         }
                         None => {}
                     }
@@ -613,13 +740,15 @@ impl Task {
     async fn finish(&mut self) {
         self.closing = true;
         self.rx.close();
+        self.dry_rx.close();
+        let mut waiting: Vec<Request> = self.queues.iter_mut().flat_map(std::mem::take).collect();
         while let Ok(r) = self.rx.try_recv() {
-            self.queue.push_back(r);
+            waiting.push(r);
         }
         if self.shared.state.get() != FORGOTTEN {
             self.shared.state.set(PARTITIONED);
         }
-        for r in std::mem::take(&mut self.queue) {
+        for r in waiting {
             let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
         }
         let now = Instant::now();
@@ -630,20 +759,30 @@ impl Task {
         self.housekeeping(now);
         let give_up = now + self.cfg.command_timeout * 8;
         while Instant::now() < give_up {
-            if let Some(f) = &mut self.inflight {
+            if let Some(shard) = self.inflight.iter().position(Option::is_some) {
+                let f = self.inflight[shard].as_mut().expect("found");
                 let pending = f.call.take();
                 let r = match pending {
                     Some(c) => c.await,
-                    None => call(&self.client, &self.shared, f.seq, f.ops.clone(), f.touch).await,
+                    None => {
+                        call(
+                            &self.client,
+                            &self.shared,
+                            (shard, f.seq),
+                            f.ops.clone(),
+                            f.touch,
+                        )
+                        .await
+                    }
                 };
-                self.on_reply(r);
-                if self.inflight.is_some() {
+                self.on_reply(shard, r);
+                if self.inflight[shard].is_some() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 continue;
             }
             self.housekeeping(Instant::now());
-            if self.gives.is_empty() && self.debts.is_empty() {
+            if self.gives.iter().chain(&self.debts).all(HashMap::is_empty) {
                 break;
             }
             // Charges and give-backs only (closing: no leases, no checks).
@@ -652,17 +791,51 @@ impl Task {
     }
 }
 
-/// Sends batch `seq` (counted) on a clone of the connection.
+/// Sends batch `seq` of `shard` (counted) on a clone of the connection.
 fn call(
     client: &KeyedClient,
     shared: &KeyedShared,
-    seq: u64,
+    (shard, seq): (usize, u64),
     ops: Vec<(String, KeyOp, u64)>,
     touch: bool,
 ) -> Call {
     shared.counters.batches.add(1);
     let mut client = client.clone();
-    Box::pin(async move { client.batch(seq, &ops, touch).await })
+    Box::pin(async move { client.batch_on(shard, seq, &ops, touch).await })
+}
+
+/// After registering on every shard: on a cluster each shard must carry the epoch of shard 0
+/// (the limit's). One that carries another was created afresh after Redis lost a part of the
+/// limit (or shard 0 was): a per-key stock is then marked forgotten on that shard (a batch
+/// sending the limit's epoch, which the script refuses and marks) and the limiter fails with
+/// [`FleetError::Forgotten`]; a per-key rate goes on with each shard's own epoch (a lost key
+/// costs at most its burst once).
+async fn agree_on_epoch(c: &mut KeyedClient, stock: bool) -> Result<(), FleetError> {
+    let limit = c.epoch(0);
+    let mut lost = false;
+    for shard in 1..c.shards() {
+        if c.epoch(shard) != limit && stock {
+            c.learn(shard, limit);
+            match c.batch_on(shard, 2, &[], true).await {
+                Err(FleetError::Forgotten) => lost = true,
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
+    }
+    if lost {
+        return Err(FleetError::Forgotten);
+    }
+    Ok(())
+}
+
+/// The largest check a spent lease denies locally (see `KeyedShared::lease_max`).
+fn lease_max(cfg: &KeyedFleetBuilder, burst: u64, live: u64) -> u64 {
+    if cfg.stock {
+        1
+    } else {
+        (burst / (2 * live.max(1))).max(1)
+    }
 }
 
 /// The outage share of one of `live` processes for one key: `R / live`, burst one.

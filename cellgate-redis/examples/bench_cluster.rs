@@ -1,0 +1,210 @@
+//! Cold keyed decisions/s on one Redis and on a Redis Cluster, in one run: starts the servers
+//! itself on loopback (`redis-server`, `redis-cli` on the PATH; no persistence), then runs
+//! `bench_vs_lua --only "keyed cold"` (found next to this program) against each:
+//!
+//! - `1 node`: one `redis-server`, not a cluster (a keyed limit is one shard there);
+//! - `1 master`: a cluster of one node holding every slot (the limit's 16 shards on it);
+//! - `3 masters`: three masters with a replica each (`redis-cli --cluster create
+//!   --cluster-replicas 1`): the shards spread over the three.
+//!
+//! Each setup's runs, then the median run of each and the same-run ratios against `1 master`
+//! and `1 node`. The machine runs the servers and the benchmark together: on a small machine the
+//! masters compete with the benchmark and with each other for the same cores.
+//!
+//! ```text
+//! cargo build --release -p cellgate-redis --example bench_vs_lua --example bench_cluster
+//! target/release/examples/bench_cluster --seconds 3 --runs 3 --threads 1 --concurrency 256
+//! ```
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One `redis-server` this program started (killed when dropped).
+struct Server {
+    port: u16,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Server {
+    /// A server on a free loopback port whose `+ 10000` (a cluster's bus port) is free too.
+    fn start(cluster: bool) -> Server {
+        let port = loop {
+            let p = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+                break p;
+            }
+        };
+        let dir =
+            std::env::temp_dir().join(format!("cellgate-bench-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir);
+        if cluster {
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ]);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (install it: apt-get install -y redis-server)");
+        let s = Server { port, child, dir };
+        wait_for("redis-server to answer", || {
+            s.cli(&["PING"]).contains("PONG")
+        });
+        s
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `redis-cli -p PORT args...`, its output.
+    fn cli(&self, args: &[&str]) -> String {
+        Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A cluster of one master holding every slot.
+fn one_master() -> Vec<Server> {
+    let s = Server::start(true);
+    s.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    wait_for("the cluster to be ready", || {
+        s.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+    });
+    vec![s]
+}
+
+/// Three masters with a replica each.
+fn three_masters() -> Vec<Server> {
+    let nodes: Vec<Server> = (0..6).map(|_| Server::start(true)).collect();
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    wait_for("the cluster to be ready", || {
+        nodes.iter().all(|n| {
+            n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                && n.cli(&["CLUSTER", "NODES"]).matches("slave").count() == 3
+        })
+    });
+    nodes
+}
+
+/// Runs `bench_vs_lua --only "keyed cold"` against `urls`; each run's decisions/s and its
+/// output line.
+fn keyed_cold(bench: &PathBuf, urls: &str, pass: &[String]) -> Vec<(f64, String)> {
+    let out = Command::new(bench)
+        .args(["--redis", urls, "--only", "keyed cold"])
+        .args(pass)
+        .output()
+        .expect("running bench_vs_lua");
+    assert!(
+        out.status.success(),
+        "bench_vs_lua: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("run "))
+        .filter_map(|l| {
+            let d = l.split_whitespace().nth(4)?.parse().ok()?;
+            Some((d, l.to_owned()))
+        })
+        .collect()
+}
+
+fn main() {
+    // Everything is passed on to bench_vs_lua (--seconds, --runs, --threads, --concurrency).
+    let pass: Vec<String> = std::env::args().skip(1).collect();
+    let bench = std::env::current_exe()
+        .expect("own path")
+        .with_file_name("bench_vs_lua");
+    assert!(
+        bench.exists(),
+        "{} not found: cargo build --release -p cellgate-redis --example bench_vs_lua",
+        bench.display()
+    );
+    let mut results: Vec<(&str, Vec<(f64, String)>)> = Vec::new();
+    {
+        let s = Server::start(false);
+        results.push(("1 node", keyed_cold(&bench, &s.url(), &pass)));
+    }
+    {
+        let nodes = one_master();
+        // Two seeds (the same node twice): a comma-separated list is what makes the limiter
+        // use the cluster client, and so the limit's 16 shards.
+        let urls = format!("{0},{0}", nodes[0].url());
+        results.push(("1 master", keyed_cold(&bench, &urls, &pass)));
+    }
+    {
+        let nodes = three_masters();
+        let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+        results.push(("3 masters", keyed_cold(&bench, &urls.join(","), &pass)));
+    }
+    for (label, runs) in &results {
+        for (_, line) in runs {
+            println!("{label:10} {line}");
+        }
+    }
+    let runs = results.iter().map(|(_, r)| r.len()).min().unwrap_or(0);
+    println!("median run of {runs}; same-run ratios (median; per run):");
+    for (label, r) in &results {
+        let mut d: Vec<f64> = r.iter().map(|(d, _)| *d).collect();
+        d.sort_by(f64::total_cmp);
+        let ratio = |base: usize| {
+            let mut each: Vec<f64> = (0..runs).map(|i| r[i].0 / results[base].1[i].0).collect();
+            let list: Vec<String> = each.iter().map(|x| format!("{x:.2}")).collect();
+            each.sort_by(f64::total_cmp);
+            format!("{:.2}x ({})", each[runs / 2], list.join(" / "))
+        };
+        println!(
+            "{label:10} {:>10.0} keyed cold decisions/s   {} 1 node   {} 1 master",
+            d[d.len() / 2],
+            ratio(0),
+            ratio(1)
+        );
+    }
+}
