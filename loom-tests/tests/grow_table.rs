@@ -142,41 +142,38 @@ fn inserts_of_one_key_race_a_grow() {
     });
 }
 
+/// A sweep of a table holding A (spent) and B (idle) races a check of `key`: the check's unit
+/// is spent whatever lands first, the sweep dropped at most B, and A keeps its state.
+fn sweep_races_a_check_of(key: u64) {
+    let lim = a_spent_b_idle();
+    let other = spawn_check(&lim, key);
+    let evicted = lim.evict_idle();
+    let d = other.join().unwrap();
+    assert!(d.is_allowed() && d.remaining() == 1, "{key}'s unit: {d:?}");
+    assert!(evicted <= 1);
+    assert_eq!(lim.len(), 2, "A and {key}");
+    assert_eq!(lim.peek(&key).remaining(), 1, "{key}'s admission was lost");
+    assert_eq!(lim.peek(&A).remaining(), 1);
+}
+
 /// A sweep races a check that makes an idle key live again. Whichever lands first, the key
 /// ends with the check's unit spent: a key is dropped only on its settled, idle state.
 #[test]
 fn eviction_races_a_check_that_revives_the_key() {
     deterministic_hashing();
     model("eviction_races_a_check_that_revives_the_key", || {
-        let lim = a_spent_b_idle();
-        let other = spawn_check(&lim, B);
-        let evicted = lim.evict_idle();
-        let b = other.join().unwrap();
-        assert!(b.is_allowed() && b.remaining() == 1, "B's unit: {b:?}");
-        assert!(evicted <= 1);
-        assert_eq!(lim.len(), 2, "A and B");
-        assert_eq!(lim.peek(&B).remaining(), 1, "B's admission was dropped");
-        assert_eq!(lim.peek(&A).remaining(), 1);
+        sweep_races_a_check_of(B);
     });
 }
 
 /// The insert of a new key races a sweep that shrinks the array (dropping an idle key): the new
-/// key is kept, in the array that the sweep installed or one rebuilt after it.
+/// key is kept, in the array that the sweep installed or one rebuilt after it. (B is dropped by
+/// the sweep, or by C's insert if that had to rebuild first; then the sweep finds nothing idle.)
 #[test]
 fn insert_races_a_shrink() {
     deterministic_hashing();
     model("insert_races_a_shrink", || {
-        let lim = a_spent_b_idle();
-        let other = spawn_check(&lim, C);
-        let evicted = lim.evict_idle();
-        let c = other.join().unwrap();
-        assert!(c.is_allowed() && c.remaining() == 1, "C's unit: {c:?}");
-        // B is dropped by the sweep, or by C's insert if that had to rebuild first (then the
-        // sweep finds nothing idle).
-        assert!(evicted <= 1);
-        assert_eq!(lim.len(), 2, "A and C");
-        assert_eq!(lim.peek(&C).remaining(), 1, "C's key was lost");
-        assert_eq!(lim.peek(&A).remaining(), 1);
+        sweep_races_a_check_of(C);
     });
 }
 
