@@ -174,18 +174,24 @@ pub fn check_all_in(
     const INLINE: usize = 8;
     if limiters.len() <= INLINE {
         let mut taken: [Option<Reservation>; INLINE] = [const { None }; INLINE];
-        admit(limiters, decisions, &mut taken[..limiters.len()])
+        admit(limiters, &(), decisions, &mut taken[..limiters.len()])
     } else {
         let mut taken = vec![None; limiters.len()];
-        admit(limiters, decisions, &mut taken)
+        admit(limiters, &(), decisions, &mut taken)
     }
 }
 
-/// [`check_all_in`] that also hands back what was admitted: when every limiter admits,
-/// `taken[i]` holds limiter `i`'s reservation, so that the caller can give the units back
-/// later with [`RateLimiter::cancel`], exactly as a rollback would (a later check of the same
-/// request that denies: an HTTP layer nested in another). When one denies, the others are
-/// rolled back as in `check_all_in` and `taken` holds nothing to cancel.
+/// [`check_all_in`] on limiters that all take the same `key`, which also hands back what was
+/// admitted: when every limiter admits, `taken[i]` holds limiter `i`'s reservation, so that
+/// the caller can give the units back later with [`RateLimiter::cancel`], exactly as a
+/// rollback would (a later check of the same request that denies: an HTTP layer nested in
+/// another). When one denies, the others are rolled back as in `check_all_in` and `taken`
+/// holds nothing to cancel.
+///
+/// The key is shared: `&()` for limiters of no key (as [`check_all`] takes them), a user id
+/// for several limits on one user (per second and per day), a request head for an HTTP
+/// layer whose limits each find their own key in it. Nothing is allocated: `decisions` and
+/// `taken` are the caller's.
 ///
 /// `taken` must be at least as long as `limiters`; with fewer, nothing is charged and the
 /// first limiter is reported as denying (a caller's mistake, never a panic).
@@ -193,25 +199,26 @@ pub fn check_all_in(
 /// # Examples
 ///
 /// ```
-/// use cellgate::{check_all_reserving, Decision, Limiter, Quota, RateLimiter};
+/// use cellgate::{check_all_reserving, Decision, KeyedLimiter, Quota, RateLimiter};
 ///
-/// let a = Limiter::gcra(Quota::per_second(5)).build()?;
-/// let b = Limiter::gcra(Quota::per_second(5)).build()?;
-/// let limiters: [(&dyn RateLimiter, u32); 2] = [(&a, 2), (&b, 1)];
+/// let per_second = KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?;
+/// let per_day = KeyedLimiter::<String>::gcra(Quota::per_hour(100).with_burst(100)).build()?;
+/// let limiters: [(&dyn RateLimiter<str>, u32); 2] = [(&per_second, 2), (&per_day, 1)];
 /// let mut decisions = [Decision::NONE; 2];
 /// let mut taken = [None, None];
-/// assert_eq!(check_all_reserving(&limiters, &mut decisions, &mut taken), None);
+/// assert_eq!(check_all_reserving(&limiters, "alice", &mut decisions, &mut taken), None);
 /// // Later, something else refused the request: give both charges back.
 /// for ((limiter, _), r) in limiters.iter().zip(&mut taken) {
 ///     if let Some(r) = r.take() {
-///         limiter.cancel(&(), r);
+///         limiter.cancel("alice", r);
 ///     }
 /// }
-/// assert_eq!((a.peek().remaining(), b.peek().remaining()), (5, 5));
+/// assert_eq!((per_second.peek("alice").remaining(), per_day.peek("alice").remaining()), (5, 100));
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub fn check_all_reserving(
-    limiters: &[(&dyn RateLimiter, u32)],
+pub fn check_all_reserving<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
@@ -219,18 +226,19 @@ pub fn check_all_reserving(
         return Some(0);
     };
     taken.fill(None);
-    admit(limiters, decisions, taken)
+    admit(limiters, key, decisions, taken)
 }
 
 /// [`check_all_in`] with room for one reservation per limiter in `taken`.
-fn admit(
-    limiters: &[(&dyn RateLimiter, u32)],
+fn admit<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
     let mut denied_by = None;
     for (i, (limiter, n)) in limiters.iter().enumerate() {
-        let r = limiter.charge(&(), *n);
+        let r = limiter.charge(key, *n);
         let allowed = r.is_allowed();
         if let Some(slot) = decisions.get_mut(i) {
             *slot = r.decision();
@@ -244,7 +252,7 @@ fn admit(
     let denied = denied_by?;
     for i in (0..denied).rev() {
         if let Some(r) = taken[i].take() {
-            limiters[i].0.cancel(&(), r);
+            limiters[i].0.cancel(key, r);
         }
     }
     // Every other limiter is looked at after the rollback: the rolled-back ones (before the
@@ -255,9 +263,9 @@ fn admit(
             break;
         };
         if i < denied {
-            *slot = limiter.peek_n(&(), 0);
+            *slot = limiter.peek_n(key, 0);
         } else if i > denied {
-            *slot = limiter.peek_n(&(), *n);
+            *slot = limiter.peek_n(key, *n);
         }
     }
     denied_by
