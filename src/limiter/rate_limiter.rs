@@ -167,22 +167,18 @@ forward_through!(std::sync::Arc<L>);
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
         impl<C: $crate::clock::Clock> $crate::RateLimiter for $limiter<C> {
-            #[inline]
             fn check_n(&self, _key: &(), n: u32) -> $crate::Decision {
                 $limiter::check_n(self, n)
             }
 
-            #[inline]
             fn peek_n(&self, _key: &(), n: u32) -> $crate::Decision {
                 $limiter::peek_n(self, n)
             }
 
-            #[inline]
             fn charge(&self, _key: &(), n: u32) -> $crate::Reservation {
                 $limiter::charge(self, n)
             }
 
-            #[inline]
             fn cancel(&self, _key: &(), reservation: $crate::Reservation) -> bool {
                 $limiter::cancel(self, reservation)
             }
@@ -214,22 +210,18 @@ macro_rules! keyed_limiter_traits {
             Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
             C: $crate::clock::Clock,
         {
-            #[inline]
             fn check_n(&self, key: &Q, n: u32) -> $crate::Decision {
                 $limiter::check_n(self, key, n)
             }
 
-            #[inline]
             fn peek_n(&self, key: &Q, n: u32) -> $crate::Decision {
                 $limiter::peek_n(self, key, n)
             }
 
-            #[inline]
             fn charge(&self, key: &Q, n: u32) -> $crate::Reservation {
                 $limiter::charge(self, key, n)
             }
 
-            #[inline]
             fn cancel(&self, key: &Q, reservation: $crate::Reservation) -> bool {
                 $limiter::cancel(self, key, reservation)
             }
