@@ -345,7 +345,9 @@ mod tests {
             (3, 5)
         );
         // With no key at all: nothing either.
-        assert!(!limit.imp.give_back(&parts(None, &[]), mark.fingerprint, r.clone()));
+        assert!(!limit
+            .imp
+            .give_back(&parts(None, &[]), mark.fingerprint, r.clone()));
         assert!(limit.imp.give_back(&alice, mark.fingerprint, r));
         assert_eq!(l.peek("alice").remaining(), 5);
     }

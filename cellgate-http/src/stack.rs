@@ -137,12 +137,16 @@ mod tests {
         let id = reg.0;
         let head = http::Request::new(()).into_parts().0;
         for _ in 0..2 {
-            find(id).expect("a live layer").give_back(&head, Charges::new(1));
+            find(id)
+                .expect("a live layer")
+                .give_back(&head, Charges::new(1));
         }
         // From another thread too (its own list starts empty).
         std::thread::scope(|s| {
             s.spawn(|| {
-                find(id).expect("a live layer").give_back(&head, Charges::new(9));
+                find(id)
+                    .expect("a live layer")
+                    .give_back(&head, Charges::new(9));
             });
         });
         assert_eq!(layer.0.load(Ordering::Relaxed), 3);

@@ -125,7 +125,11 @@ fn an_admitted_request_allocates_nothing_in_the_layer() {
     // without the IETF fields: nothing.
     let three = || vec![per_ip("ip"), per_user("user"), global("all")];
     let mut svc = layer(three(), false).layer(handler());
-    assert_eq!(allocations_per_request(&mut svc, N) - base, 0.0, "one layer");
+    assert_eq!(
+        allocations_per_request(&mut svc, N) - base,
+        0.0,
+        "one layer"
+    );
 
     // Eight limits in one layer: still in place.
     let eight: Vec<Limit> = (0..8)
@@ -136,16 +140,28 @@ fn an_admitted_request_allocates_nothing_in_the_layer() {
         })
         .collect();
     let mut svc = layer(eight, false).layer(handler());
-    assert_eq!(allocations_per_request(&mut svc, N) - base, 0.0, "eight limits");
+    assert_eq!(
+        allocations_per_request(&mut svc, N) - base,
+        0.0,
+        "eight limits"
+    );
 
     // Two stacked layers (a router's around a route's), each keeping what it charged in
     // case the other denies: nothing.
     let inner = layer(vec![per_user("user")], false).layer(handler());
     let mut svc = layer(vec![per_ip("ip"), global("all")], false).layer(inner);
-    assert_eq!(allocations_per_request(&mut svc, N) - base, 0.0, "stacked layers");
+    assert_eq!(
+        allocations_per_request(&mut svc, N) - base,
+        0.0,
+        "stacked layers"
+    );
 
     // With the IETF fields: one allocation per layer, the `RateLimit` value (its digits
     // change with every request); `RateLimit-Policy` is shared.
     let mut svc = layer(three(), true).layer(handler());
-    assert_eq!(allocations_per_request(&mut svc, N) - base, 1.0, "with the fields");
+    assert_eq!(
+        allocations_per_request(&mut svc, N) - base,
+        1.0,
+        "with the fields"
+    );
 }

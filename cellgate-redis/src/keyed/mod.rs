@@ -236,7 +236,9 @@ pub(crate) struct Request {
 /// # Ok(()) }
 /// ```
 pub struct KeyedFleet {
-    shared: Arc<KeyedShared>,
+    pub(crate) shared: Arc<KeyedShared>,
+    /// What [`cellgate::RateLimiter::policy`] reports (`limiter.rs`).
+    pub(crate) policy: cellgate::Policy,
     tx: mpsc::Sender<Request>,
     thread: Lock<Option<JoinHandle<()>>>,
     name: String,
@@ -621,6 +623,7 @@ impl KeyedFleetBuilder {
             .map_err(|e| FleetError::Config(format!("spawning the batching thread: {e}")))?;
         Ok(KeyedFleet {
             shared,
+            policy: crate::limiter::keyed_policy(self.stock, interval_us, burst)?,
             tx,
             thread: Lock::new(Some(thread)),
             name: self.name,
