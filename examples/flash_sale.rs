@@ -71,7 +71,9 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, Decision, Denial, Gate, KeyedLimiter, Limiter, Quota, StripedLimiter};
+use cellgate::{
+    check_all, Decision, Denial, KeyedLimiter, Limiter, Quota, RateLimiter, StripedLimiter,
+};
 
 const USAGE: &str = "\
 flash_sale: the model seckill: every purchase admitted all or nothing by one check_all over the
@@ -308,7 +310,7 @@ struct Shop {
     global: Limiter<ManualClock>,
 }
 
-/// Gate names, in `check_all` order.
+/// Limit names, in `check_all` order.
 const GATES: [&str; 5] = [
     "sku stock",
     "sku rate",
@@ -461,7 +463,7 @@ fn attempt(
     let user_rate = shop.user_rate.gate(&user);
     let cap = shop.cap.gate(&user);
     let d = check_all([
-        (&shop.stock[sku as usize] as &dyn Gate, 1),
+        (&shop.stock[sku as usize] as &dyn RateLimiter, 1),
         (&sku_rate, 1),
         (&user_rate, 1),
         (&cap, 1),

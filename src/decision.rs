@@ -49,6 +49,16 @@ pub struct Decision {
 
 const NO_RETRY: u64 = u64::MAX;
 
+/// `d` in nanoseconds, `u64::MAX` beyond.
+const fn saturating_ns(d: Duration) -> u64 {
+    let ns = d.as_nanos();
+    if ns > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ns as u64
+    }
+}
+
 const ALLOWED: u64 = 1 << 32;
 
 /// Where a denial's reason sits in `verdict` (0: none, i.e. admitted; otherwise
@@ -141,6 +151,56 @@ impl Decision {
     /// A placeholder: denied, limit 0, no retry. Fills arrays before a check writes them
     /// (see [`check_all_in`](crate::check_all_in)); no limiter returns it.
     pub const NONE: Decision = Decision::deny(0, 0, NonZeroU64::MIN, None, 0);
+
+    /// An admission decided outside this crate, for a [`RateLimiter`](crate::RateLimiter)
+    /// implemented elsewhere (a fleet limiter's check answered by Redis): `limit`,
+    /// `remaining` units left, and `reset_after` until the key is back to a fresh state.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::Decision;
+    ///
+    /// let d = Decision::admitted(10, 7, Duration::from_secs(3));
+    /// assert!(d.is_allowed());
+    /// assert_eq!((d.limit(), d.remaining(), d.reset_after()), (10, 7, Duration::from_secs(3)));
+    /// ```
+    #[must_use]
+    pub const fn admitted(limit: u32, remaining: u32, reset_after: Duration) -> Self {
+        Self::allow(
+            limit,
+            remaining as u64,
+            NonZeroU64::MIN,
+            saturating_ns(reset_after),
+        )
+    }
+
+    /// A denial decided outside this crate (see [`admitted`](Self::admitted)): `retry_after`
+    /// is the wait after which the same request would be admitted, `None` when waiting
+    /// cannot help.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::Decision;
+    ///
+    /// let d = Decision::denied(10, Some(Duration::from_millis(250)), Duration::from_secs(1));
+    /// assert!(!d.is_allowed());
+    /// assert_eq!((d.remaining(), d.retry_after()), (0, Some(Duration::from_millis(250))));
+    /// assert_eq!(Decision::denied(10, None, Duration::ZERO).retry_after(), None);
+    /// ```
+    #[must_use]
+    pub const fn denied(limit: u32, retry_after: Option<Duration>, reset_after: Duration) -> Self {
+        let retry_ns = match retry_after {
+            Some(d) => Some(saturating_ns(d)),
+            None => None,
+        };
+        Self::deny(
+            limit,
+            0,
+            NonZeroU64::MIN,
+            retry_ns,
+            saturating_ns(reset_after),
+        )
+    }
 
     /// An admitted request, to act on at once.
     #[inline]

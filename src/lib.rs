@@ -18,8 +18,8 @@
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
 //! | giving back | [`KeyedLimiter::refund`], [`KeyedLimiter::cancel`] |
-//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`check_all_reserving`] (the admissions, to give back later), [`Gate`] (any [`Limiter`], [`StripedLimiter`], [`KeyedLimiter::gate`], [`Bound`] over a [`RateLimiter`] such as a [`SlidingLog`]), [`MultiDecision`] |
-//! | one interface over every limiter | [`RateLimiter`] (object safe), [`Policy`] |
+//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`check_all_reserving`] (the admissions, to give back later), over any [`RateLimiter`] of no key: a [`Limiter`], a [`StripedLimiter`], one key of a keyed limiter as `(&limiter, &key)` ([`KeyedLimiter::gate`]); [`MultiDecision`] |
+//! | one interface over every limiter | [`RateLimiter`] (object safe: check, peek, charge, cancel, reserve, [`Policy`], store [`Stats`]) |
 //! | one hot key from many threads | [`StripedLimiter`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
 //! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
@@ -83,7 +83,7 @@
 //!   insert, sweep, eviction, compaction), statistics ([`Stats`]) and the background sweeper.
 //! - `src/limiter/`: the public limiters as facades over the cells and stores, the
 //!   [`RateLimiter`] trait and [`Policy`], and the runtime-replaceable algorithm.
-//! - `src/admission/`: what combines or waits on limiters: [`check_all`] and [`Gate`],
+//! - `src/admission/`: what combines or waits on limiters: [`check_all`],
 //!   [`Reservation`], blocking and async waiting.
 //! - `src/clock.rs`, `src/quota.rs`, `src/decision.rs`, `src/error.rs`, `src/nginx.rs`: time,
 //!   rates, answers, configuration errors, nginx notation.
@@ -134,7 +134,7 @@ mod quota;
 mod store;
 mod sync;
 
-pub use admission::gate::{check_all, check_all_in, check_all_reserving, Gate, MultiDecision};
+pub use admission::gate::{check_all, check_all_in, check_all_reserving, MultiDecision};
 pub use admission::reservation::Reservation;
 #[cfg(feature = "async")]
 pub use admission::wait::UntilReady;
@@ -143,9 +143,9 @@ pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
 pub use decision::{Decision, Denial};
 pub use error::ConfigError;
 pub use limiter::direct::{Limiter, LimiterBuilder};
-pub use limiter::keyed::{KeyGate, KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
+pub use limiter::keyed::{KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
 pub use limiter::policy::{Policy, PolicyKind};
-pub use limiter::rate_limiter::{Bound, RateLimiter};
+pub use limiter::rate_limiter::RateLimiter;
 pub use limiter::sliding_log::{SlidingLog, SlidingLogBuilder};
 pub use limiter::striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
 pub use quota::Quota;

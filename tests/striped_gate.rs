@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{
-    check_all, Bound, Gate, KeyedLimiter, Limiter, PolicyKind, Quota, RateLimiter, StripedLimiter,
-};
+use cellgate::{check_all, KeyedLimiter, Limiter, PolicyKind, Quota, RateLimiter, StripedLimiter};
 
 /// The README's flash sale: the SKU's stock in hot-key mode, a per-user cap and a global rate,
 /// all or nothing. Every limiter ends holding exactly what was admitted.
@@ -35,9 +33,9 @@ fn striped_stock_in_check_all_is_all_or_nothing() {
                             let user = (i * 3 + t) % 500;
                             let cap = per_user.gate(&user);
                             let d = check_all([
-                                (&cap as &dyn Gate, 1),
-                                (sku as &dyn Gate, 1),
-                                (global as &dyn Gate, 1),
+                                (&cap as &dyn RateLimiter, 1),
+                                (sku as &dyn RateLimiter, 1),
+                                (global as &dyn RateLimiter, 1),
                             ]);
                             if d.is_allowed() {
                                 won.push(user);
@@ -78,7 +76,7 @@ fn striped_stock_in_check_all_is_all_or_nothing() {
 fn a_gathered_request_is_rolled_back_whole() {
     let sku = StripedLimiter::stock(10).stripes(4).build().unwrap(); // 3 3 2 2
     let sold_out = Limiter::stock(0).build().unwrap();
-    let d = check_all([(&sku as &dyn Gate, 9), (&sold_out, 1)]);
+    let d = check_all([(&sku as &dyn RateLimiter, 9), (&sold_out, 1)]);
     assert_eq!(d.denied_by(), Some(1));
     assert_eq!(sku.remaining(), 10);
     assert_eq!(
@@ -86,7 +84,7 @@ fn a_gathered_request_is_rolled_back_whole() {
         10,
         "reported after the rollback"
     );
-    let d = check_all([(&sku as &dyn Gate, 9)]);
+    let d = check_all([(&sku as &dyn RateLimiter, 9)]);
     assert!(d.is_allowed());
     assert_eq!(sku.remaining(), 1);
 }
@@ -107,14 +105,14 @@ fn striped_gcra_rolls_back_on_its_stripe() {
     let l = two_stripes();
     let sold_out = Limiter::stock(0).build().unwrap();
     for _ in 0..5 {
-        let d = check_all([(&l as &dyn Gate, 2), (&sold_out, 1)]);
+        let d = check_all([(&l as &dyn RateLimiter, 2), (&sold_out, 1)]);
         assert_eq!(d.denied_by(), Some(1));
     }
     assert_eq!(l.remaining(), 4, "no rolled-back unit is kept");
-    let r = Gate::charge(&l, 2);
+    let r = RateLimiter::charge(&l, &(), 2);
     assert!(r.is_allowed());
     assert!(l.check().is_allowed()); // behind it, on whichever stripe
-    assert!(Gate::cancel(&l, r));
+    assert!(RateLimiter::cancel(&l, &(), r));
     assert_eq!(l.remaining(), 3);
 }
 
@@ -160,7 +158,7 @@ fn sliding_log_rolls_back_its_entries() {
     assert!(log.check("alice").is_allowed());
     clock.advance(Duration::from_secs(10));
     for _ in 0..4 {
-        let d = check_all([(&Bound::new(user, "alice"), 2), (&sold_out, 1)]);
+        let d = check_all([(&(user, "alice"), 2), (&sold_out, 1)]);
         assert_eq!(d.denied_by(), Some(1));
     }
     assert_eq!(log.peek("alice").remaining(), 2);

@@ -1,10 +1,10 @@
 //! What the layer does with a request head: extract each limit's key, admit on every limit or
 //! on none, and compute the response fields (or the whole 429) from the decisions.
 
-use std::sync::Arc;
+use std::cell::RefCell;
 
 use bytes::Bytes;
-use cellgate::{check_all_reserving, Decision, Gate, Policy, PolicyKind, Reservation};
+use cellgate::{check_all_reserving, Decision, Policy, PolicyKind, RateLimiter, Reservation};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
@@ -14,9 +14,12 @@ use crate::headers::{
 };
 use crate::key::Rejection;
 use crate::layer::RateLimitBuilder;
-use crate::limit::{AnyKey, KeyGate, Limit};
+use crate::limit::{Limit, Mark};
+use crate::stack::{Charges, GiveBack, Registration, INLINE};
 
 pub(crate) struct Shared {
+    /// This layer's place in the list the give-back looks layers up in (see `stack.rs`).
+    pub(crate) registration: Registration,
     pub(crate) limits: Vec<Limit>,
     pub(crate) skip_options: bool,
     names: Option<crate::headers::FieldNames>,
@@ -26,8 +29,6 @@ pub(crate) struct Shared {
     state_prefixes: Vec<Vec<u8>>,
     /// `;t=` and `;pk=:` in the draft's words.
     state_params: StateParams,
-    /// Whether some limit writes its partition key.
-    any_partition_key: bool,
     /// The policies when the layer was built, and their `RateLimit-Policy` value: reused as
     /// long as every limiter still reports the same policy.
     policies_at_build: Vec<Policy>,
@@ -73,44 +74,35 @@ impl ExtraHeaders {
     }
 }
 
-/// A request's admission by one layer: each admitted limit's key and reservation, and the
-/// admission by the layer around this one, if any. Kept in the request's extensions (as
-/// [`Stack`]) while the request goes on inward, so that a cellgate layer nested inside (a
-/// route's limits under a router's) that denies the request gives back what every layer
-/// around it charged: the limits of one request are all or nothing, also across stacked
-/// layers.
-pub(crate) struct Admitted {
-    shared: Arc<Shared>,
-    /// One per limit of the layer, in its order.
-    charges: Vec<(AnyKey, Reservation)>,
-    outer: Option<Arc<Admitted>>,
-}
-
-/// The request extension that holds the innermost [`Admitted`] so far.
-#[derive(Clone)]
-pub(crate) struct Stack(Arc<Admitted>);
-
-/// Gives back every charge of `stack`'s admissions, innermost first. An admission is given
-/// back only by the one holder of it: if the request (and so the extension) was cloned, a
-/// clone still holds it, and it stays charged rather than being given back twice.
-fn give_back(stack: Option<Stack>) {
-    let mut next = stack.and_then(|s| Arc::into_inner(s.0));
-    while let Some(a) = next {
-        for ((key, r), l) in a.charges.into_iter().zip(&a.shared.limits).rev() {
-            l.imp.cancel(&key, r);
-        }
-        next = a.outer.and_then(Arc::into_inner);
-    }
-}
-
 /// How a request fared.
 pub(crate) enum Admission {
-    Admitted(ExtraHeaders),
+    /// Admitted: the fields for the response, and what was charged (to give back if a layer
+    /// inside this one denies the request).
+    Admitted(ExtraHeaders, Charges),
+    /// Denied by a limit: the 429 (or gRPC answer).
+    Denied(Response<Bytes>),
+    /// Answered otherwise (a key extractor's rejection).
     Answered(Response<Bytes>),
 }
 
+impl GiveBack for Shared {
+    fn give_back(&self, head: &Parts, mut charges: Charges) {
+        for (l, c) in self.limits.iter().zip(charges.slots()).rev() {
+            if let Some((fingerprint, r)) = c.take() {
+                l.imp.give_back(head, fingerprint, r);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The `RateLimit` field's value being written: reused, so that writing it allocates
+    /// nothing but the value itself.
+    static STATE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Shared {
-    pub(crate) fn new(b: RateLimitBuilder) -> Self {
+    pub(crate) fn new(b: RateLimitBuilder, registration: Registration) -> Self {
         let names = b.draft.map(HeaderDraft::names);
         let policies_at_build: Vec<Policy> = b.limits.iter().map(Limit::policy).collect();
         let policy_value = names
@@ -152,6 +144,7 @@ impl Shared {
             .map(|texts| texts.each_ref().map(|t| grpc_message(t)))
             .collect();
         Shared {
+            registration,
             #[cfg(feature = "metrics")]
             metrics: crate::metrics::Registry::new(b.limits.len(), b.metrics),
             skip_options: b.skip_options,
@@ -165,7 +158,6 @@ impl Shared {
             names,
             state_prefixes,
             state_params,
-            any_partition_key: b.limits.iter().any(|l| l.partition_key.is_some()),
             grpc: b.grpc,
             grpc_messages,
             policies_at_build,
@@ -179,93 +171,103 @@ impl Shared {
     /// extracted are checked even when another limit's key was not (the request is then
     /// answered with that rejection if they admit it, and stays charged on the rate limits: a
     /// request that has no user id still meets its per-IP limit; a stock takes nothing for a
-    /// request it does not serve). An admitted request carries its admission in its
-    /// extensions; a denial gives back what the cellgate layers around this one charged for
-    /// the request (see [`Admitted`]).
-    pub(crate) fn admit(self: &Arc<Self>, parts: &mut Parts) -> Admission {
-        let mut keys: Vec<Option<AnyKey>> = Vec::with_capacity(self.limits.len());
+    /// request it does not serve). An admitted request's charges come back with the
+    /// admission, for the response future to keep (see `stack.rs`).
+    ///
+    /// Up to [`INLINE`] limits, nothing here is allocated: the keys are looked up in the head
+    /// (borrowed where the extractor lends them), and the marks, decisions and reservations
+    /// are arrays on the stack.
+    pub(crate) fn admit(&self, parts: &Parts) -> Admission {
+        let n = self.limits.len();
+        if n == 0 {
+            return Admission::Admitted(self.rate_limit_headers(&[], None, &[]), Charges::new(0));
+        }
+        if n <= INLINE {
+            let mut marks = [None; INLINE];
+            let mut decisions = [Decision::NONE; INLINE];
+            let mut taken = [const { None }; INLINE];
+            let mut keyed = [(self.limits[0].imp.limiter(), 0); INLINE];
+            let mut index = [0; INLINE];
+            self.admit_in(
+                parts,
+                Scratch {
+                    marks: &mut marks[..n],
+                    decisions: &mut decisions[..n],
+                    taken: &mut taken[..n],
+                    keyed: &mut keyed[..n],
+                    index: &mut index[..n],
+                },
+            )
+        } else {
+            let (mut marks, mut decisions, mut taken) =
+                (vec![None; n], vec![Decision::NONE; n], vec![None; n]);
+            let (mut keyed, mut index) = (vec![(self.limits[0].imp.limiter(), 0); n], vec![0; n]);
+            self.admit_in(
+                parts,
+                Scratch {
+                    marks: &mut marks,
+                    decisions: &mut decisions,
+                    taken: &mut taken,
+                    keyed: &mut keyed,
+                    index: &mut index,
+                },
+            )
+        }
+    }
+
+    fn admit_in<'a>(&'a self, parts: &Parts, s: Scratch<'_, 'a>) -> Admission {
+        let Scratch {
+            marks,
+            decisions,
+            taken,
+            keyed,
+            index,
+        } = s;
         let mut rejection = None;
-        for l in &self.limits {
-            match l.imp.key(parts) {
-                Ok(k) => keys.push(Some(k)),
+        // The limits with a key, in the layer's order: `keyed[..m]`, limit `index[j]` for the
+        // `j`-th of them.
+        let mut m = 0;
+        for (i, l) in self.limits.iter().enumerate() {
+            match l.imp.mark(parts, l.partition_key.as_ref()) {
+                Ok(mark) => {
+                    marks[i] = Some(mark);
+                    keyed[m] = (l.imp.limiter(), l.cost);
+                    index[m] = i;
+                    m += 1;
+                }
                 Err(r) => {
                     rejection.get_or_insert(r);
-                    keys.push(None);
                 }
             }
         }
-        // The limits with a key, in the layer's order.
-        let gates: Vec<(usize, KeyGate<'_>)> = keys
-            .iter()
-            .zip(&self.limits)
-            .enumerate()
-            .filter_map(|(i, (k, l))| {
-                let key = k.as_ref()?;
-                Some((
-                    i,
-                    KeyGate {
-                        limit: &*l.imp,
-                        key,
-                    },
-                ))
-            })
-            .collect();
-        let pairs: Vec<(&dyn Gate, u32)> = gates
-            .iter()
-            .map(|(i, g)| (g as &dyn Gate, self.limits[*i].cost))
-            .collect();
-        // The decisions and reservations on the stack for the usual handful of limits.
-        const INLINE: usize = 8;
-        let (mut decisions_inline, mut taken_inline) =
-            ([Decision::NONE; INLINE], [const { None }; INLINE]);
-        let (mut decisions_heap, mut taken_heap);
-        let (decisions, taken): (&mut [Decision], &mut [Option<Reservation>]) =
-            if pairs.len() <= INLINE {
-                (
-                    &mut decisions_inline[..pairs.len()],
-                    &mut taken_inline[..pairs.len()],
-                )
-            } else {
-                decisions_heap = vec![Decision::NONE; pairs.len()];
-                taken_heap = vec![None; pairs.len()];
-                (&mut decisions_heap, &mut taken_heap)
-            };
-        let denied = check_all_reserving(&pairs, decisions, taken).map(|j| gates[j].0);
-        if denied.is_some() {
-            #[cfg(feature = "metrics")]
-            self.metrics.record(decisions, denied);
-            // All or nothing across stacked layers: the layers around this one charged this
-            // request; it is not served, so they get it back.
-            give_back(parts.extensions.remove::<Stack>());
-        }
+        let (keyed, index) = (&keyed[..m], &index[..m]);
+        let denied = check_all_reserving(keyed, parts, &mut decisions[..m], &mut taken[..m])
+            .map(|j| index[j]);
         if let Some(r) = rejection {
+            #[cfg(feature = "metrics")]
+            if denied.is_some() {
+                self.metrics.record(&decisions[..m], denied);
+            }
             if let Some(i) = denied {
                 // The fields describe every limit; this request has no key for some.
-                return self.deny(parts, i, decisions, ExtraHeaders::default());
+                return self.deny(parts, i, &decisions[..m], ExtraHeaders::default());
             }
             // Rates count the rejected request (a flood of them is limited); a stock is goods,
             // and a request that is not served takes none.
-            for ((i, gate), r) in gates.iter().zip(taken.iter_mut()) {
-                let stock = self.limits[*i].policy().kind() == PolicyKind::Stock;
-                if let Some(r) = r.take().filter(|_| stock) {
-                    gate.cancel(r);
+            for (&(limiter, _), r) in keyed.iter().zip(taken.iter_mut()) {
+                if limiter.policy().kind() == PolicyKind::Stock {
+                    if let Some(r) = r.take() {
+                        limiter.cancel(parts, r);
+                    }
                 }
             }
             return self.rejected(parts, &r);
         }
-        let pks: Vec<Option<u64>> = if self.any_partition_key {
-            keys.iter()
-                .zip(&self.limits)
-                .map(|(k, l)| {
-                    let (k, secret) = (k.as_ref()?, l.partition_key.as_ref()?);
-                    Some(l.imp.hash_key(k, secret))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let headers = self.rate_limit_headers(decisions, denied, &pks);
+        // Every limit has its key: `decisions`, `taken` and `marks` are in the layer's order.
+        let headers = self.rate_limit_headers(decisions, denied, marks);
         if let Some(i) = denied {
+            #[cfg(feature = "metrics")]
+            self.metrics.record(decisions, denied);
             return self.deny(parts, i, decisions, headers);
         }
         #[cfg(feature = "metrics")]
@@ -273,19 +275,15 @@ impl Shared {
             [d] => self.metrics.record_one(d),
             all => self.metrics.record(all, None),
         }
-        drop(pairs);
-        drop(gates);
-        let charges = keys
-            .into_iter()
-            .flatten()
-            .zip(taken.iter_mut().flat_map(Option::take));
-        let outer = parts.extensions.remove::<Stack>().map(|s| s.0);
-        parts.extensions.insert(Stack(Arc::new(Admitted {
-            shared: self.clone(),
-            charges: charges.collect(),
-            outer,
-        })));
-        Admission::Admitted(headers)
+        let mut charges = Charges::new(self.limits.len());
+        for ((slot, mark), r) in charges.slots().iter_mut().zip(&*marks).zip(taken) {
+            if let (Some(mark), Some(r)) = (mark, r.take()) {
+                if r.units() > 0 {
+                    *slot = Some((mark.fingerprint, r));
+                }
+            }
+        }
+        Admission::Admitted(headers, charges)
     }
 
     /// The answer to a request limit `i` denied: a 429 (or a gRPC answer) with `headers` and
@@ -319,7 +317,7 @@ impl Shared {
         if let Some(secs) = retry {
             h.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
-        Admission::Answered(resp)
+        Admission::Denied(resp)
     }
 
     fn rejected(&self, parts: &Parts, r: &Rejection) -> Admission {
@@ -352,13 +350,30 @@ impl Shared {
         &self,
         decisions: &[Decision],
         denied_by: Option<usize>,
-        partition_keys: &[Option<u64>],
+        marks: &[Option<Mark>],
     ) -> ExtraHeaders {
         let mut out = ExtraHeaders::default();
         if self.names.is_none() && !self.legacy {
             return out;
         }
-        let mut state = Vec::with_capacity(self.state_prefixes.iter().map(|p| p.len() + 24).sum());
+        STATE.with(|state| {
+            let mut state = state.borrow_mut();
+            state.clear();
+            self.fill_headers(&mut out, &mut state, decisions, denied_by, marks);
+        });
+        out
+    }
+
+    /// [`rate_limit_headers`](Self::rate_limit_headers) with `state` to write the `RateLimit`
+    /// value in.
+    fn fill_headers(
+        &self,
+        out: &mut ExtraHeaders,
+        state: &mut Vec<u8>,
+        decisions: &[Decision],
+        denied_by: Option<usize>,
+        marks: &[Option<Mark>],
+    ) {
         let mut same_policies = true;
         let mut tightest: Option<(u32, usize)> = None;
         for (i, (l, d)) in self.limits.iter().zip(decisions).enumerate() {
@@ -368,12 +383,12 @@ impl Shared {
             let t = crate::headers::reset_secs(d, &p);
             if self.names.is_some() {
                 push_state(
-                    &mut state,
+                    state,
                     &self.state_prefixes[i],
                     remaining,
                     &self.state_params,
                     t,
-                    partition_keys.get(i).copied().flatten(),
+                    marks.get(i).copied().flatten().and_then(|m| m.partition),
                 );
             }
             let tighter = match (denied_by, tightest) {
@@ -394,13 +409,23 @@ impl Shared {
                 policy_value(names, &self.limits, &now)
             };
             out.policy = policy.map(|v| (names.policy_field.clone(), v));
-            // Printable ASCII names, digits and punctuation: always a valid value.
-            out.state = HeaderValue::from_maybe_shared(Bytes::from(state))
+            // Printable ASCII names, digits and punctuation: always a valid value. Copied out
+            // of the reused buffer: one allocation, of the value's size.
+            out.state = HeaderValue::from_bytes(state)
                 .ok()
                 .map(|v| (names.state_field.clone(), v));
         }
-        out
     }
+}
+
+/// Room for [`Shared::admit_in`] to work in: per limit, its key's mark, and per limit with
+/// a key, its decision, reservation, limiter and cost, and index.
+struct Scratch<'s, 'a> {
+    marks: &'s mut [Option<Mark>],
+    decisions: &'s mut [Decision],
+    taken: &'s mut [Option<Reservation>],
+    keyed: &'s mut [(&'a dyn RateLimiter<Parts>, u32)],
+    index: &'s mut [usize],
 }
 
 /// The `RateLimit-Policy` value for `policies`.

@@ -18,21 +18,28 @@ use crate::ip::ip_key;
 /// it): a request with no user id still meets its per-IP limit, and gets their 429 when they
 /// deny it.
 ///
+/// The key is borrowed from the request head where it can be ([`HeaderKey`] lends the
+/// header's text: a `KeyedLimiter<String>` is looked up by that `&str`, no allocation), owned
+/// where it is computed ([`PeerIp`]'s address). The layer may extract a key more than once
+/// for one request (to check, to roll back, to give back after an inner layer's denial), so
+/// `extract` must be a function of the head: the same head, the same key.
+///
 /// # Examples
 ///
 /// ```
+/// use std::borrow::Cow;
 /// use cellgate_http::{KeyExtractor, Rejection};
 /// use http::request::Parts;
 ///
-/// /// The API key, as an owned string.
+/// /// The API key, borrowed from its header.
 /// struct ApiKey;
 ///
 /// impl KeyExtractor for ApiKey {
-///     type Key = String;
-///     fn extract(&self, parts: &Parts) -> Result<String, Rejection> {
+///     type Key = str;
+///     fn extract<'p>(&self, parts: &'p Parts) -> Result<Cow<'p, str>, Rejection> {
 ///         let v = parts.headers.get("x-api-key").ok_or(Rejection::bad_request("missing x-api-key"))?;
 ///         let v = v.to_str().map_err(|_| Rejection::bad_request("x-api-key is not ASCII"))?;
-///         Ok(v.to_owned())
+///         Ok(Cow::Borrowed(v))
 ///     }
 /// }
 ///
@@ -40,16 +47,16 @@ use crate::ip::ip_key;
 /// assert_eq!(ApiKey.extract(&parts).unwrap(), "k1");
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
-    /// The key (owned: it lives as long as the request, so that a cellgate layer nested
-    /// inside this one can give this layer's charge back if it denies the request).
-    type Key: Send + Sync + 'static;
+    /// What the limiter is looked up by: `IpAddr`, `str` (for a `KeyedLimiter<String>`), `()`
+    /// (for a direct limiter), or any type of yours.
+    type Key: ?Sized + ToOwned + 'static;
 
-    /// The key of this request, or why it cannot have one.
+    /// The key of this request, borrowed from `parts` or owned, or why it cannot have one.
     ///
     /// # Errors
     ///
     /// A [`Rejection`] the layer answers instead of calling the service.
-    fn extract(&self, parts: &Parts) -> Result<Self::Key, Rejection>;
+    fn extract<'p>(&self, parts: &'p Parts) -> Result<Cow<'p, Self::Key>, Rejection>;
 }
 
 /// Why a request has no key: answered with `status` (400 unless said otherwise) and `reason`.
@@ -177,8 +184,8 @@ pub(crate) fn missing_peer() -> Rejection {
 /// let mut req = http::Request::new(());
 /// req.extensions_mut().insert(PeerAddr("[2001:db8::7]:443".parse().unwrap()));
 /// let (parts, ()) = req.into_parts();
-/// assert_eq!(PeerIp::new().extract(&parts)?, "2001:db8::".parse::<IpAddr>().unwrap());
-/// assert_eq!(PeerIp::new().v6_prefix(128).extract(&parts)?, "2001:db8::7".parse::<IpAddr>().unwrap());
+/// assert_eq!(*PeerIp::new().extract(&parts)?, "2001:db8::".parse::<IpAddr>().unwrap());
+/// assert_eq!(*PeerIp::new().v6_prefix(128).extract(&parts)?, "2001:db8::7".parse::<IpAddr>().unwrap());
 /// # Ok::<(), cellgate_http::Rejection>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,15 +217,17 @@ impl Default for PeerIp {
 impl KeyExtractor for PeerIp {
     type Key = IpAddr;
 
-    fn extract(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
+    fn extract<'p>(&self, parts: &'p Parts) -> Result<Cow<'p, IpAddr>, Rejection> {
         match peer_addr(parts) {
-            Some(a) => Ok(ip_key(a.ip(), self.v6_prefix)),
+            Some(a) => Ok(Cow::Owned(ip_key(a.ip(), self.v6_prefix))),
             None => Err(missing_peer()),
         }
     }
 }
 
-/// Limits by the value of a request header (a user id, an API key), as a `String`.
+/// Limits by the value of a request header (a user id, an API key): the key is the header's
+/// text, borrowed (`str`: use a `KeyedLimiter<String>`, looked up by `&str` without
+/// allocating).
 ///
 /// A missing header, one that is not visible ASCII, empty, or longer than the maximum length
 /// (128 bytes by default) is a 400 naming the header.
@@ -267,9 +276,9 @@ impl HeaderKey {
 }
 
 impl KeyExtractor for HeaderKey {
-    type Key = String;
+    type Key = str;
 
-    fn extract(&self, parts: &Parts) -> Result<String, Rejection> {
+    fn extract<'p>(&self, parts: &'p Parts) -> Result<Cow<'p, str>, Rejection> {
         let name = &self.name;
         let v = parts
             .headers
@@ -290,8 +299,8 @@ impl KeyExtractor for HeaderKey {
                 "header {name} must be visible ASCII without spaces"
             )));
         }
-        // Checked above: every byte is visible ASCII.
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        // Checked above: every byte is visible ASCII, so this borrows.
+        Ok(String::from_utf8_lossy(bytes))
     }
 }
 
@@ -303,7 +312,7 @@ impl KeyExtractor for HeaderKey {
 /// use cellgate_http::{Global, KeyExtractor};
 ///
 /// let (parts, ()) = http::Request::new(()).into_parts();
-/// assert_eq!(Global.extract(&parts), Ok(()));
+/// assert_eq!(*Global.extract(&parts).unwrap(), ());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Global;
@@ -311,8 +320,8 @@ pub struct Global;
 impl KeyExtractor for Global {
     type Key = ();
 
-    fn extract(&self, _: &Parts) -> Result<(), Rejection> {
-        Ok(())
+    fn extract<'p>(&self, _: &'p Parts) -> Result<Cow<'p, ()>, Rejection> {
+        Ok(Cow::Borrowed(&()))
     }
 }
 
@@ -326,7 +335,8 @@ impl<F> fmt::Debug for KeyFn<F> {
     }
 }
 
-/// Keys requests by whatever `f` computes from the request head.
+/// Keys requests by whatever `f` computes from the request head (an owned key; a
+/// [`KeyExtractor`] of your own can lend one from the head instead).
 ///
 /// # Examples
 ///
@@ -339,12 +349,12 @@ impl<F> fmt::Debug for KeyFn<F> {
 ///     if seg.is_empty() { Err(Rejection::bad_request("no tenant in path")) } else { Ok(seg.to_owned()) }
 /// });
 /// let (parts, ()) = http::Request::builder().uri("/tenant-a/orders").body(()).unwrap().into_parts();
-/// assert_eq!(tenant.extract(&parts).unwrap(), "tenant-a");
+/// assert_eq!(*tenant.extract(&parts).unwrap(), "tenant-a");
 /// ```
 pub fn key_fn<F, K>(f: F) -> KeyFn<F>
 where
     F: Fn(&Parts) -> Result<K, Rejection> + Send + Sync + 'static,
-    K: Send + Sync + 'static,
+    K: Clone + 'static,
 {
     KeyFn(f)
 }
@@ -352,12 +362,12 @@ where
 impl<F, K> KeyExtractor for KeyFn<F>
 where
     F: Fn(&Parts) -> Result<K, Rejection> + Send + Sync + 'static,
-    K: Send + Sync + 'static,
+    K: Clone + 'static,
 {
     type Key = K;
 
-    fn extract(&self, parts: &Parts) -> Result<K, Rejection> {
-        (self.0)(parts)
+    fn extract<'p>(&self, parts: &'p Parts) -> Result<Cow<'p, K>, Rejection> {
+        (self.0)(parts).map(Cow::Owned)
     }
 }
 
@@ -387,11 +397,11 @@ pub(crate) mod tests {
         let p = PeerIp::new();
         assert_eq!(
             p.extract(&parts(Some("[::ffff:1.2.3.4]:9"), &[])),
-            Ok(ip("1.2.3.4"))
+            Ok(Cow::Owned(ip("1.2.3.4")))
         );
         assert_eq!(
             p.extract(&parts(Some("[2001:db8::1:2]:9"), &[])),
-            Ok(ip("2001:db8::"))
+            Ok(Cow::Owned(ip("2001:db8::")))
         );
         let missing = p.extract(&parts(None, &[])).unwrap_err();
         assert_eq!(missing.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -400,10 +410,8 @@ pub(crate) mod tests {
     #[test]
     fn header_keys_reject_what_cannot_be_a_key() {
         let k = HeaderKey::new("x-user-id").max_len(4);
-        assert_eq!(
-            k.extract(&parts(None, &[("x-user-id", "abcd")])),
-            Ok("abcd".into())
-        );
+        let p = parts(None, &[("x-user-id", "abcd")]);
+        assert!(matches!(k.extract(&p), Ok(Cow::Borrowed("abcd"))));
         for (v, why) in [
             ("abcde", "header x-user-id longer than 4 bytes"),
             (

@@ -18,6 +18,7 @@ use tower_service::Service;
 
 use crate::admit::{Admission, ExtraHeaders, Shared};
 use crate::body::LimitBody;
+use crate::stack::{register, Charges, Denied, GiveBack};
 
 use crate::headers::{valid_policy_name, HeaderDraft};
 use crate::key::PeerIp;
@@ -151,9 +152,11 @@ impl RateLimitBuilder {
                 return Err(BuildError::DuplicateName(l.name.to_string()));
             }
         }
-        Ok(RateLimitLayer {
-            shared: Arc::new(Shared::new(self)),
-        })
+        let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| {
+            let me: std::sync::Weak<dyn GiveBack> = me.clone();
+            Shared::new(self, register(me))
+        });
+        Ok(RateLimitLayer { shared })
     }
 }
 
@@ -170,11 +173,18 @@ impl RateLimitBuilder {
 ///   flood of requests without a user id still meets the per-IP limit); if one of them
 ///   denies, the answer is its 429 (without the RateLimit fields, as the request has no key
 ///   for every policy).
-/// - Stacked cellgate layers (a router's around a route's) are all or nothing too: an
-///   admitted request carries its admission inward in its extensions, and a layer that denies
-///   it gives back what the layers around it charged. (A layer's RateLimit fields on such a
-///   429 still show what it had left when it admitted the request.) A layer that answers with
-///   a key rejection leaves the outer charges in place: the request was answered.
+/// - Stacked cellgate layers (a router's around a route's) are all or nothing too: a layer
+///   that denies a request marks its 429 with the request's head, and each cellgate layer
+///   around it, seeing the mark on the way out, gives back what it charged for the request
+///   (to the keys it finds in that head, if they are still the keys it charged). (A layer's
+///   RateLimit fields on such a 429 still show what it had left when it admitted the
+///   request.) A layer that answers with a key rejection leaves the outer charges in place:
+///   the request was answered. Middleware between the layers that drops the response's
+///   extensions leaves them in place too.
+/// - Up to 8 limits, an admitted request costs the layer no heap allocation and no write to
+///   memory shared with other requests but the limiters' own compare-and-swaps, except the
+///   `RateLimit` field's value (one allocation: its digits change per request) and the
+///   legacy `X-RateLimit-*` fields when on (`tests/no_alloc.rs` counts them).
 /// - Without a peer address (axum served without `into_make_service_with_connect_info`),
 ///   [`PeerIp`] and [`TrustedProxies`](crate::TrustedProxies) answer 500 and write one line to
 ///   stderr per request, never one bucket shared by every client.
@@ -304,14 +314,25 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         if self.shared.skip_options && req.method() == Method::OPTIONS {
-            return ResponseFuture::call(self.inner.call(req), None);
+            return ResponseFuture::call(self.inner.call(req), None, None);
         }
-        let (mut parts, body) = req.into_parts();
-        match self.shared.admit(&mut parts) {
-            Admission::Admitted(headers) => ResponseFuture::call(
+        let (parts, body) = req.into_parts();
+        match self.shared.admit(&parts) {
+            Admission::Admitted(headers, charges) => ResponseFuture::call(
                 self.inner.call(Request::from_parts(parts, body)),
                 Some(headers),
+                Some(Held {
+                    layer: self.shared.registration.0,
+                    charges,
+                }),
             ),
+            Admission::Denied(mut resp) => {
+                // All or nothing across stacked layers: the cellgate layers around this one
+                // charged this request; it is not served, so they give it back when they see
+                // this mark on the way out.
+                resp.extensions_mut().insert(Denied(parts));
+                ResponseFuture::answer(resp.map(LimitBody::full))
+            }
             Admission::Answered(resp) => ResponseFuture::answer(resp.map(LimitBody::full)),
         }
     }
@@ -329,15 +350,22 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, B> {
-        Call { #[pin] fut: F, headers: Option<ExtraHeaders> },
+        Call { #[pin] fut: F, headers: Option<ExtraHeaders>, held: Option<Held> },
         Answer { response: Option<Response<LimitBody<B>>> },
     }
 }
 
+/// What an admitted request's future keeps to give its charges back: the layer's id (not the
+/// layer: a clone of its `Arc` per request would write a shared count) and the charges.
+struct Held {
+    layer: u64,
+    charges: Charges,
+}
+
 impl<F, B> ResponseFuture<F, B> {
-    fn call(fut: F, headers: Option<ExtraHeaders>) -> Self {
+    fn call(fut: F, headers: Option<ExtraHeaders>, held: Option<Held>) -> Self {
         Self {
-            state: State::Call { fut, headers },
+            state: State::Call { fut, headers, held },
         }
     }
 
@@ -364,10 +392,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            StateProj::Call { fut, headers } => {
+            StateProj::Call { fut, headers, held } => {
                 let mut resp = ready!(fut.poll(cx))?.map(LimitBody::inner);
                 if let Some(h) = headers.take() {
                     h.apply(resp.headers_mut());
+                }
+                if let (Some(held), Some(Denied(head))) = (held.take(), resp.extensions().get()) {
+                    // A cellgate layer inside this one denied the request.
+                    if let Some(layer) = crate::stack::find(held.layer) {
+                        layer.give_back(head, held.charges);
+                    }
                 }
                 Poll::Ready(Ok(resp))
             }

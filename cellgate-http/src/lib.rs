@@ -69,6 +69,7 @@ mod limit;
 mod metrics;
 mod partition;
 mod proxy;
+mod stack;
 
 pub use body::LimitBody;
 pub use headers::{ceil_secs, retry_after_secs, FieldNames, HeaderDraft};
@@ -82,7 +83,7 @@ pub use limit::Limit;
 #[doc(hidden)]
 pub use metrics::BenchRecording;
 #[cfg(feature = "metrics")]
-pub use metrics::{KeyStats, MetricsHandle};
+pub use metrics::MetricsHandle;
 pub use proxy::{ForwardHeader, TrustedProxies};
 
 /// The README's examples, compiled as doctests.

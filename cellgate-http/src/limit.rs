@@ -1,12 +1,15 @@
 //! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
-//! that one layer holds limits of any key and limiter types.
+//! that one layer holds limits of any key and limiter types. Erased, a limit is a limiter of
+//! request heads (`RateLimiter<Parts>`): each operation extracts the key from the head and
+//! runs the limiter's operation on it, so that the layer hands its limits and the head to
+//! `cellgate::check_all_reserving` as they are, with no key boxed and no adapter between.
 
-use std::any::Any;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
-use cellgate::{Decision, Gate, Policy, RateLimiter, Reservation};
+use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
 use http::request::Parts;
 
 use crate::key::{KeyExtractor, Rejection};
@@ -15,9 +18,11 @@ use crate::partition::PartitionSecret;
 /// One limit a request must pass: a name (for headers, the 429 and metrics), how to find the
 /// key, the limiter, and how many units a request costs (1 by default).
 ///
-/// Any [`RateLimiter`] over the extractor's key type works: `KeyedLimiter<IpAddr>` for
-/// [`PeerIp`](crate::PeerIp), `KeyedLimiter<String>` for [`HeaderKey`](crate::HeaderKey), a direct `Limiter`
-/// for [`Global`](crate::Global); pass an `Arc` to keep a handle on the limiter.
+/// Any [`RateLimiter`] over the extractor's key type works, through that trait alone:
+/// `KeyedLimiter<IpAddr>` for [`PeerIp`](crate::PeerIp), `KeyedLimiter<String>` (a
+/// `RateLimiter<str>`) for [`HeaderKey`](crate::HeaderKey), a direct `Limiter` or a
+/// `StripedLimiter` for [`Global`](crate::Global), a `SlidingLog`, the fleet limiters of
+/// `cellgate-redis`, or a limiter of your own; pass an `Arc` to keep a handle on the limiter.
 ///
 /// # Examples
 ///
@@ -38,8 +43,6 @@ pub struct Limit {
     pub(crate) imp: Arc<dyn ErasedLimit>,
     /// The secret the partition key is hashed with; `None`: no partition key in the headers.
     pub(crate) partition_key: Option<PartitionSecret>,
-    #[cfg(feature = "metrics")]
-    stats: Option<crate::metrics::StatsFn>,
 }
 
 impl fmt::Debug for Limit {
@@ -68,8 +71,6 @@ impl Limit {
             cost: 1,
             imp: Arc::new(Typed { extractor, limiter }),
             partition_key: None,
-            #[cfg(feature = "metrics")]
-            stats: None,
         }
     }
 
@@ -155,34 +156,26 @@ impl Limit {
         self.cost
     }
 
-    /// Where the metrics read the limiter's keys held, refusals and evictions (feature
-    /// `metrics`); read at publish time only.
+    /// The counters of the limiter's key store (keys held, refusals, evictions), read through
+    /// [`RateLimiter::stats`]: `None` for a limiter without one (a direct limiter). The
+    /// metrics (feature `metrics`) publish them.
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::{net::IpAddr, sync::Arc};
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// use cellgate_http::{KeyStats, Limit, PeerIp};
+    /// use std::net::IpAddr;
+    /// use cellgate::{KeyedLimiter, Limiter, Quota};
+    /// use cellgate_http::{Global, Limit, PeerIp};
     ///
-    /// let l = Arc::new(KeyedLimiter::<IpAddr>::gcra(Quota::per_second(5)).build()?);
-    /// let stats = l.clone();
-    /// let limit = Limit::new("per-ip", PeerIp::new(), l).stats(move || KeyStats::of(&stats));
+    /// let per_ip = Limit::new("per-ip", PeerIp::new(), KeyedLimiter::<IpAddr>::gcra(Quota::per_second(5)).build()?);
+    /// assert_eq!(per_ip.stats().map(|s| s.keys), Some(0));
+    /// let global = Limit::new("global", Global, Limiter::gcra(Quota::per_second(5)).build()?);
+    /// assert_eq!(global.stats(), None);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    #[cfg(feature = "metrics")]
     #[must_use]
-    pub fn stats(
-        mut self,
-        f: impl Fn() -> crate::metrics::KeyStats + Send + Sync + 'static,
-    ) -> Self {
-        self.stats = Some(Arc::new(f));
-        self
-    }
-
-    #[cfg(feature = "metrics")]
-    pub(crate) fn stats_fn(&self) -> Option<&crate::metrics::StatsFn> {
-        self.stats.as_ref()
+    pub fn stats(&self) -> Option<Stats> {
+        self.imp.stats()
     }
 
     /// The policy the limiter enforces now.
@@ -192,22 +185,28 @@ impl Limit {
     }
 }
 
-/// A key one limit extracted from a request, its type erased: kept with the request's
-/// admission (see `admit::Admitted`) so that an inner layer's denial can give the charge back.
-pub(crate) type AnyKey = Box<dyn Any + Send + Sync>;
+/// What the layer keeps of a request's key for one limit: its fingerprint (to give a charge
+/// back only to the key that was charged) and, for a limit that writes one, its partition
+/// key.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark {
+    pub(crate) fingerprint: u64,
+    pub(crate) partition: Option<u64>,
+}
 
-/// A limit with its key and limiter types erased, so one layer can hold limits of any types.
-/// The key-taking methods are given only keys that this limit's own [`key`](Self::key)
-/// extracted.
-pub(crate) trait ErasedLimit: Send + Sync {
-    fn key(&self, parts: &Parts) -> Result<AnyKey, Rejection>;
-    /// The key hashed under the partition key's secret, for limits that write one.
-    fn hash_key(&self, key: &AnyKey, secret: &PartitionSecret) -> u64;
-    fn charge(&self, key: &AnyKey, n: u32) -> Reservation;
-    fn cancel(&self, key: &AnyKey, reservation: Reservation) -> bool;
-    fn peek_n(&self, key: &AnyKey, n: u32) -> Decision;
-    fn reserve(&self, key: &AnyKey, n: u32, max_wait: std::time::Duration) -> Reservation;
-    fn policy(&self) -> Policy;
+/// A limit with its key and limiter types erased, so one layer holds limits of any types: a
+/// limiter of request heads (each operation finds the key in the head), plus what the layer
+/// needs beside the operations.
+pub(crate) trait ErasedLimit: RateLimiter<Parts> + Send + Sync {
+    /// This limit as the limiter of request heads that `check_all_reserving` takes.
+    fn limiter(&self) -> &dyn RateLimiter<Parts>;
+    /// The key's [`Mark`] (its partition key hashed under `secret` if given), or why the
+    /// request has no key.
+    fn mark(&self, parts: &Parts, secret: Option<&PartitionSecret>) -> Result<Mark, Rejection>;
+    /// Gives `reservation` back to the key found in `parts` if it is the key that was charged
+    /// (the same `fingerprint`); an inner layer's denial hands the head back to the layers
+    /// around it, and what ran in between may have changed it: then nothing is given back.
+    fn give_back(&self, parts: &Parts, fingerprint: u64, reservation: Reservation) -> bool;
 }
 
 struct Typed<E, L> {
@@ -215,12 +214,56 @@ struct Typed<E, L> {
     limiter: L,
 }
 
-impl<E: KeyExtractor, L> Typed<E, L> {
-    /// `key` as this limit's key type.
-    fn typed(key: &AnyKey) -> &E::Key {
-        // Every key given here came from this limit's `key` (see `ErasedLimit`).
-        key.downcast_ref()
-            .expect("a key extracted by this limit's own extractor")
+/// A request whose key an extractor found once and not again (an extractor that is not a
+/// function of the head): refused, charging nothing.
+const NO_KEY: Decision = Decision::NONE;
+
+impl<E, L> RateLimiter<Parts> for Typed<E, L>
+where
+    E: KeyExtractor,
+    L: RateLimiter<E::Key>,
+{
+    fn check_n(&self, parts: &Parts, n: u32) -> Decision {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.check_n(&key, n),
+            Err(_) => NO_KEY,
+        }
+    }
+
+    fn peek_n(&self, parts: &Parts, n: u32) -> Decision {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.peek_n(&key, n),
+            Err(_) => NO_KEY,
+        }
+    }
+
+    fn charge(&self, parts: &Parts, n: u32) -> Reservation {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.charge(&key, n),
+            Err(_) => Reservation::unheld(NO_KEY),
+        }
+    }
+
+    fn cancel(&self, parts: &Parts, reservation: Reservation) -> bool {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.cancel(&key, reservation),
+            Err(_) => false,
+        }
+    }
+
+    fn reserve(&self, parts: &Parts, n: u32, max_wait: Duration) -> Reservation {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.reserve(&key, n, max_wait),
+            Err(_) => Reservation::unheld(NO_KEY),
+        }
+    }
+
+    fn policy(&self) -> Policy {
+        self.limiter.policy()
+    }
+
+    fn stats(&self) -> Option<Stats> {
+        self.limiter.stats()
     }
 }
 
@@ -230,55 +273,96 @@ where
     E::Key: Hash,
     L: RateLimiter<E::Key> + Send + Sync,
 {
-    fn key(&self, parts: &Parts) -> Result<AnyKey, Rejection> {
-        Ok(Box::new(self.extractor.extract(parts)?))
+    fn limiter(&self) -> &dyn RateLimiter<Parts> {
+        self
     }
 
-    fn hash_key(&self, key: &AnyKey, secret: &PartitionSecret) -> u64 {
-        secret.hash_one(Self::typed(key))
+    fn mark(&self, parts: &Parts, secret: Option<&PartitionSecret>) -> Result<Mark, Rejection> {
+        let key = self.extractor.extract(parts)?;
+        Ok(Mark {
+            fingerprint: fingerprint(&*key),
+            partition: secret.map(|s| s.hash_one(&*key)),
+        })
     }
 
-    fn charge(&self, key: &AnyKey, n: u32) -> Reservation {
-        self.limiter.charge(Self::typed(key), n)
-    }
-
-    fn cancel(&self, key: &AnyKey, reservation: Reservation) -> bool {
-        self.limiter.cancel(Self::typed(key), reservation)
-    }
-
-    fn peek_n(&self, key: &AnyKey, n: u32) -> Decision {
-        self.limiter.peek_n(Self::typed(key), n)
-    }
-
-    fn reserve(&self, key: &AnyKey, n: u32, max_wait: std::time::Duration) -> Reservation {
-        self.limiter.reserve(Self::typed(key), n, max_wait)
-    }
-
-    fn policy(&self) -> Policy {
-        self.limiter.policy()
+    fn give_back(&self, parts: &Parts, fingerprint_was: u64, reservation: Reservation) -> bool {
+        match self.extractor.extract(parts) {
+            Ok(key) if fingerprint(&*key) == fingerprint_was => {
+                self.limiter.cancel(&key, reservation)
+            }
+            _ => false,
+        }
     }
 }
 
-/// One limit and the key a request has for it, as a [`Gate`].
-pub(crate) struct KeyGate<'a> {
-    pub(crate) limit: &'a dyn ErasedLimit,
-    pub(crate) key: &'a AnyKey,
+/// A 64-bit FNV-1a hash of what `key`'s `Hash` writes: cheap, and only ever compared with
+/// another fingerprint of a key of the same limit (no table is built on it, so it needs no
+/// secret against flooding).
+fn fingerprint<K: Hash + ?Sized>(key: &K) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    key.hash(&mut h);
+    h.0
 }
 
-impl Gate for KeyGate<'_> {
-    fn charge(&self, n: u32) -> Reservation {
-        self.limit.charge(self.key, n)
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
     }
 
-    fn cancel(&self, reservation: Reservation) -> bool {
-        self.limit.cancel(self.key, reservation)
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::tests::parts;
+    use crate::{HeaderKey, PeerIp};
+    use cellgate::{KeyedLimiter, Quota};
+
+    #[test]
+    fn a_charge_goes_back_only_to_the_key_that_was_charged() {
+        let l = Arc::new(
+            KeyedLimiter::<String>::gcra(Quota::per_minute(5))
+                .build()
+                .unwrap(),
+        );
+        let limit = Limit::new("per-user", HeaderKey::new("x-user-id"), l.clone());
+        let alice = parts(None, &[("x-user-id", "alice")]);
+        let bob = parts(None, &[("x-user-id", "bob")]);
+        let mark = limit.imp.mark(&alice, None).unwrap();
+        let r = limit.imp.charge(&alice, 2);
+        assert_eq!(l.peek("alice").remaining(), 3);
+        // The head came back with another key: nothing goes to bob, alice stays charged.
+        assert!(!limit.imp.give_back(&bob, mark.fingerprint, r.clone()));
+        assert_eq!(
+            (l.peek("alice").remaining(), l.peek("bob").remaining()),
+            (3, 5)
+        );
+        // With no key at all: nothing either.
+        assert!(!limit
+            .imp
+            .give_back(&parts(None, &[]), mark.fingerprint, r.clone()));
+        assert!(limit.imp.give_back(&alice, mark.fingerprint, r));
+        assert_eq!(l.peek("alice").remaining(), 5);
     }
 
-    fn peek_n(&self, n: u32) -> Decision {
-        self.limit.peek_n(self.key, n)
-    }
-
-    fn reserve(&self, n: u32, max_wait: std::time::Duration) -> Reservation {
-        self.limit.reserve(self.key, n, max_wait)
+    #[test]
+    fn a_head_without_a_key_is_refused_and_charges_nothing() {
+        let l = Arc::new(
+            KeyedLimiter::<std::net::IpAddr>::gcra(Quota::per_minute(5))
+                .build()
+                .unwrap(),
+        );
+        let limit = Limit::new("per-ip", PeerIp::new(), l.clone());
+        let head = parts(None, &[]);
+        assert!(!limit.imp.charge(&head, 1).is_allowed());
+        assert!(!limit.imp.check_n(&head, 1).is_allowed());
+        assert_eq!(l.len(), 0);
     }
 }

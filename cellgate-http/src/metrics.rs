@@ -40,7 +40,7 @@
 //! | `cellgate_http_decisions_total` | counter | requests decided by the limit |
 //! | `cellgate_http_units_total` | counter | units those requests asked for |
 //! | `cellgate_http_rejections_total` | counter | requests a key extractor refused (no `limit` label) |
-//! | `cellgate_http_keys` | gauge | keys the limiter holds (from [`Limit::stats`](crate::Limit::stats)) |
+//! | `cellgate_http_keys` | gauge | keys the limiter holds (its [`RateLimiter::stats`](cellgate::RateLimiter::stats), for a limiter with a key store) |
 //! | `cellgate_http_key_refusals_total` | counter | new keys the limiter's full table refused |
 //! | `cellgate_http_evictions_total` | counter | keys evicted, by `reason` (`fresh`: equivalent to a new key; `live`: to make room) |
 //!
@@ -54,7 +54,7 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use cellgate::{Decision, KeyedLimiter};
+use cellgate::Decision;
 
 use crate::admit::Shared;
 #[cfg(test)]
@@ -67,52 +67,6 @@ const DELAYED: usize = 2;
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "delayed"];
 /// Columns per limit: one decision counter per outcome.
 const PER_LIMIT: usize = OUTCOMES.len();
-
-/// What a keyed limiter says about its keys, for [`Limit::stats`](crate::Limit::stats).
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Arc;
-/// use cellgate::{KeyedLimiter, Quota};
-/// use cellgate_http::KeyStats;
-///
-/// let l = Arc::new(KeyedLimiter::<u64>::gcra(Quota::per_second(1)).build()?);
-/// l.check(&1);
-/// assert_eq!(KeyStats::of(&l).held, 1);
-/// # Ok::<(), cellgate::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct KeyStats {
-    /// Keys held now.
-    pub held: u64,
-    /// New keys refused because the table was full.
-    pub refused: u64,
-    /// Keys dropped because their state was equivalent to a fresh key.
-    pub evicted_fresh: u64,
-    /// Live keys evicted to make room.
-    pub evicted_live: u64,
-}
-
-impl KeyStats {
-    /// The statistics of `limiter`.
-    pub fn of<K, C>(limiter: &KeyedLimiter<K, C>) -> Self
-    where
-        K: std::hash::Hash + Eq,
-        C: cellgate::clock::Clock,
-    {
-        Self {
-            held: limiter.len() as u64,
-            refused: limiter.stats().refused,
-            evicted_fresh: limiter.stats().evicted,
-            evicted_live: limiter.stats().evicted_live,
-        }
-    }
-}
-
-/// A source of [`KeyStats`], read at publish time.
-pub(crate) type StatsFn = Arc<dyn Fn() -> KeyStats + Send + Sync>;
 
 /// The column of `d`'s outcome.
 fn outcome(d: &Decision) -> usize {
@@ -368,12 +322,11 @@ impl MetricsHandle {
                     totals[i * PER_LIMIT + o].wrapping_mul(u64::from(l.cost_per_request())),
                 );
             }
-            if let Some(stats) = l.stats_fn() {
-                let s = stats();
+            if let Some(s) = l.stats() {
                 let label = [("limit", name.clone())];
-                metrics::gauge!("cellgate_http_keys", &label).set(s.held as f64);
+                metrics::gauge!("cellgate_http_keys", &label).set(s.keys as f64);
                 metrics::counter!("cellgate_http_key_refusals_total", &label).absolute(s.refused);
-                for (reason, n) in [("fresh", s.evicted_fresh), ("live", s.evicted_live)] {
+                for (reason, n) in [("fresh", s.evicted), ("live", s.evicted_live)] {
                     let labels = [("limit", name.clone()), ("reason", reason.to_owned())];
                     metrics::counter!("cellgate_http_evictions_total", &labels).absolute(n);
                 }
@@ -396,9 +349,8 @@ impl MetricsHandle {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::{Global, Limit, RateLimitLayer};
-    use cellgate::{Limiter, Quota};
+    use cellgate::{KeyedLimiter, Limiter, Quota};
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
     use metrics_util::{CompositeKey, MetricKind};
 
@@ -429,8 +381,7 @@ mod tests {
     fn counts_from_several_threads_are_summed_at_publish() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        let stock = Arc::new(KeyedLimiter::<String>::stock(3).build().unwrap());
-        let stats = stock.clone();
+        let stock = KeyedLimiter::<String>::stock(3).build().unwrap();
         let layer = RateLimitLayer::builder()
             .limit(
                 Limit::new(
@@ -440,10 +391,7 @@ mod tests {
                 )
                 .cost(2),
             )
-            .limit(
-                Limit::new("stock", crate::HeaderKey::new("x-k"), stock)
-                    .stats(move || KeyStats::of(&stats)),
-            )
+            .limit(Limit::new("stock", crate::HeaderKey::new("x-k"), stock))
             .build()
             .unwrap();
         let handle = layer.metrics();

@@ -50,7 +50,7 @@ pub enum ForwardHeader {
 /// req.extensions_mut().insert(PeerAddr("10.0.0.1:40000".parse().unwrap()));
 /// let (parts, ()) = req.into_parts();
 /// // 10.0.0.2 is a proxy of ours; 203.0.113.9 is who talked to it; 6.6.6.6 is unverifiable.
-/// assert_eq!(proxies.extract(&parts).unwrap(), "203.0.113.9".parse::<IpAddr>().unwrap());
+/// assert_eq!(*proxies.extract(&parts).unwrap(), "203.0.113.9".parse::<IpAddr>().unwrap());
 /// # Ok::<(), cellgate_http::CidrError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -168,8 +168,11 @@ fn malformed(name: &HeaderName, entry: &str) -> Rejection {
 impl KeyExtractor for TrustedProxies {
     type Key = IpAddr;
 
-    fn extract(&self, parts: &Parts) -> Result<IpAddr, Rejection> {
-        Ok(ip_key(self.client_ip(parts)?, self.v6_prefix))
+    fn extract<'p>(&self, parts: &'p Parts) -> Result<std::borrow::Cow<'p, IpAddr>, Rejection> {
+        Ok(std::borrow::Cow::Owned(ip_key(
+            self.client_ip(parts)?,
+            self.v6_prefix,
+        )))
     }
 }
 
@@ -185,10 +188,10 @@ mod tests {
     fn forwarded_headers_from_untrusted_peers_are_ignored() {
         let t = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
         let p = parts(Some("198.51.100.1:1"), &[("x-forwarded-for", "1.1.1.1")]);
-        assert_eq!(t.extract(&p), Ok(ip("198.51.100.1")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("198.51.100.1")));
         // Not even parsed: garbage from an untrusted peer is no error either.
         let p = parts(Some("198.51.100.1:1"), &[("x-forwarded-for", "garbage")]);
-        assert_eq!(t.extract(&p), Ok(ip("198.51.100.1")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("198.51.100.1")));
     }
 
     #[test]
@@ -201,16 +204,16 @@ mod tests {
                 ("x-forwarded-for", "203.0.113.5, 192.168.1.1"),
             ],
         );
-        assert_eq!(t.extract(&p), Ok(ip("203.0.113.5")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("203.0.113.5")));
         // Every hop trusted: the left-most.
         let p = parts(
             Some("10.0.0.1:1"),
             &[("x-forwarded-for", "10.9.9.9, 192.168.1.1")],
         );
-        assert_eq!(t.extract(&p), Ok(ip("10.9.9.9")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("10.9.9.9")));
         // A trusted proxy without the header: the proxy.
         assert_eq!(
-            t.extract(&parts(Some("10.0.0.1:1"), &[])),
+            t.extract(&parts(Some("10.0.0.1:1"), &[])).map(|k| *k),
             Ok(ip("10.0.0.1"))
         );
         // `unknown` behind a trusted proxy: that proxy.
@@ -218,7 +221,7 @@ mod tests {
             Some("10.0.0.1:1"),
             &[("x-forwarded-for", "1.2.3.4, unknown, 10.0.0.7")],
         );
-        assert_eq!(t.extract(&p), Ok(ip("10.0.0.7")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("10.0.0.7")));
     }
 
     #[test]
@@ -248,7 +251,7 @@ mod tests {
                 "for=9.9.9.9, for=\"[2001:db8::5]:80\";proto=https, proto=http;for=10.1.1.1",
             )],
         );
-        assert_eq!(t.extract(&p), Ok(ip("2001:db8::")));
+        assert_eq!(t.extract(&p).map(|k| *k), Ok(ip("2001:db8::")));
         let p = parts(Some("10.0.0.1:1"), &[("forwarded", "for")]);
         assert!(t.extract(&p).is_err());
     }

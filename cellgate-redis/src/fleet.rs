@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use cellgate::{Decision, Limiter, Policy, RateLimiter, Reservation};
+use cellgate::{Decision, Limiter};
 
 use crate::builder::FleetBuilder;
 use crate::client::Kind;
@@ -238,34 +238,5 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-/// The fleet limiter as a `cellgate` limiter (for the HTTP layer and `check_all`): `charge`
-/// and `cancel` act on the leased pool; `reserve` cannot schedule ahead and decides as
-/// `charge`; `policy` is the global limit's.
-impl RateLimiter for Fleet {
-    fn check_n(&self, _key: &(), n: u32) -> Decision {
-        Fleet::check_n(self, n)
-    }
-
-    fn peek_n(&self, _key: &(), n: u32) -> Decision {
-        self.shared.pool.peek_n(n)
-    }
-
-    fn charge(&self, _key: &(), n: u32) -> Reservation {
-        RateLimiter::charge(&self.shared.pool, &(), n)
-    }
-
-    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
-        RateLimiter::cancel(&self.shared.pool, &(), reservation)
-    }
-
-    fn reserve(&self, key: &(), n: u32, _max_wait: Duration) -> Reservation {
-        RateLimiter::charge(self, key, n)
-    }
-
-    fn policy(&self) -> Policy {
-        self.descriptor.policy()
     }
 }

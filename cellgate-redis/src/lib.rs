@@ -62,6 +62,7 @@ mod client;
 mod error;
 mod fleet;
 pub mod keyed;
+mod limiter;
 mod local;
 #[cfg(feature = "metrics")]
 mod metrics;

@@ -20,6 +20,8 @@
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
 //! | `three1k`, `gov_three1k` | three keyed limiters per request (the default store with no bound, as `build()` gives; governor's), 1000 pre-inserted keys each, a request checking one key of each in turn: `checks` counts checks (three per request) |
+//! | `all3_1k` | `three1k` through `check_all`: one request admits its key on all three limiters at once (`checks` counts checks, three per request) |
+//! | `dyn1k` | `table1k` through `&dyn RateLimiter<u64>` (the trait the HTTP layer and `check_all` use) |
 //! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
@@ -89,6 +91,43 @@ fn run_three(keys: &[u64], checks: usize, check: impl Fn(usize, &u64) -> bool) -
         for l in 0..3 {
             allowed += usize::from(check(l, black_box(&keys[i])));
         }
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+/// Requests over `keys` in turn, each admitting its key on all three limiters with one
+/// `check_all`, `checks` checks in all (three per request).
+#[inline(never)]
+fn run_all3(ls: &[KeyedLimiter<u64>], keys: &[u64], checks: usize) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks / 3 {
+        let k = black_box(&keys[i]);
+        let d = cellgate::check_all([
+            (&ls[0].gate(k), 1),
+            (&ls[1].gate(k), 1),
+            (&ls[2].gate(k), 1),
+        ]);
+        allowed += 3 * usize::from(black_box(d).is_allowed());
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+/// `keys` in turn through the object-safe trait, `checks` checks.
+#[inline(never)]
+fn run_dyn(l: &dyn cellgate::RateLimiter<u64>, keys: &[u64], checks: usize) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks {
+        allowed += usize::from(black_box(l.check_n(black_box(&keys[i]), 1)).is_allowed());
         i += 1;
         if i == keys.len() {
             i = 0;
@@ -251,6 +290,30 @@ fn main() {
             }
             start = Instant::now();
             run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
+        }
+        "all3_1k" => {
+            let ls: Vec<_> = (0..3)
+                .map(|_| {
+                    KeyedLimiter::<u64>::gcra(quota())
+                        .build()
+                        .expect("valid quota")
+                })
+                .collect();
+            let ks = u64_keys(1_000, 1);
+            for l in &ls {
+                fill(l, &ks);
+            }
+            start = Instant::now();
+            run_all3(&ls, &ks, checks)
+        }
+        "dyn1k" => {
+            let l = KeyedLimiter::<u64>::gcra(quota())
+                .build()
+                .expect("valid quota");
+            let ks = u64_keys(1_000, 1);
+            fill(&l, &ks);
+            start = Instant::now();
+            run_dyn(&l, &ks, checks)
         }
         "gov_three1k" => {
             let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");

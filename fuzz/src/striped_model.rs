@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{
-    check_all, ConfigError, Decision, Gate, Limiter, Quota, RateLimiter, Reservation,
+    check_all, ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation,
     StripedLimiter,
 };
 
@@ -121,7 +121,7 @@ pub enum Op {
     Peek {
         n: u8,
     },
-    /// `charge(n)` (the `Gate`/`RateLimiter` charge), kept for a later `Cancel`.
+    /// `charge(n)` (the `RateLimiter` charge), kept for a later `Cancel`.
     Charge {
         n: u8,
     },
@@ -397,9 +397,9 @@ pub fn run(input: &Input) -> Stats {
             } => {
                 let (a, b) = (u32::from(a % 8), u32::from(b % 4));
                 let d = if striped_first {
-                    check_all([(&real as &dyn Gate, a), (&other as &dyn Gate, b)])
+                    check_all([(&real as &dyn RateLimiter, a), (&other as &dyn RateLimiter, b)])
                 } else {
-                    check_all([(&other as &dyn Gate, b), (&real as &dyn Gate, a)])
+                    check_all([(&other as &dyn RateLimiter, b), (&real as &dyn RateLimiter, a)])
                 };
                 // The model: each charged in turn, the earlier ones cancelled on a denial.
                 let striped = |model: &mut Model, tally: &mut Tally| {

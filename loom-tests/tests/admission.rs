@@ -22,7 +22,7 @@
 //! exact semantics is therefore "some interleaving of the threads' charges, peeks and cancels,
 //! each atomic": the model runs a reference state machine of `check_all` (from its docs: charge
 //! each gate in order; on a denial, cancel the earlier charges in reverse order, then peek the
-//! rolled-back gates with zero units and the gates after the denial with their units) over every interleaving, through the public `Gate` trait on
+//! rolled-back gates with zero units and the gates after the denial with their units) over every interleaving, through the public `RateLimiter` trait on
 //! the same limiters, and the concurrent run must give exactly one of those outcomes (every
 //! decision, every final state). Then the properties the module docs promise are asserted on
 //! their own: no limiter admits beyond its quota; a denied `check_all` leaves every limiter
@@ -38,7 +38,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, Decision, Gate, KeyedLimiter, Limiter, Quota, Reservation};
+use cellgate::{check_all, Decision, RateLimiter, KeyedLimiter, Limiter, Quota, Reservation};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -537,13 +537,13 @@ impl Shop {
     }
 
     /// Runs `f` on the gates of thread `i`, in `order`.
-    fn with_gates<R>(&self, i: usize, order: [Which; 3], f: impl FnOnce([&dyn Gate; 3]) -> R) -> R {
+    fn with_gates<R>(&self, i: usize, order: [Which; 3], f: impl FnOnce([&dyn RateLimiter; 3]) -> R) -> R {
         let stock = self.stock.gate(&self.sku);
         let user = self.users.gate(&self.user[i]);
         f(order.map(|w| match w {
-            Which::Stock => &stock as &dyn Gate,
-            Which::Global => &self.global as &dyn Gate,
-            Which::User => &user as &dyn Gate,
+            Which::Stock => &stock as &dyn RateLimiter,
+            Which::Global => &self.global as &dyn RateLimiter,
+            Which::User => &user as &dyn RateLimiter,
         }))
     }
 
@@ -612,10 +612,10 @@ impl Reference {
             .map_or(Phase::Done, Phase::Peek)
     }
 
-    fn step(&mut self, g: [&dyn Gate; 3]) {
+    fn step(&mut self, g: [&dyn RateLimiter; 3]) {
         self.phase = match self.phase {
             Phase::Charge(i) => {
-                let r = g[i].charge(1);
+                let r = g[i].charge(&(), 1);
                 self.decisions[i] = Some(r.decision());
                 let allowed = r.is_allowed();
                 self.taken[i] = Some(r);
@@ -637,7 +637,7 @@ impl Reference {
                 let mut i = first;
                 while let Phase::Peek(j) = self.peek_from(i) {
                     let before_denial = self.denied_by.is_some_and(|d| j < d);
-                    self.decisions[j] = Some(g[j].peek_n(u32::from(!before_denial)));
+                    self.decisions[j] = Some(g[j].peek_n(&(), u32::from(!before_denial)));
                     i = j + 1;
                 }
                 Phase::Done

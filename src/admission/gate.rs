@@ -1,8 +1,11 @@
 //! All-or-nothing admission across several limiters: a per-user limit AND a per-SKU stock AND a
 //! global rate, where a "no" from any of them must not burn the others' capacity.
 //!
-//! [`check_all`] charges each `(gate, n)` in order with the same atomic check-and-charge a
-//! plain check does. If one denies, the charges already made are cancelled in reverse order
+//! [`check_all`] charges each `(limiter, n)` in order with the same atomic check-and-charge a
+//! plain check does. It takes limiters of no key, `&dyn RateLimiter` (a direct limiter, a
+//! striped one, or one key of a keyed limiter written as the pair `(&limiter, &key)`, see
+//! [`RateLimiter`]), so that one call mixes any key and clock types: the array lives on the
+//! caller's stack and nothing is boxed. If one denies, the charges already made are cancelled in reverse order
 //! (see [`Reservation`]), and every limiter ends up holding exactly what was admitted, under
 //! any concurrency: a rolled-back charge consumes nothing.
 //!
@@ -27,42 +30,8 @@
 
 use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
+use crate::limiter::rate_limiter::RateLimiter;
 use std::time::Duration;
-
-/// A limiter and key that [`check_all`] can charge and roll back: a [`Limiter`](crate::Limiter),
-/// or a [`KeyedLimiter`](crate::KeyedLimiter) with a key ([`KeyedLimiter::gate`](crate::KeyedLimiter::gate)).
-///
-/// The trait is object safe so that one call can mix limiters of any key and clock type.
-pub trait Gate {
-    /// Checks `n` units, admitting them as `check_n` would, and returns what is needed to
-    /// cancel the admission.
-    fn charge(&self, n: u32) -> Reservation;
-    /// Gives back what is provably unspent of `reservation` (from [`charge`](Self::charge)).
-    fn cancel(&self, reservation: Reservation) -> bool;
-    /// The decision `n` units would get now, consuming nothing.
-    fn peek_n(&self, n: u32) -> Decision;
-    /// Reserves `n` units if their turn comes within `max_wait` (see
-    /// [`KeyedLimiter::reserve`](crate::KeyedLimiter::reserve)).
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation;
-}
-
-impl<G: Gate + ?Sized> Gate for &G {
-    fn charge(&self, n: u32) -> Reservation {
-        (**self).charge(n)
-    }
-
-    fn cancel(&self, reservation: Reservation) -> bool {
-        (**self).cancel(reservation)
-    }
-
-    fn peek_n(&self, n: u32) -> Decision {
-        (**self).peek_n(n)
-    }
-
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        (**self).reserve(n, max_wait)
-    }
-}
 
 /// The outcome of [`check_all`]: admitted by every limiter, or by none (then which one said
 /// no, and how long until all would say yes).
@@ -124,9 +93,14 @@ impl<const N: usize> MultiDecision<N> {
     }
 }
 
-/// Admits `n` units on every gate, or on none.
+/// Admits `n` units on every limiter, or on none.
 ///
-/// Gates are charged in the order given, so put the one most likely to deny first (a sold-out
+/// Each entry is a limiter of no key and its units: a [`Limiter`](crate::Limiter), a
+/// [`StripedLimiter`](crate::StripedLimiter), or one key of a keyed limiter as the pair
+/// `&(&limiter, &key)` ([`KeyedLimiter::gate`](crate::KeyedLimiter::gate) writes it), any
+/// [`RateLimiter`] in short. The array is the caller's, on its stack: nothing is allocated.
+///
+/// Limiters are charged in the order given, so put the one most likely to deny first (a sold-out
 /// stock before a per-user rate) to spare the others a charge and rollback.
 ///
 /// Under any concurrency no limiter in the set admits beyond its own quota (each is charged by
@@ -150,7 +124,7 @@ impl<const N: usize> MultiDecision<N> {
 /// let global = Limiter::gcra(Quota::per_second(1_000)).clock(clock.clone()).build()?;
 ///
 /// // User 7 buys the last unit of SKU 42.
-/// let d = check_all([(&stock.gate(&42), 1), (&per_user.gate(&7), 1), (&global, 1)]);
+/// let d = check_all([(&(&stock, &42), 1), (&(&per_user, &7), 1), (&global, 1)]);
 /// assert!(d.is_allowed());
 /// // User 8 is too late: the stock says no, and neither user 8's budget nor the global one pays.
 /// let d = check_all([(&stock.gate(&42), 1), (&per_user.gate(&8), 1), (&global, 1)]);
@@ -159,101 +133,112 @@ impl<const N: usize> MultiDecision<N> {
 /// assert_eq!(global.peek().remaining(), 999);
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub fn check_all<const N: usize>(gates: [(&dyn Gate, u32); N]) -> MultiDecision<N> {
+pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> MultiDecision<N> {
     let mut decisions = [Decision::NONE; N];
-    let denied_by = check_all_in(&gates, &mut decisions);
+    let denied_by = check_all_in(&limiters, &mut decisions);
     MultiDecision {
         decisions,
         denied_by,
     }
 }
 
-/// [`check_all`] for a number of gates known only at run time (an HTTP layer's policies):
-/// admits `n` units on every gate or on none, writes what each said into `decisions` (as
-/// [`MultiDecision::decisions`]) and returns the index of the gate that denied, `None` when
-/// all admitted.
+/// [`check_all`] for a number of limiters known only at run time (an HTTP layer's policies):
+/// admits `n` units on every limiter or on none, writes what each said into `decisions` (as
+/// [`MultiDecision::decisions`]) and returns the index of the limiter that denied, `None` when
+/// all admitted. Up to 8 limiters allocate nothing.
 ///
-/// `decisions` must be at least as long as `gates` (extra entries are left as they are); with
-/// fewer, the gates beyond it are still charged and rolled back alike, only their decisions
-/// are not written.
+/// `decisions` must be at least as long as `limiters` (extra entries are left as they are);
+/// with fewer, the limiters beyond it are still charged and rolled back alike, only their
+/// decisions are not written.
 ///
 /// # Examples
 ///
 /// ```
-/// use cellgate::{check_all_in, Decision, Gate, Limiter, Quota};
+/// use cellgate::{check_all_in, Decision, Limiter, Quota, RateLimiter};
 ///
 /// let a = Limiter::gcra(Quota::per_second(5)).build()?;
 /// let b = Limiter::stock(0).build()?;
-/// let gates: Vec<(&dyn Gate, u32)> = vec![(&a, 1), (&b, 1)];
-/// let mut decisions = vec![Decision::NONE; gates.len()];
-/// assert_eq!(check_all_in(&gates, &mut decisions), Some(1));
+/// let limiters: Vec<(&dyn RateLimiter, u32)> = vec![(&a, 1), (&b, 1)];
+/// let mut decisions = vec![Decision::NONE; limiters.len()];
+/// assert_eq!(check_all_in(&limiters, &mut decisions), Some(1));
 /// assert_eq!(a.peek().remaining(), 5); // rolled back
 /// assert_eq!(decisions[0].remaining(), 5); // and reported after the rollback
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub fn check_all_in(gates: &[(&dyn Gate, u32)], decisions: &mut [Decision]) -> Option<usize> {
-    // The reservations live on the stack for the usual handful of gates: a heap allocation
-    // per call would cost more than the charges themselves.
+pub fn check_all_in(
+    limiters: &[(&dyn RateLimiter, u32)],
+    decisions: &mut [Decision],
+) -> Option<usize> {
+    // The reservations live on the stack for the usual handful of limiters: a heap
+    // allocation per call would cost more than the charges themselves.
     const INLINE: usize = 8;
-    if gates.len() <= INLINE {
+    if limiters.len() <= INLINE {
         let mut taken: [Option<Reservation>; INLINE] = [const { None }; INLINE];
-        admit(gates, decisions, &mut taken[..gates.len()])
+        admit(limiters, &(), decisions, &mut taken[..limiters.len()])
     } else {
-        let mut taken = vec![None; gates.len()];
-        admit(gates, decisions, &mut taken)
+        let mut taken = vec![None; limiters.len()];
+        admit(limiters, &(), decisions, &mut taken)
     }
 }
 
-/// [`check_all_in`] that also hands back what was admitted: when every gate admits, `taken[i]`
-/// holds gate `i`'s reservation, so that the caller can give the units back later with
-/// [`Gate::cancel`], exactly as a rollback would (a later check of the same request that
-/// denies: an HTTP layer nested in another). When one denies, the others are rolled back as
-/// in `check_all_in` and `taken` holds nothing to cancel.
+/// [`check_all_in`] on limiters that all take the same `key`, which also hands back what was
+/// admitted: when every limiter admits, `taken[i]` holds limiter `i`'s reservation, so that
+/// the caller can give the units back later with [`RateLimiter::cancel`], exactly as a
+/// rollback would (a later check of the same request that denies: an HTTP layer nested in
+/// another). When one denies, the others are rolled back as in `check_all_in` and `taken`
+/// holds nothing to cancel.
 ///
-/// `taken` must be at least as long as `gates`; with fewer, nothing is charged and the first
-/// gate is reported as denying (a caller's mistake, never a panic).
+/// The key is shared: `&()` for limiters of no key (as [`check_all`] takes them), a user id
+/// for several limits on one user (per second and per day), a request head for an HTTP
+/// layer whose limits each find their own key in it. Nothing is allocated: `decisions` and
+/// `taken` are the caller's.
+///
+/// `taken` must be at least as long as `limiters`; with fewer, nothing is charged and the
+/// first limiter is reported as denying (a caller's mistake, never a panic).
 ///
 /// # Examples
 ///
 /// ```
-/// use cellgate::{check_all_reserving, Decision, Gate, Limiter, Quota};
+/// use cellgate::{check_all_reserving, Decision, KeyedLimiter, Quota, RateLimiter};
 ///
-/// let a = Limiter::gcra(Quota::per_second(5)).build()?;
-/// let b = Limiter::gcra(Quota::per_second(5)).build()?;
-/// let gates: Vec<(&dyn Gate, u32)> = vec![(&a, 2), (&b, 1)];
-/// let mut decisions = vec![Decision::NONE; 2];
-/// let mut taken = vec![None; 2];
-/// assert_eq!(check_all_reserving(&gates, &mut decisions, &mut taken), None);
+/// let per_second = KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?;
+/// let per_day = KeyedLimiter::<String>::gcra(Quota::per_hour(100).with_burst(100)).build()?;
+/// let limiters: [(&dyn RateLimiter<str>, u32); 2] = [(&per_second, 2), (&per_day, 1)];
+/// let mut decisions = [Decision::NONE; 2];
+/// let mut taken = [None, None];
+/// assert_eq!(check_all_reserving(&limiters, "alice", &mut decisions, &mut taken), None);
 /// // Later, something else refused the request: give both charges back.
-/// for ((gate, _), r) in gates.iter().zip(&mut taken) {
+/// for ((limiter, _), r) in limiters.iter().zip(&mut taken) {
 ///     if let Some(r) = r.take() {
-///         gate.cancel(r);
+///         limiter.cancel("alice", r);
 ///     }
 /// }
-/// assert_eq!((a.peek().remaining(), b.peek().remaining()), (5, 5));
+/// assert_eq!((per_second.peek("alice").remaining(), per_day.peek("alice").remaining()), (5, 100));
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub fn check_all_reserving(
-    gates: &[(&dyn Gate, u32)],
+pub fn check_all_reserving<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
-    let Some(taken) = taken.get_mut(..gates.len()) else {
+    let Some(taken) = taken.get_mut(..limiters.len()) else {
         return Some(0);
     };
     taken.fill(None);
-    admit(gates, decisions, taken)
+    admit(limiters, key, decisions, taken)
 }
 
-/// [`check_all_in`] with room for one reservation per gate in `taken`.
-fn admit(
-    gates: &[(&dyn Gate, u32)],
+/// [`check_all_in`] with room for one reservation per limiter in `taken`.
+fn admit<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
     let mut denied_by = None;
-    for (i, (gate, n)) in gates.iter().enumerate() {
-        let r = gate.charge(*n);
+    for (i, (limiter, n)) in limiters.iter().enumerate() {
+        let r = limiter.charge(key, *n);
         let allowed = r.is_allowed();
         if let Some(slot) = decisions.get_mut(i) {
             *slot = r.decision();
@@ -267,20 +252,20 @@ fn admit(
     let denied = denied_by?;
     for i in (0..denied).rev() {
         if let Some(r) = taken[i].take() {
-            gates[i].0.cancel(r);
+            limiters[i].0.cancel(key, r);
         }
     }
-    // Every other gate is looked at after the rollback: the rolled-back ones (before the
+    // Every other limiter is looked at after the rollback: the rolled-back ones (before the
     // denial) with zero units, so that their `remaining` is what they hold now; the ones after
     // it with their units, so that the caller learns the longest wait.
-    for (i, (gate, n)) in gates.iter().enumerate() {
+    for (i, (limiter, n)) in limiters.iter().enumerate() {
         let Some(slot) = decisions.get_mut(i) else {
             break;
         };
         if i < denied {
-            *slot = gate.peek_n(0);
+            *slot = limiter.peek_n(key, 0);
         } else if i > denied {
-            *slot = gate.peek_n(*n);
+            *slot = limiter.peek_n(key, *n);
         }
     }
     denied_by

@@ -62,6 +62,26 @@ impl Reservation {
         }
     }
 
+    /// A reservation that holds nothing to give back: `decision` as it is, and a
+    /// [`cancel`](crate::RateLimiter::cancel) of it returns `false`. For
+    /// [`RateLimiter`](crate::RateLimiter) implementations outside this crate whose admissions
+    /// cannot be taken back (a fleet limiter's check decided in Redis), or that refuse a
+    /// request without a check.
+    ///
+    /// ```
+    /// use cellgate::{Decision, Limiter, Reservation};
+    ///
+    /// let r = Reservation::unheld(Decision::NONE);
+    /// assert!(!r.is_allowed());
+    /// assert_eq!(r.units(), 0);
+    /// let l = Limiter::stock(1).build()?;
+    /// assert!(!l.cancel(r)); // nothing to give back
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn unheld(decision: Decision) -> Self {
+        Self::new(decision, 0, 0, None)
+    }
+
     /// The same reservation, taken from stripe `stripe`.
     pub(crate) fn on_stripe(self, stripe: usize) -> Self {
         Self { stripe, ..self }

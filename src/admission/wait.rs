@@ -12,16 +12,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::admission::gate::Gate;
 use crate::decision::Decision;
+use crate::limiter::rate_limiter::RateLimiter;
 
-/// Blocks until `n` units are admitted on `gate` or it is clear they cannot be within
+/// Blocks until `n` units are admitted on `limiter` or it is clear they cannot be within
 /// `timeout`; returns the admission, or the denial with its `retry_after`.
-pub(crate) fn acquire(gate: &dyn Gate, n: u32, timeout: Duration) -> Decision {
+pub(crate) fn acquire(limiter: &dyn RateLimiter, n: u32, timeout: Duration) -> Decision {
     let start = Instant::now();
     loop {
         let left = timeout.saturating_sub(start.elapsed());
-        let r = gate.reserve(n, left);
+        let r = limiter.reserve(&(), n, left);
         if r.is_allowed() {
             std::thread::sleep(r.delay());
             return r.decision();
@@ -83,17 +83,17 @@ mod future {
     /// nothing from the runtime. Dropping it before it resolves cancels its reservation, giving
     /// its place back.
     #[must_use = "futures do nothing unless polled"]
-    pub struct UntilReady<G: Gate> {
-        gate: G,
+    pub struct UntilReady<G: RateLimiter> {
+        limiter: G,
         n: u32,
         jitter: Duration,
         state: State,
     }
 
-    impl<G: Gate> UntilReady<G> {
-        pub(crate) fn new(gate: G, n: u32) -> Self {
+    impl<G: RateLimiter> UntilReady<G> {
+        pub(crate) fn new(limiter: G, n: u32) -> Self {
             Self {
-                gate,
+                limiter,
                 n,
                 jitter: Duration::ZERO,
                 state: State::Start,
@@ -109,7 +109,7 @@ mod future {
         }
     }
 
-    impl<G: Gate + Unpin> Future for UntilReady<G> {
+    impl<G: RateLimiter + Unpin> Future for UntilReady<G> {
         type Output = Decision;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Decision> {
@@ -117,7 +117,7 @@ mod future {
             loop {
                 match &mut this.state {
                     State::Start => {
-                        let r = this.gate.reserve(this.n, Duration::MAX);
+                        let r = this.limiter.reserve(&(), this.n, Duration::MAX);
                         let wait = if r.is_allowed() {
                             if r.delay().is_zero() {
                                 this.state = State::Done(r.decision());
@@ -155,17 +155,17 @@ mod future {
         }
     }
 
-    impl<G: Gate> Drop for UntilReady<G> {
+    impl<G: RateLimiter> Drop for UntilReady<G> {
         fn drop(&mut self) {
             if let State::Sleeping(_, held) = &mut self.state {
                 if let Some(r) = held.take() {
-                    self.gate.cancel(r);
+                    self.limiter.cancel(&(), r);
                 }
             }
         }
     }
 
-    impl<G: Gate> std::fmt::Debug for UntilReady<G> {
+    impl<G: RateLimiter> std::fmt::Debug for UntilReady<G> {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             let state = match &self.state {
                 State::Start => "start",

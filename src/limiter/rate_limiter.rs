@@ -1,20 +1,29 @@
-//! The one trait every limiter implements, so that code written once (an HTTP layer, the fleet
-//! mode, metrics) can drive any of them: check `n` units, peek, charge and give back, and say
-//! what policy it enforces.
+//! The one trait every limiter implements, so that code written once (`check_all`, an HTTP
+//! layer, the fleet mode, metrics) can drive any of them: check `n` units, peek, charge and
+//! give back, reserve, and say what policy it enforces and what its store holds.
 
 use std::time::Duration;
 
-use crate::admission::gate::Gate;
 use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
 use crate::limiter::policy::Policy;
+use crate::store::stats::Stats;
 
-/// A limiter of keys `K` (`()` for a direct limiter), as boundary code sees it.
+/// A limiter of keys `K` (`()` for a direct limiter), as code written for any limiter sees it.
 ///
 /// The trait is object safe: `Arc<dyn RateLimiter<IpAddr> + Send + Sync>` holds any keyed
 /// limiter of IP addresses whatever its clock or store, and a `KeyedLimiter<String>` is a
 /// `RateLimiter<str>` (looked up by `&str`, no allocation on a hit). Every method is the
-/// limiter's own operation of the same name; see them for the exact semantics.
+/// limiter's own operation of the same name; see them for the exact semantics. Every limiter
+/// implements it: [`Limiter`](crate::Limiter), [`StripedLimiter`](crate::StripedLimiter),
+/// [`KeyedLimiter`](crate::KeyedLimiter), [`SlidingLog`](crate::SlidingLog), and the fleet
+/// limiters of `cellgate-redis`.
+///
+/// **One key of a limiter is a limiter too.** A limiter and one of its keys, the pair
+/// `(&limiter, &key)`, is a `RateLimiter` of no key (`RateLimiter<()>`): that is what
+/// [`check_all`](crate::check_all) takes, so that one call mixes limiters of any key and clock
+/// types with no allocation (`check_all([(&(&per_user, "alice"), 1), (&global, 1)])`;
+/// [`KeyedLimiter::gate`](crate::KeyedLimiter::gate) writes the pair for you).
 ///
 /// # Examples
 ///
@@ -30,11 +39,17 @@ use crate::limiter::policy::Policy;
 /// assert!(!per_user.check_n("alice", 1).is_allowed());
 /// assert_eq!(global.peek_n(&(), 0).remaining(), 3);
 /// assert_eq!(per_user.policy().limit(), 2);
+/// assert_eq!(per_user.stats().map(|s| s.keys), Some(1)); // a keyed store's counters
+/// assert_eq!(global.stats(), None); // one cell: no store
 ///
 /// // Charge, then give back: the stock is whole again.
 /// let r = global.charge(&(), 2);
 /// assert!(global.cancel(&(), r));
 /// assert_eq!(global.peek_n(&(), 0).remaining(), 3);
+///
+/// // One key of a limiter is a limiter of no key.
+/// let alice: &dyn RateLimiter = &(&*per_user, "alice");
+/// assert!(!alice.check_n(&(), 1).is_allowed());
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub trait RateLimiter<K: ?Sized = ()> {
@@ -57,56 +72,49 @@ pub trait RateLimiter<K: ?Sized = ()> {
 
     /// The policy this limiter enforces now (after any runtime quota change).
     fn policy(&self) -> Policy;
-}
 
-/// A [`RateLimiter`] and one of its keys, as a [`Gate`] for [`check_all`](crate::check_all)
-/// and [`check_all_in`](crate::check_all_in).
-///
-/// # Examples
-///
-/// ```
-/// use cellgate::{check_all, Bound, KeyedLimiter, Limiter, Quota, RateLimiter};
-///
-/// let per_user = KeyedLimiter::<String>::gcra(Quota::per_minute(1)).build()?;
-/// let stock = Limiter::stock(10).build()?;
-/// let user: &dyn RateLimiter<str> = &per_user;
-/// let d = check_all([(&Bound::new(user, "alice"), 1), (&stock, 1)]);
-/// assert!(d.is_allowed());
-/// # Ok::<(), cellgate::ConfigError>(())
-/// ```
-pub struct Bound<'a, L: ?Sized, K: ?Sized> {
-    limiter: &'a L,
-    key: &'a K,
-}
-
-impl<'a, L: ?Sized, K: ?Sized> Bound<'a, L, K> {
-    /// `key` of `limiter`.
-    pub fn new(limiter: &'a L, key: &'a K) -> Self {
-        Self { limiter, key }
+    /// The counters of the limiter's key store (keys held, refusals, evictions) for the
+    /// limiters that keep one ([`KeyedLimiter`](crate::KeyedLimiter),
+    /// [`SlidingLog`](crate::SlidingLog)); `None` (the default) for the others.
+    fn stats(&self) -> Option<Stats> {
+        None
     }
 }
 
-impl<L: ?Sized, K: ?Sized + std::fmt::Debug> std::fmt::Debug for Bound<'_, L, K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bound").field("key", &self.key).finish()
-    }
-}
-
-impl<L: RateLimiter<K> + ?Sized, K: ?Sized> Gate for Bound<'_, L, K> {
-    fn charge(&self, n: u32) -> Reservation {
-        self.limiter.charge(self.key, n)
+/// One key of a limiter, `(&limiter, &key)`, as a limiter of no key: every method is the
+/// limiter's on that key. [`check_all`](crate::check_all) takes limiters this way.
+impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
+    #[inline]
+    fn check_n(&self, _key: &(), n: u32) -> Decision {
+        self.0.check_n(self.1, n)
     }
 
-    fn cancel(&self, reservation: Reservation) -> bool {
-        self.limiter.cancel(self.key, reservation)
+    #[inline]
+    fn peek_n(&self, _key: &(), n: u32) -> Decision {
+        self.0.peek_n(self.1, n)
     }
 
-    fn peek_n(&self, n: u32) -> Decision {
-        self.limiter.peek_n(self.key, n)
+    #[inline]
+    fn charge(&self, _key: &(), n: u32) -> Reservation {
+        self.0.charge(self.1, n)
     }
 
-    fn reserve(&self, n: u32, max_wait: Duration) -> Reservation {
-        self.limiter.reserve(self.key, n, max_wait)
+    #[inline]
+    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
+        self.0.cancel(self.1, reservation)
+    }
+
+    #[inline]
+    fn reserve(&self, _key: &(), n: u32, max_wait: Duration) -> Reservation {
+        self.0.reserve(self.1, n, max_wait)
+    }
+
+    fn policy(&self) -> Policy {
+        self.0.policy()
+    }
+
+    fn stats(&self) -> Option<Stats> {
+        self.0.stats()
     }
 }
 
@@ -114,22 +122,27 @@ impl<L: RateLimiter<K> + ?Sized, K: ?Sized> Gate for Bound<'_, L, K> {
 macro_rules! forward_through {
     ($($pointer:tt)*) => {
         impl<L: RateLimiter<K> + ?Sized, K: ?Sized> RateLimiter<K> for $($pointer)* {
+            #[inline]
             fn check_n(&self, key: &K, n: u32) -> Decision {
                 (**self).check_n(key, n)
             }
 
+            #[inline]
             fn peek_n(&self, key: &K, n: u32) -> Decision {
                 (**self).peek_n(key, n)
             }
 
+            #[inline]
             fn charge(&self, key: &K, n: u32) -> Reservation {
                 (**self).charge(key, n)
             }
 
+            #[inline]
             fn cancel(&self, key: &K, reservation: Reservation) -> bool {
                 (**self).cancel(key, reservation)
             }
 
+            #[inline]
             fn reserve(&self, key: &K, n: u32, max_wait: Duration) -> Reservation {
                 (**self).reserve(key, n, max_wait)
             }
@@ -137,15 +150,20 @@ macro_rules! forward_through {
             fn policy(&self) -> Policy {
                 (**self).policy()
             }
+
+            fn stats(&self) -> Option<Stats> {
+                (**self).stats()
+            }
         }
     };
 }
 
 forward_through!(&L);
+forward_through!(Box<L>);
 forward_through!(std::sync::Arc<L>);
 
-/// A direct limiter's (`$limiter<C>`, no key) `RateLimiter` and `Gate`: each method is the
-/// limiter's inherent operation of the same name.
+/// A direct limiter's (`$limiter<C>`, no key) `RateLimiter`: each method is the limiter's
+/// inherent operation of the same name.
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
         impl<C: $crate::clock::Clock> $crate::RateLimiter for $limiter<C> {
@@ -176,24 +194,6 @@ macro_rules! direct_limiter_traits {
 
             fn policy(&self) -> $crate::Policy {
                 $limiter::policy(self)
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::Gate for $limiter<C> {
-            fn charge(&self, n: u32) -> $crate::Reservation {
-                $limiter::charge(self, n)
-            }
-
-            fn cancel(&self, reservation: $crate::Reservation) -> bool {
-                $limiter::cancel(self, reservation)
-            }
-
-            fn peek_n(&self, n: u32) -> $crate::Decision {
-                $limiter::peek_n(self, n)
-            }
-
-            fn reserve(&self, n: u32, max_wait: std::time::Duration) -> $crate::Reservation {
-                $limiter::reserve(self, n, max_wait)
             }
         }
     };
@@ -237,6 +237,10 @@ macro_rules! keyed_limiter_traits {
 
             fn policy(&self) -> $crate::Policy {
                 $limiter::policy(self)
+            }
+
+            fn stats(&self) -> Option<$crate::Stats> {
+                Some($limiter::stats(self))
             }
         }
     };

@@ -274,12 +274,6 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         self.counters.snapshot(self.len())
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
-    #[deprecated(note = "read `stats().refused`: one snapshot of every store counter")]
-    pub fn refused(&self) -> u64 {
-        self.stats().refused
-    }
-
     /// Drops every key whose log has fully expired; returns how many. Lossless.
     pub fn evict_idle(&self) -> usize {
         self.evict_idle_at(self.clock.now())
@@ -381,7 +375,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     }
 
     /// Gives back the units of `reservation` (a charge of `key` through
-    /// [`Gate`](crate::Gate) or [`RateLimiter`](crate::RateLimiter)): the log forgets exactly
+    /// [`RateLimiter`](crate::RateLimiter), as [`check_all`](crate::check_all) makes): the log forgets exactly
     /// those units, if they have not expired yet. Returns whether anything came back.
     ///
     /// ```

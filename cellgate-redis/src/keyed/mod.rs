@@ -250,7 +250,9 @@ pub(crate) struct Request {
 /// # Ok(()) }
 /// ```
 pub struct KeyedFleet {
-    shared: Arc<KeyedShared>,
+    pub(crate) shared: Arc<KeyedShared>,
+    /// What [`cellgate::RateLimiter::policy`] reports (`limiter.rs`).
+    pub(crate) policy: cellgate::Policy,
     tx: mpsc::Sender<Request>,
     /// Hot keys whose lease a check found spent (one signal per lease answer).
     dry_tx: mpsc::Sender<String>,
@@ -676,6 +678,7 @@ impl KeyedFleetBuilder {
             .map_err(|e| FleetError::Config(format!("spawning the batching thread: {e}")))?;
         Ok(KeyedFleet {
             shared,
+            policy: crate::limiter::keyed_policy(self.stock, interval_us, burst)?,
             tx,
             dry_tx,
             thread: Lock::new(Some(thread)),

@@ -311,13 +311,24 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Engine::reserve(&self.at(key), n, max_wait)
     }
 
-    /// `key` of this limiter as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
-    pub fn gate<'a, Q>(&'a self, key: &'a Q) -> KeyGate<'a, K, Q, C>
+    /// `key` of this limiter as a limiter of its own: the pair `(self, key)`, a
+    /// [`RateLimiter`](crate::RateLimiter) of no key, as [`check_all`](crate::check_all) takes
+    /// it. Writing `(&limiter, &key)` is the same.
+    ///
+    /// ```
+    /// use cellgate::{check_all, KeyedLimiter, Quota};
+    ///
+    /// let per_user = KeyedLimiter::<String>::gcra(Quota::per_minute(1)).build()?;
+    /// assert!(check_all([(&per_user.gate("alice"), 1)]).is_allowed());
+    /// assert!(!check_all([(&(&per_user, "alice"), 1)]).is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn gate<'a, Q>(&'a self, key: &'a Q) -> (&'a Self, &'a Q)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        crate::Bound::new(self, key)
+        (self, key)
     }
 
     /// Waits until `n` units on `key` are admitted, for at most `timeout`, blocking the thread
@@ -367,11 +378,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// # }
     /// ```
     #[cfg(feature = "async")]
-    pub fn until_ready<'a, Q>(
-        &'a self,
-        key: &'a Q,
-        n: u32,
-    ) -> crate::UntilReady<KeyGate<'a, K, Q, C>>
+    pub fn until_ready<'a, Q>(&'a self, key: &'a Q, n: u32) -> crate::UntilReady<(&'a Self, &'a Q)>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -623,38 +630,6 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         self.when_full
     }
 
-    /// Requests for new keys denied because the map was full of live keys.
-    #[deprecated(note = "read `stats().refused`: one snapshot of every store counter")]
-    pub fn refused(&self) -> u64 {
-        self.stats().refused
-    }
-
-    /// Keys dropped because their state was equivalent to a fresh key.
-    #[deprecated(note = "read `stats().evicted`: one snapshot of every store counter")]
-    pub fn evicted(&self) -> u64 {
-        self.stats().evicted
-    }
-
-    /// Live keys evicted to make room under [`WhenFull::EvictLight`] and
-    /// [`WhenFull::EvictNearestFresh`].
-    #[deprecated(note = "read `stats().evicted_live`: one snapshot of every store counter")]
-    pub fn evicted_live(&self) -> u64 {
-        self.stats().evicted_live
-    }
-
-    /// Requests for new keys decided without storing the key, under
-    /// [`WhenFull::AdmitUntracked`].
-    #[deprecated(note = "read `stats().untracked`: one snapshot of every store counter")]
-    pub fn untracked(&self) -> u64 {
-        self.stats().untracked
-    }
-
-    /// The policy for a new key when the store is full of live keys.
-    #[deprecated(note = "renamed `when_full`, the name of the builder method that sets it")]
-    pub fn when_full_policy(&self) -> WhenFull {
-        self.when_full
-    }
-
     /// The policy this limiter enforces now (after any [`set_quota`](Self::set_quota)).
     ///
     /// ```
@@ -674,10 +649,6 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         &self.clock
     }
 }
-
-/// One key of a [`KeyedLimiter`], as a [`Gate`](crate::Gate) for [`check_all`](crate::check_all).
-/// Made by [`KeyedLimiter::gate`].
-pub type KeyGate<'a, K, Q, C> = crate::Bound<'a, KeyedLimiter<K, C>, Q>;
 
 crate::limiter::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 

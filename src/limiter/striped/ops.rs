@@ -146,8 +146,8 @@ impl<C: Clock> StripedLimiter<C> {
     }
 
     /// Gives back the units of `reservation` (from this limiter's
-    /// [`reserve`](Self::reserve), or a charge through [`Gate`](crate::Gate) /
-    /// [`RateLimiter`](crate::RateLimiter)); returns whether anything came back. A stock gets
+    /// [`reserve`](Self::reserve), or a charge through [`RateLimiter`](crate::RateLimiter));
+    /// returns whether anything came back. A stock gets
     /// every unit back (on the stripe the request started at: units are interchangeable); a
     /// GCRA stripe gives back what [`Limiter::cancel`](crate::Limiter::cancel) gives back on
     /// one cell, on the stripe that took the units.

@@ -1,0 +1,160 @@
+//! The fleet limiters as `cellgate` limiters: [`Fleet`] is a `RateLimiter<()>` and
+//! [`KeyedFleet`] a `RateLimiter<str>`, so that `check_all`, the HTTP layer and any code
+//! written for `cellgate`'s one trait take them as they take an in-process limiter.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use cellgate::{Decision, Limiter, Policy, Quota, RateLimiter, Reservation, Stats};
+
+use crate::error::FleetError;
+use crate::fleet::Fleet;
+use crate::keyed::{KeyedFleet, Via};
+
+/// The fleet limiter as a `cellgate` limiter (for the HTTP layer and `check_all`): `charge`
+/// and `cancel` act on the leased pool; `reserve` cannot schedule ahead and decides as
+/// `charge`; `policy` is the global limit's.
+impl RateLimiter for Fleet {
+    fn check_n(&self, _key: &(), n: u32) -> Decision {
+        Fleet::check_n(self, n)
+    }
+
+    fn peek_n(&self, _key: &(), n: u32) -> Decision {
+        self.shared.pool.peek_n(n)
+    }
+
+    fn charge(&self, _key: &(), n: u32) -> Reservation {
+        RateLimiter::charge(&self.shared.pool, &(), n)
+    }
+
+    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
+        RateLimiter::cancel(&self.shared.pool, &(), reservation)
+    }
+
+    fn reserve(&self, key: &(), n: u32, _max_wait: Duration) -> Reservation {
+        RateLimiter::charge(self, key, n)
+    }
+
+    fn policy(&self) -> Policy {
+        self.descriptor.policy()
+    }
+}
+
+/// The keyed fleet limiter as a `cellgate` limiter of `str` keys (for the HTTP layer with a
+/// `HeaderKey`, and `check_all` as `(&fleet, "alice")`).
+///
+/// - A hot key is checked on its lease, at once; its admission is a charge of the local
+///   lease, which `cancel` gives back to the lease (its decision's `remaining` is what this
+///   process holds leased for the key).
+/// - A cold key is checked in Redis as [`KeyedFleet::check_blocking`] does: **the calling
+///   thread waits** for the answer, at most [`max_wait`](crate::KeyedFleetBuilder::max_wait)
+///   (then the outage fallback decides). This trait is synchronous; inside an async server
+///   (the HTTP layer) a cold check so holds its worker thread for up to `max_wait`: keep
+///   `max_wait` short, or check with the async [`KeyedFleet::check_n`] before the layer. Its
+///   admission cannot be taken back (the key's budget in Redis stays charged: `cancel` returns
+///   `false`, failing closed), so put a keyed fleet limit last in `check_all`, after the
+///   limits more likely to deny. Redis does not say what is left: the decision reports 0
+///   remaining.
+/// - `peek_n` answers an admission whose `remaining` is what this process holds leased for
+///   the key (0 for a cold key): whether Redis would admit is not known without asking it.
+/// - `reserve` decides as `charge`; `policy` is the per-key rate or stock; `stats` counts
+///   the keys hot here (`keys`).
+impl RateLimiter<str> for KeyedFleet {
+    fn check_n(&self, key: &str, n: u32) -> Decision {
+        RateLimiter::charge(self, key, n).decision()
+    }
+
+    fn peek_n(&self, key: &str, n: u32) -> Decision {
+        let lease = self.shared.pool.peek_n(key, n);
+        let leased = if lease.is_allowed() {
+            lease.remaining()
+        } else {
+            0
+        };
+        Decision::admitted(self.policy.limit(), leased, Duration::ZERO)
+    }
+
+    fn charge(&self, key: &str, n: u32) -> Reservation {
+        let pool = &self.shared.pool;
+        // Peek first: a check of a key the pool does not hold would insert it.
+        if n > 0 && pool.peek_n(key, n).is_allowed() {
+            let r = RateLimiter::charge(pool, key, n);
+            if r.is_allowed() {
+                return r;
+            }
+        }
+        let d = wait(KeyedFleet::check_n(self, key, n));
+        let limit = self.policy.limit();
+        Reservation::unheld(if d.is_allowed() {
+            Decision::admitted(limit, 0, Duration::ZERO)
+        } else if d.via() == Via::Refused {
+            Decision::denied(limit, None, Duration::ZERO)
+        } else {
+            let retry = d.retry_after();
+            Decision::denied(limit, retry, retry.unwrap_or_default())
+        })
+    }
+
+    fn cancel(&self, key: &str, reservation: Reservation) -> bool {
+        // Only a lease's charge holds units here; a Redis admission stays.
+        reservation.units() > 0 && RateLimiter::cancel(&self.shared.pool, key, reservation)
+    }
+
+    fn reserve(&self, key: &str, n: u32, _max_wait: Duration) -> Reservation {
+        RateLimiter::charge(self, key, n)
+    }
+
+    fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn stats(&self) -> Option<Stats> {
+        let mut s = Stats::default();
+        s.keys = usize::try_from(KeyedFleet::stats(self).hot_keys).unwrap_or(usize::MAX);
+        Some(s)
+    }
+}
+
+/// The policy of a keyed fleet limit: a stock of `units` per key, or a GCRA of one unit per
+/// `interval_us` µs with burst `burst`.
+pub(crate) fn keyed_policy(
+    stock: bool,
+    interval_us: u64,
+    burst: u64,
+) -> Result<Policy, FleetError> {
+    let limit = u32::try_from(burst).unwrap_or(u32::MAX);
+    let descriptor = if stock {
+        Limiter::stock(limit).build()
+    } else {
+        Limiter::gcra(Quota::with_interval(Duration::from_micros(interval_us)).with_burst(limit))
+            .build()
+    };
+    descriptor
+        .map(|l| l.policy())
+        .map_err(|e| FleetError::Config(e.to_string()))
+}
+
+/// Runs `fut` to completion on this thread, parking it while the future waits (the keyed
+/// fleet's batching task runs on a thread of its own, so this never waits on itself).
+fn wait<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
