@@ -75,6 +75,10 @@ impl ExtraHeaders {
 }
 
 /// How a request fared.
+// The admitted variant carries its charges inline (up to eight limits) on purpose: an admitted
+// request allocates nothing in the layer (tests/no_alloc.rs); the value moves once, into the
+// response future.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Admission {
     /// Admitted: the fields for the response, and what was charged (to give back if a layer
     /// inside this one denies the request).

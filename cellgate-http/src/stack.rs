@@ -29,7 +29,9 @@ pub(crate) struct Denied(pub(crate) Parts);
 /// What one limit charged for a request: the key's fingerprint and the reservation.
 pub(crate) type Charge = Option<(u64, Reservation)>;
 
-/// What a layer charged for one request, per limit (in the layer's order).
+/// What a layer charged for one request, per limit (in the layer's order): inline up to
+/// eight limits, so that an admitted request allocates nothing (the size is the point).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Charges {
     Inline([Charge; INLINE]),
     Heap(Vec<Charge>),
