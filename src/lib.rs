@@ -130,12 +130,14 @@ mod decision;
 mod error;
 mod limiter;
 pub mod nginx;
+mod policy;
 mod quota;
+mod rate_limiter;
+mod reservation;
 mod store;
 mod sync;
 
 pub use admission::gate::{check_all, check_all_in, check_all_reserving, MultiDecision};
-pub use admission::reservation::Reservation;
 #[cfg(feature = "async")]
 pub use admission::wait::UntilReady;
 pub use algorithm::sliding_log::MAX_LOG_LIMIT;
@@ -144,11 +146,12 @@ pub use decision::{Decision, Denial};
 pub use error::ConfigError;
 pub use limiter::direct::{Limiter, LimiterBuilder};
 pub use limiter::keyed::{KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
-pub use limiter::policy::{Policy, PolicyKind};
-pub use limiter::rate_limiter::RateLimiter;
 pub use limiter::sliding_log::{SlidingLog, SlidingLogBuilder};
 pub use limiter::striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
+pub use policy::{Policy, PolicyKind};
 pub use quota::Quota;
+pub use rate_limiter::RateLimiter;
+pub use reservation::Reservation;
 pub use store::stats::Stats;
 pub use store::sweeper::Sweeper;
 

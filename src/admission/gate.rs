@@ -28,9 +28,9 @@
 //! the lookups at the same time are both charged, so a zone can go past its burst under
 //! concurrency. Here the check is the charge, and a rejection gives back what it took.
 
-use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
-use crate::limiter::rate_limiter::RateLimiter;
+use crate::rate_limiter::RateLimiter;
+use crate::reservation::Reservation;
 use std::time::Duration;
 
 /// The outcome of [`check_all`]: admitted by every limiter, or by none (then which one said

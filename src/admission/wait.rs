@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::decision::Decision;
-use crate::limiter::rate_limiter::RateLimiter;
+use crate::rate_limiter::RateLimiter;
 
 /// Blocks until `n` units are admitted on `limiter` or it is clear they cannot be within
 /// `timeout`; returns the admission, or the denial with its `retry_after`.
@@ -39,7 +39,7 @@ pub use future::UntilReady;
 #[cfg(feature = "async")]
 mod future {
     use super::*;
-    use crate::admission::reservation::Reservation;
+    use crate::reservation::Reservation;
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};

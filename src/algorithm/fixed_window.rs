@@ -27,7 +27,7 @@ use std::num::NonZeroU64;
 use super::window::clamp_ns;
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::limiter::policy::{Policy, PolicyKind};
+use crate::policy::{Policy, PolicyKind};
 
 /// The packed layout of one configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

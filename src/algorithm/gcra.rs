@@ -49,10 +49,10 @@ pub(crate) struct Gcra {
 
 impl Gcra {
     /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
         let t = self.interval.get();
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::Gcra,
+        crate::policy::Policy::new(
+            crate::policy::PolicyKind::Gcra,
             self.limit,
             Some(std::time::Duration::from_nanos(
                 t.saturating_mul(u64::from(self.limit)),

@@ -12,9 +12,9 @@ pub(crate) mod stock;
 pub(crate) mod warm_up;
 pub(crate) mod window;
 
-use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::reservation::Reservation;
 
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
@@ -195,7 +195,7 @@ impl Algorithm {
     }
 
     /// The policy this algorithm enforces, as the public [`crate::Policy`] describes it.
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
         match self {
             Algorithm::Gcra(g) => g.policy(),
             Algorithm::FixedWindow(f) => f.policy(),
@@ -277,7 +277,7 @@ mod tests {
         assert!(fixed.is_light(word, 250, 550));
         // GCRA, T = 10: a TAT one interval past the floor is light, one and a half is not.
         let g = Algorithm::Gcra(Gcra::new(
-            crate::Quota::new(10, Duration::from_nanos(100))
+            crate::quota::Quota::new(10, Duration::from_nanos(100))
                 .gcra_params()
                 .unwrap(),
         ));
@@ -313,7 +313,7 @@ mod tests {
         let r = Reservation::new(Decision::NONE, 0, 0, Some(1));
         assert_eq!(sw.cancel(word, 350, &r), None);
         let g = Algorithm::Gcra(Gcra::new(
-            crate::Quota::per_second(1).gcra_params().unwrap(),
+            crate::quota::Quota::per_second(1).gcra_params().unwrap(),
         ));
         assert_eq!(
             g.refund(5, 10, 3),

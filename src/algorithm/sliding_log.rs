@@ -30,9 +30,9 @@ pub(crate) struct LogConfig {
 
 impl LogConfig {
     /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::SlidingLog,
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(
+            crate::policy::PolicyKind::SlidingLog,
             self.limit,
             Some(std::time::Duration::from_nanos(self.window.get())),
             None,

@@ -78,7 +78,7 @@ use std::num::NonZeroU64;
 use super::window::clamp_ns;
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::limiter::policy::{Policy, PolicyKind};
+use crate::policy::{Policy, PolicyKind};
 
 /// The shortest horizon a configuration may have: 180 days, in nanoseconds. It admits a
 /// million per second (horizon 194 days) and 8 million per minute (182 days); anything

@@ -35,13 +35,8 @@ pub(crate) struct Stock {
 
 impl Stock {
     /// The policy this configuration enforces (see [`crate::Policy`]).
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
-        crate::limiter::policy::Policy::new(
-            crate::limiter::policy::PolicyKind::Stock,
-            self.stock,
-            None,
-            None,
-        )
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(crate::policy::PolicyKind::Stock, self.stock, None, None)
     }
 
     pub(crate) const fn new(stock: u32) -> Self {

@@ -41,12 +41,12 @@ pub(crate) const fn count_mask(bits: u32) -> u64 {
 
 /// The policy of a window counter: `limit` per `window` ns (see [`crate::Policy`]).
 pub(crate) fn policy(
-    kind: crate::limiter::policy::PolicyKind,
+    kind: crate::policy::PolicyKind,
     limit: u32,
     window: NonZeroU64,
-) -> crate::limiter::policy::Policy {
+) -> crate::policy::Policy {
     let window = Duration::from_nanos(window.get());
-    crate::limiter::policy::Policy::new(kind, limit, Some(window), None)
+    crate::policy::Policy::new(kind, limit, Some(window), None)
 }
 
 /// A validated non-zero limit.

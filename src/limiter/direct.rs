@@ -4,7 +4,6 @@ use crossbeam_utils::CachePadded;
 
 use std::time::Duration;
 
-use crate::admission::reservation::Reservation;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -12,6 +11,7 @@ use crate::error::ConfigError;
 use crate::limiter::engine::{Engine, Held};
 use crate::limiter::setting::Setting;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
 use crate::sync::cell::Cell;
 
 /// A limiter with a single state: a global rate, one upstream, one tenant.
@@ -329,8 +329,8 @@ impl<C: Clock> Limiter<C> {
     /// # }
     /// ```
     #[cfg(feature = "async")]
-    pub fn until_ready(&self, n: u32) -> crate::UntilReady<&Self> {
-        crate::UntilReady::new(self, n)
+    pub fn until_ready(&self, n: u32) -> crate::admission::wait::UntilReady<&Self> {
+        crate::admission::wait::UntilReady::new(self, n)
     }
 
     /// A check that keeps what [`cancel`](Self::cancel) needs: [`check_n`](Self::check_n) with
@@ -479,7 +479,7 @@ impl<C: Clock> Limiter<C> {
     /// assert_eq!((l.policy().kind(), l.policy().limit()), (PolicyKind::Gcra, 10));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn policy(&self) -> crate::Policy {
+    pub fn policy(&self) -> crate::policy::Policy {
         self.setting.load().policy()
     }
 
@@ -489,7 +489,7 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
-crate::limiter::rate_limiter::direct_limiter_traits!(Limiter);
+crate::rate_limiter::direct_limiter_traits!(Limiter);
 
 /// The direct limiter's one cell, for the operations written once in [`engine`](super::engine).
 impl<C: Clock> Held for Limiter<C> {

@@ -14,13 +14,13 @@
 
 use std::time::Duration;
 
-use crate::admission::reservation::Reservation;
 use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, Gcra};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::limiter::setting::Setting;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
 use crate::sync::cell::Cell;
 
 /// The word one call of a limiter works on, when it may not exist yet: what peek, cancel and

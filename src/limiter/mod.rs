@@ -1,7 +1,7 @@
 //! The public limiters, facades over the cells and stores: [`direct`] (one cell), [`keyed`] (a
 //! cell per key in a store), [`striped`] (one quota split over several cells), [`sliding_log`]
-//! (an exact log per key), with the trait they share ([`rate_limiter`]), its description of a
-//! limiter ([`policy`]) and the runtime-replaceable algorithm they read ([`setting`]). The
+//! (an exact log per key), with the trait they share ([`rate_limiter`]) and the
+//! runtime-replaceable algorithm they read ([`setting`]). The
 //! operations of the direct and the keyed limiter are written once, in [`engine`].
 
 pub(crate) mod direct;
@@ -9,8 +9,6 @@ mod engine;
 pub(crate) mod keyed;
 #[cfg(all(test, not(loom)))]
 mod locks_per_check;
-pub(crate) mod policy;
-pub(crate) mod rate_limiter;
 pub(crate) mod setting;
 pub(crate) mod sliding_log;
 pub(crate) mod striped;

@@ -101,7 +101,10 @@ impl Setting {
 
 impl Setting {
     /// Replaces a GCRA limiter's quota: every limiter's `set_quota`.
-    pub(crate) fn set_quota(&self, quota: crate::Quota) -> Result<(), crate::ConfigError> {
+    pub(crate) fn set_quota(
+        &self,
+        quota: crate::quota::Quota,
+    ) -> Result<(), crate::error::ConfigError> {
         self.kind().gcra("set_quota")?;
         self.store(Gcra::new(quota.gcra_params()?));
         Ok(())
@@ -117,7 +120,7 @@ impl std::fmt::Debug for Setting {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::Quota;
+    use crate::quota::Quota;
 
     fn gcra(per_second: u32, burst: u32) -> Gcra {
         Gcra::new(

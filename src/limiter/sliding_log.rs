@@ -5,11 +5,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::admission::reservation::Reservation;
 use crate::algorithm::sliding_log::{Log, LogConfig};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
+use crate::reservation::Reservation;
 use crate::store::exact::ExactMap;
 use crate::store::stats::StoreCounters;
 use crate::sync::sweep_gate::SweepGate;
@@ -201,7 +201,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
         // Relaxed: a statistic.
         self.counters.refused.add(1);
         Decision::deny(self.config.limit, 0, std::num::NonZeroU64::MIN, None, 0)
-            .because(crate::Denial::StoreFull)
+            .because(crate::decision::Denial::StoreFull)
     }
 
     /// The decision a request for `key` would get now, consuming nothing and creating no key.
@@ -270,7 +270,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn stats(&self) -> crate::Stats {
+    pub fn stats(&self) -> crate::store::stats::Stats {
         self.counters.snapshot(self.len())
     }
 
@@ -414,12 +414,12 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     /// assert_eq!(l.policy().window(), Some(Duration::from_secs(60)));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn policy(&self) -> crate::Policy {
+    pub fn policy(&self) -> crate::policy::Policy {
         self.config.policy()
     }
 }
 
-crate::limiter::rate_limiter::keyed_limiter_traits!(SlidingLog);
+crate::rate_limiter::keyed_limiter_traits!(SlidingLog);
 
 impl<K, C: fmt::Debug> fmt::Debug for SlidingLog<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

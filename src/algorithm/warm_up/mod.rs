@@ -142,9 +142,9 @@ pub(crate) struct WarmUp {
 impl WarmUp {
     /// The policy this configuration enforces (see [`crate::Policy`]): one request per stable
     /// interval once warm.
-    pub(crate) fn policy(&self) -> crate::limiter::policy::Policy {
+    pub(crate) fn policy(&self) -> crate::policy::Policy {
         let i = Some(std::time::Duration::from_nanos(self.interval.get()));
-        crate::limiter::policy::Policy::new(crate::limiter::policy::PolicyKind::WarmUp, 1, i, i)
+        crate::policy::Policy::new(crate::policy::PolicyKind::WarmUp, 1, i, i)
     }
 
     /// A warm-up limiter whose stable rate is `stable` (interval `period / count`, integer ns;

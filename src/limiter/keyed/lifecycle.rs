@@ -120,7 +120,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // Relaxed: a statistic; nothing is ordered by it.
         self.counters.refused.add(1);
         let limit = self.setting.load().peek(Algorithm::FRESH, 0).limit();
-        Decision::deny(limit, 0, one(), None, 0).because(crate::Denial::StoreFull)
+        Decision::deny(limit, 0, one(), None, 0).because(crate::decision::Denial::StoreFull)
     }
 
     /// A key that is not held: `Ok` with `step`'s result on the fresh word if that writes

@@ -5,7 +5,6 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::admission::reservation::Reservation;
 use crate::algorithm::gcra::decision_after;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
@@ -15,6 +14,7 @@ use crate::limiter::engine::{Engine, Held};
 use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
 use crate::store::grow_table::{Decided, GrowPolicy, GrowTable, Probe};
 use crate::store::keys::Store;
 use crate::store::stats::StoreCounters;
@@ -378,12 +378,16 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// # }
     /// ```
     #[cfg(feature = "async")]
-    pub fn until_ready<'a, Q>(&'a self, key: &'a Q, n: u32) -> crate::UntilReady<(&'a Self, &'a Q)>
+    pub fn until_ready<'a, Q>(
+        &'a self,
+        key: &'a Q,
+        n: u32,
+    ) -> crate::admission::wait::UntilReady<(&'a Self, &'a Q)>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        crate::UntilReady::new(self.gate(key), n)
+        crate::admission::wait::UntilReady::new(self.gate(key), n)
     }
 
     /// Like [`reserve`](Self::reserve) with the limiter's own queue: a
@@ -613,7 +617,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// assert_eq!((l.stats().keys, l.stats().refused), (1, 1));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn stats(&self) -> crate::Stats {
+    pub fn stats(&self) -> crate::store::stats::Stats {
         self.counters.snapshot(self.len())
     }
 
@@ -640,7 +644,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     /// assert_eq!((p.kind(), p.limit(), p.window()), (PolicyKind::FixedWindow, 100, Some(Duration::from_secs(60))));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn policy(&self) -> crate::Policy {
+    pub fn policy(&self) -> crate::policy::Policy {
         self.setting.load().policy()
     }
 
@@ -650,7 +654,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
-crate::limiter::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
+crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

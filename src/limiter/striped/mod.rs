@@ -12,7 +12,7 @@ use crossbeam_utils::CachePadded;
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
-use crate::limiter::policy::Policy;
+use crate::policy::Policy;
 use crate::sync::cell::Cell;
 use crate::sync::high_water::{HighWater, Stamp};
 
@@ -451,7 +451,7 @@ fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     }
 }
 
-crate::limiter::rate_limiter::direct_limiter_traits!(StripedLimiter);
+crate::rate_limiter::direct_limiter_traits!(StripedLimiter);
 
 impl Stripe {
     /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.

@@ -5,12 +5,12 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::{sooner, StripedLimiter};
-use crate::admission::reservation::Reservation;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::limiter::policy::Policy;
+use crate::policy::Policy;
+use crate::reservation::Reservation;
 
 impl<C: Clock> StripedLimiter<C> {
     /// The decision `n` units would get now, consuming nothing: for GCRA, the first stripe
@@ -70,7 +70,7 @@ impl<C: Clock> StripedLimiter<C> {
         match total.checked_sub(u64::from(n)) {
             Some(left) => Decision::allow(self.limit, left, NonZeroU64::MIN, reset),
             None => Decision::deny(self.limit, total, NonZeroU64::MIN, None, reset)
-                .because(crate::Denial::SoldOut),
+                .because(crate::decision::Denial::SoldOut),
         }
     }
 

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::admission::reservation::Reservation;
 use crate::decision::Decision;
-use crate::limiter::policy::Policy;
+use crate::policy::Policy;
+use crate::reservation::Reservation;
 use crate::store::stats::Stats;
 
 /// A limiter of keys `K` (`()` for a direct limiter), as code written for any limiter sees it.
@@ -166,20 +166,20 @@ forward_through!(std::sync::Arc<L>);
 /// inherent operation of the same name.
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
-        impl<C: $crate::clock::Clock> $crate::RateLimiter for $limiter<C> {
-            fn check_n(&self, _key: &(), n: u32) -> $crate::Decision {
+        impl<C: $crate::clock::Clock> $crate::rate_limiter::RateLimiter for $limiter<C> {
+            fn check_n(&self, _key: &(), n: u32) -> $crate::decision::Decision {
                 $limiter::check_n(self, n)
             }
 
-            fn peek_n(&self, _key: &(), n: u32) -> $crate::Decision {
+            fn peek_n(&self, _key: &(), n: u32) -> $crate::decision::Decision {
                 $limiter::peek_n(self, n)
             }
 
-            fn charge(&self, _key: &(), n: u32) -> $crate::Reservation {
+            fn charge(&self, _key: &(), n: u32) -> $crate::reservation::Reservation {
                 $limiter::charge(self, n)
             }
 
-            fn cancel(&self, _key: &(), reservation: $crate::Reservation) -> bool {
+            fn cancel(&self, _key: &(), reservation: $crate::reservation::Reservation) -> bool {
                 $limiter::cancel(self, reservation)
             }
 
@@ -188,11 +188,11 @@ macro_rules! direct_limiter_traits {
                 _key: &(),
                 n: u32,
                 max_wait: std::time::Duration,
-            ) -> $crate::Reservation {
+            ) -> $crate::reservation::Reservation {
                 $limiter::reserve(self, n, max_wait)
             }
 
-            fn policy(&self) -> $crate::Policy {
+            fn policy(&self) -> $crate::policy::Policy {
                 $limiter::policy(self)
             }
         }
@@ -204,25 +204,25 @@ pub(crate) use direct_limiter_traits;
 /// `RateLimiter<Q>`: each method is the limiter's inherent operation of the same name.
 macro_rules! keyed_limiter_traits {
     ($limiter:ident) => {
-        impl<K, Q, C> $crate::RateLimiter<Q> for $limiter<K, C>
+        impl<K, Q, C> $crate::rate_limiter::RateLimiter<Q> for $limiter<K, C>
         where
             K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
             Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
             C: $crate::clock::Clock,
         {
-            fn check_n(&self, key: &Q, n: u32) -> $crate::Decision {
+            fn check_n(&self, key: &Q, n: u32) -> $crate::decision::Decision {
                 $limiter::check_n(self, key, n)
             }
 
-            fn peek_n(&self, key: &Q, n: u32) -> $crate::Decision {
+            fn peek_n(&self, key: &Q, n: u32) -> $crate::decision::Decision {
                 $limiter::peek_n(self, key, n)
             }
 
-            fn charge(&self, key: &Q, n: u32) -> $crate::Reservation {
+            fn charge(&self, key: &Q, n: u32) -> $crate::reservation::Reservation {
                 $limiter::charge(self, key, n)
             }
 
-            fn cancel(&self, key: &Q, reservation: $crate::Reservation) -> bool {
+            fn cancel(&self, key: &Q, reservation: $crate::reservation::Reservation) -> bool {
                 $limiter::cancel(self, key, reservation)
             }
 
@@ -231,15 +231,15 @@ macro_rules! keyed_limiter_traits {
                 key: &Q,
                 n: u32,
                 max_wait: std::time::Duration,
-            ) -> $crate::Reservation {
+            ) -> $crate::reservation::Reservation {
                 $limiter::reserve(self, key, n, max_wait)
             }
 
-            fn policy(&self) -> $crate::Policy {
+            fn policy(&self) -> $crate::policy::Policy {
                 $limiter::policy(self)
             }
 
-            fn stats(&self) -> Option<$crate::Stats> {
+            fn stats(&self) -> Option<$crate::store::stats::Stats> {
                 Some($limiter::stats(self))
             }
         }
