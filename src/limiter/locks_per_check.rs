@@ -10,9 +10,13 @@
 
 use std::time::Duration;
 
+use crate::admission::gate::check_all;
 use crate::clock::ManualClock;
+use crate::limiter::direct::Limiter;
+use crate::limiter::keyed::KeyedLimiter;
+use crate::limiter::striped::StripedLimiter;
+use crate::quota::Quota;
 use crate::sync::counts::{count, Event};
-use crate::{check_all, KeyedLimiter, Limiter, Quota, StripedLimiter};
 
 fn locks_taken() -> u64 {
     count(Event::Lock)
