@@ -13,7 +13,6 @@ use crate::headers::{
     push_policy, push_state, retry_after_of, state_prefix, HeaderDraft, StateParams,
 };
 use crate::key::Rejection;
-use crate::layer::RateLimitBuilder;
 use crate::limit::{Limit, Mark};
 use crate::stack::{Charges, GiveBack, Registration, INLINE};
 
@@ -74,6 +73,20 @@ impl ExtraHeaders {
     }
 }
 
+/// What a layer was configured with (kept by [`RateLimitBuilder`](crate::RateLimitBuilder),
+/// turned into the layer's [`Shared`] state when it is built).
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) skip_options: bool,
+    pub(crate) draft: Option<HeaderDraft>,
+    pub(crate) legacy: bool,
+    pub(crate) problem_json: bool,
+    pub(crate) grpc: bool,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: bool,
+}
+
 /// How a request fared.
 // The admitted variant carries its charges inline (up to eight limits) on purpose: an admitted
 // request allocates nothing in the layer (tests/no_alloc.rs); the value moves once, into the
@@ -99,6 +112,17 @@ impl GiveBack for Shared {
     }
 }
 
+#[cfg(feature = "metrics")]
+impl crate::metrics::Source for Shared {
+    fn registry(&self) -> &crate::metrics::Registry {
+        &self.metrics
+    }
+
+    fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+}
+
 thread_local! {
     /// The `RateLimit` field's value being written: reused, so that writing it allocates
     /// nothing but the value itself.
@@ -106,7 +130,7 @@ thread_local! {
 }
 
 impl Shared {
-    pub(crate) fn new(b: RateLimitBuilder, registration: Registration) -> Self {
+    pub(crate) fn new(b: Config, registration: Registration) -> Self {
         let names = b.draft.map(HeaderDraft::names);
         let policies_at_build: Vec<Policy> = b.limits.iter().map(Limit::policy).collect();
         let policy_value = names

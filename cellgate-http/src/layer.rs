@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::admit::{Admission, ExtraHeaders, Shared};
+use crate::admit::{Admission, Config, ExtraHeaders, Shared};
 use crate::body::LimitBody;
 use crate::stack::{register, Charges, Denied, GiveBack};
 
@@ -50,14 +50,7 @@ impl std::error::Error for BuildError {}
 /// Configures a [`RateLimitLayer`]; from [`RateLimitLayer::builder`].
 #[derive(Debug, Clone)]
 pub struct RateLimitBuilder {
-    pub(crate) limits: Vec<Limit>,
-    pub(crate) skip_options: bool,
-    pub(crate) draft: Option<HeaderDraft>,
-    pub(crate) legacy: bool,
-    pub(crate) problem_json: bool,
-    pub(crate) grpc: bool,
-    #[cfg(feature = "metrics")]
-    pub(crate) metrics: bool,
+    pub(crate) config: Config,
 }
 
 impl RateLimitBuilder {
@@ -66,7 +59,7 @@ impl RateLimitBuilder {
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics(mut self, on: bool) -> Self {
-        self.metrics = on;
+        self.config.metrics = on;
         self
     }
 
@@ -75,14 +68,14 @@ impl RateLimitBuilder {
     /// likely to deny first: the others are then not charged and rolled back.
     #[must_use]
     pub fn limit(mut self, limit: Limit) -> Self {
-        self.limits.push(limit);
+        self.config.limits.push(limit);
         self
     }
 
     /// Whether `OPTIONS` requests (CORS preflights) pass without a check; `true` by default.
     #[must_use]
     pub fn skip_options(mut self, skip: bool) -> Self {
-        self.skip_options = skip;
+        self.config.skip_options = skip;
         self
     }
 
@@ -90,7 +83,7 @@ impl RateLimitBuilder {
     /// [`HeaderDraft::Ietf11`].
     #[must_use]
     pub fn draft(mut self, draft: Option<HeaderDraft>) -> Self {
-        self.draft = draft;
+        self.config.draft = draft;
         self
     }
 
@@ -99,7 +92,7 @@ impl RateLimitBuilder {
     /// units remaining. Off by default.
     #[must_use]
     pub fn legacy_headers(mut self, on: bool) -> Self {
-        self.legacy = on;
+        self.config.legacy = on;
         self
     }
 
@@ -107,7 +100,7 @@ impl RateLimitBuilder {
     /// instead of `text/plain`. Off by default.
     #[must_use]
     pub fn problem_json(mut self, on: bool) -> Self {
-        self.problem_json = on;
+        self.config.problem_json = on;
         self
     }
 
@@ -134,7 +127,7 @@ impl RateLimitBuilder {
     /// ```
     #[must_use]
     pub fn grpc(mut self, on: bool) -> Self {
-        self.grpc = on;
+        self.config.grpc = on;
         self
     }
 
@@ -144,17 +137,17 @@ impl RateLimitBuilder {
     ///
     /// [`BuildError`] for a bad or repeated limit name.
     pub fn build(self) -> Result<RateLimitLayer, BuildError> {
-        for (i, l) in self.limits.iter().enumerate() {
+        for (i, l) in self.config.limits.iter().enumerate() {
             if !valid_policy_name(&l.name) {
                 return Err(BuildError::BadName(l.name.to_string()));
             }
-            if self.limits[..i].iter().any(|o| o.name == l.name) {
+            if self.config.limits[..i].iter().any(|o| o.name == l.name) {
                 return Err(BuildError::DuplicateName(l.name.to_string()));
             }
         }
         let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| {
             let me: std::sync::Weak<dyn GiveBack> = me.clone();
-            Shared::new(self, register(me))
+            Shared::new(self.config, register(me))
         });
         Ok(RateLimitLayer { shared })
     }
@@ -227,14 +220,16 @@ impl RateLimitLayer {
     #[must_use]
     pub fn builder() -> RateLimitBuilder {
         RateLimitBuilder {
-            limits: Vec::new(),
-            skip_options: true,
-            draft: Some(HeaderDraft::Ietf11),
-            legacy: false,
-            problem_json: false,
-            grpc: true,
-            #[cfg(feature = "metrics")]
-            metrics: true,
+            config: Config {
+                limits: Vec::new(),
+                skip_options: true,
+                draft: Some(HeaderDraft::Ietf11),
+                legacy: false,
+                problem_json: false,
+                grpc: true,
+                #[cfg(feature = "metrics")]
+                metrics: true,
+            },
         }
     }
 

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use cellgate::Decision;
 
-use crate::admit::Shared;
+use crate::limit::Limit;
 #[cfg(test)]
 use rows::COLUMNS;
 use rows::{Columns, Row, Table};
@@ -288,7 +288,16 @@ fn first_row() -> &'static Row {
 /// ```
 #[derive(Clone)]
 pub struct MetricsHandle {
-    shared: Weak<Shared>,
+    shared: Weak<dyn Source>,
+}
+
+/// What a layer's metrics are read from: its counters and its limits (the layer's shared state
+/// implements it; the handle holds it weakly).
+pub(crate) trait Source: Send + Sync {
+    /// The layer's decision counters.
+    fn registry(&self) -> &Registry;
+    /// The layer's limits, in order.
+    fn limits(&self) -> &[Limit];
 }
 
 impl fmt::Debug for MetricsHandle {
@@ -298,10 +307,9 @@ impl fmt::Debug for MetricsHandle {
 }
 
 impl MetricsHandle {
-    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
-        Self {
-            shared: Arc::downgrade(shared),
-        }
+    pub(crate) fn new<S: Source + 'static>(shared: &Arc<S>) -> Self {
+        let weak: Weak<S> = Arc::downgrade(shared);
+        Self { shared: weak }
     }
 
     /// Sends the current totals to the recorder; returns `false` once the layer (and every
@@ -310,8 +318,8 @@ impl MetricsHandle {
         let Some(shared) = self.shared.upgrade() else {
             return false;
         };
-        let totals = shared.metrics.totals();
-        for (i, l) in shared.limits.iter().enumerate() {
+        let totals = shared.registry().totals();
+        for (i, l) in shared.limits().iter().enumerate() {
             let name = l.name().to_owned();
             for (o, outcome) in OUTCOMES.iter().enumerate() {
                 let labels = [("limit", name.clone()), ("outcome", (*outcome).to_owned())];
