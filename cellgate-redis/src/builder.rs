@@ -12,7 +12,7 @@ use crate::error::FleetError;
 use crate::fleet::Fleet;
 use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
-use crate::task::Task;
+use crate::task::{Settings, Task};
 
 /// Configures a [`Fleet`]; see [`Fleet::stock`] and [`Fleet::rate`].
 ///
@@ -41,6 +41,42 @@ pub struct FleetBuilder {
     pub(crate) max_lease: Option<u64>,
     pub(crate) horizon: Duration,
     pub(crate) outage_processes: u64,
+}
+
+impl Fleet {
+    /// A global stock of `units` named `name` (the first process to use the name sets it).
+    pub fn stock(name: &str, units: u64) -> FleetBuilder {
+        let kind = if units >= 1 << 52 {
+            Err(format!("stock {units} does not fit 2^52 (Lua numbers)"))
+        } else {
+            Ok(Kind::Stock { units })
+        };
+        FleetBuilder::new(name, kind)
+    }
+
+    /// A global rate of `count` units per `period` named `name`, burst `count` unless
+    /// [`burst`](FleetBuilder::burst) says otherwise. The server keeps time in whole
+    /// microseconds and rounds the interval `period / count` up, so the fleet is never faster
+    /// than asked (at most one unit per microsecond).
+    pub fn rate(name: &str, count: u32, period: Duration) -> FleetBuilder {
+        let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
+        let kind = if count == 0 || period_us == 0 {
+            Err("a rate needs a positive count and a period of at least 1 µs".to_owned())
+        } else {
+            Ok(Kind::Rate {
+                interval_us: period_us.div_ceil(u64::from(count)),
+                burst: u64::from(count),
+            })
+        };
+        let mut b = FleetBuilder::new(name, kind);
+        b.kind = b.kind.and_then(|k| match k {
+            Kind::Rate { interval_us, .. } if interval_us >= 1 << 40 => {
+                Err("the interval must be below 2^40 µs".to_owned())
+            }
+            k => Ok(k),
+        });
+        b
+    }
 }
 
 impl FleetBuilder {
@@ -136,12 +172,6 @@ impl FleetBuilder {
         self
     }
 
-    /// The cap on one stock lease: [`max_lease`](Self::max_lease), or its default.
-    pub(crate) fn stock_lease_cap(&self, units: u64) -> u64 {
-        self.max_lease
-            .unwrap_or_else(|| (units / 1000).max(self.min_lease))
-    }
-
     /// How many processes a rate limit assumes share it when it [`start`](Self::start)s
     /// while Redis is down (default 1): until Redis first answers it admits `R / processes`,
     /// with a burst of `B / 16`, and charges those admissions to Redis when it answers. Once
@@ -164,7 +194,7 @@ impl FleetBuilder {
     pub fn connect(self, url: &str) -> Result<Fleet, FleetError> {
         let (kind, descriptor) = self.validate()?;
         let runtime = runtime()?;
-        let pid = process_id();
+        let pid = crate::client::process_id();
         let timeout = self.command_timeout;
         let (client, first) = runtime.block_on(async {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
@@ -211,7 +241,7 @@ impl FleetBuilder {
     pub fn start(self, url: &str) -> Result<Fleet, FleetError> {
         let (kind, descriptor) = self.validate()?;
         let runtime = runtime()?;
-        let pid = process_id();
+        let pid = crate::client::process_id();
         let mut client = runtime.block_on(LeaseClient::open(
             url,
             &self.name,
@@ -271,7 +301,7 @@ impl FleetBuilder {
         };
         let fallback = match kind {
             Kind::Rate { interval_us, .. } if fallback_burst > 0 => Some(
-                Limiter::gcra(share(interval_us, live, fallback_burst))
+                Limiter::gcra(crate::task::share(interval_us, live, fallback_burst))
                     .build()
                     .map_err(|e| FleetError::Config(e.to_string()))?,
             ),
@@ -326,7 +356,14 @@ impl FleetBuilder {
             window_spent: 0,
             rate: 0.0,
             last_use: now,
-            cfg: self.clone(),
+            cfg: Settings {
+                command_timeout: self.command_timeout,
+                horizon: self.horizon,
+                idle: self.idle,
+                lease_lifetime: self.lease_lifetime,
+                min_lease: self.min_lease,
+                max_lease: self.max_lease,
+            },
         };
         let thread = std::thread::Builder::new()
             .name(format!("cellgate-fleet-{}", self.name))
@@ -347,19 +384,4 @@ fn runtime() -> Result<tokio::runtime::Runtime, FleetError> {
         .enable_all()
         .build()
         .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))
-}
-
-/// A process id unique across the fleet and across restarts of one process.
-pub(crate) fn process_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let n = crate::sync::next_sequence();
-    format!("{:x}-{:x}-{n}", std::process::id(), nanos)
-}
-
-/// The outage share of one of `live` processes: `R / live`, with its reserved burst.
-pub(crate) fn share(interval_us: u64, live: u64, burst: u64) -> Quota {
-    let interval = Duration::from_micros(interval_us.saturating_mul(live.max(1)));
-    Quota::with_interval(interval).with_burst(u32::try_from(burst).unwrap_or(u32::MAX))
 }

@@ -532,3 +532,12 @@ pub fn script_calls(info: &str) -> u64 {
         })
         .sum()
 }
+
+/// A process id unique across the fleet and across restarts of one process.
+pub(crate) fn process_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = crate::sync::next_sequence();
+    format!("{:x}-{:x}-{n}", std::process::id(), nanos)
+}

@@ -17,94 +17,12 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
 
 use cellgate::{Decision, Limiter};
 
-use crate::builder::FleetBuilder;
-use crate::client::Kind;
-use crate::error::FleetError;
-use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
+use crate::report::{FleetState, FleetStats, LastError};
+use crate::shared::Shared;
 use crate::sync::Lock;
-
-/// Whether Redis is answering, as this process sees it.
-///
-/// # Examples
-///
-/// ```no_run
-/// use cellgate_redis::{Fleet, FleetState};
-/// let fleet = Fleet::stock("sale", 1000).connect("redis://127.0.0.1:6379")?;
-/// if fleet.state() != FleetState::Connected {
-///     eprintln!("redis unreachable: selling only what this process holds");
-/// }
-/// # Ok::<(), cellgate_redis::FleetError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FleetState {
-    /// The last command was answered.
-    Connected,
-    /// Redis is not answering; a rate limit admits at its local share, charged back later.
-    Fallback,
-    /// Redis is not answering; only leased units are admitted.
-    Partitioned,
-    /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)
-    /// after it was created (a restart without persistence, a failover to a replica that
-    /// lagged): only units still leased are sold, and [`Fleet::last_error`] says
-    /// [`FleetError::Forgotten`]. It lasts until the
-    /// process builds a new limiter after an operator reset the limit (see the README's
-    /// "Production" section). A rate never enters it: Redis's forgotten bucket is re-created
-    /// empty, and the limiter goes on.
-    Forgotten,
-}
-
-impl FleetState {
-    /// The state a [`Link`](crate::sync::Link) word holds.
-    pub(crate) fn of(link: u8) -> Self {
-        match link {
-            CONNECTED => FleetState::Connected,
-            FALLBACK => FleetState::Fallback,
-            PARTITIONED => FleetState::Partitioned,
-            _ => FleetState::Forgotten,
-        }
-    }
-}
-
-/// The last failure a fleet limiter met, and when (see [`Fleet::last_error`]).
-///
-/// # Examples
-///
-/// ```no_run
-/// use cellgate_redis::Fleet;
-/// let fleet = Fleet::stock("sale", 1000).connect("redis://127.0.0.1:6379")?;
-/// if let Some(e) = fleet.last_error() {
-///     eprintln!("{:?} ago: {}", e.at.elapsed(), e.error);
-/// }
-/// # Ok::<(), cellgate_redis::FleetError>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct LastError {
-    /// When it happened.
-    pub at: SystemTime,
-    /// What happened; its `Display` says what to fix when the cause is known.
-    pub error: FleetError,
-}
-
-/// Counters of one fleet limiter (see [`Fleet::stats`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FleetStats {
-    /// Leased units held in the local pool, not yet admitted.
-    pub leased: u64,
-    /// Grant commands answered.
-    pub lease_requests: u64,
-    /// Commands that failed or timed out.
-    pub backend_errors: u64,
-    /// Units admitted during outages and charged to Redis afterwards.
-    pub charged_back: u64,
-    /// Redis commands sent (retries included).
-    pub commands: u64,
-    /// Live processes sharing the limit, as the server last said.
-    pub live: u64,
-}
 
 /// One limit shared by every process that connects with the same name to the same Redis,
 /// admitted locally from pre-debited leases.
@@ -147,40 +65,6 @@ impl std::fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// A global stock of `units` named `name` (the first process to use the name sets it).
-    pub fn stock(name: &str, units: u64) -> FleetBuilder {
-        let kind = if units >= 1 << 52 {
-            Err(format!("stock {units} does not fit 2^52 (Lua numbers)"))
-        } else {
-            Ok(Kind::Stock { units })
-        };
-        FleetBuilder::new(name, kind)
-    }
-
-    /// A global rate of `count` units per `period` named `name`, burst `count` unless
-    /// [`burst`](FleetBuilder::burst) says otherwise. The server keeps time in whole
-    /// microseconds and rounds the interval `period / count` up, so the fleet is never faster
-    /// than asked (at most one unit per microsecond).
-    pub fn rate(name: &str, count: u32, period: Duration) -> FleetBuilder {
-        let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
-        let kind = if count == 0 || period_us == 0 {
-            Err("a rate needs a positive count and a period of at least 1 µs".to_owned())
-        } else {
-            Ok(Kind::Rate {
-                interval_us: period_us.div_ceil(u64::from(count)),
-                burst: u64::from(count),
-            })
-        };
-        let mut b = FleetBuilder::new(name, kind);
-        b.kind = b.kind.and_then(|k| match k {
-            Kind::Rate { interval_us, .. } if interval_us >= 1 << 40 => {
-                Err("the interval must be below 2^40 µs".to_owned())
-            }
-            k => Ok(k),
-        });
-        b
-    }
-
     /// Checks one unit.
     #[inline]
     pub fn check(&self) -> Decision {

@@ -66,6 +66,7 @@ mod limiter;
 mod local;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod report;
 mod shared;
 mod sync;
 mod task;
@@ -73,5 +74,6 @@ mod task;
 pub use builder::FleetBuilder;
 pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::{FleetError, ACL_COMMANDS};
-pub use fleet::{Fleet, FleetState, FleetStats, LastError};
-pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, KeyedStats, Via};
+pub use fleet::Fleet;
+pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, Via};
+pub use report::{FleetState, FleetStats, KeyedStats, LastError};

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use cellgate::{Decision, Limiter, Policy, Quota, RateLimiter, Reservation, Stats};
+use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
 
-use crate::error::FleetError;
 use crate::fleet::Fleet;
 use crate::keyed::{KeyedFleet, Via};
 
@@ -116,25 +115,6 @@ impl RateLimiter<str> for KeyedFleet {
         s.keys = usize::try_from(KeyedFleet::stats(self).hot_keys).unwrap_or(usize::MAX);
         Some(s)
     }
-}
-
-/// The policy of a keyed fleet limit: a stock of `units` per key, or a GCRA of one unit per
-/// `interval_us` µs with burst `burst`.
-pub(crate) fn keyed_policy(
-    stock: bool,
-    interval_us: u64,
-    burst: u64,
-) -> Result<Policy, FleetError> {
-    let limit = u32::try_from(burst).unwrap_or(u32::MAX);
-    let descriptor = if stock {
-        Limiter::stock(limit).build()
-    } else {
-        Limiter::gcra(Quota::with_interval(Duration::from_micros(interval_us)).with_burst(limit))
-            .build()
-    };
-    descriptor
-        .map(|l| l.policy())
-        .map_err(|e| FleetError::Config(e.to_string()))
 }
 
 /// Runs `fut` to completion on this thread, parking it while the future waits (the keyed

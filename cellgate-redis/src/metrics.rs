@@ -1,8 +1,8 @@
 //! The fleet's counters through the `metrics` facade (feature `metrics`), published by the
 //! background task, never from a check.
 
-use crate::fleet::FleetStats;
-use crate::keyed::KeyedStats;
+use crate::report::FleetStats;
+use crate::report::KeyedStats;
 
 /// Publishes one limiter's counters, labelled `limit = name`:
 /// `cellgate_fleet_leased_units` (gauge), `cellgate_fleet_lease_requests`,

@@ -6,9 +6,9 @@ use std::thread::JoinHandle;
 use cellgate::{Decision, KeyedLimiter, Limiter, StripedLimiter};
 
 use crate::error::FleetError;
-use crate::fleet::LastError;
-use crate::keyed::KeyedStats;
 pub(crate) use crate::local::{CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
+use crate::report::KeyedStats;
+use crate::report::LastError;
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use tokio::sync::Notify;
 

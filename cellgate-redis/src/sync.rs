@@ -5,7 +5,7 @@
 //! It uses nothing but `std` (under `cfg(loom)`, loom's atomics and mutex), so that
 //! `loom-tests/tests/fleet_local.rs` can include this very file with `#[path]` (that crate
 //! cannot depend on this one: tokio does not build under `--cfg loom`) and model-check the
-//! local side of the lease protocol with it, together with [`crate::local`] and the core's
+//! local side of the lease protocol with it, together with `local.rs` and the core's
 //! limiters.
 //!
 //! Why so little ordering: every word here is either a value that alone matters (a counter, a

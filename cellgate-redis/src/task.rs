@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::book::Book;
-use crate::builder::{share, FleetBuilder};
 use crate::client::{Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
 use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
@@ -62,7 +61,27 @@ pub(crate) struct Task {
     /// Spending rate, units per second.
     pub(crate) rate: f64,
     pub(crate) last_use: Instant,
-    pub(crate) cfg: FleetBuilder,
+    pub(crate) cfg: Settings,
+}
+
+/// What the task keeps of its limiter's settings (see [`FleetBuilder`](crate::FleetBuilder)).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) command_timeout: Duration,
+    pub(crate) horizon: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) lease_lifetime: Duration,
+    pub(crate) min_lease: u64,
+    pub(crate) max_lease: Option<u64>,
+}
+
+impl Settings {
+    /// The cap on one stock lease of a stock of `units`: `max_lease`, or by default 1/1000 of
+    /// the stock, at least `min_lease`.
+    pub(crate) fn stock_lease_cap(&self, units: u64) -> u64 {
+        self.max_lease
+            .unwrap_or_else(|| (units / 1000).max(self.min_lease))
+    }
 }
 
 impl Task {
@@ -389,9 +408,9 @@ impl Task {
     }
 
     #[cfg(feature = "metrics")]
-    fn shared_stats(&self) -> crate::fleet::FleetStats {
+    fn shared_stats(&self) -> crate::report::FleetStats {
         let s = &self.shared;
-        crate::fleet::FleetStats {
+        crate::report::FleetStats {
             leased: self.book.level(),
             lease_requests: s.lease_requests.get(),
             backend_errors: s.backend_errors.get(),
@@ -447,4 +466,10 @@ impl Task {
             first_sent: None,
         })
     }
+}
+
+/// The outage share of one of `live` processes: `R / live`, with its reserved burst.
+pub(crate) fn share(interval_us: u64, live: u64, burst: u64) -> cellgate::Quota {
+    let interval = Duration::from_micros(interval_us.saturating_mul(live.max(1)));
+    cellgate::Quota::with_interval(interval).with_burst(u32::try_from(burst).unwrap_or(u32::MAX))
 }

@@ -114,7 +114,8 @@ pub use client::{
 };
 
 use crate::error::FleetError;
-use crate::fleet::FleetState;
+use crate::report::FleetState;
+pub use crate::report::KeyedStats;
 use crate::shared::{KeyedShared, CONNECTED, DISARM};
 use crate::sync::Lock;
 
@@ -186,38 +187,6 @@ impl KeyDecision {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
-}
-
-/// Counters of one keyed fleet limiter (see [`KeyedFleet::stats`]).
-///
-/// # Examples
-///
-/// ```no_run
-/// # fn run(users: cellgate_redis::KeyedFleet) {
-/// let s = users.stats();
-/// println!("{} hot keys, {} checks in {} script calls", s.hot_keys, s.passed_through, s.batches);
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyedStats {
-    /// Keys hot in this process now (leased).
-    pub hot_keys: u64,
-    /// Leased units held by this process's hot keys, not yet admitted.
-    pub leased: u64,
-    /// Script calls sent (retries included).
-    pub batches: u64,
-    /// Checks passed through to Redis.
-    pub passed_through: u64,
-    /// Lease operations answered.
-    pub lease_requests: u64,
-    /// Calls that failed or timed out.
-    pub backend_errors: u64,
-    /// Units admitted by the fallback.
-    pub fallback_admitted: u64,
-    /// Fallback units charged to Redis afterwards.
-    pub charged_back: u64,
-    /// Live processes sharing the limit, as the server last said.
-    pub live: u64,
 }
 
 /// A cold check waiting for the batching task.
@@ -467,7 +436,7 @@ impl KeyedFleet {
     }
 
     /// The last failure this limiter met talking to Redis, and when (`None`: none yet).
-    pub fn last_error(&self) -> Option<crate::LastError> {
+    pub fn last_error(&self) -> Option<crate::report::LastError> {
         self.shared.last_error.lock().clone()
     }
 
@@ -486,6 +455,27 @@ impl KeyedFleet {
     pub fn shutdown(&self) {
         crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
     }
+}
+
+/// The policy of a keyed fleet limit: a stock of `units` per key, or a GCRA of one unit per
+/// `interval_us` µs with burst `burst`.
+pub(crate) fn keyed_policy(
+    stock: bool,
+    interval_us: u64,
+    burst: u64,
+) -> Result<cellgate::Policy, FleetError> {
+    let limit = u32::try_from(burst).unwrap_or(u32::MAX);
+    let descriptor = if stock {
+        cellgate::Limiter::stock(limit).build()
+    } else {
+        cellgate::Limiter::gcra(
+            cellgate::Quota::with_interval(Duration::from_micros(interval_us)).with_burst(limit),
+        )
+        .build()
+    };
+    descriptor
+        .map(|l| cellgate::RateLimiter::policy(&l))
+        .map_err(|e| FleetError::Config(e.to_string()))
 }
 
 /// Dry signals waiting for the task at most (one per hot key and lease answer).
@@ -678,7 +668,7 @@ impl KeyedFleetBuilder {
             .map_err(|e| FleetError::Config(format!("spawning the batching thread: {e}")))?;
         Ok(KeyedFleet {
             shared,
-            policy: crate::limiter::keyed_policy(self.stock, interval_us, burst)?,
+            policy: keyed_policy(self.stock, interval_us, burst)?,
             tx,
             dry_tx,
             thread: Lock::new(Some(thread)),

@@ -131,7 +131,7 @@ impl Task {
             .enable_all()
             .build()
             .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
-        let pid = crate::builder::process_id();
+        let pid = crate::client::process_id();
         let timeout = cfg.command_timeout;
         let (client, live) = runtime.block_on(async {
             let mut c =
