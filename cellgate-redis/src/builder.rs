@@ -103,82 +103,63 @@ impl FleetBuilder {
         self
     }
 
-    /// The longest Redis may take to answer one command (default 200 ms); past it the
-    /// process counts Redis as unreachable and retries in the background.
-    pub fn command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
+    crate::setters::setters! {
+        /// The longest Redis may take to answer one command (default 200 ms); past it the
+        /// process counts Redis as unreachable and retries in the background.
+        command_timeout(timeout: Duration) => command_timeout = timeout;
 
-    /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
-    /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
-    /// units at 3/4 of it, leaving the rest as slack for its thread to be scheduled. Ignored
-    /// for a stock (its units never expire).
-    pub fn lease_lifetime(mut self, lifetime: Duration) -> Self {
-        self.lease_lifetime = lifetime;
-        self
-    }
+        /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
+        /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
+        /// units at 3/4 of it, leaving the rest as slack for its thread to be scheduled. Ignored
+        /// for a stock (its units never expire).
+        lease_lifetime(lifetime: Duration) => lease_lifetime = lifetime;
 
-    /// After this long without an admission the process gives its leftovers back (default
-    /// 1 s).
-    pub fn idle_return(mut self, idle: Duration) -> Self {
-        self.idle = idle;
-        self
-    }
+        /// After this long without an admission the process gives its leftovers back (default
+        /// 1 s).
+        idle_return(idle: Duration) => idle = idle;
 
-    /// The smallest lease asked for (default 128): under contention each Redis command then
-    /// carries at least about this many units.
-    pub fn min_lease(mut self, units: u64) -> Self {
-        self.min_lease = units.max(1);
-        self
-    }
+        /// The smallest lease asked for (default 128): under contention each Redis command then
+        /// carries at least about this many units.
+        min_lease(units: u64) => min_lease = units.max(1);
 
-    /// The least time between two lease requests of a rate's fleet while it is short (default
-    /// 100 ms): when the processes together want more than the rate, the server spaces their
-    /// requests this far apart (or [`min_lease`](Self::min_lease) units of the rate, when
-    /// that is longer), whoever asks, so each request carries about this long of the rate and
-    /// the fleet's commands per second stay bounded however large the demand. A shorter
-    /// spacing spreads a short fleet's units over more, smaller grants (more commands); it is
-    /// capped at a quarter of the time the leasable burst takes to fill, so a holder scheduled
-    /// late loses no capacity. Ignored for a stock.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cellgate_redis::Fleet;
-    /// // At most 50 short requests a second across the fleet, each about 200 units.
-    /// let api = Fleet::rate("api", 10_000, Duration::from_secs(1))
-    ///     .short_spacing(Duration::from_millis(20));
-    /// ```
-    pub fn short_spacing(mut self, spacing: Duration) -> Self {
-        self.short_spacing = spacing;
-        self
-    }
+        /// The least time between two lease requests of a rate's fleet while it is short (default
+        /// 100 ms): when the processes together want more than the rate, the server spaces their
+        /// requests this far apart (or [`min_lease`](Self::min_lease) units of the rate, when
+        /// that is longer), whoever asks, so each request carries about this long of the rate and
+        /// the fleet's commands per second stay bounded however large the demand. A shorter
+        /// spacing spreads a short fleet's units over more, smaller grants (more commands); it is
+        /// capped at a quarter of the time the leasable burst takes to fill, so a holder scheduled
+        /// late loses no capacity. Ignored for a stock.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::Fleet;
+        /// // At most 50 short requests a second across the fleet, each about 200 units.
+        /// let api = Fleet::rate("api", 10_000, Duration::from_secs(1))
+        ///     .short_spacing(Duration::from_millis(20));
+        /// ```
+        short_spacing(spacing: Duration) => short_spacing = spacing;
 
-    /// The largest stock lease a process holds at once (default: 1/1000 of the stock, at
-    /// least [`min_lease`](Self::min_lease)); ignored for a rate, whose leases are capped by
-    /// its burst. A process killed with `kill -9` takes its outstanding lease with it, so this
-    /// bounds the undersell of a crash: **a crashed holder costs at most `1.5 × max_lease`
-    /// units** (what is left of one lease plus the next one it was asking for), `2 ×
-    /// max_lease` if it checks more than `max_lease / 2` units at once. Smaller
-    /// leases cost more Redis commands: one per `max_lease / 2` units sold at most.
-    ///
-    /// ```
-    /// use cellgate_redis::Fleet;
-    /// // A crash loses at most 150 of 100,000 tickets.
-    /// let tickets = Fleet::stock("concert", 100_000).max_lease(100);
-    /// ```
-    pub fn max_lease(mut self, units: u64) -> Self {
-        self.max_lease = Some(units.max(1));
-        self
-    }
+        /// The largest stock lease a process holds at once (default: 1/1000 of the stock, at
+        /// least [`min_lease`](Self::min_lease)); ignored for a rate, whose leases are capped by
+        /// its burst. A process killed with `kill -9` takes its outstanding lease with it, so this
+        /// bounds the undersell of a crash: **a crashed holder costs at most `1.5 × max_lease`
+        /// units** (what is left of one lease plus the next one it was asking for), `2 ×
+        /// max_lease` if it checks more than `max_lease / 2` units at once. Smaller
+        /// leases cost more Redis commands: one per `max_lease / 2` units sold at most.
+        ///
+        /// ```
+        /// use cellgate_redis::Fleet;
+        /// // A crash loses at most 150 of 100,000 tickets.
+        /// let tickets = Fleet::stock("concert", 100_000).max_lease(100);
+        /// ```
+        max_lease(units: u64) => max_lease = Some(units.max(1));
 
-    /// How many processes a rate limit assumes share it when it [`start`](Self::start)s
-    /// while Redis is down (default 1): until Redis first answers it admits `R / processes`,
-    /// with a burst of `B / 16`, and charges those admissions to Redis when it answers. Once
-    /// registered, the outage share is `R / live` as the server counts the live processes.
-    pub fn outage_processes(mut self, processes: u64) -> Self {
-        self.outage_processes = processes.max(1);
-        self
+        /// How many processes a rate limit assumes share it when it [`start`](Self::start)s
+        /// while Redis is down (default 1): until Redis first answers it admits `R / processes`,
+        /// with a burst of `B / 16`, and charges those admissions to Redis when it answers. Once
+        /// registered, the outage share is `R / live` as the server counts the live processes.
+        outage_processes(processes: u64) => outage_processes = processes.max(1);
     }
 
     /// Connects to the Redis at `url` (or, with comma-separated URLs, to the Redis Cluster

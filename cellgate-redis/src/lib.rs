@@ -67,6 +67,7 @@ mod local;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod report;
+mod setters;
 mod shared;
 mod sync;
 mod task;

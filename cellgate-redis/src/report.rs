@@ -28,7 +28,7 @@ pub enum FleetState {
     Partitioned,
     /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)
     /// after it was created (a restart without persistence, a failover to a replica that
-    /// lagged): only units still leased are sold, and [`Fleet::last_error`] says
+    /// lagged): only units still leased are sold, and [`Fleet::last_error`](crate::Fleet::last_error) says
     /// [`FleetError::Forgotten`]. It lasts until the
     /// process builds a new limiter after an operator reset the limit (see the README's
     /// "Production" section). A rate never enters it: Redis's forgotten bucket is re-created
@@ -48,7 +48,7 @@ impl FleetState {
     }
 }
 
-/// The last failure a fleet limiter met, and when (see [`Fleet::last_error`]).
+/// The last failure a fleet limiter met, and when (see [`Fleet::last_error`](crate::Fleet::last_error)).
 ///
 /// # Examples
 ///
@@ -68,7 +68,7 @@ pub struct LastError {
     pub error: FleetError,
 }
 
-/// Counters of one fleet limiter (see [`Fleet::stats`]).
+/// Counters of one fleet limiter (see [`Fleet::stats`](crate::Fleet::stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetStats {
     /// Leased units held in the local pool, not yet admitted.
@@ -85,7 +85,7 @@ pub struct FleetStats {
     pub live: u64,
 }
 
-/// Counters of one keyed fleet limiter (see [`KeyedFleet::stats`]).
+/// Counters of one keyed fleet limiter (see [`KeyedFleet::stats`](crate::KeyedFleet::stats)).
 ///
 /// # Examples
 ///

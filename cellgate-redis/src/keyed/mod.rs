@@ -505,18 +505,48 @@ impl KeyedFleetBuilder {
         self
     }
 
-    /// A stock's largest lease per key (default: 1/1000 of the stock, at least
-    /// [`min_lease`](Self::min_lease)): what a crashed process can strand of one key is at
-    /// most 1.5 times this. Ignored for a rate, whose leases are capped by its burst.
-    ///
-    /// ```
-    /// use cellgate_redis::KeyedFleet;
-    /// // A crash strands at most 15 units of a SKU.
-    /// let skus = KeyedFleet::stock("flash-sale", 500).max_lease(10);
-    /// ```
-    pub fn max_lease(mut self, units: u64) -> Self {
-        self.max_lease = Some(units.max(1));
-        self
+    crate::setters::setters! {
+        /// A stock's largest lease per key (default: 1/1000 of the stock, at least
+        /// [`min_lease`](Self::min_lease)): what a crashed process can strand of one key is at
+        /// most 1.5 times this. Ignored for a rate, whose leases are capped by its burst.
+        ///
+        /// ```
+        /// use cellgate_redis::KeyedFleet;
+        /// // A crash strands at most 15 units of a SKU.
+        /// let skus = KeyedFleet::stock("flash-sale", 500).max_lease(10);
+        /// ```
+        max_lease(units: u64) => max_lease = Some(units.max(1));
+
+        /// The longest Redis may take to answer one batch before it is counted unreachable
+        /// (default 200 ms); the batch is retried in the background.
+        command_timeout(timeout: Duration) => command_timeout = timeout;
+
+        /// The longest a cold check waits for Redis before the fallback decides it (default
+        /// 20 ms).
+        max_wait(wait: Duration) => max_wait = wait;
+
+        /// How long a hot key's lease may be used after it was requested (default 1 s): the `L`
+        /// of the window bound `R·(w + L) + B`.
+        lease_lifetime(lifetime: Duration) => lease_lifetime = lifetime;
+
+        /// After this long without an admission a hot key gives its units back and goes cold
+        /// (default 1 s).
+        idle_return(idle: Duration) => idle = idle;
+
+        /// Checks per second of one key in this process above which it is leased (default 50).
+        hot_rate(per_second: u32) => hot_rate = per_second;
+
+        /// The most keys leased at once by this process (default 10,000): the bound on its
+        /// local state.
+        max_hot(keys: usize) => max_hot = keys;
+
+        /// The smallest lease asked for a hot key (default 4).
+        min_lease(units: u64) => min_lease = units.max(1);
+
+        /// How many processes a rate assumes share it when it [`start`](Self::start)s while
+        /// Redis is down (default 1): until Redis first answers, each key's outage share is
+        /// `R / processes`.
+        outage_processes(processes: u64) => outage_processes = processes.max(1);
     }
 
     /// The cap on one lease of a key: a stock's `max_lease` (or its default), a rate's burst.
@@ -528,53 +558,6 @@ impl KeyedFleetBuilder {
         } else {
             burst
         }
-    }
-
-    /// The longest Redis may take to answer one batch before it is counted unreachable
-    /// (default 200 ms); the batch is retried in the background.
-    pub fn command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
-
-    /// The longest a cold check waits for Redis before the fallback decides it (default
-    /// 20 ms).
-    pub fn max_wait(mut self, wait: Duration) -> Self {
-        self.max_wait = wait;
-        self
-    }
-
-    /// How long a hot key's lease may be used after it was requested (default 1 s): the `L`
-    /// of the window bound `R·(w + L) + B`.
-    pub fn lease_lifetime(mut self, lifetime: Duration) -> Self {
-        self.lease_lifetime = lifetime;
-        self
-    }
-
-    /// After this long without an admission a hot key gives its units back and goes cold
-    /// (default 1 s).
-    pub fn idle_return(mut self, idle: Duration) -> Self {
-        self.idle = idle;
-        self
-    }
-
-    /// Checks per second of one key in this process above which it is leased (default 50).
-    pub fn hot_rate(mut self, per_second: u32) -> Self {
-        self.hot_rate = per_second;
-        self
-    }
-
-    /// The most keys leased at once by this process (default 10,000): the bound on its
-    /// local state.
-    pub fn max_hot(mut self, keys: usize) -> Self {
-        self.max_hot = keys;
-        self
-    }
-
-    /// The smallest lease asked for a hot key (default 4).
-    pub fn min_lease(mut self, units: u64) -> Self {
-        self.min_lease = units.max(1);
-        self
     }
 
     /// Whether a check Redis does not answer in time is decided by the local share `R/N`
@@ -595,14 +578,6 @@ impl KeyedFleetBuilder {
     /// configuration.
     pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
         self.launch(url, false)
-    }
-
-    /// How many processes a rate assumes share it when it [`start`](Self::start)s while
-    /// Redis is down (default 1): until Redis first answers, each key's outage share is
-    /// `R / processes`.
-    pub fn outage_processes(mut self, processes: u64) -> Self {
-        self.outage_processes = processes.max(1);
-        self
     }
 
     /// Starts without waiting for Redis (errors only for an invalid configuration or URL):
