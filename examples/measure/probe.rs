@@ -276,7 +276,7 @@ fn main() {
             start = Instant::now();
             run_single(&l, &ks, ks.len(), || {})
         }
-        "three1k" => {
+        "three1k" | "all3_1k" => {
             let ls: Vec<_> = (0..3)
                 .map(|_| {
                     KeyedLimiter::<u64>::gcra(quota())
@@ -289,22 +289,11 @@ fn main() {
                 fill(l, &ks);
             }
             start = Instant::now();
-            run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
-        }
-        "all3_1k" => {
-            let ls: Vec<_> = (0..3)
-                .map(|_| {
-                    KeyedLimiter::<u64>::gcra(quota())
-                        .build()
-                        .expect("valid quota")
-                })
-                .collect();
-            let ks = u64_keys(1_000, 1);
-            for l in &ls {
-                fill(l, &ks);
+            if name == "three1k" {
+                run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
+            } else {
+                run_all3(&ls, &ks, checks)
             }
-            start = Instant::now();
-            run_all3(&ls, &ks, checks)
         }
         "dyn1k" => {
             let l = KeyedLimiter::<u64>::gcra(quota())
