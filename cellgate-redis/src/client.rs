@@ -520,8 +520,23 @@ impl LeaseClient {
 /// assert_eq!(cellgate_redis::script_calls(info), 42);
 /// ```
 pub fn script_calls(info: &str) -> u64 {
+    command_calls(info, "cmdstat_eval") + command_calls(info, "cmdstat_script")
+}
+
+/// The calls of the commands whose `INFO commandstats` line starts with `prefix`, summed
+/// (`"cmdstat_"`: every command Redis ran, the ones scripts run inside it included). Lines it
+/// cannot read count 0.
+///
+/// # Examples
+///
+/// ```
+/// let info = "cmdstat_evalsha:calls=40,usec=900\r\ncmdstat_get:calls=7,usec=10\r\n";
+/// assert_eq!(cellgate_redis::command_calls(info, "cmdstat_"), 47);
+/// assert_eq!(cellgate_redis::command_calls(info, "cmdstat_get"), 7);
+/// ```
+pub fn command_calls(info: &str, prefix: &str) -> u64 {
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_script"))
+        .filter(|l| l.starts_with(prefix))
         .filter_map(|l| {
             l.split("calls=")
                 .nth(1)?

@@ -73,7 +73,7 @@ mod sync;
 mod task;
 
 pub use builder::FleetBuilder;
-pub use client::{keys, script_calls, Kind, LeaseClient, Op, Reply};
+pub use client::{command_calls, keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::{FleetError, ACL_COMMANDS};
 pub use fleet::Fleet;
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, Via};

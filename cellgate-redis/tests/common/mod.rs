@@ -335,17 +335,7 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.connection().unwrap())
             .unwrap();
-        info.lines()
-            .filter(|l| l.starts_with("cmdstat_"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
+        cellgate_redis::command_calls(&info, "cmdstat_")
     }
 
     /// What the keyed limit `name` has taken of `key` (a stock's units sold or leased).
