@@ -38,7 +38,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, Decision, RateLimiter, KeyedLimiter, Limiter, Quota, Reservation};
+use cellgate::{check_all, Decision, KeyedLimiter, Limiter, Quota, RateLimiter, Reservation};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -537,7 +537,12 @@ impl Shop {
     }
 
     /// Runs `f` on the gates of thread `i`, in `order`.
-    fn with_gates<R>(&self, i: usize, order: [Which; 3], f: impl FnOnce([&dyn RateLimiter; 3]) -> R) -> R {
+    fn with_gates<R>(
+        &self,
+        i: usize,
+        order: [Which; 3],
+        f: impl FnOnce([&dyn RateLimiter; 3]) -> R,
+    ) -> R {
         let stock = self.stock.gate(&self.sku);
         let user = self.users.gate(&self.user[i]);
         f(order.map(|w| match w {

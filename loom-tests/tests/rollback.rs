@@ -22,7 +22,7 @@ mod common;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, RateLimiter, Limiter, Quota};
+use cellgate::{Decision, Limiter, Quota, RateLimiter};
 use loom::sync::Arc;
 use loom::thread;
 
