@@ -64,7 +64,9 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{check_all, ConfigError, Decision, RateLimiter, KeyedLimiter, Limiter, Quota, Reservation};
+use cellgate::{
+    check_all, ConfigError, Decision, KeyedLimiter, Limiter, Quota, RateLimiter, Reservation,
+};
 
 pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
 use cellgate_models::keyed::SWEEP_BACKOFF_NS;
@@ -961,9 +963,15 @@ pub fn run(input: &Input) -> Stats {
                 shadow_valid &= now >= model.swept;
                 let gate = keyed.gate(&k);
                 let d = if keyed_first {
-                    check_all([(&gate as &dyn RateLimiter, m), (&direct as &dyn RateLimiter, n)])
+                    check_all([
+                        (&gate as &dyn RateLimiter, m),
+                        (&direct as &dyn RateLimiter, n),
+                    ])
                 } else {
-                    check_all([(&direct as &dyn RateLimiter, n), (&gate as &dyn RateLimiter, m)])
+                    check_all([
+                        (&direct as &dyn RateLimiter, n),
+                        (&gate as &dyn RateLimiter, m),
+                    ])
                 };
                 let direct_charge = |direct_tat: &mut Option<u64>| {
                     let before = *direct_tat;

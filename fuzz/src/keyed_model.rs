@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
-use cellgate::{check_all, ConfigError, RateLimiter, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
+use cellgate::{
+    check_all, ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder, RateLimiter,
+};
 
 pub use cellgate_models::keyed::KeyedModel;
 pub use cellgate_models::{cancel, CellModel, Model};
@@ -533,9 +535,15 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
                 let (k, n, units) = (key(k), n.get(m.limit()), units.get(m.limit()));
                 let gate = s.map.gate(&k);
                 let d = if keyed_first {
-                    check_all([(&gate as &dyn RateLimiter, units), (s.direct as &dyn RateLimiter, n)])
+                    check_all([
+                        (&gate as &dyn RateLimiter, units),
+                        (s.direct as &dyn RateLimiter, n),
+                    ])
                 } else {
-                    check_all([(s.direct as &dyn RateLimiter, n), (&gate as &dyn RateLimiter, units)])
+                    check_all([
+                        (s.direct as &dyn RateLimiter, n),
+                        (&gate as &dyn RateLimiter, units),
+                    ])
                 };
                 // The model: each gate charged as a check, in order; the first denial cancels
                 // the earlier charge (the cancel rules of `cellgate_models::cancel`).

@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{
-    check_all, ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation,
-    StripedLimiter,
+    check_all, ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation, StripedLimiter,
 };
 
 use cellgate_models::gcra::Expected;
@@ -397,9 +396,15 @@ pub fn run(input: &Input) -> Stats {
             } => {
                 let (a, b) = (u32::from(a % 8), u32::from(b % 4));
                 let d = if striped_first {
-                    check_all([(&real as &dyn RateLimiter, a), (&other as &dyn RateLimiter, b)])
+                    check_all([
+                        (&real as &dyn RateLimiter, a),
+                        (&other as &dyn RateLimiter, b),
+                    ])
                 } else {
-                    check_all([(&other as &dyn RateLimiter, b), (&real as &dyn RateLimiter, a)])
+                    check_all([
+                        (&other as &dyn RateLimiter, b),
+                        (&real as &dyn RateLimiter, a),
+                    ])
                 };
                 // The model: each charged in turn, the earlier ones cancelled on a denial.
                 let striped = |model: &mut Model, tally: &mut Tally| {
