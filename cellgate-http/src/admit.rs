@@ -75,6 +75,8 @@ impl ExtraHeaders {
 }
 
 /// How a request fared.
+// Moved once, into the response future: boxing the charges would allocate per request.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Admission {
     /// Admitted: the fields for the response, and what was charged (to give back if a layer
     /// inside this one denies the request).

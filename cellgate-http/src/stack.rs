@@ -30,6 +30,8 @@ pub(crate) struct Denied(pub(crate) Parts);
 pub(crate) type Charge = Option<(u64, Reservation)>;
 
 /// What a layer charged for one request, per limit (in the layer's order).
+// Large in place on purpose: boxing it is the allocation per request this avoids.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Charges {
     Inline([Charge; INLINE]),
     Heap(Vec<Charge>),
