@@ -643,7 +643,7 @@ impl Reference {
                 Phase::Done
             }
             Phase::Cancel(i) => {
-                g[i].cancel(self.taken[i].take().expect("a charge to cancel"));
+                g[i].cancel(&(), self.taken[i].take().expect("a charge to cancel"));
                 self.rollback(i)
             }
             Phase::Done => unreachable!("a finished check_all takes no step"),
