@@ -263,7 +263,7 @@ impl GrowTable {
     }
 
     /// Shard `index` (whose lock the caller holds, `state`) now holds `live` keys: its count and
-    /// the ceiling's follow. (An insert counts its one key inline.)
+    /// the ceiling's follow.
     fn count(&self, index: usize, state: &mut ShardState, live: usize) {
         match &self.held {
             Some(held) if live >= state.live => held.add((live - state.live) as u64),
@@ -470,11 +470,8 @@ impl GrowTable {
                 continue;
             };
             state.array.slots()[free].publish(fp, word);
-            state.live += 1;
-            match &self.held {
-                Some(held) => held.add(1),
-                None => self.shards[index].live.set(state.live as u64),
-            }
+            let live = state.live + 1;
+            self.count(index, &mut state, live);
             return Some(result);
         }
     }
