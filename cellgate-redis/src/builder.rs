@@ -43,7 +43,7 @@ pub struct FleetBuilder {
     pub(crate) horizon: Duration,
     pub(crate) outage_processes: u64,
     pub(crate) replication: Replication,
-    pub(crate) replica_wait: Duration,
+    pub(crate) replica_wait: Option<Duration>,
 }
 
 impl Fleet {
@@ -96,7 +96,7 @@ impl FleetBuilder {
             horizon: Duration::from_millis(200),
             outage_processes: 1,
             replication: Replication::Auto,
-            replica_wait: crate::replica::DEFAULT_REPLICA_WAIT,
+            replica_wait: None,
         }
     }
 
@@ -130,9 +130,10 @@ impl FleetBuilder {
         /// ```
         replication(policy: Replication) => replication = policy;
 
-        /// The longest a lease request waits for a replica's acknowledgement (default 100 ms;
-        /// less than the command timeout). The background task waits, never a check.
-        replica_wait(wait: Duration) => replica_wait = wait;
+        /// The longest a lease request waits for a replica's acknowledgement (default: 100 ms,
+        /// or half the command timeout when that is less; it must be less than the command
+        /// timeout). The background task waits, never a check.
+        replica_wait(wait: Duration) => replica_wait = Some(wait);
 
         /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
         /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
@@ -207,7 +208,7 @@ impl FleetBuilder {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
             c.set_min_lease(self.min_lease);
             c.set_short_spacing(self.short_spacing);
-            c.set_replication(self.replication, self.replica_wait);
+            c.set_replication(self.replication, self.wait());
             // Registration: a few tries, the same sequence each time (idempotent).
             let mut tries = 0;
             let first = loop {
@@ -260,18 +261,24 @@ impl FleetBuilder {
         ))?;
         client.set_min_lease(self.min_lease);
         client.set_short_spacing(self.short_spacing);
-        client.set_replication(self.replication, self.replica_wait);
+        client.set_replication(self.replication, self.wait());
         self.launch(runtime, client, kind, descriptor, None)
+    }
+
+    /// The replica wait: as set, or by default 100 ms within half the command timeout.
+    fn wait(&self) -> Duration {
+        crate::replica::wait_or_default(self.replica_wait, self.command_timeout)
     }
 
     /// The limit's kind, checked, and the policy it describes.
     fn validate(&self) -> Result<(Kind, Limiter), FleetError> {
         check_name(&self.name)?;
         let kind = self.kind.clone().map_err(FleetError::Config)?;
-        if self.replication != Replication::Off && self.replica_wait >= self.command_timeout {
+        if self.replication != Replication::Off && self.wait() >= self.command_timeout {
             return Err(FleetError::Config(format!(
                 "replica_wait {:?} must be shorter than command_timeout {:?}",
-                self.replica_wait, self.command_timeout
+                self.wait(),
+                self.command_timeout
             )));
         }
         if let Kind::Rate { interval_us, burst } = kind {

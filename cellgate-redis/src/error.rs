@@ -6,15 +6,17 @@ use redis::{ErrorKind, ServerErrorKind};
 /// name them).
 macro_rules! acl_commands {
     () => {
-        "+evalsha +eval +script|load +time +hget +hmget +hset +hgetall +hdel +hincrby +hexists +mget +set +del +info"
+        "+evalsha +eval +script|load +time +hget +hmget +hset +hgetall +hdel +hincrby +hexists +mget +set +del +info +wait"
     };
 }
 
 /// The ACL permissions a Redis user needs for the fleet mode ([`Fleet`](crate::Fleet) and
 /// [`KeyedFleet`](crate::KeyedFleet)), on the keys `~cellgate:*`: running the scripts
 /// (`EVALSHA`, `EVAL` and `SCRIPT LOAD` when the script is not cached yet) and the commands
-/// the scripts run (Redis checks those against the user too). `+info` is optional: it lets a
-/// limiter warn when Redis keeps no append-only file.
+/// the scripts run (Redis checks those against the user too), and `WAIT` (a lease waits for a
+/// replica: [`Replication`](crate::Replication)). `+info` lets a limiter warn when Redis keeps
+/// no append-only file and see whether the limit's master has replicas (without it,
+/// [`Replication::Auto`](crate::Replication::Auto) does not wait; `Required` still does).
 ///
 /// # Examples
 ///

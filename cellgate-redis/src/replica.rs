@@ -54,6 +54,12 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(5);
 /// The default bound on one `WAIT`.
 pub(crate) const DEFAULT_REPLICA_WAIT: Duration = Duration::from_millis(100);
 
+/// The replica wait: `set`, or by default [`DEFAULT_REPLICA_WAIT`] within half the command
+/// timeout.
+pub(crate) fn wait_or_default(set: Option<Duration>, command_timeout: Duration) -> Duration {
+    set.unwrap_or(DEFAULT_REPLICA_WAIT.min(command_timeout / 2))
+}
+
 /// What a client knows of the replicas of one node (the master of one set of keys).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Watch {
