@@ -342,6 +342,12 @@ impl Conn {
                 },
             };
             let r: redis::RedisResult<(Vec<i64>, u64)> = r.map_err(|_| FleetError::Timeout)?;
+            // The script's error as if it had run alone (its code says what went wrong: a
+            // forgotten limit, NOSCRIPT, a refused configuration).
+            let r = r.map_err(|e| match e.clone().into_server_errors() {
+                Some(items) if !items.is_empty() => redis::RedisError::from(items[0].1.clone()),
+                _ => e,
+            });
             match r {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
