@@ -10,6 +10,7 @@ use crate::book::Book;
 use crate::client::{check_name, Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
 use crate::fleet::Fleet;
+use crate::replica::Replication;
 use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
 use crate::task::{Settings, Task};
@@ -41,6 +42,8 @@ pub struct FleetBuilder {
     pub(crate) max_lease: Option<u64>,
     pub(crate) horizon: Duration,
     pub(crate) outage_processes: u64,
+    pub(crate) replication: Replication,
+    pub(crate) replica_wait: Option<Duration>,
 }
 
 impl Fleet {
@@ -92,6 +95,8 @@ impl FleetBuilder {
             max_lease: None,
             horizon: Duration::from_millis(200),
             outage_processes: 1,
+            replication: Replication::Auto,
+            replica_wait: None,
         }
     }
 
@@ -107,6 +112,28 @@ impl FleetBuilder {
         /// The longest Redis may take to answer one command (default 200 ms); past it the
         /// process counts Redis as unreachable and retries in the background.
         command_timeout(timeout: Duration) => command_timeout = timeout;
+
+        /// Whether a lease's units are sold only once a replica acknowledged its debit
+        /// (Redis `WAIT`), so that a failover to a replica that had not received it sells
+        /// nothing twice. Default [`Replication::Auto`]: whenever the master of the limit's
+        /// keys has replicas (one node or a cluster). A lease no replica acknowledged within
+        /// [`replica_wait`](Self::replica_wait) is not sold (an undersell of one lease; the
+        /// state is `Partitioned` with [`FleetError::NotReplicated`] until a replica
+        /// acknowledges again).
+        ///
+        /// ```no_run
+        /// use cellgate_redis::{Fleet, Replication};
+        /// let sale = Fleet::stock("sale", 1_000)
+        ///     .replication(Replication::Off) // sell without waiting for replicas
+        ///     .connect("redis://127.0.0.1:6379")?;
+        /// # Ok::<(), cellgate_redis::FleetError>(())
+        /// ```
+        replication(policy: Replication) => replication = policy;
+
+        /// The longest a lease request waits for a replica's acknowledgement (default: 100 ms,
+        /// or half the command timeout when that is less; it must be less than the command
+        /// timeout). The background task waits, never a check.
+        replica_wait(wait: Duration) => replica_wait = Some(wait);
 
         /// How long a rate lease may be used after it was requested (default 1 s): the `L` of
         /// the window bound `R·(w + L) + burst`. The background task withdraws a lease's unused
@@ -181,6 +208,7 @@ impl FleetBuilder {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
             c.set_min_lease(self.min_lease);
             c.set_short_spacing(self.short_spacing);
+            c.set_replication(self.replication, self.wait());
             // Registration: a few tries, the same sequence each time (idempotent).
             let mut tries = 0;
             let first = loop {
@@ -233,13 +261,26 @@ impl FleetBuilder {
         ))?;
         client.set_min_lease(self.min_lease);
         client.set_short_spacing(self.short_spacing);
+        client.set_replication(self.replication, self.wait());
         self.launch(runtime, client, kind, descriptor, None)
+    }
+
+    /// The replica wait: as set, or by default 100 ms within half the command timeout.
+    fn wait(&self) -> Duration {
+        crate::replica::wait_or_default(self.replica_wait, self.command_timeout)
     }
 
     /// The limit's kind, checked, and the policy it describes.
     fn validate(&self) -> Result<(Kind, Limiter), FleetError> {
         check_name(&self.name)?;
         let kind = self.kind.clone().map_err(FleetError::Config)?;
+        if self.replication != Replication::Off && self.wait() >= self.command_timeout {
+            return Err(FleetError::Config(format!(
+                "replica_wait {:?} must be shorter than command_timeout {:?}",
+                self.wait(),
+                self.command_timeout
+            )));
+        }
         if let Kind::Rate { interval_us, burst } = kind {
             // The server's GCRA room is burst·interval µs past now: all of it below 2^52 so
             // Lua's doubles stay exact.
@@ -337,6 +378,8 @@ impl FleetBuilder {
             window_spent: 0,
             rate: 0.0,
             last_use: now,
+            unreplicated: first.is_some_and(|r| r.unreplicated),
+            replica_backoff: Duration::ZERO,
             cfg: Settings {
                 command_timeout: self.command_timeout,
                 horizon: self.horizon,

@@ -7,6 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 
 use crate::error::FleetError;
+use crate::replica::{Replication, Watch, DEFAULT_REPLICA_WAIT};
 
 /// The script every command runs (see `lease.lua` for the protocol).
 const LEASE_LUA: &str = include_str!("lease.lua");
@@ -87,6 +88,11 @@ pub struct Reply {
     /// holder's slot: the fleet's short requests are spaced the larger of a minimum lease and
     /// the short spacing, 100 ms by default, of accrual apart); otherwise 0.
     pub retry_us: u64,
+    /// `true` when this grant had to reach a replica ([`Replication`]) and no replica
+    /// acknowledged it within the replica wait (or it was a repeated answer, whose writes
+    /// this call cannot vouch for): its units must not be sold, since a failover could lose
+    /// the debit while they are.
+    pub unreplicated: bool,
 }
 
 /// One process's connection to one fleet limit: the lease protocol, without any policy.
@@ -125,6 +131,11 @@ pub struct LeaseClient {
     short_spacing: Duration,
     /// The epoch of the limit as this client last saw it (0: not yet).
     epoch: u64,
+    /// Whether grants wait for a replica, and for how long at most.
+    replication: Replication,
+    replica_wait: Duration,
+    /// The replicas of the master of the limit's keys, as last read.
+    watch: Watch,
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -289,6 +300,126 @@ impl Conn {
         self.renew_after(r).map_err(FleetError::from)
     }
 
+    /// Runs a script call (EVALSHA of `keys` and `args`, loading the script on NOSCRIPT) and,
+    /// with `wait`, `WAIT 1 <wait>` right after it in one pipeline: on one connection (the
+    /// node of the keys, on a cluster), so the wait covers the script's writes. Returns the
+    /// script's integers and, with `wait`, how many replicas acknowledged them.
+    pub(crate) async fn invoke_acked(
+        &mut self,
+        script: &Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+        wait: Option<Duration>,
+    ) -> Result<(Vec<i64>, Option<u64>), FleetError> {
+        let Some(wait) = wait else {
+            let mut inv = script.prepare_invoke();
+            for k in keys {
+                inv.key(k);
+            }
+            for a in args {
+                inv.arg(a.as_slice());
+            }
+            return Ok((self.invoke(&inv).await?, None));
+        };
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(script.get_hash()).arg(keys.len()).arg(keys);
+        for a in args {
+            evalsha.arg(a.as_slice());
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(evalsha).cmd("WAIT").arg(1).arg(ms);
+        let limit = self.timeout.saturating_mul(2) + wait;
+        let mut loaded = false;
+        loop {
+            let r = match self.cluster().await? {
+                Some(c) => tokio::time::timeout(limit, pipe.query_async(c)).await,
+                None => match &mut self.link {
+                    Link::Single { manager, .. } => {
+                        tokio::time::timeout(limit, pipe.query_async(manager)).await
+                    }
+                    Link::Cluster { .. } => return Err(FleetError::Timeout),
+                },
+            };
+            let r: redis::RedisResult<(Vec<i64>, u64)> = r.map_err(|_| FleetError::Timeout)?;
+            // The script's error as if it had run alone (its code says what went wrong: a
+            // forgotten limit, NOSCRIPT, a refused configuration).
+            let r = r.map_err(|e| match e.clone().into_server_errors() {
+                Some(items) if !items.is_empty() => redis::RedisError::from(items[0].1.clone()),
+                _ => e,
+            });
+            match r {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                        && !loaded =>
+                {
+                    loaded = true;
+                    let inv = script.prepare_invoke();
+                    let load = match self.cluster().await? {
+                        Some(c) => tokio::time::timeout(limit, inv.load_async(c)).await,
+                        None => match &mut self.link {
+                            Link::Single { manager, .. } => {
+                                tokio::time::timeout(limit, inv.load_async(manager)).await
+                            }
+                            Link::Cluster { .. } => return Err(FleetError::Timeout),
+                        },
+                    };
+                    load.map_err(|_| FleetError::Timeout)??;
+                }
+                Err(e) => {
+                    if matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::Moved | redis::ServerErrorKind::Ask
+                        )
+                    ) {
+                        // A pipeline's redirection is not followed: start from a new cluster
+                        // connection (a new slot map) for the next command.
+                        if let Link::Cluster { conn, .. } = &mut self.link {
+                            *conn = None;
+                        }
+                    }
+                    return Err(self.renew_after(Err::<(), _>(e)).unwrap_err().into());
+                }
+                Ok((reply, acks)) => return Ok((reply, Some(acks))),
+            }
+        }
+    }
+
+    /// The text of `INFO replication` on the node holding `key` (on a cluster: the master of
+    /// its slot; a lone `INFO` would go to every master). `None` when it fails (no `+info`
+    /// permission, a timeout).
+    pub(crate) async fn info_replication(&mut self, key: &str) -> Option<String> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("replication");
+        let limit = self.timeout;
+        let r = match self.cluster().await.ok()? {
+            Some(c) => {
+                let route =
+                    SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                let v = tokio::time::timeout(
+                    limit,
+                    c.route_command(cmd, RoutingInfo::SingleNode(route)),
+                )
+                .await
+                .ok()?
+                .ok()?;
+                redis::from_redis_value::<String>(v).ok()
+            }
+            None => match &mut self.link {
+                Link::Single { manager, .. } => {
+                    tokio::time::timeout(limit, cmd.query_async(manager))
+                        .await
+                        .ok()?
+                        .ok()
+                }
+                Link::Cluster { .. } => None,
+            },
+        };
+        r
+    }
+
     /// Runs one command (on a cluster: on whichever node redis-rs routes it to).
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &mut self,
@@ -394,6 +525,9 @@ impl LeaseClient {
             min_lease: DEFAULT_MIN_LEASE,
             short_spacing: DEFAULT_SHORT_SPACING,
             epoch: 0,
+            replication: Replication::Auto,
+            replica_wait: DEFAULT_REPLICA_WAIT,
+            watch: Watch::default(),
         })
     }
 
@@ -433,6 +567,14 @@ impl LeaseClient {
         self.short_spacing = spacing;
     }
 
+    /// Sets whether a grant waits for a replica's acknowledgement before its units may be
+    /// sold (default [`Replication::Auto`]), and how long at most (default 100 ms; keep it
+    /// below the command timeout): see [`Reply::unreplicated`].
+    pub fn set_replication(&mut self, policy: Replication, wait: Duration) {
+        self.replication = policy;
+        self.replica_wait = wait;
+    }
+
     /// The units of accrual between two short requests: the minimum lease, or the spacing's
     /// worth of the rate when that is more.
     fn short_lease(&self) -> u64 {
@@ -468,11 +610,8 @@ impl LeaseClient {
     pub async fn call(&mut self, op: Op, seq: u64, n: u64) -> Result<Reply, FleetError> {
         let (mode, c1, c2) = self.kind.wire();
         let ttl_us = u64::try_from(self.holder_ttl.as_micros()).unwrap_or(u64::MAX);
-        let mut inv = self.script.prepare_invoke();
-        for k in &self.keys {
-            inv.key(k);
-        }
-        inv.arg(op.name())
+        let mut args = Args::default();
+        args.arg(op.name())
             .arg(&self.pid)
             .arg(seq)
             .arg(n)
@@ -483,7 +622,28 @@ impl LeaseClient {
             .arg(self.epoch)
             .arg(fresh_epoch())
             .arg(self.short_lease());
-        let reply = self.conn.invoke(&inv).await?;
+        // Only a grant's units are sold: gives and charges need no replica.
+        let wait = op == Op::Grant && self.must_wait().await;
+        let r = self
+            .conn
+            .invoke_acked(
+                &self.script,
+                &self.keys,
+                &args.0,
+                wait.then_some(self.replica_wait),
+            )
+            .await;
+        let (reply, acks) = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // Maybe another master now: read its replicas before the next command.
+                self.watch.stale();
+                return Err(e);
+            }
+        };
+        if acks == Some(0) {
+            self.watch.stale();
+        }
         let [value, live, flag, fb, info, leasable, epoch, forgotten, retry] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
@@ -502,7 +662,32 @@ impl LeaseClient {
             fallback_burst: non_negative(fb)?,
             info,
             leasable_burst: non_negative(leasable)?,
+            unreplicated: wait && (acks == Some(0) || flag == 1),
         })
+    }
+
+    /// Whether this grant must wait for a replica: the policy, and for
+    /// [`Replication::Auto`] whether the master of the limit's keys has replicas (`INFO
+    /// replication`, read when due).
+    async fn must_wait(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if let Some(w) = self.watch.wait(self.replication, now) {
+            return w;
+        }
+        let info = self.conn.info_replication(&self.keys[0]).await;
+        self.watch.learn(info.as_deref(), now);
+        self.watch.wait(self.replication, now).unwrap_or(false)
+    }
+}
+
+/// A script call's arguments, encoded.
+#[derive(Default)]
+pub(crate) struct Args(pub(crate) Vec<Vec<u8>>);
+
+impl Args {
+    pub(crate) fn arg<T: redis::ToRedisArgs>(&mut self, a: T) -> &mut Self {
+        self.0.extend(a.to_redis_args());
+        self
     }
 }
 

@@ -6,15 +6,17 @@ use redis::{ErrorKind, ServerErrorKind};
 /// name them).
 macro_rules! acl_commands {
     () => {
-        "+evalsha +eval +script|load +time +hget +hmget +hset +hgetall +hdel +hincrby +hexists +mget +set +del +info"
+        "+evalsha +eval +script|load +time +hget +hmget +hset +hgetall +hdel +hincrby +hexists +mget +set +del +info +wait"
     };
 }
 
 /// The ACL permissions a Redis user needs for the fleet mode ([`Fleet`](crate::Fleet) and
 /// [`KeyedFleet`](crate::KeyedFleet)), on the keys `~cellgate:*`: running the scripts
 /// (`EVALSHA`, `EVAL` and `SCRIPT LOAD` when the script is not cached yet) and the commands
-/// the scripts run (Redis checks those against the user too). `+info` is optional: it lets a
-/// limiter warn when Redis keeps no append-only file.
+/// the scripts run (Redis checks those against the user too), and `WAIT` (a lease waits for a
+/// replica: [`Replication`](crate::Replication)). `+info` lets a limiter warn when Redis keeps
+/// no append-only file and see whether the limit's master has replicas (without it,
+/// [`Replication::Auto`](crate::Replication::Auto) does not wait; `Required` still does).
 ///
 /// # Examples
 ///
@@ -57,6 +59,11 @@ pub enum FleetError {
     /// limiters sell only what they still hold leased, until an operator resets the limit
     /// (see the README's "Production" section).
     Forgotten,
+    /// The master of the limit's keys has replicas and none acknowledged a debit within the
+    /// replica wait ([`Replication`](crate::Replication)): its units are not sold (a failover
+    /// could lose the debit while they are), and no more are leased until a replica
+    /// acknowledges again.
+    NotReplicated,
 }
 
 impl FleetError {
@@ -73,6 +80,11 @@ impl FleetError {
             FleetError::Forgotten => Some(
                 "the limit's state is gone: find out what was really sold, then reset it \
                  (delete its keys and start the processes with what is left, or use a new name)",
+            ),
+            FleetError::NotReplicated => Some(
+                "the replicas of the limit's master do not acknowledge its writes (INFO \
+                 replication on that master: a replica down, lagging or disconnected); restore \
+                 them, or raise replica_wait, or choose Replication::Off to sell without them",
             ),
             _ => None,
         }
@@ -137,6 +149,9 @@ impl std::fmt::Display for FleetError {
                 "redis lost this limit after it was created (a restart without persistence, or \
                  a failover to a replica that lagged): it is not sold afresh",
             )?,
+            FleetError::NotReplicated => {
+                f.write_str("no replica acknowledged a debit in time: its units are not sold")?
+            }
         }
         match self.hint() {
             Some(h) => write!(f, " (fix: {h})"),

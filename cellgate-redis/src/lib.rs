@@ -66,6 +66,7 @@ mod limiter;
 mod local;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod replica;
 mod report;
 mod setters;
 mod shared;
@@ -77,4 +78,5 @@ pub use client::{command_calls, keys, script_calls, Kind, LeaseClient, Op, Reply
 pub use error::{FleetError, ACL_COMMANDS};
 pub use fleet::Fleet;
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, Via};
+pub use replica::Replication;
 pub use report::{FleetState, FleetStats, KeyedStats, LastError};

@@ -24,7 +24,9 @@ pub enum FleetState {
     Connected,
     /// Redis is not answering; a rate limit admits at its local share, charged back later.
     Fallback,
-    /// Redis is not answering; only leased units are admitted.
+    /// Redis is not answering, or the replicas of the limit's master do not acknowledge its
+    /// debits ([`FleetError::NotReplicated`](crate::FleetError::NotReplicated)); only leased
+    /// units are admitted.
     Partitioned,
     /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)
     /// after it was created (a restart without persistence, a failover to a replica that

@@ -61,6 +61,11 @@ pub(crate) struct Task {
     /// Spending rate, units per second.
     pub(crate) rate: f64,
     pub(crate) last_use: Instant,
+    /// The last grant's debit reached no replica in time: only heartbeats (which wait too)
+    /// are sent until one is acknowledged, so a sick replica strands at most one lease.
+    pub(crate) unreplicated: bool,
+    /// The wait before the next such heartbeat.
+    pub(crate) replica_backoff: Duration,
     pub(crate) cfg: Settings,
 }
 
@@ -223,6 +228,9 @@ impl Task {
             Some((Op::Give, std::mem::take(&mut self.to_give)))
         } else if self.debt() > 0 {
             Some((Op::Charge, self.debt()))
+        } else if self.unreplicated {
+            // A heartbeat, acknowledged by a replica, ends this (see `apply`).
+            (now >= self.next_grant).then_some((Op::Grant, 0))
         } else {
             let want = self.lease_size();
             // A denial refills early only when the pool still holds less than the denied
@@ -289,7 +297,11 @@ impl Task {
                     tracing::error!(limit = %self.name, "redis lost this rate limit's bucket (a restart without persistence?): it was re-created empty");
                     self.record(FleetError::Forgotten);
                 }
-                self.transition(CONNECTED, None);
+                if reply.unreplicated {
+                    self.transition(PARTITIONED, Some(FleetError::NotReplicated));
+                } else {
+                    self.transition(CONNECTED, None);
+                }
                 self.apply(p, first_sent, reply);
             }
             Err(FleetError::Forgotten) => {
@@ -350,7 +362,25 @@ impl Task {
             }
         }
         match p.op {
+            Op::Grant if r.unreplicated => {
+                // Debited, and maybe lost in a failover: never sold. The units stay debited to
+                // this holder (an undersell: giving them back could be replayed on a replica
+                // that never had the debit, which would then sell them twice).
+                if r.value > 0 && !r.stale {
+                    tracing::warn!(limit = %self.name, units = r.value, "no replica acknowledged a lease in time: its units are not sold");
+                    self.shared.lease_requests.add(1);
+                }
+                self.unreplicated = true;
+                self.replica_backoff = (self.replica_backoff * 2)
+                    .clamp(Duration::from_millis(50), Duration::from_secs(1));
+                self.next_grant = Instant::now() + self.replica_backoff;
+            }
             Op::Grant => {
+                if self.unreplicated {
+                    // A replica acknowledged again.
+                    self.unreplicated = false;
+                    self.replica_backoff = Duration::ZERO;
+                }
                 if p.n == 0 {
                     return;
                 }

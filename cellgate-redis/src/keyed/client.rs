@@ -4,8 +4,12 @@ use std::time::Duration;
 
 use redis::Script;
 
-use crate::client::{check_name, Conn, DEFAULT_HOLDER_TTL};
+use std::sync::Arc;
+
+use crate::client::{check_name, Args, Conn, DEFAULT_HOLDER_TTL};
 use crate::error::FleetError;
+use crate::replica::{Replication, Watch, DEFAULT_REPLICA_WAIT};
+use crate::sync::Lock;
 
 /// The script every batch runs (see `keyed.lua` for the protocol).
 const KEYED_LUA: &str = include_str!("../keyed.lua");
@@ -77,6 +81,10 @@ pub struct BatchReply {
     pub epoch: u64,
     /// One per operation, in order.
     pub results: Vec<KeyReply>,
+    /// A stock's batch that had to reach a replica ([`Replication`]) and that no replica
+    /// acknowledged within the replica wait (or a repeated answer, whose writes this call
+    /// cannot vouch for): the units its checks and leases took must not be sold.
+    pub unreplicated: bool,
 }
 
 /// One process's connection to one keyed fleet limit (a GCRA or a stock per key): batches of
@@ -115,6 +123,12 @@ pub struct KeyedClient {
     epochs: Vec<u64>,
     /// The epoch this client creates shard 0 with if the limit does not exist yet.
     fresh: u64,
+    /// Whether a stock's batches wait for a replica, and for how long at most.
+    replication: Replication,
+    replica_wait: Duration,
+    /// Per shard, the replicas of its master as last read (shared by the clones the
+    /// batches run on).
+    watches: Arc<Lock<Vec<Watch>>>,
 }
 
 impl std::fmt::Debug for KeyedClient {
@@ -214,7 +228,35 @@ impl KeyedClient {
             burst,
             epochs: vec![0; shards],
             fresh: crate::client::fresh_epoch(),
+            replication: Replication::Auto,
+            replica_wait: DEFAULT_REPLICA_WAIT,
+            watches: Arc::new(Lock::new(vec![Watch::default(); shards])),
         })
+    }
+
+    /// Sets whether a stock's batches wait for a replica's acknowledgement before the units
+    /// they take may be sold (default [`Replication::Auto`]), and how long at most (default
+    /// 100 ms; keep it below the command timeout): see [`BatchReply::unreplicated`]. A rate
+    /// never waits.
+    pub fn set_replication(&mut self, policy: Replication, wait: Duration) {
+        self.replication = policy;
+        self.replica_wait = wait;
+    }
+
+    /// Whether a batch on `shard` must wait for a replica (a stock only).
+    async fn must_wait(&mut self, shard: usize, routing_key: &str) -> bool {
+        if self.interval_us != 0 {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let known = self.watches.lock()[shard].wait(self.replication, now);
+        if let Some(w) = known {
+            return w;
+        }
+        let info = self.conn.info_replication(routing_key).await;
+        let mut watches = self.watches.lock();
+        watches[shard].learn(info.as_deref(), now);
+        watches[shard].wait(self.replication, now).unwrap_or(false)
     }
 
     /// How many shards the limit's keys are spread over: 1 on one Redis node,
@@ -333,13 +375,14 @@ impl KeyedClient {
         };
         let ttl_us = u64::try_from(DEFAULT_HOLDER_TTL.as_micros()).unwrap_or(u64::MAX);
         let t = tag(&self.name, shard, self.shards);
-        let mut inv = self.script.prepare_invoke();
-        for base in ["kconf", "kholders", "kreplies"] {
-            inv.key(format!("cellgate:{{{t}}}:{base}"));
-        }
+        let mut keys: Vec<String> = ["kconf", "kholders", "kreplies"]
+            .iter()
+            .map(|base| format!("cellgate:{{{t}}}:{base}"))
+            .collect();
         for (key, _, _) in ops {
-            inv.key(format!("cellgate:{{{t}}}:k:{key}"));
+            keys.push(format!("cellgate:{{{t}}}:k:{key}"));
         }
+        let mut inv = Args::default();
         inv.arg(&self.pid)
             .arg(seq)
             .arg(self.interval_us)
@@ -351,7 +394,27 @@ impl KeyedClient {
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
-        let reply = self.conn.invoke(&inv).await?;
+        let wait = self.must_wait(shard, &keys[0]).await;
+        let r = self
+            .conn
+            .invoke_acked(
+                &self.script,
+                &keys,
+                &inv.0,
+                wait.then_some(self.replica_wait),
+            )
+            .await;
+        let (reply, acks) = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // Maybe another master now: read its replicas before the next batch.
+                self.watches.lock()[shard].stale();
+                return Err(e);
+            }
+        };
+        if acks == Some(0) {
+            self.watches.lock()[shard].stale();
+        }
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
         let (&flag, &live, &epoch) = match &reply[..] {
             [flag, live, epoch, ..] => (flag, live, epoch),
@@ -367,6 +430,7 @@ impl KeyedClient {
                 live,
                 epoch,
                 results: Vec::new(),
+                unreplicated: false,
             });
         }
         let rest = &reply[3..];
@@ -388,6 +452,7 @@ impl KeyedClient {
             live,
             epoch,
             results,
+            unreplicated: wait && (acks == Some(0) || flag == 1),
         })
     }
 }

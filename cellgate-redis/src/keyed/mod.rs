@@ -272,6 +272,8 @@ pub struct KeyedFleetBuilder {
     pub(crate) stock: bool,
     pub(crate) max_lease: Option<u64>,
     pub(crate) outage_processes: u64,
+    pub(crate) replication: crate::Replication,
+    pub(crate) replica_wait: Option<Duration>,
 }
 
 impl KeyedFleet {
@@ -301,6 +303,8 @@ impl KeyedFleet {
             outage_processes: 1,
             stock: false,
             max_lease: None,
+            replication: crate::Replication::Auto,
+            replica_wait: None,
         }
     }
 
@@ -521,6 +525,25 @@ impl KeyedFleetBuilder {
         /// (default 200 ms); the batch is retried in the background.
         command_timeout(timeout: Duration) => command_timeout = timeout;
 
+        /// A per-key stock: whether the units a batch takes (cold checks, hot keys' leases)
+        /// are sold only once a replica acknowledged it (Redis `WAIT`), as for
+        /// [`FleetBuilder::replication`](crate::FleetBuilder::replication); default
+        /// [`Replication::Auto`](crate::Replication::Auto). A batch no replica acknowledged
+        /// in time sells nothing it took (its checks are denied, its leases not used) and the
+        /// limiter is `Partitioned` with [`FleetError::NotReplicated`] until a batch is
+        /// acknowledged again. A rate never waits.
+        ///
+        /// ```
+        /// use cellgate_redis::{KeyedFleet, Replication};
+        /// let skus = KeyedFleet::stock("flash-sale", 500).replication(Replication::Required);
+        /// ```
+        replication(policy: crate::Replication) => replication = policy;
+
+        /// The longest a stock's batch waits for a replica's acknowledgement (default 100 ms,
+        /// or half the command timeout when that is less; it must be less than the command
+        /// timeout). A cold check still waits at most [`max_wait`](Self::max_wait).
+        replica_wait(wait: Duration) => replica_wait = Some(wait);
+
         /// The longest a cold check waits for Redis before the fallback decides it (default
         /// 20 ms).
         max_wait(wait: Duration) => max_wait = wait;
@@ -605,8 +628,23 @@ impl KeyedFleetBuilder {
         self.launch(url, true)
     }
 
+    /// The replica wait: as set, or by default 100 ms within half the command timeout.
+    pub(crate) fn wait(&self) -> Duration {
+        crate::replica::wait_or_default(self.replica_wait, self.command_timeout)
+    }
+
     fn launch(self, url: &str, lazy: bool) -> Result<KeyedFleet, FleetError> {
         let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
+        if self.stock
+            && self.replication != crate::Replication::Off
+            && self.wait() >= self.command_timeout
+        {
+            return Err(FleetError::Config(format!(
+                "replica_wait {:?} must be shorter than command_timeout {:?}",
+                self.wait(),
+                self.command_timeout
+            )));
+        }
         if self.stock {
             if burst >= 1 << 50 {
                 return Err(FleetError::Config(format!(

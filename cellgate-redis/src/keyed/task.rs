@@ -136,6 +136,7 @@ impl Task {
         let (client, live) = runtime.block_on(async {
             let mut c =
                 KeyedClient::open(url, &cfg.name, interval_us, burst, &pid, timeout, lazy).await?;
+            c.set_replication(cfg.replication, cfg.wait());
             if lazy {
                 return Ok((c, cfg.outage_processes));
             }
@@ -640,7 +641,15 @@ impl Task {
             }
         };
         self.failures = 0;
-        self.transition(CONNECTED, None);
+        if reply.unreplicated {
+            // Executed, but no replica acknowledged it: a failover could lose its debits, so
+            // what its checks and leases took is not sold (an undersell), and checks are
+            // decided at once (a stock: denied) until a batch is acknowledged again (the
+            // next heartbeat, within a second).
+            self.transition(PARTITIONED, Some(FleetError::NotReplicated));
+        } else {
+            self.transition(CONNECTED, None);
+        }
         self.client.learn(shard, reply.epoch);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
@@ -660,7 +669,16 @@ impl Task {
         }
         let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
         let c = &self.shared.counters;
+        let mut refused = Vec::new();
         for (((key, op, n), waiter), res) in f.ops.into_iter().zip(f.waiters).zip(reply.results) {
+            if reply.unreplicated && matches!(op, KeyOp::Check | KeyOp::Lease) {
+                refused.extend(waiter);
+                if let Some(h) = self.hot.get_mut(&key).filter(|_| op == KeyOp::Lease) {
+                    h.asking = false;
+                    h.next_ask = now + HEARTBEAT;
+                }
+                continue;
+            }
             match op {
                 KeyOp::Check => match waiter {
                     Some(w) => {
@@ -732,6 +750,9 @@ impl Task {
                     c.charged_back.add(res.value);
                 }
             }
+        }
+        for w in refused {
+            self.decide_by_fallback(w);
         }
     }
 

@@ -108,6 +108,10 @@ pub fn cluster() -> Option<Vec<RedisServer>> {
             "nodes.conf",
             "--cluster-node-timeout",
             "2000",
+            // A replica's first full sync starts at once (Redis waits 5 s by default for more
+            // replicas to share it).
+            "--repl-diskless-sync-delay",
+            "0",
         ];
         nodes.push(redis_on(port, &extra)?);
     }
@@ -141,6 +145,19 @@ pub fn cluster() -> Option<Vec<RedisServer>> {
                 .query::<String>(&mut c)
                 .map_or(0, |t| t.lines().filter(|l| l.contains("slave")).count());
             ok && replicas == 3
+        })
+    });
+    // And every replica holds its master's data: its first sync is done.
+    wait_for("the replicas to sync", || {
+        nodes.iter().all(|n| {
+            let Ok(mut c) = n.connection() else {
+                return false;
+            };
+            let info = redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut c)
+                .unwrap_or_default();
+            info.contains("role:master") || info.contains("master_link_status:up")
         })
     });
     Some(nodes)
@@ -285,6 +302,15 @@ impl RedisServer {
     /// Thaws a [`pause`](Self::pause)d server (SIGCONT).
     pub fn resume(&self) {
         self.signal("-CONT");
+    }
+
+    /// Kills the server with SIGKILL (a crash: whatever it had not yet sent its replicas is
+    /// lost) and reaps it.
+    pub fn kill(&mut self) {
+        self.signal("-KILL");
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
     }
 
     fn signal(&self, sig: &str) {
