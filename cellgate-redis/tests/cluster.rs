@@ -95,8 +95,13 @@ fn limits_on_three_masters_each_sell_exactly() {
         .iter()
         .flat_map(|n| {
             (0..2).map(|_| {
+                // Generous timeouts: a lease whose replica acknowledgement times out on a
+                // loaded machine is not sold (an undersell by design), and this test counts
+                // an exact sale.
                 let f = Fleet::stock(n, stock)
                     .max_lease(100)
+                    .command_timeout(Duration::from_secs(2))
+                    .replica_wait(Duration::from_secs(1))
                     .connect(&seeds)
                     .unwrap();
                 (n.clone(), Arc::new(f))
@@ -171,7 +176,12 @@ fn a_master_failover_mid_sale_oversells_nothing() {
         "failover from :{master} to :{replica} after {at_failover} sold: {sold} of {stock} sold"
     );
     assert!(sold <= stock, "sold {sold} of {stock}");
-    assert_eq!(sold, stock, "the sale went on after the failover");
+    // The sale went on after the failover. A lease whose replica acknowledgement did not come
+    // across the switch is not sold (an undersell by design): at most one per fleet.
+    assert!(
+        sold >= stock - 2 * 50 && sold > at_failover,
+        "the sale did not go on after the failover: {sold} of {stock}"
+    );
 }
 
 #[test]
