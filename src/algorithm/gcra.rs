@@ -286,6 +286,7 @@ pub(crate) fn decision_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::run;
     use crate::quota::Quota;
     use std::time::Duration;
 
@@ -306,11 +307,6 @@ mod tests {
                 .gcra_params()
                 .unwrap(),
         )
-    }
-
-    /// Runs `n` at `now` against `tat`, applying the write.
-    fn run(g: &Gcra, tat: &mut u64, now: u64, n: u32) -> Decision {
-        super::super::apply_step(g.step(*tat, now, n), tat, n)
     }
 
     #[test]

@@ -38,6 +38,34 @@ pub(crate) fn apply_step(step: (Decision, Option<u64>), word: &mut u64, n: u32) 
     decision
 }
 
+/// Test helper: an algorithm's check step, so that one [`run`] serves every algorithm's unit
+/// tests.
+#[cfg(test)]
+pub(crate) trait CheckStep {
+    fn check_step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>);
+}
+
+#[cfg(test)]
+macro_rules! check_step {
+    ($($algorithm:ty),*) => {$(
+        impl CheckStep for $algorithm {
+            fn check_step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+                self.step(word, now, n)
+            }
+        }
+    )*};
+}
+
+#[cfg(test)]
+check_step!(Gcra, FixedWindow, SlidingWindow, Stock, WarmUp);
+
+/// Test helper: a check of `n` units at `now` by `algorithm` on `word`, its write applied (see
+/// [`apply_step`]); returns the decision.
+#[cfg(test)]
+pub(crate) fn run<A: CheckStep>(algorithm: &A, word: &mut u64, now: u64, n: u32) -> Decision {
+    apply_step(algorithm.check_step(*word, now, n), word, n)
+}
+
 /// Every algorithm a limiter can run, dispatched by one predictable branch.
 ///
 /// An enum rather than a type parameter keeps the public types to `Limiter<C>` and

@@ -120,8 +120,9 @@ impl Stock {
 mod tests {
     use super::*;
 
+    /// A check of `n` units (a stock decides at time 0).
     fn run(s: &Stock, word: &mut u64, n: u32) -> Decision {
-        super::super::apply_step(s.step(*word, 0, n), word, n)
+        crate::algorithm::run(s, word, 0, n)
     }
 
     #[test]
