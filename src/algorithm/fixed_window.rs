@@ -25,6 +25,7 @@
 use std::num::NonZeroU64;
 
 use super::window::clamp_ns;
+use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyKind};
@@ -96,7 +97,7 @@ impl FixedWindow {
     }
 
     #[inline]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         let w = self.window.get();
         let (k, count) = self.current(word, now / w);
         let limit = u64::from(self.limit);

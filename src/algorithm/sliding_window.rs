@@ -76,6 +76,7 @@
 use std::num::NonZeroU64;
 
 use super::window::clamp_ns;
+use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyKind};
@@ -257,7 +258,7 @@ impl SlidingWindow {
     }
 
     #[inline]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         if self.past_horizon(now) {
             return self.beyond_horizon();
         }
@@ -305,7 +306,7 @@ impl SlidingWindow {
     /// The decision past the horizon: denied, nothing remaining, no wait helps, and no state
     /// (every word decides the same from here on).
     #[cold]
-    fn beyond_horizon(&self) -> (Decision, Option<u64>) {
+    fn beyond_horizon(&self) -> Step {
         (
             Decision::deny(self.limit, 0, NonZeroU64::MIN, None, 0),
             None,
