@@ -55,16 +55,17 @@ use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
 use governor::clock::FakeRelativeClock;
 use governor::RateLimiter;
 
+// The hot key, and `KEYS` for the `1k` workloads: each key sees one check in `KEYS`.
+#[path = "../examples/measure/keys.rs"]
+mod keys;
+use keys::{HOT, KEYS_1K as KEYS};
+
 /// The clock moves (or the stock is refilled) once every `EVERY` checks.
 const EVERY: u64 = 16;
 /// How far the clock moves each time: 15/16 µs a check on average.
 const STEP_NS: u64 = 15_000;
 /// Units a stock gets back each time: 15 of every 16 checks can be allowed.
 const RESTOCK: u64 = 15;
-/// Keys in the `1k` workloads; each sees one check in `KEYS`.
-const KEYS: u64 = 1_000;
-/// The hot key.
-const HOT: u64 = 0xDEAD_BEEF;
 /// GCRA burst, small so that the steady state comes within a few hundred checks per key.
 const BURST: u32 = 16;
 /// Window limits: `WINDOW_LIMIT` per `WINDOW_LIMIT` µs (hot) or ms (per key of 1k).

@@ -32,9 +32,13 @@ use cellgate::{KeyedLimiter, Limiter, Quota};
 use governor::clock::{DefaultClock, FakeRelativeClock, QuantaUpkeepClock};
 use governor::RateLimiter;
 
+#[path = "../examples/measure/keys.rs"]
+mod keys;
+use keys::{HOT, KEYS_1K as KEYS};
+
 /// Manual-clock quota: one unit per microsecond, burst 1000.
 const MANUAL_RATE: u32 = 1_000_000;
-const MANUAL_INTERVAL_NS: u64 = 1_000;
+const MANUAL_INTERVAL_NS: u64 = 1_000_000_000 / MANUAL_RATE as u64;
 const BURST: u32 = 1_000;
 /// The manual clock moves by `ADVANCE_INTERVALS` intervals every `ADVANCE_EVERY` checks, so in
 /// steady state `ADVANCE_INTERVALS / ADVANCE_EVERY` of the checks are allowed and the rest
@@ -45,9 +49,6 @@ const ADVANCE_INTERVALS: u64 = 60;
 const REAL_RATE: u32 = 100_000_000;
 /// Per-key quota over 1000 keys: one unit per microsecond each.
 const KEYED_1K_RATE: u32 = 1_000_000;
-const KEYS: u64 = 1_000;
-/// The hot key.
-const HOT: u64 = 0xDEAD_BEEF;
 
 fn nz(v: u32) -> NonZeroU32 {
     NonZeroU32::new(v).expect("non-zero constant")

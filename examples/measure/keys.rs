@@ -1,9 +1,15 @@
-//! Reproducible keys for the measuring programs and the keyed benchmarks (included with
-//! `#[path]`: `benches/keyed.rs`, `probe`, `throughput`), so that every figure is taken over the
-//! same keys in the same order.
+//! Reproducible keys for the measuring programs and the benchmarks (included with `#[path]`:
+//! `benches/keyed.rs`, `benches/gcra.rs`, `benches/algorithms.rs`, `probe`, `throughput`), so
+//! that every figure is taken over the same keys in the same order.
 
 // Each program uses what it needs.
 #![allow(dead_code)]
+
+/// The one key of the single-key (`hot`) benchmarks of `benches/gcra.rs` and
+/// `benches/algorithms.rs`.
+pub const HOT: u64 = 0xDEAD_BEEF;
+/// The keys of their `1k` benchmarks: `0..KEYS_1K`, each checked in turn.
+pub const KEYS_1K: u64 = 1_000;
 
 /// splitmix64: a bijection on `u64`, so distinct inputs give distinct keys.
 pub fn splitmix64(x: u64) -> u64 {

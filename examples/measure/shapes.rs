@@ -49,7 +49,10 @@ use std::fmt::Write as _;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use admit_all::{cellgate_quota, governor_quota, print_machine, BURST, RATE};
+use admit_all::{
+    cellgate_quota, check_seconds, governor_quota, options_or_usage, parse, print_machine,
+    read_options, BURST, RATE,
+};
 use cellgate::{KeyedLimiter, StripedLimiter};
 use keys::{shuffle, splitmix64};
 
@@ -180,9 +183,7 @@ struct Options {
 }
 
 fn list(s: &str) -> Result<Vec<usize>, String> {
-    s.split(',')
-        .map(|x| x.trim().parse().map_err(|_| format!("cannot parse {x:?}")))
-        .collect()
+    s.split(',').map(|x| parse(x.trim())).collect()
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -200,23 +201,13 @@ fn parse_args() -> Result<Options, String> {
         keys: vec![1_000, 100_000],
         tsv: None,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--threads" => o.threads = list(&value("--threads")?)?,
-            "--seconds" => {
-                o.seconds = value("--seconds")?
-                    .parse()
-                    .map_err(|_| "cannot parse --seconds")?
-            }
-            "--reps" => {
-                o.reps = value("--reps")?
-                    .parse()
-                    .map_err(|_| "cannot parse --reps")?
-            }
+    read_options(|name, value| {
+        match name {
+            "--threads" => o.threads = list(&value()?)?,
+            "--seconds" => o.seconds = parse(&value()?)?,
+            "--reps" => o.reps = parse(&value()?)?,
             "--shapes" => {
-                o.shapes = value("--shapes")?.split(',').map(str::to_owned).collect();
+                o.shapes = value()?.split(',').map(str::to_owned).collect();
                 if let Some(bad) = o
                     .shapes
                     .iter()
@@ -225,13 +216,13 @@ fn parse_args() -> Result<Options, String> {
                     return Err(format!("unknown shape {bad:?}"));
                 }
             }
-            "--limiters" => o.limiters = list(&value("--limiters")?)?,
-            "--keys" => o.keys = list(&value("--keys")?)?,
-            "--tsv" => o.tsv = Some(value("--tsv")?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
+            "--limiters" => o.limiters = list(&value()?)?,
+            "--keys" => o.keys = list(&value()?)?,
+            "--tsv" => o.tsv = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     let zero = |v: &[usize]| v.is_empty() || v.contains(&0);
     if zero(&o.threads) || zero(&o.limiters) || zero(&o.keys) || o.reps == 0 {
         return Err("thread counts, limiters, keys and --reps must be at least 1".into());
@@ -239,9 +230,7 @@ fn parse_args() -> Result<Options, String> {
     if o.keys.iter().any(|&k| k > u32::MAX as usize) {
         return Err("--keys must fit in 32 bits".into());
     }
-    if !(o.seconds > 0.0 && o.seconds < 1e6) {
-        return Err("--seconds must be positive".into());
-    }
+    check_seconds(o.seconds)?;
     Ok(o)
 }
 
@@ -341,15 +330,9 @@ fn row(
 }
 
 fn main() -> std::process::ExitCode {
-    let o = match parse_args() {
+    let o = match options_or_usage(parse_args(), USAGE) {
         Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{USAGE}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     print_machine();
     println!(

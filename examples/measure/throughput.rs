@@ -55,7 +55,10 @@ use std::process::{Command, ExitCode};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use admit_all::{cellgate_quota, governor_quota, print_machine, BURST, RATE};
+use admit_all::{
+    cellgate_quota, check_seconds, governor_quota, options_or_usage, parse, print_machine,
+    read_options, BURST, RATE,
+};
 use cellgate::clock::Clock;
 use cellgate::{KeyedLimiter, StripedLimiter};
 use keys::{shuffle, splitmix64};
@@ -174,46 +177,32 @@ fn parse_args() -> Result<Options, String> {
         memory: false,
         memory_one: None,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--threads" => o.threads = parse(&value("--threads")?)?,
-            "--seconds" => o.seconds = parse(&value("--seconds")?)?,
-            "--keys" => o.keys = parse(&value("--keys")?)?,
-            "--reps" => o.reps = parse(&value("--reps")?)?,
+    read_options(|name, value| {
+        match name {
+            "--threads" => o.threads = parse(&value()?)?,
+            "--seconds" => o.seconds = parse(&value()?)?,
+            "--keys" => o.keys = parse(&value()?)?,
+            "--reps" => o.reps = parse(&value()?)?,
             "--memory" => o.memory = true,
-            "--memory-one" => o.memory_one = Some(value("--memory-one")?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
+            "--memory-one" => o.memory_one = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.threads == 0 || o.keys == 0 || o.reps == 0 {
         return Err("--threads, --keys and --reps must be at least 1".into());
     }
     if o.keys < o.threads {
         return Err("--keys must be at least --threads (each thread owns some keys)".into());
     }
-    if !(o.seconds > 0.0 && o.seconds < 1e6) {
-        return Err("--seconds must be positive".into());
-    }
+    check_seconds(o.seconds)?;
     Ok(o)
 }
 
-fn parse<T: std::str::FromStr>(s: &str) -> Result<T, String> {
-    s.parse().map_err(|_| format!("cannot parse {s:?}"))
-}
-
 fn main() -> ExitCode {
-    let o = match parse_args() {
+    let o = match options_or_usage(parse_args(), USAGE) {
         Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     if let Some(name) = &o.memory_one {
         return memory_one(name, o.keys);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, Decision};
+use cellgate::{check_all, ConfigError, Decision, MultiDecision, RateLimiter};
 
 pub use cellgate_models::keyed::{sweep_due, SWEEP_BACKOFF_NS};
 pub use cellgate_models::{first_true, index_bits, wait_until, Expect, Invalid, Seen, U64};
@@ -367,7 +367,6 @@ crate::counters! {
     /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
     /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
     pub struct Stats {
-        pub inputs: u64,
         pub invalid_config: u64,
         pub checks: u64,
         pub allowed: u64,
@@ -412,6 +411,21 @@ impl Stats {
             (false, Some(_)) => self.denied_with_retry += 1,
             (false, None) => self.denied_no_retry += 1,
         }
+    }
+}
+
+/// The two gates of a `CheckAll` op through `check_all`, in the order the op picked: `b`
+/// first if `b_first`, else `a` first (each with its units). The decision lists them in the
+/// order they were checked in.
+pub fn check_pair(
+    b_first: bool,
+    a: (&dyn RateLimiter, u32),
+    b: (&dyn RateLimiter, u32),
+) -> MultiDecision<2> {
+    if b_first {
+        check_all([b, a])
+    } else {
+        check_all([a, b])
     }
 }
 
@@ -549,7 +563,9 @@ macro_rules! corpus_tools {
 
 /// Declares a statistics struct of `u64` counters with its `AddAssign` (summing a corpus) and
 /// its [`Counters`] (each counter by name, in declaration order), so that the three are written
-/// once.
+/// once. Every such struct starts with the counter `inputs` (1 for one run, so a corpus's sum
+/// counts its inputs), which the macro declares: [`Counters::fields`] lists it first, and
+/// [`pick_seeds`] passes over it.
 #[macro_export]
 macro_rules! counters {
     (
@@ -561,18 +577,21 @@ macro_rules! counters {
         $(#[$meta])*
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
         pub struct $name {
+            /// Inputs run: 1 for one run.
+            pub inputs: u64,
             $( $(#[$fmeta])* pub $field: u64, )*
         }
 
         impl std::ops::AddAssign for $name {
             fn add_assign(&mut self, o: Self) {
+                self.inputs += o.inputs;
                 $( self.$field += o.$field; )*
             }
         }
 
         impl $crate::common::Counters for $name {
             fn fields(&self) -> Vec<(&'static str, u64)> {
-                vec![$( (stringify!($field), self.$field), )*]
+                vec![("inputs", self.inputs), $( (stringify!($field), self.$field), )*]
             }
         }
     };

@@ -64,14 +64,12 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{
-    check_all, ConfigError, Decision, KeyedLimiter, Limiter, Quota, RateLimiter, Reservation,
-};
+use cellgate::{ConfigError, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 
 pub use cellgate_models::gcra::{cancel, decide, refund, step, Expected, Params, HORIZON};
 use cellgate_models::keyed::SWEEP_BACKOFF_NS;
 
-use crate::common::{Observe, Seen};
+use crate::common::{check_pair, Observe, Seen};
 
 /// One fuzz input: a quota (possibly invalid), an optional key cap, and operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -453,7 +451,6 @@ crate::counters! {
     /// What one input exercised: summed over a corpus it shows which paths the fuzzer reaches
     /// (`cargo test --release corpus_stats -- --ignored --nocapture`).
     pub struct Stats {
-        pub inputs: u64,
         pub invalid_quota: u64,
         pub zero_max_keys: u64,
         pub checks: u64,
@@ -962,17 +959,7 @@ pub fn run(input: &Input) -> Stats {
                 let (k, n, m) = (key(k), n.get(), m.get());
                 shadow_valid &= now >= model.swept;
                 let gate = keyed.gate(&k);
-                let d = if keyed_first {
-                    check_all([
-                        (&gate as &dyn RateLimiter, m),
-                        (&direct as &dyn RateLimiter, n),
-                    ])
-                } else {
-                    check_all([
-                        (&direct as &dyn RateLimiter, n),
-                        (&gate as &dyn RateLimiter, m),
-                    ])
-                };
+                let d = check_pair(keyed_first, (&direct, n), (&gate, m));
                 let direct_charge = |direct_tat: &mut Option<u64>| {
                     let before = *direct_tat;
                     let (want, w) = step(&params, before, now, n);

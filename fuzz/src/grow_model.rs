@@ -60,7 +60,6 @@ pub struct Input {
 crate::counters! {
     /// What an input exercised.
     pub struct Stats {
-        pub inputs: u64,
         pub invalid_config: u64,
         pub checks: u64,
         pub allowed: u64,

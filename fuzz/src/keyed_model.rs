@@ -17,16 +17,14 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
-use cellgate::{
-    check_all, ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder, RateLimiter,
-};
+use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 
 pub use cellgate_models::keyed::KeyedModel;
 pub use cellgate_models::{cancel, CellModel, Model};
 
 use crate::common::{
-    apply_time, assert_decision, key, layout_max, model_time, Expect, LimitSel, Observe, Op, Seen,
-    Stats, WindowSel,
+    apply_time, assert_decision, check_pair, key, layout_max, model_time, Expect, LimitSel,
+    Observe, Op, Seen, Stats, WindowSel,
 };
 
 /// A known bug in cellgate that the window targets let through (counting it in
@@ -534,17 +532,7 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
             } => {
                 let (k, n, units) = (key(k), n.get(m.limit()), units.get(m.limit()));
                 let gate = s.map.gate(&k);
-                let d = if keyed_first {
-                    check_all([
-                        (&gate as &dyn RateLimiter, units),
-                        (s.direct as &dyn RateLimiter, n),
-                    ])
-                } else {
-                    check_all([
-                        (s.direct as &dyn RateLimiter, n),
-                        (&gate as &dyn RateLimiter, units),
-                    ])
-                };
+                let d = check_pair(keyed_first, (s.direct, n), (&gate, units));
                 // The model: each gate charged as a check, in order; the first denial cancels
                 // the earlier charge (the cancel rules of `cellgate_models::cancel`).
                 let holds = |want: &Expect, units: u32, before: &M::State, after: &M::State| {

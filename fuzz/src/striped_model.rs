@@ -13,14 +13,12 @@ use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{
-    check_all, ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation, StripedLimiter,
-};
+use cellgate::{ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation, StripedLimiter};
 
 use cellgate_models::gcra::Expected;
 use cellgate_models::striped::{self, Bounds, Config, Held, Mode, Model, Tally};
 
-use crate::common::{config_error, Observe, Seen};
+use crate::common::{check_pair, config_error, Observe, Seen};
 
 const HORIZON: u128 = u64::MAX as u128;
 
@@ -147,7 +145,6 @@ pub enum Op {
 crate::counters! {
     /// What a run exercised (for the corpus tools).
     pub struct Stats {
-        pub inputs: u64,
         pub checks: u64,
         /// Checks (or charges, peeks) whose clock was behind a stripe's stamp.
         pub caught_up: u64,
@@ -395,17 +392,7 @@ pub fn run(input: &Input) -> Stats {
                 striped_first,
             } => {
                 let (a, b) = (u32::from(a % 8), u32::from(b % 4));
-                let d = if striped_first {
-                    check_all([
-                        (&real as &dyn RateLimiter, a),
-                        (&other as &dyn RateLimiter, b),
-                    ])
-                } else {
-                    check_all([
-                        (&other as &dyn RateLimiter, b),
-                        (&real as &dyn RateLimiter, a),
-                    ])
-                };
+                let d = check_pair(striped_first, (&other, b), (&real, a));
                 // The model: each charged in turn, the earlier ones cancelled on a denial.
                 let striped = |model: &mut Model, tally: &mut Tally| {
                     let (seen, h) = model.take(now, start, a, Mode::Take(None), tally);

@@ -230,7 +230,6 @@ pub enum WarmOp {
 crate::counters! {
     /// What an input exercised.
     pub struct Stats {
-        pub inputs: u64,
         pub invalid_config: u64,
         pub model_skipped: u64,
         pub allowed: u64,

@@ -35,7 +35,7 @@ use common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
     deterministic_hashing, drained, keyed_check_behind_the_sweep, serial_outcomes, Got,
-    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts,
+    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts, StoreScenario,
 };
 
 /// Emission interval, ns.
@@ -47,24 +47,14 @@ const K1: u64 = 1;
 const K2: u64 = 2;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
-type Observed = KeyedObserved;
 
-/// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
-#[derive(Clone)]
-struct Scenario {
-    burst: u32,
-    /// `None`: no bound (the map store by default); `Some(n)`: `max_keys(n).exact_keys()`.
-    max_keys: Option<usize>,
-    /// Runs on the main thread before the threads are spawned (and before each serial run).
-    setup: fn(&Keyed, &ManualClock),
-    /// The keys the scenario uses; the final state is observed on all of them.
-    keys: Vec<u64>,
-    ops: Vec<Op>,
-}
+/// A scenario (see `StoreScenario`): the bound `None` (the map store by default) or `Some(n)`
+/// (`max_keys(n).exact_keys()`); the setup gets the limiter and its clock.
+type Scenario = StoreScenario<Option<usize>, fn(&Keyed, &ManualClock)>;
 
 impl Scenario {
     /// Every serial order's outcome, labelled by its order.
-    fn serial_outcomes(&self) -> Vec<(String, Vec<Got>, Observed)> {
+    fn serial_outcomes(&self) -> Vec<(String, Vec<Got>, KeyedObserved)> {
         serial_outcomes(self)
             .into_iter()
             .map(|(order, got, seen)| (format!("serial {order:?}"), got, seen))
@@ -74,7 +64,7 @@ impl Scenario {
     /// Model-checks the scenario against its serial outcomes (see `check_linearizable`), and
     /// asserts that loom reached at least two different serial orders' outcomes where the
     /// serial runs have two different outcomes (the race went both ways).
-    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+    fn check(&self, name: &str, extra: fn(&[Got], &KeyedObserved)) {
         deterministic_hashing();
         let serial = self.serial_outcomes();
         let matched = check_linearizable(name, self, serial.clone(), extra);
@@ -102,11 +92,7 @@ impl KeyedScenario for Scenario {
     }
 
     fn parts(&self) -> Parts<'_> {
-        Parts {
-            ops: &self.ops,
-            keys: &self.keys,
-            most: self.burst,
-        }
+        self.store_parts()
     }
 }
 

@@ -40,17 +40,61 @@ fn limiter(clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
         .expect("valid quota")
 }
 
-/// The limiter of the shrink and sweep models: A has spent both units at `NOW` and B one; the
-/// clock then moves one interval on, so B is idle (TAT = now) and A has one unit back.
-fn a_spent_b_idle() -> Arc<KeyedLimiter<u64, ManualClock>> {
+/// A shared limiter of the default store, and its clock, set to `NOW`.
+fn shared_at_now() -> (ManualClock, Arc<KeyedLimiter<u64, ManualClock>>) {
     let clock = ManualClock::new();
     clock.set_ns(NOW);
     let lim = Arc::new(limiter(&clock));
+    (clock, lim)
+}
+
+/// A shared limiter at `NOW` in which A has spent one unit: A fills the two-slot array, so the
+/// insert of another key grows it.
+fn a_fills_the_array() -> Arc<KeyedLimiter<u64, ManualClock>> {
+    let (_, lim) = shared_at_now();
+    assert!(lim.check(&A).is_allowed());
+    lim
+}
+
+/// The limiter of the shrink and sweep models: A has spent both units at `NOW` and B one; the
+/// clock then moves one interval on, so B is idle (TAT = now) and A has one unit back.
+fn a_spent_b_idle() -> Arc<KeyedLimiter<u64, ManualClock>> {
+    let (clock, lim) = shared_at_now();
     assert!(lim.check(&A).is_allowed());
     assert!(lim.check(&A).is_allowed());
     assert!(lim.check(&B).is_allowed());
     clock.set_ns(NOW + T);
     lim
+}
+
+/// After B's insert grew the array past A: B's check got its first unit, both keys are held,
+/// and A's last admission survived the grow (A has no unit left).
+fn assert_the_grow_kept_a(lim: &KeyedLimiter<u64, ManualClock>, b: cellgate::Decision) {
+    assert!(
+        b.is_allowed() && b.remaining() == 1,
+        "B's first unit: {b:?}"
+    );
+    assert_eq!(lim.len(), 2);
+    assert_eq!(
+        lim.peek(&A).remaining(),
+        0,
+        "A's admission was lost in the grow"
+    );
+}
+
+/// Two checks of the new key B raced (one insert growing the array): both were admitted, one
+/// unit each, and B is held once, beside A, with both units spent.
+fn assert_both_units_of_b_landed(
+    lim: &KeyedLimiter<u64, ManualClock>,
+    mine: cellgate::Decision,
+    theirs: cellgate::Decision,
+) {
+    assert!(mine.is_allowed() && theirs.is_allowed());
+    let mut left = [mine.remaining(), theirs.remaining()];
+    left.sort_unstable();
+    assert_eq!(left, [0, 1], "one of the two units was lost");
+    assert_eq!(lim.len(), 2, "B held once, A kept");
+    assert_eq!(lim.peek(&B).remaining(), 0, "B's units were not stored");
 }
 
 /// A loom thread that checks `key` once.
@@ -70,10 +114,7 @@ fn spawn_check(
 fn check_races_a_grow() {
     deterministic_hashing();
     model("check_races_a_grow", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        assert!(lim.check(&A).is_allowed());
+        let lim = a_fills_the_array();
         let other = spawn_check(&lim, A);
         let b = lim.check(&B);
         let a = other.join().unwrap();
@@ -81,16 +122,7 @@ fn check_races_a_grow() {
             a.is_allowed() && a.remaining() == 0,
             "A's second unit: {a:?}"
         );
-        assert!(
-            b.is_allowed() && b.remaining() == 1,
-            "B's first unit: {b:?}"
-        );
-        assert_eq!(lim.len(), 2);
-        assert_eq!(
-            lim.peek(&A).remaining(),
-            0,
-            "A's admission was lost in the grow"
-        );
+        assert_the_grow_kept_a(&lim, b);
         assert!(!lim.check(&A).is_allowed());
         assert_eq!(lim.peek(&B).remaining(), 1);
     });
@@ -124,20 +156,11 @@ fn check_races_a_shrink() {
 fn inserts_of_one_key_race_a_grow() {
     deterministic_hashing();
     model("inserts_of_one_key_race_a_grow", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        // A fills the two-slot array: B's insert grows it.
-        assert!(lim.check(&A).is_allowed());
+        let lim = a_fills_the_array();
         let other = spawn_check(&lim, B);
         let mine = lim.check(&B);
         let theirs = other.join().unwrap();
-        assert!(mine.is_allowed() && theirs.is_allowed());
-        let mut left = [mine.remaining(), theirs.remaining()];
-        left.sort_unstable();
-        assert_eq!(left, [0, 1], "one of the two units was lost");
-        assert_eq!(lim.len(), 2, "B held once, A kept");
-        assert_eq!(lim.peek(&B).remaining(), 0);
+        assert_both_units_of_b_landed(&lim, mine, theirs);
         assert_eq!(lim.peek(&A).remaining(), 1);
     });
 }
@@ -185,9 +208,7 @@ fn insert_races_a_shrink() {
 fn a_stale_view_sends_checks_to_the_lock() {
     deterministic_hashing();
     model("a_stale_view_sends_checks_to_the_lock", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
+        let (clock, lim) = shared_at_now();
         assert!(lim.check(&A).is_allowed());
         assert!(lim.check(&A).is_allowed());
         // One interval on, A has one unit back.
@@ -200,16 +221,7 @@ fn a_stale_view_sends_checks_to_the_lock() {
         let (first, second) = other.join().unwrap();
         assert!(first.is_allowed() && first.remaining() == 0, "{first:?}");
         assert!(!second.is_allowed(), "A's unit admitted twice: {second:?}");
-        assert!(
-            b.is_allowed() && b.remaining() == 1,
-            "B's first unit: {b:?}"
-        );
-        assert_eq!(lim.len(), 2);
-        assert_eq!(
-            lim.peek(&A).remaining(),
-            0,
-            "A's admission was lost in the grow"
-        );
+        assert_the_grow_kept_a(&lim, b);
     });
 }
 
@@ -270,11 +282,7 @@ fn a_light_key_made_busy_races_its_eviction() {
 fn checks_of_a_new_key_race_a_lock_free_peek() {
     deterministic_hashing();
     model("checks_of_a_new_key_race_a_lock_free_peek", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let lim = Arc::new(limiter(&clock));
-        // A fills the two-slot array: B's insert grows it.
-        assert!(lim.check(&A).is_allowed());
+        let lim = a_fills_the_array();
         assert_eq!(lim.peek(&B).remaining(), 2);
         let other = {
             let lim = Arc::clone(&lim);
@@ -291,13 +299,8 @@ fn checks_of_a_new_key_race_a_lock_free_peek() {
         let mine = lim.check(&B);
         let theirs = other.join().unwrap();
         let peeked = peeker.join().unwrap();
-        assert!(mine.is_allowed() && theirs.is_allowed());
-        let mut left = [mine.remaining(), theirs.remaining()];
-        left.sort_unstable();
-        assert_eq!(left, [0, 1], "one of the two units was lost");
+        assert_both_units_of_b_landed(&lim, mine, theirs);
         assert!(peeked.remaining() <= 2, "{peeked:?}");
-        assert_eq!(lim.len(), 2, "B held once, A kept");
-        assert_eq!(lim.peek(&B).remaining(), 0, "B's units were not stored");
     });
 }
 
@@ -309,9 +312,7 @@ fn checks_of_a_new_key_race_a_lock_free_peek() {
 fn a_table_built_after_one_was_dropped_starts_fresh() {
     deterministic_hashing();
     model("a_table_built_after_one_was_dropped_starts_fresh", || {
-        let clock = ManualClock::new();
-        clock.set_ns(NOW);
-        let old = Arc::new(limiter(&clock));
+        let (clock, old) = shared_at_now();
         let (tx, rx) = loom::sync::mpsc::channel();
         let user = {
             let old = Arc::clone(&old);

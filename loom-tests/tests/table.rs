@@ -32,7 +32,7 @@ use common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, burst_quota, check_linearizable, colliding_keys,
     deterministic_hashing, distant_keys, drained, keyed_check_behind_the_sweep, serial_outcomes,
-    Got, KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts,
+    Got, KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts, StoreScenario,
 };
 
 /// Emission interval, ns.
@@ -41,24 +41,15 @@ const T: u64 = 100;
 const NOW: u64 = 1_000;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
-type Observed = KeyedObserved;
 
-/// A scenario: a limiter, a prefix run before any thread starts, and one operation per thread.
-#[derive(Clone)]
-struct Scenario {
-    burst: u32,
-    max_keys: usize,
-    /// Runs on the main thread before the threads are spawned (and before each serial run).
-    setup: fn(&Keyed, &ManualClock, &[u64]),
-    /// The keys the scenario uses; the final state is observed on all of them.
-    keys: Vec<u64>,
-    ops: Vec<Op>,
-}
+/// A scenario (see `StoreScenario`): `max_keys(n).fixed_capacity()`; the setup gets the
+/// limiter, its clock and the scenario's keys.
+type Scenario = StoreScenario<usize, fn(&Keyed, &ManualClock, &[u64])>;
 
 impl Scenario {
     /// Model-checks the scenario: linearizability against the tabulated serial outcomes, plus
     /// `extra` (scenario-specific invariants) on each explored execution.
-    fn check(&self, name: &str, extra: fn(&[Got], &Observed)) {
+    fn check(&self, name: &str, extra: fn(&[Got], &KeyedObserved)) {
         deterministic_hashing();
         check_linearizable(name, self, serial_outcomes(self), extra);
     }
@@ -86,11 +77,7 @@ impl KeyedScenario for Scenario {
     }
 
     fn parts(&self) -> Parts<'_> {
-        Parts {
-            ops: &self.ops,
-            keys: &self.keys,
-            most: self.burst,
-        }
+        self.store_parts()
     }
 }
 

@@ -25,6 +25,7 @@
 use std::num::NonZeroU64;
 
 use super::window::clamp_ns;
+use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyKind};
@@ -96,7 +97,7 @@ impl FixedWindow {
     }
 
     #[inline]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         let w = self.window.get();
         let (k, count) = self.current(word, now / w);
         let limit = u64::from(self.limit);
@@ -164,6 +165,7 @@ impl FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::run;
 
     #[test]
     fn an_emptied_window_ahead_of_the_clock_is_not_idle() {
@@ -183,10 +185,6 @@ mod tests {
 
     fn fw(limit: u32, w: u64) -> FixedWindow {
         FixedWindow::new(limit, Duration::from_nanos(w)).unwrap()
-    }
-
-    fn run(f: &FixedWindow, word: &mut u64, now: u64, n: u32) -> Decision {
-        super::super::apply_step(f.step(*word, now, n), word, n)
     }
 
     #[test]
@@ -286,31 +284,5 @@ mod tests {
             FixedWindow::new(1, Duration::MAX),
             Err(ConfigError::WindowTooLong { .. })
         ));
-    }
-}
-
-#[cfg(test)]
-mod layout_props {
-    use super::Layout;
-    use proptest::prelude::*;
-    use std::num::NonZeroU64;
-
-    proptest! {
-        /// Every (index, count) a window's layout must hold packs and unpacks unchanged, and
-        /// the fields never overlap: the largest index and count both survive.
-        #[test]
-        fn pack_unpack_round_trips(
-            w in prop_oneof![1u64..4096, 1u64..],
-            i in any::<u64>(),
-            c in any::<u64>(),
-        ) {
-            let w = NonZeroU64::new(w).unwrap();
-            let l = Layout::for_window(w);
-            let index = (u64::MAX / w.get()).checked_add(1).map_or(i, |m| i % m);
-            let count = c & l.count_mask();
-            prop_assert_eq!(l.unpack(l.pack(index, count)), (index, count));
-            let top = u64::MAX / w.get();
-            prop_assert_eq!(l.unpack(l.pack(top, l.count_mask())), (top, l.count_mask()));
-        }
     }
 }

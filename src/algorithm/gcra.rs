@@ -30,6 +30,7 @@
 
 use std::num::NonZeroU64;
 
+use super::Step;
 use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::quota::GcraParams;
@@ -97,7 +98,7 @@ impl Gcra {
     /// Decides `n` units at `now` against the stored `tat`, queueing up to the configured
     /// queue.
     #[inline(always)]
-    pub(crate) fn step(&self, tat: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, tat: u64, now: u64, n: u32) -> Step {
         self.step_within(tat, now, n, self.ceiling)
     }
 
@@ -105,13 +106,7 @@ impl Gcra {
     /// ahead of `now`; the admission is delayed by how far it overshoots the tolerance. A
     /// reservation passes `tolerance + max_wait`.
     #[inline(always)]
-    pub(crate) fn step_within(
-        &self,
-        tat: u64,
-        now: u64,
-        n: u32,
-        ceiling: u64,
-    ) -> (Decision, Option<u64>) {
+    pub(crate) fn step_within(&self, tat: u64, now: u64, n: u32, ceiling: u64) -> Step {
         let t = self.interval.get();
         let backlog = tat.saturating_sub(now);
         // u128: backlog < 2^64 and n * T < 2^96, so the sum cannot overflow.
@@ -286,6 +281,7 @@ pub(crate) fn decision_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::run;
     use crate::quota::Quota;
     use std::time::Duration;
 
@@ -306,11 +302,6 @@ mod tests {
                 .gcra_params()
                 .unwrap(),
         )
-    }
-
-    /// Runs `n` at `now` against `tat`, applying the write.
-    fn run(g: &Gcra, tat: &mut u64, now: u64, n: u32) -> Decision {
-        super::super::apply_step(g.step(*tat, now, n), tat, n)
     }
 
     #[test]

@@ -22,10 +22,13 @@ pub(crate) use sliding_window::SlidingWindow;
 pub(crate) use stock::Stock;
 pub(crate) use warm_up::WarmUp;
 
+/// What a step gives: its decision, and the word to write (`None`: the state stays as it is).
+pub(crate) type Step = (Decision, Option<u64>);
+
 /// Test helper for the algorithms' unit tests: applies one step's write to `word`, checking
 /// that a step writes exactly when it admits units, and returns its decision.
 #[cfg(test)]
-pub(crate) fn apply_step(step: (Decision, Option<u64>), word: &mut u64, n: u32) -> Decision {
+pub(crate) fn apply_step(step: Step, word: &mut u64, n: u32) -> Decision {
     let (decision, write) = step;
     assert_eq!(
         decision.is_allowed() && n > 0,
@@ -36,6 +39,34 @@ pub(crate) fn apply_step(step: (Decision, Option<u64>), word: &mut u64, n: u32) 
         *word = w;
     }
     decision
+}
+
+/// Test helper: an algorithm's check step, so that one [`run`] serves every algorithm's unit
+/// tests.
+#[cfg(test)]
+pub(crate) trait CheckStep {
+    fn check_step(&self, word: u64, now: u64, n: u32) -> Step;
+}
+
+#[cfg(test)]
+macro_rules! check_step {
+    ($($algorithm:ty),*) => {$(
+        impl CheckStep for $algorithm {
+            fn check_step(&self, word: u64, now: u64, n: u32) -> Step {
+                self.step(word, now, n)
+            }
+        }
+    )*};
+}
+
+#[cfg(test)]
+check_step!(Gcra, FixedWindow, SlidingWindow, Stock, WarmUp);
+
+/// Test helper: a check of `n` units at `now` by `algorithm` on `word`, its write applied (see
+/// [`apply_step`]); returns the decision.
+#[cfg(test)]
+pub(crate) fn run<A: CheckStep>(algorithm: &A, word: &mut u64, now: u64, n: u32) -> Decision {
+    apply_step(algorithm.check_step(*word, now, n), word, n)
 }
 
 /// Every algorithm a limiter can run, dispatched by one predictable branch.
@@ -65,7 +96,7 @@ impl Algorithm {
     // round-trips through memory). GCRA is tested first with a plain branch and inlined; the
     // other algorithms go through one out-of-line call, which keeps every CAS loop small.
     #[inline(always)]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         if let Algorithm::Gcra(g) = self {
             return g.step(word, now, n);
         }
@@ -73,7 +104,7 @@ impl Algorithm {
     }
 
     #[inline(never)]
-    fn step_other(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    fn step_other(&self, word: u64, now: u64, n: u32) -> Step {
         match self {
             Algorithm::Gcra(g) => g.step(word, now, n),
             Algorithm::FixedWindow(f) => f.step(word, now, n),
@@ -87,13 +118,7 @@ impl Algorithm {
     /// `max_wait_ns` for its turn is admitted with that delay (and holds its place). Algorithms
     /// that cannot schedule ahead (windows, stock) decide as `step`, with no delay.
     #[inline]
-    pub(crate) fn step_within(
-        &self,
-        word: u64,
-        now: u64,
-        n: u32,
-        max_wait_ns: u64,
-    ) -> (Decision, Option<u64>) {
+    pub(crate) fn step_within(&self, word: u64, now: u64, n: u32, max_wait_ns: u64) -> Step {
         match self {
             Algorithm::Gcra(g) => g.step_within(word, now, n, g.reserve_ceiling(max_wait_ns)),
             Algorithm::WarmUp(w) => w.step_within(word, now, n, max_wait_ns),

@@ -76,6 +76,7 @@
 use std::num::NonZeroU64;
 
 use super::window::clamp_ns;
+use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyKind};
@@ -257,7 +258,7 @@ impl SlidingWindow {
     }
 
     #[inline]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         if self.past_horizon(now) {
             return self.beyond_horizon();
         }
@@ -305,7 +306,7 @@ impl SlidingWindow {
     /// The decision past the horizon: denied, nothing remaining, no wait helps, and no state
     /// (every word decides the same from here on).
     #[cold]
-    fn beyond_horizon(&self) -> (Decision, Option<u64>) {
+    fn beyond_horizon(&self) -> Step {
         (
             Decision::deny(self.limit, 0, NonZeroU64::MIN, None, 0),
             None,
@@ -420,14 +421,11 @@ impl SlidingWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::run;
     use std::time::Duration;
 
     fn sw(limit: u32, w: u64) -> SlidingWindow {
         SlidingWindow::new(limit, Duration::from_nanos(w)).unwrap()
-    }
-
-    fn run(s: &SlidingWindow, word: &mut u64, now: u64, n: u32) -> Decision {
-        super::super::apply_step(s.step(*word, now, n), word, n)
     }
 
     #[test]
@@ -632,43 +630,5 @@ mod tests {
             s.swept_word(h - 1),
             s.layout.pack((1 << 24) - 2, 1_000_000, 0)
         );
-    }
-}
-
-#[cfg(test)]
-mod layout_props {
-    use super::Layout;
-    use proptest::prelude::*;
-    use std::num::NonZeroU64;
-
-    proptest! {
-        /// Every (index, prev, curr) a configuration can write packs and unpacks unchanged:
-        /// indices up to the last one the layout holds for the window, counts up to the limit.
-        #[test]
-        fn pack_unpack_round_trips(
-            w in prop_oneof![1u64..4096, 1u64..],
-            limit in prop_oneof![1u32..64, 1u32.., Just(u32::MAX)],
-            i in any::<u64>(),
-            p in any::<u64>(),
-            c in any::<u64>(),
-        ) {
-            let w = NonZeroU64::new(w).unwrap();
-            let l = Layout::for_limit(limit);
-            let last = l.last_index(w);
-            prop_assert!(last <= u64::MAX / w.get());
-            let index = last.checked_add(1).map_or(i, |m| i % m);
-            let m = l.count_mask().min(u64::from(limit));
-            let (prev, curr) = (p % (m + 1), c % (m + 1));
-            prop_assert_eq!(l.unpack(l.pack(index, prev, curr)), (index, prev, curr));
-            prop_assert_eq!(l.unpack(l.pack(last, m, m)), (last, m, m));
-            // The horizon is the start of the window after the last, when the clock shows it.
-            match l.horizon(w) {
-                Some(h) => {
-                    let end = (u128::from(last) + 1) * u128::from(w.get());
-                    prop_assert_eq!(u128::from(h), end);
-                }
-                None => prop_assert_eq!(last, u64::MAX / w.get()),
-            }
-        }
     }
 }

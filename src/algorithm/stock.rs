@@ -22,6 +22,7 @@
 
 use std::num::NonZeroU64;
 
+use super::Step;
 use crate::decision::Decision;
 
 /// `reset_after` of a key that will not return to its configured stock by itself.
@@ -65,7 +66,7 @@ impl Stock {
     }
 
     #[inline]
-    pub(crate) fn step(&self, word: u64, _now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, _now: u64, n: u32) -> Step {
         let remaining = self.remaining(word);
         match remaining.checked_sub(u64::from(n)) {
             Some(left) => {
@@ -120,8 +121,9 @@ impl Stock {
 mod tests {
     use super::*;
 
+    /// A check of `n` units (a stock decides at time 0).
     fn run(s: &Stock, word: &mut u64, n: u32) -> Decision {
-        super::super::apply_step(s.step(*word, 0, n), word, n)
+        crate::algorithm::run(s, word, 0, n)
     }
 
     #[test]

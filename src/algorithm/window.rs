@@ -114,3 +114,62 @@ mod tests {
         assert_eq!(index_bits(NonZeroU64::new(u64::MAX).unwrap()), 1);
     }
 }
+
+/// The two window counters' layouts: every field value they must hold round-trips.
+#[cfg(test)]
+mod layout_props {
+    use super::super::{fixed_window, sliding_window};
+    use proptest::prelude::*;
+    use std::num::NonZeroU64;
+
+    /// Window lengths, ns: short ones (many index bits) and any at all.
+    fn window_lengths() -> impl Strategy<Value = NonZeroU64> {
+        prop_oneof![1u64..4096, 1u64..].prop_map(|w| NonZeroU64::new(w).unwrap())
+    }
+
+    proptest! {
+        /// Every (index, count) a fixed window's layout must hold packs and unpacks unchanged, and
+        /// the fields never overlap: the largest index and count both survive.
+        #[test]
+        fn fixed_window_layout_round_trips(
+            w in window_lengths(),
+            i in any::<u64>(),
+            c in any::<u64>(),
+        ) {
+            let l = fixed_window::Layout::for_window(w);
+            let index = (u64::MAX / w.get()).checked_add(1).map_or(i, |m| i % m);
+            let count = c & l.count_mask();
+            prop_assert_eq!(l.unpack(l.pack(index, count)), (index, count));
+            let top = u64::MAX / w.get();
+            prop_assert_eq!(l.unpack(l.pack(top, l.count_mask())), (top, l.count_mask()));
+        }
+
+        /// Every (index, prev, curr) a sliding window's configuration can write packs and unpacks unchanged:
+        /// indices up to the last one the layout holds for the window, counts up to the limit.
+        #[test]
+        fn sliding_window_layout_round_trips(
+            w in window_lengths(),
+            limit in prop_oneof![1u32..64, 1u32.., Just(u32::MAX)],
+            i in any::<u64>(),
+            p in any::<u64>(),
+            c in any::<u64>(),
+        ) {
+            let l = sliding_window::Layout::for_limit(limit);
+            let last = l.last_index(w);
+            prop_assert!(last <= u64::MAX / w.get());
+            let index = last.checked_add(1).map_or(i, |m| i % m);
+            let m = l.count_mask().min(u64::from(limit));
+            let (prev, curr) = (p % (m + 1), c % (m + 1));
+            prop_assert_eq!(l.unpack(l.pack(index, prev, curr)), (index, prev, curr));
+            prop_assert_eq!(l.unpack(l.pack(last, m, m)), (last, m, m));
+            // The horizon is the start of the window after the last, when the clock shows it.
+            match l.horizon(w) {
+                Some(h) => {
+                    let end = (u128::from(last) + 1) * u128::from(w.get());
+                    prop_assert_eq!(u128::from(h), end);
+                }
+                None => prop_assert_eq!(last, u64::MAX / w.get()),
+            }
+        }
+    }
+}

@@ -82,22 +82,33 @@ pub trait Subject: Sync {
     fn put_stock(&self, key: u8, units: u64) -> Result<(), ConfigError>;
 }
 
-impl Subject for KeyedLimiter<u8, ManualClock> {
-    fn keyed(&self) -> bool {
-        true
-    }
-    fn decide(&self, key: u8, n: u32) -> Decision {
-        KeyedLimiter::check_n(self, &key, n)
-    }
-    fn look(&self, key: u8) -> Decision {
-        KeyedLimiter::peek(self, &key)
-    }
-    fn held(&self) -> usize {
-        KeyedLimiter::len(self)
-    }
-    fn sweep(&self) -> usize {
-        KeyedLimiter::evict_idle(self)
-    }
+/// `Subject` for a keyed limiter type (`KeyedLimiter`, `SlidingLog`): the same calls on `&key`;
+/// the two stock methods as given.
+macro_rules! keyed_subject {
+    ($limiter:ident, $($stock:item)*) => {
+        impl Subject for $limiter<u8, ManualClock> {
+            fn keyed(&self) -> bool {
+                true
+            }
+            fn decide(&self, key: u8, n: u32) -> Decision {
+                $limiter::check_n(self, &key, n)
+            }
+            fn look(&self, key: u8) -> Decision {
+                $limiter::peek(self, &key)
+            }
+            fn held(&self) -> usize {
+                $limiter::len(self)
+            }
+            fn sweep(&self) -> usize {
+                $limiter::evict_idle(self)
+            }
+            $($stock)*
+        }
+    };
+}
+
+keyed_subject! {
+    KeyedLimiter,
     fn add_stock(&self, key: u8, units: u64) -> Result<u64, ConfigError> {
         KeyedLimiter::restock(self, &key, units)
     }
@@ -130,22 +141,8 @@ impl Subject for Limiter<ManualClock> {
     }
 }
 
-impl Subject for SlidingLog<u8, ManualClock> {
-    fn keyed(&self) -> bool {
-        true
-    }
-    fn decide(&self, key: u8, n: u32) -> Decision {
-        SlidingLog::check_n(self, &key, n)
-    }
-    fn look(&self, key: u8) -> Decision {
-        SlidingLog::peek(self, &key)
-    }
-    fn held(&self) -> usize {
-        SlidingLog::len(self)
-    }
-    fn sweep(&self) -> usize {
-        SlidingLog::evict_idle(self)
-    }
+keyed_subject! {
+    SlidingLog,
     fn add_stock(&self, _key: u8, _units: u64) -> Result<u64, ConfigError> {
         unreachable!("a sliding log has no stock")
     }
@@ -838,66 +835,70 @@ pub fn started_configs<F: Family>() -> impl Strategy<Value = (u64, u32, u64)> {
     F::configs().prop_flat_map(|(w, limit)| F::starts(w, limit).prop_map(move |s| (w, limit, s)))
 }
 
-/// Every field of every decision, keyed (both stores) and direct, against the model, with the
-/// clock starting at `start`.
-pub fn matches_the_model<F: Family>(
-    w: u64,
-    limit: u32,
-    start: u64,
-    steps: &[Step],
-) -> Result<(), TestCaseError> {
-    let steps = &starting_at(start, steps);
-    let clock = ManualClock::new();
-    let [map, table] = F::stores(w, limit, &clock);
-    let direct = F::direct(w, limit, &clock);
+/// A family member's window and limit with a fresh clock, and its steps from `start` on (see
+/// [`starting_at`]): what the family's property tests start from.
+pub struct Started {
+    pub w: u64,
+    pub limit: u32,
+    pub clock: ManualClock,
+    pub steps: Vec<Step>,
+}
+
+impl Started {
+    /// `(w, limit, start)` as [`started_configs`] draws it, and the steps after the start.
+    pub fn new((w, limit, start): (u64, u32, u64), steps: &[Step]) -> Self {
+        Started {
+            w,
+            limit,
+            clock: ManualClock::new(),
+            steps: starting_at(start, steps),
+        }
+    }
+}
+
+/// Every field of every decision, keyed (both stores) and direct, against the model.
+pub fn matches_the_model<F: Family>(s: &Started) -> Result<(), TestCaseError> {
+    let (w, limit, clock) = (s.w, s.limit, &s.clock);
+    let [map, table] = F::stores(w, limit, clock);
+    let direct = F::direct(w, limit, clock);
     let mut subjects: Vec<&dyn Subject> = vec![&*map, &*table];
     subjects.extend(direct.as_deref());
     drive(
         &F::model(w, limit),
         w,
         limit,
-        &clock,
+        clock,
         &subjects,
-        steps,
+        &s.steps,
         false,
     )
 }
 
 /// Each store evicting after every step decides like the other store never evicting, and keeps
-/// exactly the keys the model calls live (the clock starting at `start`).
-pub fn evict_idle_is_lossless<F: Family>(
-    w: u64,
-    limit: u32,
-    start: u64,
-    steps: &[Step],
-) -> Result<(), TestCaseError> {
-    let steps = &starting_at(start, steps);
-    let clock = ManualClock::new();
+/// exactly the keys the model calls live.
+pub fn evict_idle_is_lossless<F: Family>(s: &Started) -> Result<(), TestCaseError> {
+    let (w, limit, clock) = (s.w, s.limit, &s.clock);
     let model = F::model(w, limit);
     for evicting in 0..2 {
-        let subjects = F::stores(w, limit, &clock);
+        let subjects = F::stores(w, limit, clock);
         let (a, b) = (&subjects[evicting], &subjects[1 - evicting]);
-        drive_evicting(&model, w, limit, &clock, &**a, &**b, steps, F::TIMED)?;
+        drive_evicting(&model, w, limit, clock, &**a, &**b, &s.steps, F::TIMED)?;
     }
     Ok(())
 }
 
-/// Eviction gives no credit back to a clock behind the sweep, in either store (the history
-/// starting at `start`).
+/// Eviction gives no credit back to a clock behind the sweep, in either store (the history:
+/// the started steps).
 pub fn evict_then_earlier_clock_is_never_more_lenient<F: Family>(
-    w: u64,
-    limit: u32,
-    start: u64,
-    history: &[Step],
+    s: &Started,
     back: u16,
     n: NSel,
 ) -> Result<(), TestCaseError> {
-    let history = &starting_at(start, history);
-    let clock = ManualClock::new();
+    let (w, limit, clock) = (s.w, s.limit, &s.clock);
     let n = n.resolve(limit);
     for store in 0..2 {
-        let (a, b) = (F::stores(w, limit, &clock), F::stores(w, limit, &clock));
-        evict_then_earlier_clock(w, limit, &clock, &*a[store], &*b[store], history, back, n)?;
+        let (a, b) = (F::stores(w, limit, clock), F::stores(w, limit, clock));
+        evict_then_earlier_clock(w, limit, clock, &*a[store], &*b[store], &s.steps, back, n)?;
     }
     Ok(())
 }
@@ -979,31 +980,34 @@ macro_rules! family_tests {
             /// gaps.
             #[test]
             fn matches_the_model(
-                (w, limit, start) in started_configs::<$family>(),
+                config in started_configs::<$family>(),
                 steps in steps_of(<$family as Family>::actions(), 1..=60),
             ) {
-                $crate::common::windows::matches_the_model::<$family>(w, limit, start, &steps)?;
+                let started = $crate::common::windows::Started::new(config, &steps);
+                $crate::common::windows::matches_the_model::<$family>(&started)?;
             }
 
             /// A limiter that evicts idle keys after every step decides exactly like one that
             /// never does, and keeps exactly the live keys.
             #[test]
             fn evict_idle_is_lossless(
-                (w, limit, start) in started_configs::<$family>(),
+                config in started_configs::<$family>(),
                 steps in steps_of(<$family as Family>::actions(), 1..=60),
             ) {
-                $crate::common::windows::evict_idle_is_lossless::<$family>(w, limit, start, &steps)?;
+                let started = $crate::common::windows::Started::new(config, &steps);
+                $crate::common::windows::evict_idle_is_lossless::<$family>(&started)?;
             }
 
             /// Eviction gives no credit back to a clock behind the sweep (both stores).
             #[test]
             fn evict_then_earlier_clock_is_never_more_lenient(
-                (w, limit, start) in started_configs::<$family>(),
+                config in started_configs::<$family>(),
                 history in steps_of(actions(), 1..=40),
                 back in 0u16..1000,
                 n in n_sels(),
             ) {
-                $crate::common::windows::evict_then_earlier_clock_is_never_more_lenient::<$family>(w, limit, start, &history, back, n)?;
+                let started = $crate::common::windows::Started::new(config, &history);
+                $crate::common::windows::evict_then_earlier_clock_is_never_more_lenient::<$family>(&started, back, n)?;
             }
         }
 

@@ -252,6 +252,31 @@ pub trait KeyedScenario: Clone + Send + Sync + 'static {
     fn parts(&self) -> Parts<'_>;
 }
 
+/// A GCRA scenario on the bounded table or the exact map (`table.rs`, `exact_map.rs`): the
+/// burst, the store's bound (of each file's own type `B`), a setup (`S`, run on the main thread
+/// before the threads are spawned, and before each serial run), the keys whose final state is
+/// observed, and one operation per thread. Each file implements [`KeyedScenario`] for its own.
+#[derive(Clone)]
+pub struct StoreScenario<B, S> {
+    pub burst: u32,
+    pub max_keys: B,
+    pub setup: S,
+    pub keys: Vec<u64>,
+    pub ops: Vec<KeyedOp>,
+}
+
+impl<B, S> StoreScenario<B, S> {
+    /// Its [`KeyedScenario::parts`]: the operations, the keys, and the burst as the most a key
+    /// admits.
+    pub fn store_parts(&self) -> Parts<'_> {
+        Parts {
+            ops: &self.ops,
+            keys: &self.keys,
+            most: self.burst,
+        }
+    }
+}
+
 /// What a [`KeyedScenario`] runs and observes.
 pub struct Parts<'a> {
     /// One operation per thread.

@@ -106,6 +106,7 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::quota::Quota;
@@ -192,19 +193,13 @@ impl WarmUp {
 
     /// A check: admitted only if it can act now (Guava's `tryAcquire(n)` with no timeout).
     #[inline]
-    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> (Decision, Option<u64>) {
+    pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         self.step_within(word, now, n, 0)
     }
 
     /// A reservation: admitted if it can act within `max_wait_ns`, with the wait as the
     /// decision's delay (`tryAcquire(n, timeout)`; `acquire(n)` is `max_wait_ns = u64::MAX`).
-    pub(crate) fn step_within(
-        &self,
-        word: u64,
-        now: u64,
-        n: u32,
-        max_wait_ns: u64,
-    ) -> (Decision, Option<u64>) {
+    pub(crate) fn step_within(&self, word: u64, now: u64, n: u32, max_wait_ns: u64) -> Step {
         let (next_free_us, missing) = unpack(word);
         let (base, missing) = self.resync(next_free_us * NS_PER_US, missing, now);
         // `base >= now` after the resync.

@@ -16,10 +16,8 @@ fn warm(interval_ns: u64, warm_up_ns: u64) -> WarmUp {
     .unwrap()
 }
 
-/// Runs a check of `n` at `now`, applying the write.
-fn check(g: &WarmUp, word: &mut u64, now: u64, n: u32) -> Decision {
-    super::super::apply_step(g.step(*word, now, n), word, n)
-}
+// `check(g, &mut word, now, n)`: a check of `n` at `now`, its write applied.
+use crate::algorithm::run as check;
 
 /// Runs a reservation of `n` at `now` accepting `max_wait` ns, applying the write.
 fn reserve(g: &WarmUp, word: &mut u64, now: u64, n: u32, max_wait: u64) -> Decision {

@@ -363,39 +363,34 @@ pub(super) trait Fingerprints {
     }
 }
 
-impl Fingerprints for Table {
-    fn insert_with<K: Hash + Eq, C: Clock, R>(
-        &self,
-        h: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        policy: &TablePolicy<'_, K, C>,
-        _: Option<Decided<R>>,
-    ) -> Option<R> {
-        self.insert(h, step, policy)
-    }
+/// [`Fingerprints`] for a table: `insert_with` is `$insert`, a call of the table's own `insert`
+/// (given the table and the arguments by the names the closure-like head gives them), and
+/// `touch_home` is its `touch`.
+macro_rules! fingerprints {
+    ($table:ty, |$t:ident, $h:ident, $step:ident, $policy:ident, $decided:tt| $insert:expr) => {
+        impl Fingerprints for $table {
+            fn insert_with<K: Hash + Eq, C: Clock, R>(
+                &self,
+                $h: u64,
+                $step: impl Fn(u64) -> (R, Option<u64>),
+                $policy: &TablePolicy<'_, K, C>,
+                $decided: Option<Decided<R>>,
+            ) -> Option<R> {
+                let $t = self;
+                $insert
+            }
 
-    #[inline(always)]
-    fn touch_home(&self, h: u64) {
-        self.touch(h);
-    }
+            #[inline(always)]
+            fn touch_home(&self, h: u64) {
+                self.touch(h);
+            }
+        }
+    };
 }
 
-impl Fingerprints for GrowTable {
-    fn insert_with<K: Hash + Eq, C: Clock, R>(
-        &self,
-        h: u64,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        policy: &TablePolicy<'_, K, C>,
-        decided: Option<Decided<R>>,
-    ) -> Option<R> {
-        self.insert(h, step, policy, decided)
-    }
-
-    #[inline(always)]
-    fn touch_home(&self, h: u64) {
-        self.touch(h);
-    }
-}
+// The fixed table has no lock-free miss: no decided step to take over.
+fingerprints! { Table, |table, h, step, policy, _| table.insert(h, step, policy) }
+fingerprints! { GrowTable, |table, h, step, policy, decided| table.insert(h, step, policy, decided) }
 
 /// The table's view of this limiter during one insert.
 pub(super) struct TablePolicy<'a, K, C> {

@@ -30,25 +30,29 @@ impl<C: Clock> StripedLimiter<C> {
         if !self.uses_time {
             return self.stock_peek(n);
         }
-        let mut now = self.now();
-        let start = self.start();
-        let len = self.stripes.len();
-        let mut denied = None;
-        let mut k = 0;
-        while k < len {
-            let stripe = &self.stripes[(start + k) % len];
-            let d = stripe.algorithm.decide(stripe.cell.load(), now, n);
+        let mut walk = self.walk();
+        while let Some(i) = walk.next() {
+            let stripe = &self.stripes[i];
+            let d = stripe.algorithm.decide(stripe.cell.load(), walk.now, n);
             if d.is_allowed() {
                 return d.with_limit(self.limit);
             }
-            denied = Some(sooner(denied, d));
-            k += 1;
             // As a check would go on (without raising the mark: a peek writes nothing).
-            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, false)).flatten() {
-                (now, k, denied) = (later, 0, None);
-            }
+            walk.refused(self, d, false);
         }
-        denied.unwrap_or(Decision::NONE).with_limit(self.limit)
+        walk.denied().with_limit(self.limit)
+    }
+
+    /// A walk over the stripes in a check's order, from this thread's stripe on.
+    #[inline(always)]
+    fn walk(&self) -> Walk {
+        Walk {
+            now: self.now(),
+            start: self.start(),
+            len: self.stripes.len(),
+            k: 0,
+            denied: None,
+        }
     }
 
     /// A stock's peek: one stock holding what all stripes hold.
@@ -107,14 +111,9 @@ impl<C: Clock> StripedLimiter<C> {
     /// Takes `n` units from the first stripe (from this thread's on) that admits them, within
     /// `wait` ns for a reservation, gathering a stock's from several stripes if none alone can.
     pub(super) fn take(&self, n: u32, wait: Option<u64>) -> Reservation {
-        let mut now = self.now();
-        let start = self.start();
-        let len = self.stripes.len();
-        let mut denied = None;
-        let mut k = 0;
-        while k < len {
-            let i = (start + k) % len;
-            let stripe = &self.stripes[i];
+        let mut walk = self.walk();
+        while let Some(i) = walk.next() {
+            let (stripe, now) = (&self.stripes[i], walk.now);
             let step = |w| match wait {
                 Some(wait) => stripe.algorithm.step_within(w, now, n, wait),
                 None => stripe.algorithm.step(w, now, n),
@@ -125,15 +124,12 @@ impl<C: Clock> StripedLimiter<C> {
             });
             let d = step(before).0;
             if d.is_allowed() {
-                self.admitted(start, now);
+                self.admitted(walk.start, now);
                 return Reservation::new(d.with_limit(self.limit), n, before, after).on_stripe(i);
             }
-            denied = Some(sooner(denied, d));
-            k += 1;
-            if let Some(later) = (k == 1).then(|| self.catch_up(start, now, true)).flatten() {
-                (now, k, denied) = (later, 0, None);
-            }
+            walk.refused(self, d, true);
         }
+        let start = walk.start;
         if n > 1 && !self.uses_time {
             if let Some(d) = self.gather(start, n) {
                 // Gathered from several stripes: the words say only "n units taken" (a cancel
@@ -141,8 +137,7 @@ impl<C: Clock> StripedLimiter<C> {
                 return Reservation::new(d, n, 0, Some(u64::from(n))).on_stripe(start);
             }
         }
-        let d = denied.unwrap_or(Decision::NONE).with_limit(self.limit);
-        Reservation::new(d, n, 0, None)
+        Reservation::new(walk.denied().with_limit(self.limit), n, 0, None)
     }
 
     /// Gives back the units of `reservation` (from this limiter's
@@ -267,5 +262,47 @@ impl<C: Clock> StripedLimiter<C> {
     /// ```
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// A walk over the stripes in a check's order (a peek's, a charge's or a reservation's): from
+/// a start stripe on, at the time a check decides at; when the start stripe refuses and its
+/// stamp is later than that time, over again from the start stripe at the later time (see
+/// `catch_up`). It keeps the denial with the soonest retry.
+struct Walk {
+    /// The time the current stripe is tried at.
+    now: u64,
+    start: usize,
+    len: usize,
+    /// Stripes tried since the walk (re)started.
+    k: usize,
+    denied: Option<Decision>,
+}
+
+impl Walk {
+    /// The stripe to try next, at `now`; `None` once every stripe refused.
+    #[inline(always)]
+    fn next(&self) -> Option<usize> {
+        (self.k < self.len).then(|| (self.start + self.k) % self.len)
+    }
+
+    /// The stripe refused with `d`: on to the next, or over again at the start stripe's stamp
+    /// (`publish`: raising the mark to it, as a check does).
+    #[inline(always)]
+    fn refused<C: Clock>(&mut self, limiter: &StripedLimiter<C>, d: Decision, publish: bool) {
+        self.denied = Some(sooner(self.denied, d));
+        self.k += 1;
+        let start_refused = self.k == 1;
+        if let Some(later) = start_refused
+            .then(|| limiter.catch_up(self.start, self.now, publish))
+            .flatten()
+        {
+            (self.now, self.k, self.denied) = (later, 0, None);
+        }
+    }
+
+    /// The denial with the soonest retry ([`Decision::NONE`] if none was seen).
+    fn denied(&self) -> Decision {
+        self.denied.unwrap_or(Decision::NONE)
     }
 }

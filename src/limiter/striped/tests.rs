@@ -12,6 +12,15 @@ fn gcra(quota: Quota, stripes: usize) -> StripedLimiter<ManualClock> {
     gcra_in(quota, stripes, false)
 }
 
+/// A burst from `bursts` and a number of stripes from `stripes`, cut to at most the burst (so
+/// that every stripe's share is at least one unit).
+fn burst_and_stripes(
+    bursts: std::ops::Range<u32>,
+    stripes: std::ops::Range<usize>,
+) -> impl Strategy<Value = (u32, usize)> {
+    (bursts, stripes).prop_map(|(burst, stripes)| (burst, stripes.min(burst as usize)))
+}
+
 /// A GCRA limiter on a manual clock, with the default shared time or `relaxed_clock()`.
 fn gcra_in(quota: Quota, stripes: usize, relaxed: bool) -> StripedLimiter<ManualClock> {
     let b = StripedLimiter::gcra(quota)
@@ -208,11 +217,9 @@ proptest! {
     /// `burst + elapsed / T` units, as one GCRA cell with the whole quota would.
     #[test]
     fn gcra_stripes_keep_the_whole_quota_ceiling(
-        burst in 1u32..20,
-        stripes in 1usize..8,
+        (burst, stripes) in burst_and_stripes(1u32..20, 1usize..8),
         ops in proptest::collection::vec((0u64..3_000_000, 0usize..16, 1u32..4), 1..200),
     ) {
-        let stripes = stripes.min(burst as usize);
         let interval_ns = 1_000_000u64; // 1000 per second
         let l = gcra(Quota::per_second(1000).with_burst(burst), stripes);
         let mut admitted = 0u64;
@@ -362,12 +369,10 @@ proptest! {
     ///   end; earliest: the earliest reading in it).
     #[test]
     fn gcra_stripes_bound_what_a_clock_going_back_gives(
-        burst in 1u32..12,
-        stripes in 1usize..6,
+        (burst, stripes) in burst_and_stripes(1u32..12, 1usize..6),
         relaxed in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..150),
     ) {
-        let stripes = stripes.min(burst as usize);
         let t = 1_000_000u64; // 1000 per second
         let l = gcra_in(Quota::per_second(1000).with_burst(burst), stripes, relaxed);
         l.clock().set(Duration::from_secs(5));
@@ -428,13 +433,11 @@ proptest! {
     /// check so far: one cell's ceiling.
     #[test]
     fn checks_from_one_stripe_keep_one_cells_ceiling_whatever_the_clock(
-        burst in 1u32..12,
-        stripes in 1usize..6,
+        (burst, stripes) in burst_and_stripes(1u32..12, 1usize..6),
         start in 0usize..6,
         relaxed in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 1u32..4), 1..120),
     ) {
-        let stripes = stripes.min(burst as usize);
         let start = start % stripes;
         let most = share(burst, stripes, start);
         let l = gcra_in(Quota::per_second(1000).with_burst(burst), stripes, relaxed);
@@ -447,12 +450,10 @@ proptest! {
     /// interval here: one unit).
     #[test]
     fn checks_from_any_stripes_keep_one_cells_ceiling_whatever_the_clock(
-        burst in 1u32..12,
-        stripes in 1usize..6,
+        (burst, stripes) in burst_and_stripes(1u32..12, 1usize..6),
         strict in any::<bool>(),
         ops in proptest::collection::vec((-3_000_000i64..4_000_000, 0usize..8, 1u32..4), 1..120),
     ) {
-        let stripes = stripes.min(burst as usize);
         let most = burst / stripes as u32;
         let q = Quota::per_second(1000).with_burst(burst);
         let b = StripedLimiter::gcra(q).stripes(stripes).clock(ManualClock::new());
