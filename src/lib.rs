@@ -10,7 +10,7 @@
 //! |---|---|
 //! | rates | [`Quota`] |
 //! | one state for everything | [`Limiter`]: [`gcra`](Limiter::gcra), [`fixed_window`](Limiter::fixed_window), [`sliding_window`](Limiter::sliding_window), [`stock`](Limiter::stock) |
-//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedBuilder::max_keys`]), a table allocated up front ([`KeyedBuilder::fixed_capacity`]) or an exact map ([`KeyedBuilder::exact_keys`]) |
+//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedBuilder::max_keys`]), a table allocated up front ([`KeyedBuilder::fixed_capacity`]) or exact keys ([`KeyedBuilder::exact_keys`]) |
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
 //! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the fingerprint tables |
@@ -33,7 +33,7 @@
 //! | job | limiter |
 //! |---|---|
 //! | one budget for the whole process (an upstream's rate, a global cap) | [`Limiter`] |
-//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (by default a table that grows with the live keys; a ceiling with [`KeyedBuilder::max_keys`]; an exact map with [`KeyedBuilder::exact_keys`]) |
+//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (by default a table that grows with the live keys; a ceiling with [`KeyedBuilder::max_keys`]; exact keys with [`KeyedBuilder::exact_keys`]) |
 //! | one budget hammered by many threads at once (a flash sale's stock, a hot tenant) | [`StripedLimiter`]: the quota split over cells, exact in total |
 //! | "never more than N in any window", exactly, for small N | [`SlidingLog`] |
 //! | N units of inventory, not a rate | the `stock` constructors ([`Limiter::stock`], [`KeyedLimiter::stock`]) |

@@ -206,7 +206,7 @@ macro_rules! keyed_limiter_traits {
     ($limiter:ident) => {
         impl<K, Q, C> $crate::rate_limiter::RateLimiter<Q> for $limiter<K, C>
         where
-            K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+            K: std::hash::Hash + Eq + std::borrow::Borrow<Q> + 'static,
             Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
             C: $crate::clock::Clock,
         {

@@ -1,15 +1,16 @@
-//! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built without
-//! `max_keys` or with `exact_keys()`, whose cells live in a dashmap (`Store::Map` in
-//! `src/limiter/keyed/mod.rs`), shared by loom threads.
+//! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built with
+//! `exact_keys()` (with or without `max_keys`), shared by loom threads. Its store is the growing
+//! table (`src/store/grow_table.rs`) with each key kept beside its slot (`Keys` in
+//! `src/sync/grow.rs`) and compared on every probe that meets the key's fingerprint, so the
+//! models explore the lock-free probe, the state CAS, the inserts under the shard's lock and the
+//! rebuilds (freeze, copy of states and keys, publish) with keys compared exactly. Under
+//! `cfg(loom)` the table has one shard of two slots at least (see `grow_table.rs`'s models).
 //!
-//! dashmap is not loom-aware; under `cfg(loom)` the store's map is a loom-visible stand-in
-//! (`src/sync/map.rs`): one shard, a `HashMap` behind a loom `RwLock`, with dashmap's locking
-//! discipline (lookups under the read lock, kept while the caller updates the cell; `entry`
-//! under the write lock, kept while an occupied entry is decided on or a vacant one filled;
-//! `retain` judging and removing under the write lock). The keyed limiter's own code (the hit
-//! path, `map_insert`, `update_existing`, `evict_idle_at`, the cap and `make_room`) is the
-//! shipped source, and each cell is a loom `AtomicU64`, so loom explores the lock acquisitions
-//! against the cells' compare-and-swaps.
+//! The last models use keys that all hash alike ([`Colliding`]): every key has the same 64-bit
+//! fingerprint and home slot, so only the keys tell them apart, through a grow and a sweep that
+//! race checks. The key column itself is std's `OnceLock` (set under the shard's lock before the
+//! slot's fingerprint is released): loom does not model its memory ordering, only the protocol
+//! around it.
 //!
 //! The clock is a frozen `ManualClock`, set from the main thread before any thread is spawned.
 //! Hashing is made deterministic (`common::deterministic_hashing`) so that the map iterates its
@@ -34,7 +35,7 @@ use cellgate::{KeyedLimiter, Quota};
 use common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
-    deterministic_hashing, drained, keyed_check_behind_the_sweep, serial_outcomes, Got,
+    deterministic_hashing, drained, keyed_check_behind_the_sweep, model, serial_outcomes, Got,
     KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts, StoreScenario,
 };
 
@@ -42,13 +43,13 @@ use common::{
 const T: u64 = 100;
 /// The time the models start at.
 const NOW: u64 = 1_000;
-/// Two keys (the map stores them exactly: any two distinct keys will do).
+/// Two keys (the store compares them exactly: any two distinct keys will do).
 const K1: u64 = 1;
 const K2: u64 = 2;
 
 type Keyed = KeyedLimiter<u64, ManualClock>;
 
-/// A scenario (see `StoreScenario`): the bound `None` (the map store by default) or `Some(n)`
+/// A scenario (see `StoreScenario`): the bound `None` (`exact_keys()` with no bound) or `Some(n)`
 /// (`max_keys(n).exact_keys()`); the setup gets the limiter and its clock.
 type Scenario = StoreScenario<Option<usize>, fn(&Keyed, &ManualClock)>;
 
@@ -277,4 +278,92 @@ fn evict_with_check_behind_the_sweep() {
     // The interleaving the model is about (the sweep at the new time, then the check at the
     // old one) has the outcome of the check first: both deny at `BEFORE`. That loom reaches it
     // shows under mutation (see the README).
+}
+
+/// A key whose hash ignores its value: every `Colliding` key has the same fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Colliding(u64);
+
+impl std::hash::Hash for Colliding {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(7);
+    }
+}
+
+/// Burst 2, interval `T`, exact keys that all collide.
+fn colliding(clock: &ManualClock) -> KeyedLimiter<Colliding, ManualClock> {
+    KeyedLimiter::<Colliding>::gcra(Quota::new(2, Duration::from_nanos(2 * T)).with_burst(2))
+        .clock(clock.clone())
+        .exact_keys()
+        .build()
+        .expect("valid quota")
+}
+
+/// A check of held key A races the insert of key B, which has A's fingerprint: B's insert
+/// finds the two-slot array full and grows it, copying A's state and key. Every interleaving
+/// must keep A's admission (on the old array before the freeze, or on the new one) and give B
+/// a slot and a budget of its own, never A's.
+#[test]
+fn colliding_insert_races_a_check_and_grows() {
+    deterministic_hashing();
+    model(
+        "exact_map::colliding_insert_races_a_check_and_grows",
+        || {
+            let clock = ManualClock::new();
+            clock.set_ns(NOW);
+            let lim = loom::sync::Arc::new(colliding(&clock));
+            assert!(lim.check(&Colliding(1)).is_allowed());
+            let other = {
+                let lim = loom::sync::Arc::clone(&lim);
+                loom::thread::spawn(move || lim.check(&Colliding(1)))
+            };
+            let b = lim.check(&Colliding(2));
+            let a = other.join().unwrap();
+            assert!(
+                a.is_allowed() && a.remaining() == 0,
+                "A's second unit: {a:?}"
+            );
+            assert!(
+                b.is_allowed() && b.remaining() == 1,
+                "B's first unit: {b:?}"
+            );
+            assert_eq!(lim.len(), 2);
+            assert_eq!(lim.peek(&Colliding(1)).remaining(), 0, "A's admission lost");
+            assert_eq!(
+                lim.peek(&Colliding(2)).remaining(),
+                1,
+                "B shares A's budget"
+            );
+        },
+    );
+}
+
+/// A check of live key A races a sweep that drops idle key B, which has A's fingerprint (and
+/// sits before or after A in the probe run): the rebuild must carry A's key and state, drop
+/// only B, and A's admission must land exactly once.
+#[test]
+fn colliding_sweep_races_a_check() {
+    deterministic_hashing();
+    model("exact_map::colliding_sweep_races_a_check", || {
+        let clock = ManualClock::new();
+        clock.set_ns(NOW);
+        let lim = loom::sync::Arc::new(colliding(&clock));
+        // B first (the home slot), then A twice: A spent, B one unit spent.
+        assert!(lim.check(&Colliding(2)).is_allowed());
+        assert!(lim.check(&Colliding(1)).is_allowed());
+        assert!(lim.check(&Colliding(1)).is_allowed());
+        // One interval on: B is idle, A has one unit back.
+        clock.set_ns(NOW + T);
+        let other = {
+            let lim = loom::sync::Arc::clone(&lim);
+            loom::thread::spawn(move || lim.check(&Colliding(1)))
+        };
+        let evicted = lim.evict_idle();
+        let a = other.join().unwrap();
+        assert_eq!(evicted, 1, "B, and only B");
+        assert!(a.is_allowed() && a.remaining() == 0, "A's unit: {a:?}");
+        assert_eq!(lim.len(), 1);
+        assert_eq!(lim.peek(&Colliding(1)).remaining(), 0, "A's admission lost");
+        assert_eq!(lim.peek(&Colliding(2)).remaining(), 2);
+    });
 }

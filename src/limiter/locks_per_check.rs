@@ -29,8 +29,9 @@ fn refreshes() -> u64 {
 /// Keys per keyed limiter.
 const KEYS: u64 = 300;
 
-/// The limiters one thread uses in turn: `limiters` keyed ones of every kind on the default
-/// store, and with 3 or more, a direct limiter and a striped stock besides.
+/// The limiters one thread uses in turn: `limiters` keyed ones of every kind, on the default
+/// store and (every second one) on the exact store (`exact_keys()`: the growing table with the
+/// keys beside the slots), and with 3 or more, a direct limiter and a striped stock besides.
 struct Set {
     keyed: Vec<KeyedLimiter<u64, ManualClock>>,
     direct: Option<Limiter<ManualClock>>,
@@ -47,7 +48,14 @@ fn set(limiters: usize, clock: &ManualClock) -> Set {
                 2 => KeyedLimiter::<u64>::sliding_window(4, Duration::from_secs(1)),
                 _ => KeyedLimiter::<u64>::stock(4),
             };
-            builder.clock(clock.clone()).build().expect("valid")
+            let builder = builder.clock(clock.clone());
+            if i % 2 == 1 {
+                builder.exact_keys()
+            } else {
+                builder
+            }
+            .build()
+            .expect("valid")
         })
         .collect();
     Set {

@@ -1,6 +1,6 @@
-//! The exact store: keys compared with `Eq`, in a sharded map, with the count of keys held that
-//! a cap reads. The keyed limiter's `exact_keys()` store (a [`Cell`](crate::sync::cell::Cell) per
-//! key) and the sliding log (a locked log per key) both keep their keys here.
+//! The sliding log's store: keys compared with `Eq`, in a sharded map (a locked log per key),
+//! with the count of keys held that a cap reads. (The keyed limiter's `exact_keys()` store is
+//! the growing table with its keys beside the slots: [`super::grow_table`].)
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -23,14 +23,6 @@ impl<K: Hash + Eq, V> ExactMap<K, V> {
     pub(crate) fn new() -> Self {
         Self {
             map: DashMap::with_hasher(Hasher::new()),
-            held: Counter::new(0),
-        }
-    }
-
-    /// An empty map with `shards` shards (a power of two).
-    pub(crate) fn with_shards(shards: usize) -> Self {
-        Self {
-            map: DashMap::with_hasher_and_shard_amount(Hasher::new(), shards),
             held: Counter::new(0),
         }
     }
@@ -134,7 +126,7 @@ mod tests {
 
     #[test]
     fn retain_removes_and_counts() {
-        let map = ExactMap::<u32, u32>::with_shards(4);
+        let map = ExactMap::<u32, u32>::new();
         for k in 0..10 {
             map.insert(&k, k, usize::MAX, || true, |_| (), ());
         }

@@ -70,7 +70,10 @@
 use crossbeam_utils::CachePadded;
 
 use crate::store::table::fingerprint;
-use crate::sync::grow::{Array, Published, Shared};
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+
+use crate::sync::grow::{Array, NewColumn, Published, Shared};
 use crate::sync::{Counter, Lock};
 
 const EMPTY: u64 = 0;
@@ -161,6 +164,88 @@ pub(crate) trait GrowPolicy {
     fn dropped_live(&self, n: usize);
 }
 
+/// How a probe tells its key from another key with the same fingerprint, and how an insert
+/// records it: not at all in a table of fingerprints ([`ByFingerprint`]), by comparing the keys
+/// kept beside the slots in the exact store ([`Exact`]).
+pub(crate) trait SlotKey {
+    /// Whether slot `i` of `array`, whose fingerprint is the key's, holds the key.
+    fn is_in(&self, array: &Array, i: usize) -> bool;
+    /// Records the key in EMPTY slot `i` of `array`, under the shard's lock, before the slot's
+    /// fingerprint is published.
+    fn put(&self, array: &Array, i: usize);
+}
+
+/// A key is its fingerprint (the default store: see [`crate::store::table`] for the collision
+/// argument).
+pub(crate) struct ByFingerprint;
+
+impl SlotKey for ByFingerprint {
+    #[inline(always)]
+    fn is_in(&self, _: &Array, _: usize) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn put(&self, _: &Array, _: usize) {}
+}
+
+/// A key compared with `Eq` against the key kept in the slot (the exact store, `exact_keys()`):
+/// two keys with the same fingerprint take two slots of one probe run.
+pub(crate) struct Exact<'q, K, Q: ?Sized> {
+    key: &'q Q,
+    /// Makes the owned key an insert keeps; `None` for a key that is only looked up.
+    owned: Option<fn(&Q) -> K>,
+    _key: PhantomData<fn() -> K>,
+}
+
+impl<'q, K, Q: ToOwned<Owned = K> + ?Sized> Exact<'q, K, Q> {
+    /// `key`, looked up or inserted in a table of `K` keys.
+    #[inline(always)]
+    pub(crate) fn new(key: &'q Q) -> Self {
+        Self {
+            key,
+            owned: Some(<Q as ToOwned>::to_owned),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<'q, K, Q: ?Sized> Exact<'q, K, Q> {
+    /// `key`, only looked up (a read, an update of a held key): never passed to an insert.
+    #[inline(always)]
+    pub(crate) fn lookup(key: &'q Q) -> Self {
+        Self {
+            key,
+            owned: None,
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K, Q> SlotKey for Exact<'_, K, Q>
+where
+    K: Borrow<Q> + 'static,
+    Q: Eq + ?Sized,
+{
+    #[inline(always)]
+    fn is_in(&self, array: &Array, i: usize) -> bool {
+        // A slot whose fingerprint a reader saw has its key set (see `Keys`); `None` (never)
+        // would only send the probe on past the slot.
+        array
+            .keys::<K>()
+            .and_then(|keys| keys.get(i))
+            .is_some_and(|k| k.borrow() == self.key)
+    }
+
+    fn put(&self, array: &Array, i: usize) {
+        // Inserts are given keys made with `new`: the key is always owned and kept.
+        debug_assert!(self.owned.is_some(), "an insert of a looked-up key");
+        if let (Some(keys), Some(owned)) = (array.keys::<K>(), self.owned) {
+            keys.set(i, owned(self.key));
+        }
+    }
+}
+
 /// What a lock-free probe of the growing table found (see [`GrowTable::try_update`]).
 #[derive(Debug)]
 pub(crate) enum Probe<R> {
@@ -218,8 +303,9 @@ impl std::fmt::Debug for GrowTable {
 
 impl GrowTable {
     /// An empty table; `ceiling` (the most keys it will be asked to hold, if bounded) only
-    /// sizes the number of shards.
-    pub(crate) fn new(ceiling: Option<usize>) -> Self {
+    /// sizes the number of shards. `column`: keep the keys themselves beside the slots (the
+    /// exact store), its probes then taking an [`Exact`] key; `None`, a [`ByFingerprint`] one.
+    pub(crate) fn new(ceiling: Option<usize>, column: Option<NewColumn>) -> Self {
         let shards = match ceiling {
             Some(n) => (n / KEYS_PER_SHARD)
                 .max(1)
@@ -228,7 +314,7 @@ impl GrowTable {
             None => DEFAULT_SHARDS,
         };
         let arrays: Vec<_> = (0..shards)
-            .map(|_| Shared::new(Array::empty(MIN_SLOTS)))
+            .map(|_| Shared::new(Array::empty(MIN_SLOTS, column)))
             .collect();
         let shards_vec: Vec<_> = arrays
             .iter()
@@ -283,17 +369,17 @@ impl GrowTable {
         crate::store::home_of(len, h)
     }
 
-    /// Where the key with fingerprint `fp` is in `array`, or (`Err`) the EMPTY slot that ends
+    /// Where `key`, with fingerprint `fp`, is in `array`, or (`Err`) the EMPTY slot that ends
     /// its probe run; `Err(None)` if the array has no EMPTY slot on the way (never: at least
     /// one slot is EMPTY).
     #[inline(always)]
-    fn probe(array: &Array, fp: u64) -> Result<usize, Option<usize>> {
+    fn probe(array: &Array, fp: u64, key: &impl SlotKey) -> Result<usize, Option<usize>> {
         let slots = array.slots();
         let n = slots.len();
         let mut i = Self::home(n, fp);
         for _ in 0..n {
             match slots[i].fingerprint() {
-                f if f == fp => return Ok(i),
+                f if f == fp && key.is_in(array, i) => return Ok(i),
                 EMPTY => return Err(Some(i)),
                 _ => {}
             }
@@ -314,22 +400,28 @@ impl GrowTable {
     pub(crate) fn try_update<R>(
         &self,
         h: u64,
+        key: &impl SlotKey,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Probe<R> {
-        self.probe_view(h, |array, i| array.update(i, step))
+        self.probe_view(h, key, |array, i| array.update(i, step))
     }
 
     /// Probes this thread's view of the shard of the key with hash `h`; `on_hit` acts on the
     /// slot found (`None`: the array is frozen).
     #[inline(always)]
-    fn probe_view<R>(&self, h: u64, on_hit: impl FnOnce(&Array, usize) -> Option<R>) -> Probe<R> {
+    fn probe_view<R>(
+        &self,
+        h: u64,
+        key: &impl SlotKey,
+        on_hit: impl FnOnce(&Array, usize) -> Option<R>,
+    ) -> Probe<R> {
         let shard = self.shard_index(h);
         self.published
             .with(
                 #[inline(always)]
                 |arrays| {
                     let array = &arrays[shard];
-                    Some(match Self::probe(array, fingerprint(h)) {
+                    Some(match Self::probe(array, fingerprint(h), key) {
                         Ok(i) => on_hit(array, i).map_or(Probe::Unsure, Probe::Hit),
                         // Fingerprints leave an array only with the whole array, after its freeze:
                         // a key absent from an array that is not frozen is absent from the table
@@ -357,19 +449,19 @@ impl GrowTable {
     /// The state of the key with hash `h`, `None` if it is not held. Lock-free unless this
     /// thread's view of the shard is out of date (a rebuild is under way or just happened).
     #[inline]
-    pub(crate) fn get(&self, h: u64) -> Option<u64> {
-        match self.probe_view(h, |array, i| array.state(i)) {
+    pub(crate) fn get(&self, h: u64, key: &impl SlotKey) -> Option<u64> {
+        match self.probe_view(h, key, |array, i| array.state(i)) {
             Probe::Hit(word) => Some(word),
             Probe::Absent => None,
-            Probe::Unsure => self.get_locked(h),
+            Probe::Unsure => self.get_locked(h, key),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn get_locked(&self, h: u64) -> Option<u64> {
+    fn get_locked(&self, h: u64, key: &impl SlotKey) -> Option<u64> {
         let state = self.shards[self.shard_index(h)].state.lock();
-        let i = Self::probe(&state.array, fingerprint(h)).ok()?;
+        let i = Self::probe(&state.array, fingerprint(h), key).ok()?;
         Some(state.array.state_locked(i))
     }
 
@@ -378,12 +470,13 @@ impl GrowTable {
     pub(crate) fn update_existing<R>(
         &self,
         h: u64,
+        key: &impl SlotKey,
         mut step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
-        match self.try_update(h, &mut step) {
+        match self.try_update(h, key, &mut step) {
             Probe::Hit(r) => Some(r),
             Probe::Absent => None,
-            Probe::Unsure => self.update_existing_locked(h, step),
+            Probe::Unsure => self.update_existing_locked(h, key, step),
         }
     }
 
@@ -392,10 +485,11 @@ impl GrowTable {
     fn update_existing_locked<R>(
         &self,
         h: u64,
+        key: &impl SlotKey,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Option<R> {
         let state = self.shards[self.shard_index(h)].state.lock();
-        let i = Self::probe(&state.array, fingerprint(h)).ok()?;
+        let i = Self::probe(&state.array, fingerprint(h), key).ok()?;
         // Under the lock the current array is not frozen: `update` gives `Some`.
         state.array.update(i, step)
     }
@@ -408,6 +502,7 @@ impl GrowTable {
     pub(crate) fn insert<R>(
         &self,
         h: u64,
+        key: &impl SlotKey,
         step: impl Fn(u64) -> (R, Option<u64>),
         policy: &impl GrowPolicy,
         mut decided: Option<Decided<R>>,
@@ -416,7 +511,7 @@ impl GrowTable {
         let index = self.shard_index(h);
         loop {
             let mut state = self.shards[index].state.lock();
-            let free = match Self::probe(&state.array, fp) {
+            let free = match Self::probe(&state.array, fp, key) {
                 Ok(i) => match state.array.update(i, &step) {
                     Some(r) => return Some(r),
                     // Unreachable: the current array is never frozen under the lock.
@@ -469,6 +564,7 @@ impl GrowTable {
                 }
                 continue;
             };
+            key.put(&state.array, free);
             state.array.slots()[free].publish(fp, word);
             let live = state.live + 1;
             self.count(index, &mut state, live);
@@ -565,7 +661,7 @@ impl GrowTable {
         let mut keys = state.array.freeze(state.live);
         // Step 2: judge each key once on its final state.
         let mut dropping = false;
-        keys.retain(|&(_, word)| {
+        keys.retain(|&(_, word, _)| {
             let idle = is_idle(word);
             if idle && !dropping {
                 dropping = true;
@@ -575,7 +671,7 @@ impl GrowTable {
         });
         let kept = keys.len();
         let cap = capacity_for((kept + extra).max(floor));
-        let array = Shared::new(Array::with_keys(cap, keys, Self::home));
+        let array = Shared::new(Array::with_keys(cap, &keys, &state.array, Self::home));
         // Step 3: install and publish. The old array is freed when the last thread's cache
         // lets it go.
         self.published.replace(index, Shared::clone(&array));
@@ -650,12 +746,18 @@ mod tests {
     }
 
     fn set(t: &GrowTable, k: u64, v: u64) -> Option<u64> {
-        t.insert(h(k), |_| (v, Some(v)), &Policy::new(usize::MAX), None)
+        t.insert(
+            h(k),
+            &ByFingerprint,
+            |_| (v, Some(v)),
+            &Policy::new(usize::MAX),
+            None,
+        )
     }
 
     #[test]
     fn grows_finds_and_shrinks() {
-        let t = GrowTable::new(None);
+        let t = GrowTable::new(None, None);
         let start = t.slots();
         const N: u64 = 20_000;
         for k in 0..N {
@@ -663,9 +765,9 @@ mod tests {
         }
         assert_eq!(t.len(), N as usize);
         for k in 0..N {
-            assert_eq!(t.get(h(k)), Some(k + 1), "key {k}");
+            assert_eq!(t.get(h(k), &ByFingerprint), Some(k + 1), "key {k}");
         }
-        assert_eq!(t.get(h(N * 2)), None);
+        assert_eq!(t.get(h(N * 2), &ByFingerprint), None);
         let grown = t.slots();
         assert!(grown >= N as usize * 4 / 3, "{grown} slots for {N} keys");
         // Load 0.5 at least, right after a rebuild.
@@ -675,7 +777,10 @@ mod tests {
         );
         // Make all but 100 idle, then sweep: the arrays shrink to the live keys.
         for k in 100..N {
-            assert_eq!(t.update_existing(h(k), |w| (w, Some(0))), Some(k + 1));
+            assert_eq!(
+                t.update_existing(h(k), &ByFingerprint, |w| (w, Some(0))),
+                Some(k + 1)
+            );
         }
         assert_eq!(t.sweep(&|w| w == 0), N as usize - 100);
         assert_eq!(t.len(), 100);
@@ -686,7 +791,7 @@ mod tests {
         );
         for k in 0..N {
             let want = (k < 100).then_some(k + 1);
-            assert_eq!(t.get(h(k)), want, "key {k}");
+            assert_eq!(t.get(h(k), &ByFingerprint), want, "key {k}");
         }
     }
 
@@ -694,14 +799,14 @@ mod tests {
     fn inserts_reclaim_idle_keys_and_memory_follows_live_keys() {
         // A million distinct keys, each idle right after its insert except every 100th: the
         // arrays must stay sized for the live ones, with no sweep called.
-        let t = GrowTable::new(None);
+        let t = GrowTable::new(None, None);
         let p = Policy::new(usize::MAX);
         for k in 0..1_000_000u64 {
             let v = u64::from(k % 100 == 0);
             // A step that writes 2 then (via update) the final value: inserts need a write that
             // differs from fresh.
-            t.insert(h(k), |_| ((), Some(2)), &p, None);
-            t.update_existing(h(k), |_| ((), Some(v)));
+            t.insert(h(k), &ByFingerprint, |_| ((), Some(2)), &p, None);
+            t.update_existing(h(k), &ByFingerprint, |_| ((), Some(v)));
         }
         // A shard rebuilt for its live keys (load 0.5) takes idle ones again until its load
         // reaches 0.75: at most 0.75 / 0.5 of the live keys are held, plus each shard's least
@@ -713,21 +818,31 @@ mod tests {
         );
         assert!(t.slots() < 40_000, "{} slots", t.slots());
         for k in (0..1_000_000u64).step_by(100) {
-            assert_eq!(t.get(h(k)), Some(1), "live key {k} kept");
+            assert_eq!(t.get(h(k), &ByFingerprint), Some(1), "live key {k} kept");
         }
     }
 
     #[test]
     fn ceiling_refuses_new_keys_but_not_old_ones() {
-        let t = GrowTable::new(Some(10));
+        let t = GrowTable::new(Some(10), None);
         let p = Policy::new(10);
         for k in 0..10 {
-            assert!(t.insert(h(k), |_| ((), Some(1)), &p, None).is_some());
+            assert!(t
+                .insert(h(k), &ByFingerprint, |_| ((), Some(1)), &p, None)
+                .is_some());
         }
-        assert!(t.insert(h(99), |_| ((), Some(1)), &p, None).is_none());
-        assert_eq!(t.insert(h(5), |w| (w, Some(w + 1)), &p, None), Some(1));
+        assert!(t
+            .insert(h(99), &ByFingerprint, |_| ((), Some(1)), &p, None)
+            .is_none());
+        assert_eq!(
+            t.insert(h(5), &ByFingerprint, |w| (w, Some(w + 1)), &p, None),
+            Some(1)
+        );
         // A step that writes nothing never inserts.
-        assert_eq!(t.insert(h(98), |_| (7, None), &p, None), Some(7));
+        assert_eq!(
+            t.insert(h(98), &ByFingerprint, |_| (7, None), &p, None),
+            Some(7)
+        );
         assert_eq!(t.len(), 10);
     }
 
@@ -735,10 +850,10 @@ mod tests {
     fn concurrent_checks_and_rebuilds_lose_nothing() {
         // Threads add to their own counters while another thread's inserts grow the table and
         // sweeps rebuild it: every increment must be there at the end.
-        let t = GrowTable::new(Some(64));
+        let t = GrowTable::new(Some(64), None);
         let p = Policy::new(usize::MAX);
         for k in 0..4 {
-            t.insert(h(k), |_| ((), Some(1)), &p, None);
+            t.insert(h(k), &ByFingerprint, |_| ((), Some(1)), &p, None);
         }
         std::thread::scope(|s| {
             for k in 0..4u64 {
@@ -746,7 +861,7 @@ mod tests {
                 s.spawn(move || {
                     for _ in 0..20_000 {
                         let step = |w: u64| ((), Some(w + 1));
-                        if t.update_existing(h(k), step).is_none() {
+                        if t.update_existing(h(k), &ByFingerprint, step).is_none() {
                             panic!("key {k} lost");
                         }
                     }
@@ -757,39 +872,94 @@ mod tests {
                 let p = Policy::new(usize::MAX);
                 for round in 0..20u64 {
                     for k in 0..500 {
-                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(0)), &p, None);
-                        t.insert(h(1000 + round * 1000 + k), |_| ((), Some(7)), &p, None);
+                        t.insert(
+                            h(1000 + round * 1000 + k),
+                            &ByFingerprint,
+                            |_| ((), Some(0)),
+                            &p,
+                            None,
+                        );
+                        t.insert(
+                            h(1000 + round * 1000 + k),
+                            &ByFingerprint,
+                            |_| ((), Some(7)),
+                            &p,
+                            None,
+                        );
                     }
                     for k in 0..500 {
-                        t.update_existing(h(1000 + round * 1000 + k), |_| ((), Some(0)));
+                        t.update_existing(h(1000 + round * 1000 + k), &ByFingerprint, |_| {
+                            ((), Some(0))
+                        });
                     }
                     t.sweep(&|w| w == 0);
                 }
             });
         });
         for k in 0..4 {
-            assert_eq!(t.get(h(k)), Some(20_001), "key {k}");
+            assert_eq!(t.get(h(k), &ByFingerprint), Some(20_001), "key {k}");
+        }
+    }
+
+    /// A test's key: by fingerprint, or exact (compared with the key kept in the slot).
+    enum TestKey<'q> {
+        Fp,
+        Exact(Exact<'q, u64, u64>),
+    }
+
+    impl<'q> TestKey<'q> {
+        fn of(exact: bool, k: &'q u64) -> Self {
+            if exact {
+                TestKey::Exact(Exact::new(k))
+            } else {
+                TestKey::Fp
+            }
+        }
+    }
+
+    impl SlotKey for TestKey<'_> {
+        fn is_in(&self, array: &Array, i: usize) -> bool {
+            match self {
+                TestKey::Fp => ByFingerprint.is_in(array, i),
+                TestKey::Exact(e) => e.is_in(array, i),
+            }
+        }
+        fn put(&self, array: &Array, i: usize) {
+            match self {
+                TestKey::Fp => ByFingerprint.put(array, i),
+                TestKey::Exact(e) => e.put(array, i),
+            }
         }
     }
 
     proptest::proptest! {
         /// Random inserts, updates, idles and sweeps against a `HashMap`, with hashes clustered
         /// onto eight home slots (long probe runs that wrap around): every key the model holds
-        /// is found with its state, no other key is found.
+        /// is found with its state, no other key is found. `exact`: the exact store (keys kept
+        /// beside the slots), with every key's hash one of three, so that forty keys share each
+        /// full 64-bit fingerprint and only the keys tell them apart, through inserts, probes
+        /// and the rebuilds that copy them.
         #[test]
         fn every_key_stays_findable(
             ops in proptest::collection::vec((0..3u8, 0..120u64, 1..50u64), 1..600),
             clustered in proptest::bool::ANY,
+            exact in proptest::bool::ANY,
             ceiling in 8..200usize,
         ) {
-            let hash = |k: u64| if clustered { (k + 2) << 32 | ((k % 8) << 29 | 0x0F00) } else { h(k) };
-            let t = GrowTable::new(Some(ceiling));
+            let hash = |k: u64| match (exact, clustered) {
+                (true, _) => (k % 3 + 2) << 40 | 0x0F00,
+                (false, true) => (k + 2) << 32 | ((k % 8) << 29 | 0x0F00),
+                (false, false) => h(k),
+            };
+            let column = exact.then_some(crate::sync::grow::Keys::<u64>::column as NewColumn);
+            let t = GrowTable::new(Some(ceiling), column);
             let p = Policy::new(ceiling);
             let mut model = std::collections::HashMap::new();
             for (op, k, v) in ops {
+                let key = TestKey::of(exact, &k);
                 match op {
                     0 => {
-                        let done = t.insert(hash(k), |_| ((), Some(v)), &p, None);
+                        let done = t.insert(hash(k), &key, |_| ((), Some(v)), &p, None);
                         if done.is_none() {
                             proptest::prop_assert!(!model.contains_key(&k) && model.len() >= ceiling);
                         } else {
@@ -797,7 +967,7 @@ mod tests {
                         }
                     }
                     1 => {
-                        let got = t.update_existing(hash(k), |w| (w, Some(0)));
+                        let got = t.update_existing(hash(k), &key, |w| (w, Some(0)));
                         proptest::prop_assert_eq!(got, model.get(&k).copied());
                         if let Some(w) = model.get_mut(&k) {
                             *w = 0;
@@ -816,7 +986,8 @@ mod tests {
                 proptest::prop_assert_eq!(t.len(), model.len());
             }
             for k in 0..120u64 {
-                proptest::prop_assert_eq!(t.get(hash(k)), model.get(&k).copied(), "key {}", k);
+                let got = t.get(hash(k), &TestKey::of(exact, &k));
+                proptest::prop_assert_eq!(got, model.get(&k).copied(), "key {}", k);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The keyed limiter's store: one of the two fingerprint tables or the exact map, and the
+//! The keyed limiter's store: one of the two fingerprint tables or the exact table, and the
 //! operations that are the same whatever the algorithm (count, read, update a held key,
 //! sweep). Inserting a new key involves the limiter's policy (the fresh word, the cap, what to
 //! do when full) and stays with the limiter (`limiter/keyed/lifecycle.rs`).
@@ -6,17 +6,17 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use crate::sync::cell::Cell;
+use crate::sync::grow::NewColumn;
 
-use super::exact::ExactMap;
-use super::grow_table::GrowTable;
+use super::grow_table::{ByFingerprint, Exact, GrowTable};
 use super::table::Table;
 use super::Hasher;
 
 /// Where a keyed limiter keeps its cells.
 pub(crate) enum Store<K> {
-    /// Exact keys in a sharded map: unbounded unless `max_keys` is set.
-    Map(ExactMap<K, Cell>),
+    /// Keys compared with `Eq` (`exact_keys()`): the growing table with each key kept beside
+    /// its slot (see [`super::grow_table`]'s [`Exact`]), as lock-free on a hit as the default.
+    Exact(GrowTable, Hasher, std::marker::PhantomData<fn() -> K>),
     /// Keys by fingerprint in a fixed-capacity lock-free table (see [`super::table`]): kept for
     /// `max_keys` with `fixed_capacity()` or `WhenFull::EvictNearestFresh`, whose one-key
     /// evictions need in-place removal.
@@ -26,17 +26,14 @@ pub(crate) enum Store<K> {
     Grow(GrowTable, Hasher),
 }
 
-/// Shards of the exact map. A sweep write-locks one shard at a time, so more shards mean shorter
-/// pauses for the checks that land on the shard being swept: at a million keys, 256 shards hold
-/// about 4 000 keys each (dashmap's default, four per core, would hold 125 000 each on two
-/// cores; pause lengths in BENCHMARKS.md, "Figures moved out of the code"). Costs a few tens of
-/// KiB.
-const MAP_SHARDS: usize = 256;
-
-impl<K: Hash + Eq> Store<K> {
-    /// The exact map.
-    pub(crate) fn map() -> Self {
-        Store::Map(ExactMap::with_shards(MAP_SHARDS))
+impl<K: Hash + Eq + 'static> Store<K> {
+    /// The exact table, with an optional ceiling; `column` makes its arrays' key columns.
+    pub(crate) fn exact(max_keys: Option<usize>, column: NewColumn) -> Self {
+        Store::Exact(
+            GrowTable::new(max_keys, Some(column)),
+            Hasher::new(),
+            std::marker::PhantomData,
+        )
     }
 
     /// The fixed table, for `max_keys` keys.
@@ -46,15 +43,14 @@ impl<K: Hash + Eq> Store<K> {
 
     /// The growing table, with an optional ceiling.
     pub(crate) fn grow(max_keys: Option<usize>) -> Self {
-        Store::Grow(GrowTable::new(max_keys), Hasher::new())
+        Store::Grow(GrowTable::new(max_keys, None), Hasher::new())
     }
 
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
         match self {
             Store::Table(table, _) => table.len(),
-            Store::Grow(table, _) => table.len(),
-            Store::Map(map) => map.len(),
+            Store::Grow(table, _) | Store::Exact(table, _, _) => table.len(),
         }
     }
 
@@ -67,8 +63,12 @@ impl<K: Hash + Eq> Store<K> {
         match self {
             // A miss is confirmed under the shard's lock: see `Table::get`.
             Store::Table(table, hasher) => table.get(crate::store::hash(hasher, key)),
-            Store::Grow(table, hasher) => table.get(crate::store::hash(hasher, key)),
-            Store::Map(map) => map.with(key, Cell::load),
+            Store::Grow(table, hasher) => {
+                table.get(crate::store::hash(hasher, key), &ByFingerprint)
+            }
+            Store::Exact(table, hasher, _) => {
+                table.get(crate::store::hash(hasher, key), &Exact::<K, Q>::lookup(key))
+            }
         }
     }
 
@@ -88,9 +88,13 @@ impl<K: Hash + Eq> Store<K> {
                 table.update_existing(crate::store::hash(hasher, key), step)
             }
             Store::Grow(table, hasher) => {
-                table.update_existing(crate::store::hash(hasher, key), step)
+                table.update_existing(crate::store::hash(hasher, key), &ByFingerprint, step)
             }
-            Store::Map(map) => map.with(key, |cell| cell.update(step)),
+            Store::Exact(table, hasher, _) => table.update_existing(
+                crate::store::hash(hasher, key),
+                &Exact::<K, Q>::lookup(key),
+                step,
+            ),
         }
     }
 
@@ -98,10 +102,7 @@ impl<K: Hash + Eq> Store<K> {
     pub(crate) fn sweep(&self, is_idle: &impl Fn(u64) -> bool) -> usize {
         match self {
             Store::Table(table, _) => table.sweep(is_idle),
-            Store::Grow(table, _) => table.sweep(is_idle),
-            // The shard's write lock excludes every check on that shard, so no admission can
-            // be in flight on a cell while it is judged idle and removed.
-            Store::Map(map) => map.retain(|cell| !is_idle(cell.load())),
+            Store::Grow(table, _) | Store::Exact(table, _, _) => table.sweep(is_idle),
         }
     }
 }

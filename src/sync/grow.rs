@@ -6,7 +6,9 @@
 //! The protocol these primitives serve is written down in [`crate::store::grow_table`]'s module
 //! docs; each ordering below says why it suffices for its part of it.
 
+use std::any::Any;
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use super::cell::{drive, Swap};
 use super::{AtomicBool, AtomicU64, Lock, Ordering};
@@ -78,37 +80,66 @@ impl Slot {
 /// A shard's slot array. Shared by the shard (its current array), the table's published
 /// snapshot and the per-thread views of it; replaced whole by a rebuild, which first
 /// [`freeze`](Self::freeze)s it.
-#[derive(Debug)]
 pub(crate) struct Array {
     frozen: AtomicBool,
     slots: Box<[Slot]>,
+    /// The keys themselves, slot by slot, in a table that compares keys (the exact store);
+    /// `None` in a table of fingerprints alone.
+    keys: Option<Box<dyn KeyColumn>>,
 }
 
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("slots", &self.slots.len())
+            .field("keys", &self.keys.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A key as it left a frozen array: its fingerprint, its final state word and its slot there.
+pub(crate) type Frozen = (u64, u64, usize);
+
 impl Array {
-    /// An array of `len` EMPTY slots.
-    pub(crate) fn empty(len: usize) -> Self {
+    /// An array of `len` EMPTY slots; `column` makes its key column (exact store).
+    pub(crate) fn empty(len: usize, column: Option<NewColumn>) -> Self {
         Self {
             frozen: AtomicBool::new(false),
             slots: (0..len).map(|_| Slot::new(0, 0)).collect(),
+            keys: column.map(|new| new(len)),
         }
     }
 
-    /// An array of `len` slots holding `keys` (`(fingerprint, state)`, distinct nonzero
-    /// fingerprints, fewer than `len`), each placed by `home` and linear probing.
+    /// An array of `len` slots holding `keys` (as [`freeze`](Self::freeze) returned them from
+    /// `old`: distinct nonzero fingerprints, or equal ones only with a key column; fewer than
+    /// `len`), each placed by `home` and linear probing, with their keys copied from `old`'s
+    /// column if it has one.
     pub(crate) fn with_keys(
         len: usize,
-        keys: impl IntoIterator<Item = (u64, u64)>,
+        keys: &[Frozen],
+        old: &Array,
         home: impl Fn(usize, u64) -> usize,
     ) -> Self {
-        let array = Self::empty(len);
-        for (fp, state) in keys {
+        let mut array = Self::empty(len, None);
+        let mut moves = Vec::with_capacity(if old.keys.is_some() { keys.len() } else { 0 });
+        for &(fp, state, from) in keys {
             let mut i = home(len, fp);
             while !array.slots[i].is_empty_unshared() {
                 i = if i + 1 == len { 0 } else { i + 1 };
             }
             array.slots[i].set_unshared(fp, state);
+            if old.keys.is_some() {
+                moves.push((from, i));
+            }
         }
+        array.keys = old.keys.as_ref().map(|column| column.moved(len, &moves));
         array
+    }
+
+    /// The key column of a table of `K` keys (`None` in a table of fingerprints alone).
+    #[inline(always)]
+    pub(crate) fn keys<K: 'static>(&self) -> Option<&Keys<K>> {
+        self.keys.as_deref()?.as_any().downcast_ref()
     }
 
     /// The slots.
@@ -189,19 +220,87 @@ impl Array {
     /// one after it fails (the word changed) and, having loaded the flipped word, sees the
     /// flag. So the returned states are final: no admission is lost, none lands later.
     /// `live`: the number of keys in the array (the result's length).
-    pub(crate) fn freeze(&self, live: usize) -> Vec<(u64, u64)> {
+    pub(crate) fn freeze(&self, live: usize) -> Vec<Frozen> {
         // Relaxed: published to checks by each flip's Release below.
         self.frozen.store(true, Ordering::Relaxed);
         let mut keys = Vec::with_capacity(live);
-        for slot in self.slots.iter() {
+        for (i, slot) in self.slots.iter().enumerate() {
             // Relaxed: fingerprints are written under the shard's lock, which we hold.
             let fp = slot.fp.load(Ordering::Relaxed);
             if fp != 0 {
                 // Release: a check that reads the flipped word (Acquire) sees the flag.
-                keys.push((fp, slot.state.fetch_xor(FLIP, Ordering::Release)));
+                keys.push((fp, slot.state.fetch_xor(FLIP, Ordering::Release), i));
             }
         }
         keys
+    }
+}
+
+/// Makes the key column of a new array of that many slots (see [`Keys::column`]).
+pub(crate) type NewColumn = fn(usize) -> Box<dyn KeyColumn>;
+
+/// An array's key column, its key type erased so that arrays of every key type share the
+/// per-thread caches below; a check recovers it with [`Array::keys`].
+pub(crate) trait KeyColumn: Send + Sync + 'static {
+    /// A column of `len` slots holding copies of this column's keys, each moved from slot
+    /// `from` to slot `to` (`moves`: `(from, to)` pairs), for a rebuild.
+    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn>;
+    /// The column as `Any`, for [`Array::keys`]'s downcast.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The keys of an array's slots, slot `i`'s key set once, by the insert that fills slot `i`,
+/// before it publishes the slot's fingerprint. So a reader that saw a key's fingerprint in a
+/// slot (an Acquire load paired with the publishing Release, see [`Slot::publish`]) finds the
+/// key set there (`OnceLock::get` reads it with Acquire of its own), and, like the slot's
+/// fingerprint, the key never changes within the array: comparing it with the checked key
+/// tells once and for all whether the slot is that key's.
+pub(crate) struct Keys<K> {
+    keys: Box<[OnceLock<K>]>,
+}
+
+impl<K: Clone + Send + Sync + 'static> Keys<K> {
+    /// A boxed column of `len` unset keys (a [`NewColumn`]).
+    pub(crate) fn column(len: usize) -> Box<dyn KeyColumn> {
+        Box::new(Self::unset(len))
+    }
+}
+
+impl<K> Keys<K> {
+    fn unset(len: usize) -> Self {
+        Self {
+            keys: (0..len).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The key of slot `i`; `None` if the slot holds no key yet.
+    #[inline(always)]
+    pub(crate) fn get(&self, i: usize) -> Option<&K> {
+        self.keys[i].get()
+    }
+
+    /// Sets the key of EMPTY slot `i`, under the shard's lock and before the slot's
+    /// fingerprint is published.
+    pub(crate) fn set(&self, i: usize, key: K) {
+        // An EMPTY slot's key is unset: only the insert that fills the slot sets it.
+        let set = self.keys[i].set(key);
+        debug_assert!(set.is_ok(), "slot {i}'s key was set twice");
+    }
+}
+
+impl<K: Clone + Send + Sync + 'static> KeyColumn for Keys<K> {
+    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn> {
+        let column = Self::unset(len);
+        for &(from, to) in moves {
+            if let Some(key) = self.get(from) {
+                column.set(to, key.clone());
+            }
+        }
+        Box::new(column)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -437,12 +536,12 @@ mod tests {
     /// was freed: it stays alive only if an exited thread's cache still holds it.
     fn freed_after_exit(body: impl FnOnce(&Arc<Published>) + Send + 'static) -> bool {
         let published = Arc::new(Published::new(
-            vec![Shared::new(Array::empty(8))].into_boxed_slice(),
+            vec![Shared::new(Array::empty(8, None))].into_boxed_slice(),
         ));
         let first = Shared::downgrade(&published.current.lock());
         let p = Arc::clone(&published);
         std::thread::spawn(move || body(&p)).join().unwrap();
-        published.replace(0, Shared::new(Array::empty(16)));
+        published.replace(0, Shared::new(Array::empty(16, None)));
         first.upgrade().is_none()
     }
 

@@ -1,5 +1,4 @@
-//! The map behind the exact keyed stores ([`KeyedLimiter`](crate::KeyedLimiter) without
-//! `max_keys` or with `exact_keys()`, and [`SlidingLog`](crate::SlidingLog)): dashmap, or under
+//! The map behind the sliding log's store ([`SlidingLog`](crate::SlidingLog)): dashmap, or under
 //! `cfg(loom)` a loom-visible stand-in with the part of dashmap's interface those stores call.
 //!
 //! The stores name the map `DashMap` and its entry `Entry` under both configurations, so the
@@ -68,11 +67,6 @@ mod model {
             Self {
                 shard: RwLock::new(HashMap::with_hasher(hasher)),
             }
-        }
-
-        /// As [`with_hasher`](Self::with_hasher): the stand-in has one shard whatever is asked.
-        pub(crate) fn with_hasher_and_shard_amount(hasher: S, _shards: usize) -> Self {
-            Self::with_hasher(hasher)
         }
 
         /// The value of `key` behind the shard's read lock, held until the guard is dropped.

@@ -17,7 +17,7 @@ use loom::sync::atomic::AtomicU64;
 /// `LOOM_MAX_PREEMPTIONS` means an exhaustive search), and reports how many interleavings it
 /// explored and how long that took.
 pub fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    let builder = loom::model::Builder::new();
+    let builder = builder();
     let bound = builder.preemption_bound;
     let iterations = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&iterations);
@@ -56,6 +56,18 @@ pub fn model_reaching<T>(
     );
 }
 
+/// A loom builder configured from the environment, with more branches per execution than
+/// loom's default (1,000, unless `LOOM_MAX_BRANCHES` says otherwise): a sweep that rebuilds
+/// the growing table, with a check and a moving clock beside it, takes more (the exact store's
+/// `evict_with_check_behind_the_sweep`). A model that spins forever still fails at the bound.
+fn builder() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
+        builder.max_branches = 20_000;
+    }
+    builder
+}
+
 /// Runs single-threaded `f` once inside a loom execution (the limiters' atomics and locks are
 /// loom objects under `cfg(loom)` and can only be created and used inside one) and returns what
 /// it computed. Used to tabulate serial outcomes before the concurrent model runs, so that each
@@ -63,7 +75,7 @@ pub fn model_reaching<T>(
 pub fn serially<R: Send + 'static>(f: impl Fn() -> R + Sync + Send + 'static) -> R {
     let slot = Arc::new(Mutex::new(None));
     let out = Arc::clone(&slot);
-    let mut builder = loom::model::Builder::new();
+    let mut builder = builder();
     // One thread: one execution; never resume from a checkpoint meant for a concurrent model.
     builder.checkpoint_file = None;
     builder.check(move || {

@@ -2,6 +2,7 @@
 //! when the store is full ([`WhenFull`]).
 
 use super::*;
+use crate::sync::grow::{Keys, NewColumn};
 
 /// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
 /// new key when the store is full of *live* keys (keys whose state still matters), after it
@@ -123,7 +124,8 @@ pub struct KeyedBuilder<K, C> {
     algorithm: Result<Algorithm, ConfigError>,
     clock: C,
     max_keys: Option<usize>,
-    exact_keys: bool,
+    /// Set by [`exact_keys`](Self::exact_keys): makes the exact table's key columns.
+    exact_keys: Option<NewColumn>,
     fixed_capacity: bool,
     when_full: WhenFull,
     _key: std::marker::PhantomData<fn(K)>,
@@ -135,14 +137,14 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
-            .field("exact_keys", &self.exact_keys)
+            .field("exact_keys", &self.exact_keys.is_some())
             .field("fixed_capacity", &self.fixed_capacity)
             .field("when_full", &self.when_full)
             .finish()
     }
 }
 
-impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// A GCRA limiter (token bucket / leaky bucket as a meter) applying `quota` to each key.
     ///
     /// ```
@@ -237,7 +239,7 @@ impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
     }
 }
 
-impl<K: Hash + Eq> KeyedLimiter<K, DefaultClock> {
+impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// A warm-up limiter per key (Guava's `SmoothWarmingUp`): each key starts cold, three
     /// times slower than `stable`, and ramps up to it over `warm_up` of continuous demand;
     /// after idling it cools down again. See [`Limiter::warm_up`](crate::Limiter::warm_up) for
@@ -286,7 +288,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
             algorithm,
             clock: DefaultClock::new(),
             max_keys: None,
-            exact_keys: false,
+            exact_keys: None,
             fixed_capacity: false,
             when_full: WhenFull::EvictLight,
             _key: std::marker::PhantomData,
@@ -294,7 +296,33 @@ impl<K> KeyedBuilder<K, DefaultClock> {
     }
 }
 
-impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
+impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedBuilder<K, C> {
+    /// Identifies keys exactly, compared with `Eq`, instead of by their 64-bit fingerprints
+    /// alone: use it when two keys must never share a budget, even with probability 2^-64.
+    ///
+    /// The store is the same lock-free growing table, with a copy of each key kept beside its
+    /// slot and compared on every hit (no lock, no shared write on a check of a held key, as
+    /// in the default store); two keys with the same fingerprint take two slots. It costs the
+    /// key's size plus 8 bytes per slot (a `u64` key: 16 bytes a slot more, about 43–64 bytes
+    /// per live key instead of 21–32), plus whatever the key owns on the heap (a `String`'s
+    /// bytes), and a rebuild clones the keys it keeps (hence `Clone`). Larger `max_keys` than
+    /// [`MAX_TABLE_KEYS`] are accepted.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<String>::gcra(Quota::per_second(1)).exact_keys().build()?;
+    /// assert!(l.check("alice").is_allowed());
+    /// assert!(!l.check("alice").is_allowed());
+    /// assert!(l.check("bob").is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn exact_keys(mut self) -> Self {
+        self.exact_keys = Some(Keys::<K>::column);
+        self
+    }
+}
+
+impl<K: Hash + Eq + 'static, C: Clock> KeyedBuilder<K, C> {
     /// Uses `clock` instead of the default clock.
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
         KeyedBuilder {
@@ -325,14 +353,6 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
     /// default [`WhenFull::DenyNew`]). Only matters with [`max_keys`](Self::max_keys).
     pub fn when_full(mut self, policy: WhenFull) -> Self {
         self.when_full = policy;
-        self
-    }
-
-    /// Identifies keys exactly (each key is stored in a dashmap, compared with `Eq`) instead of
-    /// by 64-bit fingerprint in the lock-free table. Use it when keys must never share a
-    /// budget, even with probability 2^-64.
-    pub fn exact_keys(mut self) -> Self {
-        self.exact_keys = true;
         self
     }
 
@@ -369,20 +389,20 @@ impl<K: Hash + Eq, C: Clock> KeyedBuilder<K, C> {
             Some(n) => n,
             None => usize::MAX,
         };
-        if self.fixed_capacity && (self.max_keys.is_none() || self.exact_keys) {
+        if self.fixed_capacity && (self.max_keys.is_none() || self.exact_keys.is_some()) {
             return Err(ConfigError::Unsupported {
                 operation: "fixed_capacity",
                 algorithm: "keyed limiter without max_keys or with exact_keys",
             });
         }
-        if self.exact_keys && self.when_full == WhenFull::EvictNearestFresh {
+        if self.exact_keys.is_some() && self.when_full == WhenFull::EvictNearestFresh {
             return Err(ConfigError::Unsupported {
                 operation: "when_full(EvictNearestFresh)",
                 algorithm: "exact_keys",
             });
         }
-        let store = if self.exact_keys {
-            Store::map()
+        let store = if let Some(column) = self.exact_keys {
+            Store::exact(self.max_keys, column)
         } else if max_keys > MAX_TABLE_KEYS && self.max_keys.is_some() {
             return Err(ConfigError::TooManyKeys {
                 max_keys,

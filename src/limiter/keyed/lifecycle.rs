@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::limiter::engine::{Engine, Held};
-use crate::store::exact::ExactMap;
 use crate::store::sweeper::Sweeper;
 use crate::store::Hasher;
 use std::sync::{Arc, Weak};
@@ -16,7 +15,7 @@ pub(super) struct At<'a, K, C, Q: ?Sized> {
     key: &'a Q,
 }
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// `key` of this limiter, for the operations of [`engine`](crate::limiter::engine).
     #[inline(always)]
     pub(super) fn at<'a, Q: ?Sized>(&'a self, key: &'a Q) -> At<'a, K, C, Q> {
@@ -26,7 +25,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
 impl<K, C, Q> Held for At<'_, K, C, Q>
 where
-    K: Hash + Eq + Borrow<Q>,
+    K: Hash + Eq + Borrow<Q> + 'static,
     C: Clock,
     Q: Hash + Eq + ?Sized,
 {
@@ -53,7 +52,7 @@ where
 
 impl<K, C, Q> Engine for At<'_, K, C, Q>
 where
-    K: Hash + Eq + Borrow<Q>,
+    K: Hash + Eq + Borrow<Q> + 'static,
     C: Clock,
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
 {
@@ -74,25 +73,15 @@ where
                         return Some(r);
                     }
                 }
-                limiter.insert_hashed(table, h, now, step, capped, None)
+                limiter.insert_hashed(table, h, &ByFingerprint, now, step, capped, None)
             }
             Store::Grow(table, hasher) => {
                 let h = crate::store::hash(hasher, key);
-                let decided = match table.try_update(h, &step) {
-                    Probe::Hit(r) => return Some(r),
-                    Probe::Absent => match limiter.decide_absent(&step) {
-                        Ok(r) => return Some(r),
-                        Err(decided) => Some(decided),
-                    },
-                    Probe::Unsure => None,
-                };
-                limiter.insert_hashed(table, h, now, step, capped, decided)
+                limiter.apply_grow(table, h, &ByFingerprint, now, step, capped)
             }
-            Store::Map(map) => {
-                if let Some(r) = map.with(key, |cell| cell.update(&step)) {
-                    return Some(r);
-                }
-                limiter.map_insert(map, key, step, now, capped)
+            Store::Exact(table, hasher, _) => {
+                let h = crate::store::hash(hasher, key);
+                limiter.apply_grow(table, h, &Exact::<K, Q>::new(key), now, step, capped)
             }
         }
     }
@@ -113,7 +102,7 @@ where
     }
 }
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// The decision for a new key that the full store cannot take.
     #[cold]
     pub(super) fn refuse(&self) -> Decision {
@@ -150,14 +139,39 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
+    /// [`Engine::apply`] on a growing table (fingerprints or exact keys): the lock-free probe,
+    /// then, on a miss that writes, the insert.
+    #[inline(always)]
+    fn apply_grow<R>(
+        &self,
+        table: &GrowTable,
+        h: u64,
+        key: &impl SlotKey,
+        now: u64,
+        step: impl Fn(u64) -> (R, Option<u64>),
+        capped: bool,
+    ) -> Option<R> {
+        let decided = match table.try_update(h, key, &step) {
+            Probe::Hit(r) => return Some(r),
+            Probe::Absent => match self.decide_absent(&step) {
+                Ok(r) => return Some(r),
+                Err(decided) => Some(decided),
+            },
+            Probe::Unsure => None,
+        };
+        self.insert_hashed(table, h, key, now, step, capped, decided)
+    }
+
     /// A fingerprint table's miss path: the key was not found (or vanished under a sweep, or
     /// its shard of the growing table was being rebuilt). Out of line: the hit path stays
     /// short.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn insert_hashed<T: Fingerprints, R>(
         &self,
         table: &T,
         h: u64,
+        key: &impl SlotKey,
         now: u64,
         step: impl Fn(u64) -> (R, Option<u64>),
         capped: bool,
@@ -169,37 +183,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             capped,
             light: std::cell::OnceCell::new(),
         };
-        table.insert_with(h, step, &policy, decided)
-    }
-
-    /// The map's miss path: the key is not held (or was not a moment ago).
-    #[inline(never)]
-    pub(super) fn map_insert<Q, R>(
-        &self,
-        map: &ExactMap<K, Cell>,
-        key: &Q,
-        step: impl Fn(u64) -> (R, Option<u64>),
-        now: u64,
-        capped: bool,
-    ) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let Decided { result, word, .. } = match self.decide_absent(&step) {
-            Ok(result) => return Some(result),
-            Err(write) => write,
-        };
-        let cap = if capped { self.max_keys } else { usize::MAX };
-        map.insert(
-            key,
-            Cell::new(word),
-            cap,
-            || self.make_room(now),
-            // Another thread inserted it since our lookup: decide on its state.
-            |cell| cell.update(step),
-            result,
-        )
+        table.insert_with(h, key, step, &policy, decided)
     }
 
     /// Drops every key whose state is equivalent to a fresh key at the current time, and returns
@@ -343,9 +327,10 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 pub(super) trait Fingerprints {
     /// Inserts (see the tables' `insert`); `decided`: the step's outcome on a fresh word, from
     /// the growing table's lock-free miss (the fixed table never has one).
-    fn insert_with<K: Hash + Eq, C: Clock, R>(
+    fn insert_with<K: Hash + Eq + 'static, C: Clock, R>(
         &self,
         h: u64,
+        key: &impl SlotKey,
         step: impl Fn(u64) -> (R, Option<u64>),
         policy: &TablePolicy<'_, K, C>,
         decided: Option<Decided<R>>,
@@ -367,11 +352,12 @@ pub(super) trait Fingerprints {
 /// (given the table and the arguments by the names the closure-like head gives them), and
 /// `touch_home` is its `touch`.
 macro_rules! fingerprints {
-    ($table:ty, |$t:ident, $h:ident, $step:ident, $policy:ident, $decided:tt| $insert:expr) => {
+    ($table:ty, |$t:ident, $h:ident, $key:tt, $step:ident, $policy:ident, $decided:tt| $insert:expr) => {
         impl Fingerprints for $table {
-            fn insert_with<K: Hash + Eq, C: Clock, R>(
+            fn insert_with<K: Hash + Eq + 'static, C: Clock, R>(
                 &self,
                 $h: u64,
+                $key: &impl SlotKey,
                 $step: impl Fn(u64) -> (R, Option<u64>),
                 $policy: &TablePolicy<'_, K, C>,
                 $decided: Option<Decided<R>>,
@@ -388,9 +374,9 @@ macro_rules! fingerprints {
     };
 }
 
-// The fixed table has no lock-free miss: no decided step to take over.
-fingerprints! { Table, |table, h, step, policy, _| table.insert(h, step, policy) }
-fingerprints! { GrowTable, |table, h, step, policy, decided| table.insert(h, step, policy, decided) }
+// The fixed table has no lock-free miss (no decided step to take over) and no exact keys.
+fingerprints! { Table, |table, h, _, step, policy, _| table.insert(h, step, policy) }
+fingerprints! { GrowTable, |table, h, key, step, policy, decided| table.insert(h, key, step, policy, decided) }
 
 /// The table's view of this limiter during one insert.
 pub(super) struct TablePolicy<'a, K, C> {
@@ -416,7 +402,7 @@ impl Light {
     }
 }
 
-impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
     fn fresh(&self) -> u64 {
         self.limiter.fresh_word()
     }
@@ -462,7 +448,7 @@ impl<K: Hash + Eq, C: Clock> InsertPolicy for TablePolicy<'_, K, C> {
 /// budget refilled hits its slot instead of being inserted again. Lossless either way.
 const RECLAIM_AGE_NS: u64 = 1_000_000_000;
 
-impl<K: Hash + Eq, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> GrowPolicy for TablePolicy<'_, K, C> {
     fn fresh(&self) -> u64 {
         self.limiter.fresh_word()
     }

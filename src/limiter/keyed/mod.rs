@@ -15,11 +15,12 @@ use crate::limiter::setting::Setting;
 use crate::limiter::sliding_log::SlidingLogBuilder;
 use crate::quota::Quota;
 use crate::reservation::Reservation;
-use crate::store::grow_table::{Decided, GrowPolicy, GrowTable, Probe};
+use crate::store::grow_table::{
+    ByFingerprint, Decided, Exact, GrowPolicy, GrowTable, Probe, SlotKey,
+};
 use crate::store::keys::Store;
 use crate::store::stats::StoreCounters;
 use crate::store::table::{InsertPolicy, Table};
-use crate::sync::cell::Cell;
 use crate::sync::sweep_gate::SweepGate;
 use crate::sync::Counter;
 
@@ -37,14 +38,14 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 ///
 /// # Stores
 ///
-/// | | growing table (the default) | fixed table (`max_keys(n).fixed_capacity()`) | exact map (`exact_keys()`) |
+/// | | growing table (the default) | fixed table (`max_keys(n).fixed_capacity()`) | exact table (`exact_keys()`) |
 /// |---|---|---|---|
-/// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | dashmap of `K -> AtomicU64` |
-/// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | a shard read lock (an atomic write on a line shared by all threads), lookup, CAS |
-/// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | one insert under its shard's write lock; the key is cloned into the map |
-/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the key, the word and the map's overhead, per key held |
-/// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound |
-/// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`) |
+/// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | the growing table, with a copy of each key beside its slot |
+/// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | lock-free, as the growing table, plus a comparison of the key kept in the slot |
+/// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | as the growing table; the key is copied into its slot, and a rebuild clones the keys it keeps |
+/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 bytes per slot (`u64` keys: about 43–64 bytes per live key), plus what the keys own on the heap |
+/// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | as the growing table |
+/// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`): keys with one fingerprint take a slot each |
 /// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |
 ///
 /// The growing table is what a builder gives without further choice: it needs no size, holds
@@ -137,7 +138,7 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
 /// still in the L1 cache when their checks run.
 const BATCH: usize = 16;
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// Checks one request for `key`.
     #[inline(always)]
     pub fn check<Q>(&self, key: &Q) -> Decision
@@ -216,39 +217,26 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
         // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
         // "Instruction counts").
-        let word = match &self.store {
+        match &self.store {
             Store::Table(table, hasher) => {
-                return self.check_hashed(
-                    table,
-                    crate::store::hash(hasher, key),
-                    algorithm,
-                    now,
-                    n,
-                );
+                self.check_hashed(table, crate::store::hash(hasher, key), algorithm, now, n)
             }
-            Store::Grow(table, hasher) => {
-                return self.check_grow(table, crate::store::hash(hasher, key), algorithm, now, n);
-            }
-            Store::Map(map) => {
-                let hit = map.with(key, |cell| {
-                    cell.update(move |w| {
-                        let next = algorithm.step(w, now, n).1;
-                        ((w, next), next)
-                    })
-                });
-                if let Some((word, next)) = hit {
-                    return decision_after(algorithm, word, next, now, n);
-                }
-                let step = move |w| {
-                    let next = algorithm.step(w, now, n).1;
-                    ((w, next), next)
-                };
-                self.map_insert(map, key, step, now, true)
-            }
-        };
-        match word {
-            Some((word, next)) => decision_after(algorithm, word, next, now, n),
-            None => self.full(move |w| algorithm.decide(w, now, n)),
+            Store::Grow(table, hasher) => self.check_grow(
+                table,
+                crate::store::hash(hasher, key),
+                &ByFingerprint,
+                algorithm,
+                now,
+                n,
+            ),
+            Store::Exact(table, hasher, _) => self.check_grow(
+                table,
+                crate::store::hash(hasher, key),
+                &Exact::<K, Q>::new(key),
+                algorithm,
+                now,
+                n,
+            ),
         }
     }
 

@@ -6,7 +6,7 @@ use super::lifecycle::Fingerprints;
 use super::*;
 use crate::store::Hasher;
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// The table store's check of the key with hash `h`.
     #[inline(always)]
     pub(super) fn check_hashed(
@@ -30,18 +30,19 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        match self.insert_hashed(table, h, now, step, true, None) {
+        match self.insert_hashed(table, h, &ByFingerprint, now, step, true, None) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }
 
-    /// The growing table's check of the key with hash `h`.
+    /// The growing table's check of `key`, with hash `h`.
     #[inline(always)]
     pub(super) fn check_grow(
         &self,
         table: &GrowTable,
         h: u64,
+        key: &impl SlotKey,
         algorithm: &Algorithm,
         now: u64,
         n: u32,
@@ -50,7 +51,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.step(w, now, n).1;
             ((w, next), next)
         };
-        let decided = match table.try_update(h, step) {
+        let decided = match table.try_update(h, key, step) {
             Probe::Hit((word, next)) => return decision_after(algorithm, word, next, now, n),
             Probe::Absent => match self.decide_absent(&step) {
                 Ok((word, next)) => return decision_after(algorithm, word, next, now, n),
@@ -58,7 +59,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
             },
             Probe::Unsure => None,
         };
-        match self.insert_hashed(table, h, now, step, true, decided) {
+        match self.insert_hashed(table, h, key, now, step, true, decided) {
             Some((word, next)) => decision_after(algorithm, word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
@@ -120,9 +121,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
                 self.check_hashed(table, h, algorithm, now, 1)
             }),
             Store::Grow(table, hasher) => batched(table, hasher, keys, out, move |h| {
-                self.check_grow(table, h, algorithm, now, 1)
+                self.check_grow(table, h, &ByFingerprint, algorithm, now, 1)
             }),
-            Store::Map(_) => {
+            Store::Exact(..) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
                     out.push(self.check_at(algorithm, key, now, 1));
