@@ -1,20 +1,20 @@
 //! The growing table (the keyed builder's default store) against the exact store, differentially.
 //!
 //! The exact store (`exact_keys()`: the same growing table with the keys kept beside the slots,
-//! under another hash key, so its keys fall in other shards and its rebuilds come at other
-//! moments) is checked against the reference models by the other targets; this target replays
-//! the same operations on both stores of a keyed limiter and requires the same decision from
-//! each, while enough keys come and go that the tables grow, reclaim idle keys on inserts, and
-//! shrink under sweeps. Reclaiming is invisible to callers by construction (only idle keys go,
-//! and an idle key decides as a fresh one at the same time or later), which is what this
-//! checks: every decision equal, and exactly the same keys held after a sweep.
+//! which drops keys only by sweeps and at a ceiling, never on inserts) is checked against the
+//! reference models by the other targets; this target replays the same operations on both
+//! stores of a keyed limiter and requires the same decision from each, while enough keys come
+//! and go that the default table grows, reclaims idle keys on inserts, and shrinks under sweeps.
+//! Its reclaiming is invisible to callers by construction (only idle keys go, and an idle key
+//! decides as a fresh one at the same time or later), which is what this checks: every decision
+//! equal, the default table never holding more keys than the exact store, and exactly the same
+//! keys after a sweep.
 //!
 //! The clock only moves forward here: a check at a time behind a sweep is decided against the
-//! sweep floor (see the README), which the two stores raise at different moments (at
-//! `evict_idle`, and when an insert reclaims, which each table does when its own shard fills);
-//! the other targets check clocks that go backwards on the stores they model. No ceiling: at a
-//! ceiling each table makes room when its own shard's keys allow, so the two may differ in
-//! which new key is refused.
+//! sweep floor (see the README), which the two stores raise at different moments (the exact
+//! store only at `evict_idle`, the default table also when an insert reclaims); the other targets
+//! check clocks that go backwards on the stores they model. No ceiling: at a ceiling the
+//! default table reclaims where the exact store refuses, by design.
 
 use std::time::Duration;
 
@@ -155,6 +155,13 @@ pub fn run(input: &Input) -> Stats {
                 assert_eq!(grow.len(), map.len(), "held after a sweep: {}", ctx());
             }
         }
+        assert!(
+            grow.len() <= map.len(),
+            "the growing table holds {} keys, the exact store {}: {}",
+            grow.len(),
+            map.len(),
+            ctx()
+        );
     }
     stats
 }

@@ -170,8 +170,8 @@ pub fn bound<C: Clock>(
     map: cellgate::KeyedBuilder<u8, C>,
     stores: &Stores,
 ) -> (cellgate::KeyedBuilder<u8, C>, cellgate::KeyedBuilder<u8, C>) {
-    // The fixed-capacity table and the exact map: the models do not describe the growing
-    // table's reclaiming of idle keys on inserts.
+    // The fixed-capacity table and the exact store (which drops keys only by sweeps and at its
+    // bound): the models do not describe the default table's reclaiming of idle keys on inserts.
     // The models describe `DenyNew` at the ceiling (the default drops light keys instead).
     let deny = cellgate::WhenFull::DenyNew;
     let table = table

@@ -290,6 +290,11 @@ pub(crate) struct GrowTable {
     held: Option<Counter>,
     /// The shards' current arrays, for the checks' lock-free probes.
     published: Published,
+    /// Whether an insert that finds its shard full drops the shard's idle keys as it rebuilds
+    /// it (the default store). The exact store does not: there keys leave only by sweeps and
+    /// at the ceiling, as they did from the map it replaced, so that a held key is never
+    /// dropped and re-created from the sweep floor between two sweeps.
+    reclaims: bool,
 }
 
 impl std::fmt::Debug for GrowTable {
@@ -333,6 +338,7 @@ impl GrowTable {
             shards: shards_vec.into_boxed_slice(),
             shard_bits: shards.trailing_zeros(),
             held: ceiling.map(|_| Counter::new(0)),
+            reclaims: column.is_none(),
             published: Published::new(arrays.into_boxed_slice()),
         }
     }
@@ -543,8 +549,8 @@ impl GrowTable {
             }
             let Some(free) = free.filter(|_| state.live < max_live(state.array.slots().len()))
             else {
-                // Full (or, impossibly, no EMPTY slot): rebuild without idle keys and with room
-                // for this one, then probe again.
+                // Full (or, impossibly, no EMPTY slot): rebuild without idle keys (if this
+                // table reclaims) and with room for this one, then probe again.
                 // Keep at least half the old size: under churn (keys going idle and others
                 // arriving) a rebuild that dropped nearly everything would otherwise size the
                 // array for the few keys left and rebuild again a few inserts later; with the
@@ -554,7 +560,7 @@ impl GrowTable {
                 let dropped = self.rebuild(
                     index,
                     &mut state,
-                    &|w| policy.is_idle(w),
+                    &|w| self.reclaims && policy.is_idle(w),
                     &|| policy.before_sweep(),
                     1,
                     floor,

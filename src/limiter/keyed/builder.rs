@@ -305,8 +305,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedBuilder<K, C> 
     /// in the default store); two keys with the same fingerprint take two slots. It costs the
     /// key's size plus 8 bytes per slot (a `u64` key: 16 bytes a slot more, about 43–64 bytes
     /// per live key instead of 21–32), plus whatever the key owns on the heap (a `String`'s
-    /// bytes), and a rebuild clones the keys it keeps (hence `Clone`). Larger `max_keys` than
-    /// [`MAX_TABLE_KEYS`] are accepted.
+    /// bytes), and a rebuild clones the keys it keeps (hence `Clone`). Unlike the default store,
+    /// an insert never drops idle keys to make room: keys leave only by sweeps
+    /// ([`evict_idle`](KeyedLimiter::evict_idle), a [`spawn_sweeper`](KeyedLimiter::spawn_sweeper))
+    /// and at the bound. Larger `max_keys` than [`MAX_TABLE_KEYS`] are accepted.
     ///
     /// ```
     /// use cellgate::{KeyedLimiter, Quota};
