@@ -557,10 +557,12 @@ impl GrowTable {
                 // floor, the inserts between two rebuilds are proportional to the array, so the
                 // copying stays amortised O(1) per insert. Sweeps shrink all the way.
                 let floor = state.live / 2;
+                let reclaim = |w| policy.is_idle(w);
+                let keep_all = |_| false;
                 let dropped = self.rebuild(
                     index,
                     &mut state,
-                    &|w| self.reclaims && policy.is_idle(w),
+                    if self.reclaims { &reclaim } else { &keep_all },
                     &|| policy.before_sweep(),
                     1,
                     floor,

@@ -121,18 +121,28 @@ impl Array {
         home: impl Fn(usize, u64) -> usize,
     ) -> Self {
         let mut array = Self::empty(len, None);
-        let mut moves = Vec::with_capacity(if old.keys.is_some() { keys.len() } else { 0 });
-        for &(fp, state, from) in keys {
+        let place = |array: &Array, fp: u64, state: u64| {
             let mut i = home(len, fp);
             while !array.slots[i].is_empty_unshared() {
                 i = if i + 1 == len { 0 } else { i + 1 };
             }
             array.slots[i].set_unshared(fp, state);
-            if old.keys.is_some() {
-                moves.push((from, i));
+            i
+        };
+        match &old.keys {
+            None => {
+                for &(fp, state, _) in keys {
+                    place(&array, fp, state);
+                }
+            }
+            Some(column) => {
+                let moves: Vec<(usize, usize)> = keys
+                    .iter()
+                    .map(|&(fp, state, from)| (from, place(&array, fp, state)))
+                    .collect();
+                array.keys = Some(column.moved(len, &moves));
             }
         }
-        array.keys = old.keys.as_ref().map(|column| column.moved(len, &moves));
         array
     }
 
