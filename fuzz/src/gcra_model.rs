@@ -24,7 +24,7 @@
 //! floor* (every sweep at `now` raises `swept` to at least `now`, and a key not in the map
 //! starts from TAT `swept` instead of "never seen", so a clock behind the sweeper gains no
 //! credit from eviction), and the `max_keys` cap, in both stores (the fingerprint table that
-//! a bound selects by default, and the dashmap with `exact_keys()`): a new key arriving while
+//! the model builds with a bound, and the exact store with `exact_keys()`): a new key arriving while
 //! the store is full triggers a sweep at most once every 10 ms of the limiter's clock; if
 //! still full, the request is refused: denied, `remaining = 0`, no `retry_after`,
 //! `reset_after = 0`, counted in `refused()`.
@@ -82,8 +82,8 @@ pub struct Input {
     pub queue: Option<QueueSel>,
     /// `max_keys` of the keyed limiter; `Some(0)` must be a `ConfigError`.
     pub max_keys: Option<u8>,
-    /// `exact_keys()`: the dashmap store even when `max_keys` is set (otherwise a bound
-    /// selects the fingerprint table). Both must decide identically here: with at most 255
+    /// `exact_keys()`: the exact store even when `max_keys` is set (otherwise a bound
+    /// selects the fixed fingerprint table). Both must decide identically here: with at most 255
     /// keys the table has one shard sized above the bound, and 16 keys' 64-bit fingerprints
     /// do not collide in practice.
     pub exact_keys: bool,
@@ -346,10 +346,11 @@ pub fn validate(
 struct KeyedModel {
     tats: HashMap<u8, u64>,
     max_keys: Option<usize>,
-    /// The bounded table (not the exact map): after a sweep made room for a new key, it reads
-    /// the fresh TAT again under its shard lock, so a reservation records the raised floor as
-    /// its `before`; the map records the floor it read before the sweep. (The decision is the
-    /// same either way.)
+    /// A bounded store (the fixed table, or the exact store, which is the growing table with
+    /// its keys): after a sweep made room for a new key, it reads the fresh TAT again under its
+    /// shard lock, so a reservation records the raised floor as its `before` (the dashmap that
+    /// the exact store once was recorded the floor it read before the sweep; the decision is
+    /// the same either way).
     table: bool,
     refused: u64,
     evicted: u64,
@@ -617,7 +618,8 @@ pub fn run(input: &Input) -> Stats {
             .when_full(cellgate::WhenFull::DenyNew);
     }
     // The model describes the fixed-capacity table (a bound without `exact_keys`) and the exact
-    // map (otherwise); the growing table reclaims idle keys on inserts, which it does not model.
+    // store (otherwise), which drops keys only by sweeps and at its bound; the default growing
+    // table also reclaims idle keys on inserts, which the model does not describe.
     if input.exact_keys || input.max_keys.is_none() {
         keyed_builder = keyed_builder.exact_keys();
     } else {
@@ -648,7 +650,7 @@ pub fn run(input: &Input) -> Stats {
 
     let mut model = KeyedModel {
         max_keys: input.max_keys.map(usize::from),
-        table: input.max_keys.is_some() && !input.exact_keys,
+        table: input.max_keys.is_some(),
         last_sweep: u64::MAX,
         ..KeyedModel::default()
     };

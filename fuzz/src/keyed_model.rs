@@ -253,6 +253,9 @@ pub fn run_cell<M: CellModel>(m: &M, s: &Subjects<'_>, stores: &Stores, ops: &[O
     let mut table = KeyedModel::<M::State>::new(Some(stores.table.table()));
     table.decide_after_sweep = true;
     let mut map = KeyedModel::<M::State>::new(stores.map.map(Cap::map));
+    // The exact store is the growing table with its keys: like the fixed table, it decides a
+    // new key again after the sweep that made room for it.
+    map.decide_after_sweep = true;
     // Lossless eviction: a never-evicting shadow of the uncapped map.
     let mut shadow: BTreeMap<u8, M::State> = BTreeMap::new();
     let mut shadow_valid = stores.map.is_none();

@@ -52,8 +52,9 @@ pub struct KeyedModel<S> {
     /// Automatic sweeps exactly at the back-off boundary that dropped a key.
     pub sweeps_at_backoff: u64,
     /// Whether a new key that made room with an automatic sweep is decided again afterwards,
-    /// on the state a key starts from after that sweep (the table, which retries its insert
-    /// from the top), or stays decided on the state from before it (the map). The decisions
+    /// on the state a key starts from after that sweep (the fingerprint tables and the exact
+    /// store, which retry their insert from the top), or stays decided on the state from before
+    /// it (a store that decides before it inserts, as the dashmap store once did). The decisions
     /// are the same (the swept state decides like the old one at the sweep's time and later);
     /// what a reservation records as the word before it, which a cancel may restore exactly,
     /// is not.
