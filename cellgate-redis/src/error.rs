@@ -14,9 +14,9 @@ macro_rules! acl_commands {
 /// [`KeyedFleet`](crate::KeyedFleet)), on the keys `~cellgate:*`: running the scripts
 /// (`EVALSHA`, `EVAL` and `SCRIPT LOAD` when the script is not cached yet) and the commands
 /// the scripts run (Redis checks those against the user too), and `WAIT` (a lease waits for a
-/// replica: [`Replication`](crate::Replication)). `+info` lets a limiter warn when Redis keeps
+/// replica: [`Replication`](crate::replica::Replication)). `+info` lets a limiter warn when Redis keeps
 /// no append-only file and see whether the limit's master has replicas (without it,
-/// [`Replication::Auto`](crate::Replication::Auto) does not wait; `Required` still does).
+/// [`Replication::Auto`](crate::replica::Replication::Auto) does not wait; `Required` still does).
 ///
 /// # Examples
 ///
@@ -60,7 +60,7 @@ pub enum FleetError {
     /// (see the README's "Production" section).
     Forgotten,
     /// The master of the limit's keys has replicas and none acknowledged a debit within the
-    /// replica wait ([`Replication`](crate::Replication)): its units are not sold (a failover
+    /// replica wait ([`Replication`](crate::replica::Replication)): its units are not sold (a failover
     /// could lose the debit while they are), and no more are leased until a replica
     /// acknowledges again.
     NotReplicated,

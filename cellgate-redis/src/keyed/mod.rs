@@ -272,7 +272,7 @@ pub struct KeyedFleetBuilder {
     pub(crate) stock: bool,
     pub(crate) max_lease: Option<u64>,
     pub(crate) outage_processes: u64,
-    pub(crate) replication: crate::Replication,
+    pub(crate) replication: crate::replica::Replication,
     pub(crate) replica_wait: Option<Duration>,
 }
 
@@ -303,7 +303,7 @@ impl KeyedFleet {
             outage_processes: 1,
             stock: false,
             max_lease: None,
-            replication: crate::Replication::Auto,
+            replication: crate::replica::Replication::Auto,
             replica_wait: None,
         }
     }
@@ -528,7 +528,7 @@ impl KeyedFleetBuilder {
         /// A per-key stock: whether the units a batch takes (cold checks, hot keys' leases)
         /// are sold only once a replica acknowledged it (Redis `WAIT`), as for
         /// [`FleetBuilder::replication`](crate::FleetBuilder::replication); default
-        /// [`Replication::Auto`](crate::Replication::Auto). A batch no replica acknowledged
+        /// [`Replication::Auto`](crate::replica::Replication::Auto). A batch no replica acknowledged
         /// in time sells nothing it took (its checks are denied, its leases not used) and the
         /// limiter is `Partitioned` with [`FleetError::NotReplicated`] until a batch is
         /// acknowledged again. A rate never waits.
@@ -537,7 +537,7 @@ impl KeyedFleetBuilder {
         /// use cellgate_redis::{KeyedFleet, Replication};
         /// let skus = KeyedFleet::stock("flash-sale", 500).replication(Replication::Required);
         /// ```
-        replication(policy: crate::Replication) => replication = policy;
+        replication(policy: crate::replica::Replication) => replication = policy;
 
         /// The longest a stock's batch waits for a replica's acknowledgement (default 100 ms,
         /// or half the command timeout when that is less; it must be less than the command
@@ -636,7 +636,7 @@ impl KeyedFleetBuilder {
     fn launch(self, url: &str, lazy: bool) -> Result<KeyedFleet, FleetError> {
         let (interval_us, burst) = self.rate.clone().map_err(FleetError::Config)?;
         if self.stock
-            && self.replication != crate::Replication::Off
+            && self.replication != crate::replica::Replication::Off
             && self.wait() >= self.command_timeout
         {
             return Err(FleetError::Config(format!(
