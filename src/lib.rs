@@ -76,7 +76,7 @@
 //! - `src/sync/`: everything concurrent, and the only place naming an atomic, an ordering or a
 //!   lock: the cell and its compare-and-swap loop, the tables' slots (the fixed table's 16-byte
 //!   word; the growing table's two 64-bit words and its swappable arrays), the seqlock behind
-//!   runtime quota changes, counters, the poison-free lock, the exact map (loom stand-ins under
+//!   runtime quota changes, counters, the poison-free lock, the sliding log's map (loom stand-ins under
 //!   `cfg(loom)`).
 //! - `src/store/`: where keyed limiters keep their words: the growing fingerprint table (the
 //!   default: rebuilt per shard to fit its live keys), the fixed fingerprint table (probe,

@@ -75,7 +75,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// over a store much larger than the CPU's caches: the keys are hashed and their slots
     /// loaded in groups, so the cache misses of a group overlap instead of being paid one
     /// after another. Allocation-free once `out` has room for the decisions (reuse it:
-    /// `out.clear()` keeps its capacity). The exact map store checks the keys one by one.
+    /// `out.clear()` keeps its capacity). The exact store (`exact_keys()`) checks the keys one by one.
     ///
     /// Checks of other threads may interleave with the batch's; each check is atomic on its
     /// own, as with `check`.
