@@ -71,6 +71,26 @@ fn master_and_replica(node: &RedisServer, slot: u16) -> (u16, u16) {
     (master.port, replica.port)
 }
 
+/// A keyed client of the per-key stock `limit` (`units` a key), for the names and slots of its
+/// keys, with the runtime it was connected on (keep it while the client is used).
+fn probe(seeds: &str, limit: &str, units: u64) -> (tokio::runtime::Runtime, KeyedClient) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt
+        .block_on(KeyedClient::connect(
+            seeds,
+            limit,
+            0,
+            units,
+            "probe",
+            Duration::from_secs(1),
+        ))
+        .unwrap();
+    (rt, client)
+}
+
 #[test]
 fn limits_on_three_masters_each_sell_exactly() {
     let Some(nodes) = common::cluster() else {
@@ -212,21 +232,8 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
     let seeds = common::seeds(&nodes);
     let units = 5u64;
     let keys: Vec<String> = (0..60).map(|k| format!("sku{k}")).collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     // Where each key lives: the key names the client would use, their slots, their masters.
-    let probe = rt
-        .block_on(KeyedClient::connect(
-            &seeds,
-            "spread-keys",
-            0,
-            units,
-            "probe",
-            Duration::from_secs(1),
-        ))
-        .unwrap();
+    let (_rt, probe) = probe(&seeds, "spread-keys", units);
     assert_eq!(probe.shards(), cellgate_redis::keyed::CLUSTER_SHARDS);
     let mut masters = std::collections::HashMap::new();
     for k in &keys {
@@ -298,20 +305,7 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
         .count();
     assert_eq!(sold, 3);
     // The shard's keys, on the master of their slot, are lost.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let probe = rt
-        .block_on(KeyedClient::connect(
-            &seeds,
-            "lost-shard",
-            0,
-            3,
-            "probe",
-            Duration::from_secs(1),
-        ))
-        .unwrap();
+    let (_rt, probe) = probe(&seeds, "lost-shard", 3);
     let state_key = probe.redis_key(&key);
     let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
     let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
