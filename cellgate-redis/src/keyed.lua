@@ -18,6 +18,8 @@
 --   op 'r' give n unadmitted leased units back (a stock: never below none taken)
 --   op 'c' charge n units admitted during an outage, whatever the room (a stock never
 --          falls back, so never charges; if sent, the units are taken, whatever is left)
+--   op 'f' forget the key on purpose: its state is deleted, a fresh budget (an operator's
+--          unblock); v is 1 when the key held state, 0 when it was already fresh
 -- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
 --   batch did not touch), the limit's epoch, v1, i1, v2, i2, ... }
 --
@@ -132,7 +134,10 @@ for k = 1, nops do
   if not tat then tat = tonumber(stored[k]) or 0 end
   if tat < now and not stock then tat = now end
   local v, info = 0, 0
-  if stock then
+  if op == 'f' then
+    if (stock and tat > 0) or (not stock and tat > now) then v = 1 end
+    tat = 0
+  elseif stock then
     -- tat: the units taken; B - tat left.
     local left = B - tat
     if left < 0 then left = 0 end

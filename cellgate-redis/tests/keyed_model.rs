@@ -8,7 +8,11 @@
 //!   whatever was retried or replayed;
 //! - the units Redis has free now ≥ B − (granted + charged − given): nothing was debited twice
 //!   (`tat − now ≤ net·T` by induction over the operations);
-//! - a repeated batch returns its first answer; an older one changes nothing.
+//! - a repeated batch returns its first answer; an older one changes nothing;
+//! - a forget (`KeyOp::Forget`) starts the key's books afresh: the bounds above hold from
+//!   then on with nothing granted, and it reports whether the key held state. (The model
+//!   drops every process's leases of the key at a forget, as the forgetting process does;
+//!   what other processes still hold is the documented carve-out of `KeyedFleet::forget`.)
 //!
 //! The same steps run against a per-key stock (`T = 0`, `B` units per key), where time
 //! gives nothing back: granted − given ≤ B at every step, and the units Redis has left are
@@ -38,6 +42,7 @@ enum Item {
     /// Give back this percentage of what the process holds of the key.
     Give(usize, u64),
     Charge(usize, u64),
+    Forget(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +68,7 @@ fn item() -> impl Strategy<Value = Item> {
         3 => (0..KEYS, 0..10u64).prop_map(|(k, n)| Item::Lease(k, n)),
         2 => (0..KEYS, 0..=100u64).prop_map(|(k, p)| Item::Give(k, p)),
         1 => (0..KEYS, 0..4u64).prop_map(|(k, n)| Item::Charge(k, n)),
+        1 => (0..KEYS).prop_map(Item::Forget),
     ]
 }
 
@@ -146,6 +152,8 @@ fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<()
     let mut probe = rt.block_on(new_proc(&url, &name, t_us, 999));
     let mut books = [Books::default(); KEYS];
     let start = Instant::now();
+    // Per key: when its books began (the case's start, or the batch of its last forget).
+    let mut since = [start; KEYS];
     for s in steps {
         match s {
             Step::Batch { p, items, fate } => {
@@ -162,10 +170,16 @@ fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<()
                             (key(k), KeyOp::Give, x)
                         }
                         Item::Charge(k, n) => (key(k), KeyOp::Charge, n),
+                        Item::Forget(k) => {
+                            // Its leases are dropped, never given back after the forget.
+                            pr.held[k] = 0;
+                            (key(k), KeyOp::Forget, 0)
+                        }
                     })
                     .collect();
                 pr.seq += 1;
                 let seq = pr.seq;
+                let sent = Instant::now();
                 let reply = rt.block_on(async {
                     match fate {
                         Fate::NeverArrived => None,
@@ -181,6 +195,7 @@ fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<()
                         }
                     }
                 });
+                let mut forgotten = Vec::new();
                 if let Some(r) = reply {
                     prop_assert!(!r.stale);
                     prop_assert_eq!(r.results.len(), ops.len());
@@ -199,9 +214,26 @@ fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<()
                             }
                             Item::Give(k, _) => books[k].given += res.value,
                             Item::Charge(k, _) => books[k].charged += res.value,
+                            Item::Forget(k) => {
+                                prop_assert!(res.value <= 1);
+                                if t_us == 0 {
+                                    // A stock holds state exactly while something is taken.
+                                    let b = books[k];
+                                    let taken = b.granted + b.charged > b.given;
+                                    prop_assert_eq!(res.value == 1, taken, "key{}: {:?}", k, b);
+                                }
+                                books[k] = Books::default();
+                                since[k] = sent;
+                                forgotten.push(k);
+                            }
                         }
                     }
                     pr.history.push((seq, ops));
+                }
+                for k in forgotten {
+                    for other in &mut procs {
+                        other.held[k] = 0;
+                    }
                 }
             }
             Step::Replay { p, back } => {
@@ -228,8 +260,8 @@ fn run(server: &mut common::RedisServer, t_us: u64, steps: &[Step]) -> Result<()
         probe.seq += 1;
         let probes: Vec<_> = (0..KEYS).map(|k| (key(k), KeyOp::Check, 0)).collect();
         let free = rt.block_on(call(&mut probe.client, probe.seq, &probes));
-        let elapsed = start.elapsed().as_micros() as u64;
         for (k, b) in books.iter().enumerate() {
+            let elapsed = since[k].elapsed().as_micros() as u64;
             let net = b.granted - b.given;
             // A stock (`t_us == 0`): time gives nothing back.
             let upper = elapsed.checked_div(t_us).unwrap_or(0) + B;

@@ -7,6 +7,8 @@
 //! of a model. The targets in `fuzz_targets/` are one-line wrappers, so a crash input can also
 //! be replayed from a plain test or debugger.
 
+#![forbid(unsafe_code)]
+
 pub mod ceiling_model;
 pub mod common;
 pub mod extreme_config;

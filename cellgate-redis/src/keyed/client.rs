@@ -42,6 +42,9 @@ pub enum KeyOp {
     Give,
     /// Debit `n` units admitted during an outage, whatever the room.
     Charge,
+    /// Forget the key on purpose (`n` is ignored): its state is deleted, a fresh budget.
+    /// The reply's value is 1 when the key held state, 0 when it was already fresh.
+    Forget,
 }
 
 impl KeyOp {
@@ -51,6 +54,7 @@ impl KeyOp {
             KeyOp::Lease => "l",
             KeyOp::Give => "r",
             KeyOp::Charge => "c",
+            KeyOp::Forget => "f",
         }
     }
 }

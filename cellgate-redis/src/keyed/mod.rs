@@ -197,6 +197,12 @@ pub(crate) struct Request {
     pub(crate) reply: oneshot::Sender<KeyDecision>,
 }
 
+/// A key to forget on purpose, and its caller.
+pub(crate) struct Forget {
+    pub(crate) key: String,
+    pub(crate) reply: oneshot::Sender<Result<bool, FleetError>>,
+}
+
 /// A rate limit ([`rate`](Self::rate)) or a stock ([`stock`](Self::stock)) per key shared by
 /// every process that connects with the same name to the same Redis: hot keys admitted
 /// locally from leases, cold keys checked in Redis in batches. See the [module docs](self)
@@ -225,6 +231,7 @@ pub struct KeyedFleet {
     tx: mpsc::Sender<Request>,
     /// Hot keys whose lease a check found spent (one signal per lease answer).
     dry_tx: mpsc::Sender<String>,
+    forget_tx: mpsc::Sender<Forget>,
     thread: Lock<Option<JoinHandle<()>>>,
     name: String,
     max_wait: Duration,
@@ -434,6 +441,53 @@ impl KeyedFleet {
         Some(KeyDecision::new(false, Via::Lease, None))
     }
 
+    /// Forgets `key` across the fleet: the one call that hands a key a fresh budget on
+    /// purpose (an operator's unblock, a client that passed a CAPTCHA), as Redis users `DEL` a
+    /// key. Its state in Redis is deleted (a rate: a full burst; a stock: its whole stock per
+    /// key), ahead of any check of it that this process sends after the call; this process
+    /// drops what it holds of the key (its lease, not given back, and its outage-fallback
+    /// share). Returns whether Redis held state for the key (`false`: it was already fresh).
+    ///
+    /// Units another process had leased of the key before the forget stay its own: it may
+    /// still admit them (or give them back) after the key's budget is fresh, so a forgotten
+    /// key admits at most its fresh budget plus what the other processes held leased of it
+    /// then (each lease is at most the lease cap). Every other operation gives a key at most
+    /// what its documentation says.
+    ///
+    /// # Errors
+    ///
+    /// The error of the batch that carried the forget when Redis did not answer it
+    /// ([`FleetError::Timeout`], [`FleetError::Redis`], ...): the forget stays in that batch,
+    /// sent again until Redis answers and applied at most once. [`FleetError::Config`] once
+    /// the limiter is shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), cellgate_redis::FleetError> {
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// let logins = KeyedFleet::rate("logins", 5, Duration::from_secs(60))
+    ///     .connect("redis://127.0.0.1:6379")?;
+    /// // alice solved the CAPTCHA: her five attempts a minute start afresh, fleet-wide.
+    /// logins.forget("alice").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn forget(&self, key: &str) -> Result<bool, FleetError> {
+        let stopped = || FleetError::Config("the limiter is shut down".to_owned());
+        if self.shared.stop.raised() {
+            return Err(stopped());
+        }
+        let (reply, rx) = oneshot::channel();
+        let f = Forget {
+            key: key.to_owned(),
+            reply,
+        };
+        self.forget_tx.send(f).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
     /// Whether Redis is answering.
     pub fn state(&self) -> FleetState {
         FleetState::of(self.shared.state.get())
@@ -484,6 +538,8 @@ pub(crate) fn keyed_policy(
 
 /// Dry signals waiting for the task at most (one per hot key and lease answer).
 const DRY_SIGNALS: usize = 4_096;
+/// Forgets waiting for the task (a caller beyond them waits for room).
+const FORGETS: usize = 1_024;
 
 const REFUSED: KeyDecision = KeyDecision {
     allowed: false,
@@ -667,12 +723,13 @@ impl KeyedFleetBuilder {
         let shared = Arc::new(KeyedShared::new(stock()?, stock()?));
         let (tx, rx) = mpsc::channel(self.queue);
         let (dry_tx, dry_rx) = mpsc::channel(DRY_SIGNALS);
+        let (forget_tx, forget_rx) = mpsc::channel(FORGETS);
         let (task, runtime) = task::Task::connect(
             &self,
             url,
             (interval_us, burst),
             shared.clone(),
-            (rx, dry_rx),
+            (rx, dry_rx, forget_rx),
             lazy,
         )?;
         let thread = std::thread::Builder::new()
@@ -684,6 +741,7 @@ impl KeyedFleetBuilder {
             policy: keyed_policy(self.stock, interval_us, burst)?,
             tx,
             dry_tx,
+            forget_tx,
             thread: Lock::new(Some(thread)),
             name: self.name,
             max_wait: self.max_wait,

@@ -22,7 +22,7 @@ use cellgate::{KeyedLimiter, Quota};
 use tokio::sync::mpsc;
 
 use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
-use super::{KeyDecision, KeyedFleetBuilder, Request, Via};
+use super::{Forget, KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
 use crate::shared::{KeyedShared, ARMED, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
@@ -46,6 +46,7 @@ enum Event {
     Request(Option<Request>),
     /// A hot key whose lease a check found spent.
     Dry(String),
+    Forget(Forget),
     Wake,
 }
 
@@ -59,6 +60,13 @@ struct InFlight {
     first_sent: Instant,
     call: Option<Call>,
     retry_at: Instant,
+    /// The callers of the `Forget` operations, by index in `ops`, until the first answer
+    /// (the batch is retried without them: a forget is applied at most once).
+    forgets: Vec<(usize, Forget)>,
+    /// Keys forgotten since this batch was sent: units it leased or granted to a check
+    /// decided meanwhile are dropped, not given back (they belong to the budget the forget
+    /// replaced).
+    dropped: Vec<String>,
 }
 
 /// A key leased by this process.
@@ -88,6 +96,7 @@ pub(crate) struct Task {
     shared: Arc<KeyedShared>,
     rx: mpsc::Receiver<Request>,
     dry_rx: mpsc::Receiver<String>,
+    forget_rx: mpsc::Receiver<Forget>,
     cfg: KeyedFleetBuilder,
     interval_us: u64,
     burst: u64,
@@ -111,6 +120,8 @@ pub(crate) struct Task {
     gives: Vec<HashMap<String, u64>>,
     /// Per shard: fallback admissions to charge, by key.
     debts: Vec<HashMap<String, u64>>,
+    /// Per shard: keys to forget in Redis, with their callers.
+    forgets: Vec<Vec<Forget>>,
     /// Shutting down: no more leases.
     closing: bool,
 }
@@ -124,7 +135,11 @@ impl Task {
         url: &str,
         (interval_us, burst): (u64, u64),
         shared: Arc<KeyedShared>,
-        (rx, dry_rx): (mpsc::Receiver<Request>, mpsc::Receiver<String>),
+        (rx, dry_rx, forget_rx): (
+            mpsc::Receiver<Request>,
+            mpsc::Receiver<String>,
+            mpsc::Receiver<Forget>,
+        ),
         lazy: bool,
     ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -182,6 +197,7 @@ impl Task {
             shared,
             rx,
             dry_rx,
+            forget_rx,
             cfg: cfg.clone(),
             interval_us,
             burst,
@@ -207,6 +223,7 @@ impl Task {
             next_tick: now,
             gives: vec![HashMap::new(); shards],
             debts: vec![HashMap::new(); shards],
+            forgets: (0..shards).map(|_| Vec::new()).collect(),
             closing: false,
         };
         Ok((task, runtime))
@@ -219,6 +236,7 @@ impl Task {
                 let inflight = &mut self.inflight;
                 let rx = &mut self.rx;
                 let dry_rx = &mut self.dry_rx;
+                let forget_rx = &mut self.forget_rx;
                 let wake = &self.shared.wake;
                 tokio::select! {
                     (shard, r) = std::future::poll_fn(|cx| {
@@ -235,6 +253,7 @@ impl Task {
                     }) => Event::Reply(shard, r),
                     req = rx.recv() => Event::Request(req),
                     Some(key) = dry_rx.recv() => Event::Dry(key),
+                    Some(f) = forget_rx.recv() => Event::Forget(f),
                     () = wake.notified() => Event::Wake,
                     () = tokio::time::sleep_until(wake_at.into()) => Event::Wake,
                 }
@@ -245,6 +264,7 @@ impl Task {
                 // Every sender is gone: the limiter was dropped.
                 Event::Request(None) => self.shared.stop.raise(),
                 Event::Dry(key) => self.on_dry(&key),
+                Event::Forget(f) => self.on_forget(f),
                 Event::Wake => {}
             }
             if self.shared.stop.raised() {
@@ -255,6 +275,9 @@ impl Task {
             }
             while let Ok(key) = self.dry_rx.try_recv() {
                 self.on_dry(&key);
+            }
+            while let Ok(f) = self.forget_rx.try_recv() {
+                self.on_forget(f);
             }
             let now = Instant::now();
             self.expire(now);
@@ -312,6 +335,29 @@ impl Task {
             h.window += spent;
         }
         h.dried = true;
+    }
+
+    /// Forgets a key on purpose: this process drops what it holds of it (its lease, unspent,
+    /// is not given back: the forget replaces that budget; its marks, pending give-backs and
+    /// charges, its fallback share) and the next batch to its shard deletes its state in
+    /// Redis, ahead of any check of it.
+    fn on_forget(&mut self, f: Forget) {
+        let key = f.key.as_str();
+        let shard = self.client.shard(key);
+        if self.hot.remove(key).is_some() {
+            self.shared.counters.hot_keys.set(self.hot.len() as u64);
+        }
+        self.seen.remove(key);
+        self.gives[shard].remove(key);
+        self.debts[shard].remove(key);
+        let s = &self.shared;
+        s.pool.forget(key);
+        s.marks.forget(key);
+        self.fallback.forget(key);
+        if let Some(inflight) = &mut self.inflight[shard] {
+            inflight.dropped.push(f.key.clone());
+        }
+        self.forgets[shard].push(f);
     }
 
     fn accept(&mut self, r: Request) {
@@ -527,8 +573,16 @@ impl Task {
         }
         let mut ops: Vec<Vec<(String, KeyOp, u64)>> = vec![Vec::new(); shards];
         let mut waiters: Vec<Vec<Option<Request>>> = (0..shards).map(|_| Vec::new()).collect();
+        let mut forgets: Vec<Vec<(usize, Forget)>> = (0..shards).map(|_| Vec::new()).collect();
         for shard in (0..shards).filter(|&s| free[s]) {
             let (ops, waiters) = (&mut ops[shard], &mut waiters[shard]);
+            // Forgets first: a check of the key in the same batch finds it fresh.
+            let n = self.forgets[shard].len().min(MAX_BATCH);
+            for f in self.forgets[shard].drain(..n) {
+                ops.push((f.key.clone(), KeyOp::Forget, 0));
+                waiters.push(None);
+                forgets[shard].push((ops.len() - 1, f));
+            }
             for (map, op) in [
                 (&mut self.debts[shard], KeyOp::Charge),
                 (&mut self.gives[shard], KeyOp::Give),
@@ -582,6 +636,7 @@ impl Task {
             }
             self.seq += 1;
             let waiters = std::mem::take(&mut waiters[shard]);
+            let forgets = std::mem::take(&mut forgets[shard]);
             let passed = waiters.iter().filter(|w| w.is_some()).count() as u64;
             self.shared.counters.passed_through.add(passed);
             let call = call(
@@ -599,6 +654,8 @@ impl Task {
                 first_sent: now,
                 call: Some(call),
                 retry_at: now,
+                forgets,
+                dropped: Vec::new(),
             });
         }
     }
@@ -623,6 +680,10 @@ impl Task {
                 } else {
                     self.outage_state()
                 };
+                // Not confirmed: the forget stays in the batch, applied when it is answered.
+                for (_, forget) in f.forgets.drain(..) {
+                    let _ = forget.reply.send(Err(e.clone()));
+                }
                 self.transition(state, Some(e));
                 for w in f.waiters.iter_mut() {
                     if let Some(r) = w.take() {
@@ -667,9 +728,15 @@ impl Task {
                 .fallback
                 .set_quota(share(self.interval_us.max(1), self.live));
         }
+        for (i, forget) in f.forgets {
+            let held = reply.results.get(i).is_some_and(|r| r.value > 0);
+            let _ = forget.reply.send(Ok(held));
+        }
         let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
         let c = &self.shared.counters;
         let mut refused = Vec::new();
+        let dropped = f.dropped;
+        let give_back = |key: &String| !dropped.contains(key);
         for (((key, op, n), waiter), res) in f.ops.into_iter().zip(f.waiters).zip(reply.results) {
             if reply.unreplicated && matches!(op, KeyOp::Check | KeyOp::Lease) {
                 refused.extend(waiter);
@@ -690,7 +757,7 @@ impl Task {
                         let _ = w.reply.send(KeyDecision::new(allowed, Via::Redis, retry));
                     }
                     // Decided by the fallback meanwhile: the grant is not used.
-                    None if res.value > 0 => {
+                    None if res.value > 0 && give_back(&key) => {
                         *self.gives[shard].entry(key).or_insert(0) += res.value;
                     }
                     None => {}
@@ -739,13 +806,13 @@ impl Task {
                             // key's checks to the task, as a cold key's.
                             let _ = self.shared.marks.set_stock(key.as_str(), ARMED);
                         }
-                        None if res.value > 0 => {
+                        None if res.value > 0 && give_back(&key) => {
                             *self.gives[shard].entry(key).or_insert(0) += res.value;
                         }
                         None => {}
                     }
                 }
-                KeyOp::Give => {}
+                KeyOp::Give | KeyOp::Forget => {}
                 KeyOp::Charge => {
                     c.charged_back.add(res.value);
                 }
@@ -762,6 +829,10 @@ impl Task {
         self.closing = true;
         self.rx.close();
         self.dry_rx.close();
+        self.forget_rx.close();
+        while let Ok(f) = self.forget_rx.try_recv() {
+            self.on_forget(f);
+        }
         let mut waiting: Vec<Request> = self.queues.iter_mut().flat_map(std::mem::take).collect();
         while let Ok(r) = self.rx.try_recv() {
             waiting.push(r);
@@ -803,7 +874,9 @@ impl Task {
                 continue;
             }
             self.housekeeping(Instant::now());
-            if self.gives.iter().chain(&self.debts).all(HashMap::is_empty) {
+            if self.gives.iter().chain(&self.debts).all(HashMap::is_empty)
+                && self.forgets.iter().all(Vec::is_empty)
+            {
                 break;
             }
             // Charges and give-backs only (closing: no leases, no checks).
