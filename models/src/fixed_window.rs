@@ -18,7 +18,8 @@
 //! window before `s`'s, so it comes back as "window `s/W - 1` holds `limit`" (fresh when `s` is
 //! in window 0).
 
-use crate::{index_bits, wait_until, CellModel, Expect, Model};
+use crate::expect::{index_bits, wait_until, Expect};
+use crate::model::{CellModel, Model};
 
 /// The configuration: a limit per window of `window` ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +149,8 @@ mod tests {
     //! The model against hand-computed vectors (the crate's unit tests and the README), so a
     //! model bug is not mistaken for an implementation bug.
     use super::*;
-    use crate::{cancel, U64};
+    use crate::expect::U64;
+    use crate::model::cancel;
 
     fn m(limit: u32, window: u64) -> FixedWindowModel {
         FixedWindowModel { limit, window }

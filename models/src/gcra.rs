@@ -40,7 +40,7 @@ pub struct Expected {
 
 impl Expected {
     /// The five fields every decision has, and the delay of an admission.
-    pub fn with_delay(seen: crate::Seen, delay_ns: u64) -> Self {
+    pub fn with_delay(seen: crate::expect::Seen, delay_ns: u64) -> Self {
         Self {
             allowed: seen.allowed,
             limit: seen.limit,

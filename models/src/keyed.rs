@@ -19,7 +19,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-use crate::{CellModel, Expect};
+use crate::expect::Expect;
+use crate::model::CellModel;
 
 /// The keyed stores' minimum time between two automatic sweeps (limiter clock, ns). From the
 /// `KeyedLimiter` docs: "at most one every 10 ms of the limiter's clock".

@@ -3,7 +3,7 @@
 
 use std::fmt::Debug;
 
-use crate::Expect;
+use crate::expect::Expect;
 
 /// A reference model of one algorithm: a decision per request, a state per key.
 pub trait Model {
@@ -32,7 +32,7 @@ pub trait Model {
 }
 
 /// A model of an algorithm whose whole state is one cell (fixed window, sliding window, stock):
-/// what the keyed store model ([`crate::keyed::KeyedModel`]) and the refund and cancel
+/// what the keyed store model (`keyed::KeyedModel`) and the refund and cancel
 /// operations need on top of [`Model`].
 pub trait CellModel: Model {
     /// The algorithm's name in `ConfigError::Unsupported`.

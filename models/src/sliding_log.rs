@@ -20,7 +20,8 @@
 //! `n = 0` on the held log, so they forget expired units too. A key swept at `s` comes back as
 //! an empty log with `forgotten = s` ([`LogState::swept`]).
 
-use crate::{first_true, wait_until, Expect, Model};
+use crate::expect::{first_true, wait_until, Expect};
+use crate::model::Model;
 
 /// The configuration: at most `limit` units in any window of `window` ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

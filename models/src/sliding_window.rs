@@ -28,7 +28,8 @@
 //! is idle whatever it holds, so one swept there comes back as the strictest state: both counts
 //! full in the last window before the horizon.
 
-use crate::{first_true, index_bits, wait_until, CellModel, Expect, Model, U64};
+use crate::expect::{first_true, index_bits, wait_until, Expect, U64};
+use crate::model::{CellModel, Model};
 
 /// The configuration: a limit per sliding window of `window` ns, and the horizon its layout
 /// gives ([`SlidingWindowModel::new`] computes it).
@@ -297,7 +298,7 @@ mod tests {
     //! The model against hand-computed vectors (the crate's unit tests), so a model bug is not
     //! mistaken for an implementation bug.
     use super::*;
-    use crate::cancel;
+    use crate::model::cancel;
 
     #[test]
     fn previous_window_weighs_in() {

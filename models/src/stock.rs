@@ -13,7 +13,8 @@
 //! A key holding exactly its configured stock is the fresh key (never stored, dropped by a
 //! sweep), and a sweep leaves nothing behind (the swept state is the fresh one).
 
-use crate::{CellModel, Expect, Model, U64};
+use crate::expect::{Expect, U64};
+use crate::model::{CellModel, Model};
 
 /// The configured stock per key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +137,7 @@ impl CellModel for StockModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cancel;
+    use crate::model::cancel;
 
     #[test]
     fn sells_exactly_the_stock_and_restocks() {

@@ -59,7 +59,7 @@
 use std::time::Duration;
 
 use crate::gcra::Expected;
-use crate::Invalid;
+use crate::invalid::Invalid;
 
 const HORIZON: u128 = u64::MAX as u128;
 const NEVER: u64 = u64::MAX;

@@ -44,7 +44,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::{Expect, Invalid, Seen, U64};
+use crate::expect::{Expect, Seen, U64};
+use crate::invalid::Invalid;
 
 /// The last representable `next_free`, µs (module docs: a 48-bit field).
 pub const MAX_NEXT_FREE_US: u128 = (1 << 48) - 1;
