@@ -1,13 +1,13 @@
 //! The driver of the one-cell targets (fixed window, sliding window, stock): it replays one
 //! operation sequence against a direct [`Limiter`], a [`KeyedLimiter`] in the fingerprint table
-//! (`max_keys(m)`) and one in the exact map (no bound, or `max_keys(m).exact_keys()`), all
+//! (`max_keys(m)`) and one in the exact store (`exact_keys()`: no bound, or `max_keys(m)`), all
 //! reading one [`ManualClock`], and against the models of `cellgate-models`: the algorithm's
 //! [`CellModel`] and the keyed store's [`KeyedModel`] (whose docs give the store's documented
 //! behaviour).
 //!
 //! On top of that, eviction is checked to be lossless: a shadow model that never evicts must
-//! make the same decisions as the uncapped map as long as no request comes at a time before
-//! the sweep floor. At the first request behind the floor the map must be at least as strict as
+//! make the same decisions as the uncapped exact store as long as no request comes at a time before
+//! the sweep floor. At the first request behind the floor that store must be at least as strict as
 //! the shadow (no admission the shadow denies; no more `remaining` when both decide alike);
 //! from there on only the exact model is compared.
 
