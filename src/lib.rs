@@ -43,7 +43,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use cellgate::{KeyedLimiter, Limiter, Quota};
+//! use cellgate::{check_all, KeyedLimiter, Limiter, Quota};
 //!
 //! // 30 requests a minute per user, at most 16 at once.
 //! // Nothing to size: the store grows with the users that are live and reclaims idle ones.
@@ -52,8 +52,9 @@
 //! // 10k requests a second in total.
 //! let global = Limiter::gcra(Quota::per_second(10_000)).build()?;
 //!
-//! let d = users.check(&42);
-//! if d.is_allowed() && global.check().is_allowed() {
+//! // Both limits or neither: a denial by one gives back what the other took.
+//! let d = check_all([(&users.gate(&42), 1), (&global, 1)]);
+//! if d.is_allowed() {
 //!     // serve
 //! } else if let Some(wait) = d.retry_after() {
 //!     println!("slow down, retry in {wait:?}");
