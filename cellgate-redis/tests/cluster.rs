@@ -473,3 +473,100 @@ fn an_unplanned_master_failover_mid_sale_oversells_no_key_of_a_keyed_stock() {
             .collect()
     });
 }
+
+/// One master of a cluster stops answering the scripts (`CLIENT PAUSE ... WRITE`: its
+/// connections stay open, no failover starts) while a per-key rate is checked on its keys and
+/// on keys of another master: only the paused master's part of the limit is out. Its keys are
+/// decided by the outage fallback, and its shard says `Fallback` with the timeout; the keys on
+/// the master that answers are still checked in Redis, exactly (5 of 10 for a burst of 5),
+/// and their shard says `Connected`; the limit's `state()` is the worst of its shards'. (Before
+/// the shards had their own states, one shard's timeout put every key in the fallback: this
+/// test's healthy key was decided `Fallback` in all 9 checks, two runs in two.)
+#[test]
+fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
+    use cellgate_redis::{FleetError, FleetState, Via};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let name = "parts";
+    let (_rt, probe) = probe(&seeds, name, 1);
+    let master_of_key = |key: &str| {
+        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
+        master_of(&nodes[0], slot).expect("a master for the slot")
+    };
+    // Shard 0 (every process's heartbeat) on one master, the sick key on another, the healthy
+    // key on a third.
+    let master0 = master_of_key(
+        &(0..)
+            .map(|k| format!("k{k}"))
+            .find(|k| probe.shard(k) == 0)
+            .unwrap(),
+    );
+    let sick = (0..)
+        .map(|k| format!("sick{k}"))
+        .find(|k| master_of_key(k) != master0)
+        .unwrap();
+    let sick_master = master_of_key(&sick);
+    let healthy = (0..)
+        .map(|k| format!("healthy{k}"))
+        .find(|k| ![master0, sick_master].contains(&master_of_key(k)))
+        .unwrap();
+    // 5 per minute per key, burst 5: ten quick checks of a key admit exactly 5 in Redis.
+    let users = KeyedFleet::rate(name, 5, Duration::from_secs(60))
+        .max_wait(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(500))
+        .connect(&seeds)
+        .unwrap();
+    assert_eq!(users.check_blocking(&healthy, 1).via(), Via::Redis);
+    assert_eq!(users.check_blocking(&sick, 1).via(), Via::Redis);
+    let paused = nodes.iter().find(|n| n.port == sick_master).unwrap();
+    paused.cmd::<()>(&["CLIENT", "PAUSE", "20000", "WRITE"]);
+    // The sick key's batch is not answered: decided by the fallback, its shard is out.
+    let d = users.check_blocking(&sick, 1);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_eq!(d.via(), Via::Fallback);
+        // The other master's key is still checked in Redis, exactly: 4 more of its burst of 5.
+        let healthy_checks: Vec<_> = (0..9).map(|_| users.check_blocking(&healthy, 1)).collect();
+        let vias: Vec<Via> = healthy_checks.iter().map(|d| d.via()).collect();
+        assert!(
+            vias.iter().all(|v| *v == Via::Redis),
+            "a key on a master that answers was not checked in Redis: {vias:?}"
+        );
+        let admitted = healthy_checks.iter().filter(|d| d.is_allowed()).count();
+        assert_eq!(admitted, 4, "admitted of the healthy key's last 9 checks");
+        // The sick key's next checks are decided at once, by the fallback.
+        assert_eq!(users.check_blocking(&sick, 1).via(), Via::Fallback);
+        // Which part is out.
+        assert_eq!(users.state_of(&healthy), FleetState::Connected);
+        assert_eq!(users.state_of(&sick), FleetState::Fallback);
+        assert_eq!(users.state(), FleetState::Fallback);
+        let shards = users.shard_states();
+        let out: Vec<_> = shards
+            .iter()
+            .filter(|s| s.state != FleetState::Connected)
+            .collect();
+        let sick_tag = probe.tag(probe.shard(&sick));
+        assert_eq!(out.len(), 1, "shards out: {out:?}");
+        assert_eq!(out[0].tag, sick_tag);
+        // The shard's master did not answer in time (the task's or redis-rs's timeout).
+        let timed_out = match out[0].last_error.as_ref().map(|e| &e.error) {
+            Some(FleetError::Timeout) => true,
+            Some(FleetError::Redis(e)) => e.is_timeout(),
+            _ => false,
+        };
+        assert!(timed_out, "{:?}", out[0].last_error);
+    }));
+    paused.cmd::<()>(&["CLIENT", "UNPAUSE"]);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    // Once the master answers again, its shard is back (its batch, retried, is answered).
+    common::wait_for("the shard to answer again", || {
+        users.state() == FleetState::Connected
+    });
+    assert!(users
+        .shard_states()
+        .iter()
+        .all(|s| s.state == FleetState::Connected));
+}
