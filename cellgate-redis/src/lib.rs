@@ -79,4 +79,4 @@ pub use error::{FleetError, ACL_COMMANDS};
 pub use fleet::Fleet;
 pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, Via};
 pub use replica::Replication;
-pub use report::{FleetState, FleetStats, KeyedStats, LastError};
+pub use report::{FleetState, FleetStats, KeyedStats, LastError, ShardState};

@@ -70,6 +70,32 @@ pub struct LastError {
     pub error: FleetError,
 }
 
+/// One shard of a keyed limit as this process sees it (see
+/// [`KeyedFleet::shard_states`](crate::KeyedFleet::shard_states)): on a Redis Cluster a keyed
+/// limit's keys are spread over shards, each on the master of its hash tag's slot, and a
+/// master that does not answer puts only its shards out.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn run(users: cellgate_redis::KeyedFleet) {
+/// use cellgate_redis::FleetState;
+/// for s in users.shard_states().iter().filter(|s| s.state != FleetState::Connected) {
+///     eprintln!("keys under {{{}}} are out: {:?}", s.tag, s.last_error);
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShardState {
+    /// The shard's hash tag: its Redis keys are `cellgate:{TAG}:...` (`CLUSTER KEYSLOT`
+    /// names the slot, and `CLUSTER NODES` its master).
+    pub tag: String,
+    /// Whether the shard's master answers for its keys.
+    pub state: FleetState,
+    /// The shard's last failure (`None`: none yet).
+    pub last_error: Option<LastError>,
+}
+
 /// Counters of one fleet limiter (see [`Fleet::stats`](crate::Fleet::stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetStats {

@@ -137,6 +137,9 @@ pub(crate) struct Counters {
     pub(crate) live: Counter,
 }
 
+/// The most shards a keyed limit has (on a cluster; one on a single node).
+const MAX_SHARDS: usize = crate::keyed::CLUSTER_SHARDS;
+
 /// What a keyed limiter's checking threads and its batching task share.
 pub(crate) struct KeyedShared {
     /// Leased units of hot keys.
@@ -151,9 +154,17 @@ pub(crate) struct KeyedShared {
     /// room a lease never holds): a rate's lease cap `max(1, B / (2·live))`; 1 for a stock,
     /// whose leases shrink near the end.
     pub(crate) lease_max: Counter,
+    /// The whole limit's state: the worst of its shards' (see [`KeyedShared::transition`]).
     pub(crate) state: Link,
-    /// The last failure and when it happened.
+    /// The limit's shards in use (1 on one node, set once the client is made).
+    pub(crate) shards: Counter,
+    /// Each shard's own state: a check of a key is decided by its shard's (a master down
+    /// sends to the fallback only the keys it holds).
+    pub(crate) shard_states: [Link; MAX_SHARDS],
+    /// The last failure and when it happened (any shard's).
     pub(crate) last_error: Lock<Option<LastError>>,
+    /// Each shard's last failure.
+    pub(crate) shard_errors: Lock<[Option<LastError>; MAX_SHARDS]>,
     pub(crate) stop: Stop,
     pub(crate) wake: Notify,
     pub(crate) counters: Counters,
@@ -166,11 +177,66 @@ impl KeyedShared {
             marks,
             lease_max: Counter::new(1),
             state: Link::new(CONNECTED),
+            shards: Counter::new(1),
+            shard_states: std::array::from_fn(|_| Link::new(CONNECTED)),
             last_error: Lock::new(None),
+            shard_errors: Lock::new(std::array::from_fn(|_| None)),
             stop: Stop::new(),
             wake: Notify::new(),
             counters: Counters::default(),
         }
+    }
+
+    /// The shards in use.
+    fn used(&self) -> &[Link] {
+        let n = usize::try_from(self.shards.get()).unwrap_or(MAX_SHARDS);
+        &self.shard_states[..n.clamp(1, MAX_SHARDS)]
+    }
+
+    /// The state of shard `shard`.
+    pub(crate) fn shard_state(&self, shard: usize) -> u8 {
+        self.shard_states.get(shard).map_or(CONNECTED, Link::get)
+    }
+
+    /// Moves shard `shard` of the keyed limit `name` to `state` (recording `error` as the
+    /// shard's and the limit's last failure), logging the change under the shard's hash tag
+    /// (`tag()`), and the whole limit to the worst state of its shards (the states' order:
+    /// connected, fallback, partitioned, forgotten). A forgotten shard stays so.
+    pub(crate) fn transition(
+        &self,
+        tag: impl FnOnce() -> String,
+        shard: usize,
+        state: u8,
+        error: Option<FleetError>,
+    ) {
+        let Some(link) = self.shard_states.get(shard) else {
+            return;
+        };
+        if error.is_none() && link.get() == state {
+            // Nothing to log, record or recompute (every answered batch comes here).
+            return;
+        }
+        if let Some(e) = &error {
+            self.shard_errors.lock()[shard] = Some(LastError {
+                at: std::time::SystemTime::now(),
+                error: e.clone(),
+            });
+        }
+        transition(&tag(), link, &self.last_error, state, error);
+        let worst = self.used().iter().map(Link::get).max().unwrap_or(CONNECTED);
+        self.state.set(worst);
+    }
+
+    /// Moves every shard in use to `state` (a start during an outage, a shutdown), but a
+    /// forgotten one, without logging.
+    pub(crate) fn set_all(&self, state: u8) {
+        for link in self.used() {
+            if link.get() != FORGOTTEN {
+                link.set(state);
+            }
+        }
+        let worst = self.used().iter().map(Link::get).max().unwrap_or(CONNECTED);
+        self.state.set(worst);
     }
 
     pub(crate) fn stats(&self) -> KeyedStats {

@@ -330,34 +330,26 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
 
 /// An unplanned failover: the master holding a stock dies with writes its replica never
 /// received, and the replica takes over. Here the replica is frozen (SIGSTOP) and its link
-/// cut (`CLIENT KILL TYPE replica` on the master) while two limiters go on leasing from the master, then the
-/// master is killed (SIGKILL), the replica thawed and promoted (`CLUSTER FAILOVER TAKEOVER`).
-/// Every lease debited while the replica was frozen is gone from the new master, whose limit
-/// keeps its epoch (nothing tells it from the old one): a limiter that sold those units
-/// would see them sold a second time. A lease's units are sold only once a replica
-/// acknowledged its debit (`WAIT`), so nothing is oversold; the sale goes on after the
-/// takeover and strands at most one lease per limiter (a debit the replica may have
-/// received without acknowledging it before it froze).
-#[test]
-fn an_unplanned_master_failover_mid_sale_oversells_nothing() {
-    let Some(mut nodes) = common::cluster() else {
-        return;
-    };
-    let seeds = common::seeds(&nodes);
-    let (stock, max_lease) = (3_000u64, 50u64);
-    let fleets: Vec<Arc<Fleet>> = (0..2)
-        .map(|_| {
-            Arc::new(
-                Fleet::stock("crash", stock)
-                    .max_lease(max_lease)
-                    .connect(&seeds)
-                    .unwrap(),
-            )
-        })
-        .collect();
-    let sellers = common::Sellers::start(&fleets);
+/// cut (`CLIENT KILL TYPE replica` on the master) while the limiters go on leasing from the
+/// master, then the master is killed (SIGKILL), the replica thawed and promoted (`CLUSTER
+/// FAILOVER TAKEOVER`). Every lease debited while the replica was frozen is gone from the new
+/// master, whose limit keeps its epoch (nothing tells it from the old one): a limiter that
+/// sold those units would see them sold a second time. A lease's units are sold only once a
+/// replica acknowledged its debit (`WAIT`), so nothing is oversold; the sale goes on after the
+/// takeover and strands at most one lease per limiter (a debit the replica may have received
+/// without acknowledging it before it froze).
+///
+/// The scenario of both tests below: `sellers` sell a stock of `stock` units whose keys live
+/// on `slot`, through `limiters` limiters leasing at most `max_lease` units at a time;
+/// `report` describes the limiters once the sale is over.
+fn crash_the_master_mid_sale(
+    nodes: &mut [RedisServer],
+    slot: u16,
+    sellers: common::Sellers,
+    (stock, max_lease, limiters): (u64, u64, u64),
+    report: impl Fn() -> String,
+) {
     common::wait_for("the first 500 sales", || sellers.sold() >= 500);
-    let slot = slot(&nodes[0], "crash");
     let (master, replica) = master_and_replica(&nodes[0], slot);
     let m = nodes.iter().position(|n| n.port == master).unwrap();
     let r = nodes.iter().position(|n| n.port == replica).unwrap();
@@ -387,9 +379,7 @@ fn an_unplanned_master_failover_mid_sale_oversells_nothing() {
     // Sell on a little past the end: nothing more may be sold.
     std::thread::sleep(Duration::from_millis(300));
     let sold = sellers.stop();
-    for f in &fleets {
-        eprintln!("limiter: {:?}, last error {:?}", f.state(), f.last_error());
-    }
+    eprint!("{}", report());
     eprintln!(
         "unplanned failover from :{master} to :{replica}: {while_paused} sold while the replica \
          was frozen, {at_takeover} at the takeover, {sold} of {stock} in all"
@@ -397,7 +387,186 @@ fn an_unplanned_master_failover_mid_sale_oversells_nothing() {
     assert!(sold <= stock, "sold {sold} of {stock}: oversold");
     assert!(sold > at_takeover, "the sale stopped at the takeover");
     assert!(
-        sold >= stock - 2 * max_lease,
+        sold >= stock - limiters * max_lease,
         "sold {sold} of {stock}: more than one lease per limiter stranded"
     );
+}
+
+/// [`crash_the_master_mid_sale`] with two `Fleet::stock` limiters (3,300 of 3,000 sold before
+/// leases waited for a replica, three runs in three).
+#[test]
+fn an_unplanned_master_failover_mid_sale_oversells_nothing() {
+    let Some(mut nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let (stock, max_lease) = (3_000u64, 50u64);
+    let fleets: Vec<Arc<Fleet>> = (0..2)
+        .map(|_| {
+            Arc::new(
+                Fleet::stock("crash", stock)
+                    .max_lease(max_lease)
+                    .connect(&seeds)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let sellers = common::Sellers::start(&fleets);
+    let slot = slot(&nodes[0], "crash");
+    crash_the_master_mid_sale(&mut nodes, slot, sellers, (stock, max_lease, 2), || {
+        fleets
+            .iter()
+            .map(|f| {
+                format!(
+                    "limiter: {:?}, last error {:?}\n",
+                    f.state(),
+                    f.last_error()
+                )
+            })
+            .collect()
+    });
+}
+
+/// [`crash_the_master_mid_sale`] with one key of a `KeyedFleet::stock` sold by two limiters:
+/// the key is hot in both (leased), and its cold checks and leases ride in batches that wait
+/// for a replica too.
+#[test]
+fn an_unplanned_master_failover_mid_sale_oversells_no_key_of_a_keyed_stock() {
+    let Some(mut nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let (stock, max_lease) = (3_000u64, 50u64);
+    let fleets: Vec<Arc<KeyedFleet>> = (0..2)
+        .map(|_| {
+            Arc::new(
+                KeyedFleet::stock("crash-keys", stock)
+                    .max_lease(max_lease)
+                    .connect(&seeds)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let key = "sku-1";
+    let sellers = common::Sellers::selling(
+        fleets
+            .iter()
+            .map(|f| {
+                let f = f.clone();
+                move || f.check_blocking(key, 1).is_allowed()
+            })
+            .collect(),
+    );
+    let (_rt, probe) = probe(&seeds, "crash-keys", stock);
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
+    crash_the_master_mid_sale(&mut nodes, slot, sellers, (stock, max_lease, 2), || {
+        fleets
+            .iter()
+            .map(|f| {
+                format!(
+                    "limiter: {:?}, last error {:?}, {:?}\n",
+                    f.state(),
+                    f.last_error(),
+                    f.stats()
+                )
+            })
+            .collect()
+    });
+}
+
+/// One master of a cluster stops answering the scripts (`CLIENT PAUSE ... WRITE`: its
+/// connections stay open, no failover starts) while a per-key rate is checked on its keys and
+/// on keys of another master: only the paused master's part of the limit is out. Its keys are
+/// decided by the outage fallback, and its shard says `Fallback` with the timeout; the keys on
+/// the master that answers are still checked in Redis, exactly (5 of 10 for a burst of 5),
+/// and their shard says `Connected`; the limit's `state()` is the worst of its shards'. (Before
+/// the shards had their own states, one shard's timeout put every key in the fallback: this
+/// test's healthy key was decided `Fallback` in all 9 checks, two runs in two.)
+#[test]
+fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
+    use cellgate_redis::{FleetError, FleetState, Via};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let name = "parts";
+    let (_rt, probe) = probe(&seeds, name, 1);
+    let master_of_key = |key: &str| {
+        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
+        master_of(&nodes[0], slot).expect("a master for the slot")
+    };
+    // Shard 0 (every process's heartbeat) on one master, the sick key on another, the healthy
+    // key on a third.
+    let master0 = master_of_key(
+        &(0..)
+            .map(|k| format!("k{k}"))
+            .find(|k| probe.shard(k) == 0)
+            .unwrap(),
+    );
+    let sick = (0..)
+        .map(|k| format!("sick{k}"))
+        .find(|k| master_of_key(k) != master0)
+        .unwrap();
+    let sick_master = master_of_key(&sick);
+    let healthy = (0..)
+        .map(|k| format!("healthy{k}"))
+        .find(|k| ![master0, sick_master].contains(&master_of_key(k)))
+        .unwrap();
+    // 5 per minute per key, burst 5: ten quick checks of a key admit exactly 5 in Redis.
+    let users = KeyedFleet::rate(name, 5, Duration::from_secs(60))
+        .max_wait(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(500))
+        .connect(&seeds)
+        .unwrap();
+    assert_eq!(users.check_blocking(&healthy, 1).via(), Via::Redis);
+    assert_eq!(users.check_blocking(&sick, 1).via(), Via::Redis);
+    let paused = nodes.iter().find(|n| n.port == sick_master).unwrap();
+    paused.cmd::<()>(&["CLIENT", "PAUSE", "20000", "WRITE"]);
+    // The sick key's batch is not answered: decided by the fallback, its shard is out.
+    let d = users.check_blocking(&sick, 1);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_eq!(d.via(), Via::Fallback);
+        // The other master's key is still checked in Redis, exactly: 4 more of its burst of 5.
+        let healthy_checks: Vec<_> = (0..9).map(|_| users.check_blocking(&healthy, 1)).collect();
+        let vias: Vec<Via> = healthy_checks.iter().map(|d| d.via()).collect();
+        assert!(
+            vias.iter().all(|v| *v == Via::Redis),
+            "a key on a master that answers was not checked in Redis: {vias:?}"
+        );
+        let admitted = healthy_checks.iter().filter(|d| d.is_allowed()).count();
+        assert_eq!(admitted, 4, "admitted of the healthy key's last 9 checks");
+        // The sick key's next checks are decided at once, by the fallback.
+        assert_eq!(users.check_blocking(&sick, 1).via(), Via::Fallback);
+        // Which part is out.
+        assert_eq!(users.state_of(&healthy), FleetState::Connected);
+        assert_eq!(users.state_of(&sick), FleetState::Fallback);
+        assert_eq!(users.state(), FleetState::Fallback);
+        let shards = users.shard_states();
+        let out: Vec<_> = shards
+            .iter()
+            .filter(|s| s.state != FleetState::Connected)
+            .collect();
+        let sick_tag = probe.tag(probe.shard(&sick));
+        assert_eq!(out.len(), 1, "shards out: {out:?}");
+        assert_eq!(out[0].tag, sick_tag);
+        // The shard's master did not answer in time (the task's or redis-rs's timeout).
+        let timed_out = match out[0].last_error.as_ref().map(|e| &e.error) {
+            Some(FleetError::Timeout) => true,
+            Some(FleetError::Redis(e)) => e.is_timeout(),
+            _ => false,
+        };
+        assert!(timed_out, "{:?}", out[0].last_error);
+    }));
+    paused.cmd::<()>(&["CLIENT", "UNPAUSE"]);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    // Once the master answers again, its shard is back (its batch, retried, is answered).
+    common::wait_for("the shard to answer again", || {
+        users.state() == FleetState::Connected
+    });
+    assert!(users
+        .shard_states()
+        .iter()
+        .all(|s| s.state == FleetState::Connected));
 }

@@ -181,7 +181,7 @@ pub fn shard_of(key: &str, shards: usize) -> usize {
 
 /// The hash tag of shard `shard` of limit `name` with `shards` shards: `name` alone for one
 /// shard (one Redis node), `name#shard` on a cluster.
-fn tag(name: &str, shard: usize, shards: usize) -> String {
+pub(crate) fn tag(name: &str, shard: usize, shards: usize) -> String {
     if shards <= 1 {
         name.to_owned()
     } else {
@@ -272,6 +272,12 @@ impl KeyedClient {
     /// The shard of `key` (see [`shard_of`]).
     pub fn shard(&self, key: &str) -> usize {
         shard_of(key, self.shards)
+    }
+
+    /// The hash tag of shard `shard`'s keys: the limit's name on one node, `name#shard` on
+    /// a cluster.
+    pub fn tag(&self, shard: usize) -> String {
+        tag(&self.name, shard, self.shards)
     }
 
     /// The Redis key holding `key`'s state ([`key_of`] on one node; on a cluster, under its

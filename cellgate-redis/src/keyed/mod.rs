@@ -33,7 +33,11 @@
 //! On a Redis Cluster (comma-separated seed URLs) the keys of one limit are spread over
 //! [`CLUSTER_SHARDS`] hash tags, so over the masters: each shard has its own configuration,
 //! holders and replies on its keys' slot, carries the limit's epoch (written into every shard
-//! when a process registers), and has its own batch in flight. On one node a limit is one shard.
+//! when a process registers), has its own batch in flight, and its own state: a master that
+//! does not answer (or whose replicas do not acknowledge a stock's batch, or that lost a
+//! shard) puts only its shards' keys in the fallback, while the keys of the other masters are
+//! still checked and leased in Redis ([`KeyedFleet::state_of`], [`KeyedFleet::shard_states`];
+//! [`KeyedFleet::state`] is the worst shard's). On one node a limit is one shard.
 //!
 //! A cold check cannot be both exact and never wait: exactness needs Redis's answer. It
 //! waits, **at most [`max_wait`](KeyedFleetBuilder::max_wait)** (default 20 ms): an `async`
@@ -235,6 +239,8 @@ pub struct KeyedFleet {
     thread: Lock<Option<JoinHandle<()>>>,
     name: String,
     max_wait: Duration,
+    /// The limit's shards: 1 on one node, [`CLUSTER_SHARDS`] on a cluster.
+    shards: usize,
 }
 
 impl std::fmt::Debug for KeyedFleet {
@@ -426,7 +432,10 @@ impl KeyedFleet {
     /// decides): the check goes to the task.
     fn spent_lease(&self, key: &str, n: u32) -> Option<KeyDecision> {
         let s = &self.shared;
-        if n == 0 || u64::from(n) > s.lease_max.get() || s.state.get() != CONNECTED {
+        if n == 0 || u64::from(n) > s.lease_max.get() {
+            return None;
+        }
+        if s.shard_state(shard_of(key, self.shards)) != CONNECTED {
             return None;
         }
         // One look-up: a refused take of an armed mark still says what the mark holds.
@@ -488,12 +497,34 @@ impl KeyedFleet {
         rx.await.map_err(|_| stopped())?
     }
 
-    /// Whether Redis is answering.
+    /// Whether Redis is answering: on a Redis Cluster, the worst state of the limit's shards
+    /// (`Connected` only while every shard's master answers; see
+    /// [`shard_states`](Self::shard_states) for which part is out, and
+    /// [`state_of`](Self::state_of) for one key's).
     pub fn state(&self) -> FleetState {
         FleetState::of(self.shared.state.get())
     }
 
-    /// The last failure this limiter met talking to Redis, and when (`None`: none yet).
+    /// Whether Redis answers for `key`: the state of its shard, which decides its checks (a
+    /// key on a master that answers is checked in Redis while another master is out).
+    pub fn state_of(&self, key: &str) -> FleetState {
+        FleetState::of(self.shared.shard_state(shard_of(key, self.shards)))
+    }
+
+    /// Each shard's hash tag, state and last failure (one shard on a single Redis node).
+    pub fn shard_states(&self) -> Vec<crate::report::ShardState> {
+        let errors = self.shared.shard_errors.lock().clone();
+        (0..self.shards)
+            .map(|shard| crate::report::ShardState {
+                tag: client::tag(&self.name, shard, self.shards),
+                state: FleetState::of(self.shared.shard_state(shard)),
+                last_error: errors.get(shard).cloned().flatten(),
+            })
+            .collect()
+    }
+
+    /// The last failure this limiter met talking to Redis (on any shard), and when (`None`:
+    /// none yet).
     pub fn last_error(&self) -> Option<crate::report::LastError> {
         self.shared.last_error.lock().clone()
     }
@@ -732,6 +763,7 @@ impl KeyedFleetBuilder {
             (rx, dry_rx, forget_rx),
             lazy,
         )?;
+        let shards = usize::try_from(shared.shards.get()).unwrap_or(CLUSTER_SHARDS);
         let thread = std::thread::Builder::new()
             .name(format!("cellgate-keyed-{}", self.name))
             .spawn(move || runtime.block_on(task.run()))
@@ -745,6 +777,7 @@ impl KeyedFleetBuilder {
             thread: Lock::new(Some(thread)),
             name: self.name,
             max_wait: self.max_wait,
+            shards,
         })
     }
 }

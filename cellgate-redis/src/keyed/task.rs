@@ -107,7 +107,8 @@ pub(crate) struct Task {
     queues: Vec<VecDeque<Request>>,
     /// Per shard: the batch in flight.
     inflight: Vec<Option<InFlight>>,
-    failures: u32,
+    /// Per shard: calls failed in a row (the retry's backoff).
+    failures: Vec<u32>,
     /// Per shard: when the last batch that refreshed this holder's liveness there was sent.
     last_touch: Vec<Instant>,
     live: u64,
@@ -176,6 +177,7 @@ impl Task {
             Ok::<_, FleetError>((c, live))
         })?;
         let shards = client.shards();
+        shared.shards.set(shards as u64);
         shared
             .counters
             .batches
@@ -184,7 +186,7 @@ impl Task {
         shared.lease_max.set(lease_max(cfg, burst, live));
         if lazy {
             let state = if cfg.fallback { FALLBACK } else { PARTITIONED };
-            shared.state.set(state);
+            shared.set_all(state);
         }
         // A stock (interval 0) never falls back; its fallback limiter is never asked.
         let fallback = KeyedLimiter::<String>::gcra(share(interval_us.max(1), live))
@@ -206,7 +208,7 @@ impl Task {
             seq: if lazy { 0 } else { 2 },
             queues: (0..shards).map(|_| VecDeque::new()).collect(),
             inflight: (0..shards).map(|_| None).collect(),
-            failures: 0,
+            failures: vec![0; shards],
             // Not registered yet: the first batch touches (registers) at once.
             last_touch: vec![
                 if lazy {
@@ -373,24 +375,20 @@ impl Task {
         } else {
             *self.seen.entry(r.key.clone()).or_insert(0) += 1;
         }
-        if self.shared.state.get() == CONNECTED {
-            let shard = self.client.shard(&r.key);
+        let shard = self.client.shard(&r.key);
+        if self.shared.shard_state(shard) == CONNECTED {
             self.queues[shard].push_back(r);
         } else {
-            // Redis is known not to answer: do not make the caller wait for it.
+            // The key's shard is known not to answer: do not make the caller wait for it.
             self.decide_by_fallback(r);
         }
     }
 
-    /// Moves to `state` (recording `error` when there is one), logging the change.
-    fn transition(&self, state: u8, error: Option<FleetError>) {
-        crate::shared::transition(
-            &self.cfg.name,
-            &self.shared.state,
-            &self.shared.last_error,
-            state,
-            error,
-        );
+    /// Moves shard `shard` to `state` (recording `error` when there is one), logging the
+    /// change; the limit's state is the worst of its shards'.
+    fn transition(&self, shard: usize, state: u8, error: Option<FleetError>) {
+        self.shared
+            .transition(|| self.client.tag(shard), shard, state, error);
     }
 
     fn outage_state(&self) -> u8 {
@@ -423,7 +421,6 @@ impl Task {
     fn expire(&mut self, now: Instant) {
         // Queued checks wait for the batch in flight (one at a time): one that expires in the
         // queue while a batch is out waited on Redis as much as the batch's own checks.
-        let mut held_up = false;
         let mut late = Vec::new();
         for shard in 0..self.queues.len() {
             let mut queued_late = false;
@@ -434,7 +431,7 @@ impl Task {
                 late.extend(self.queues[shard].pop_front());
                 queued_late = true;
             }
-            held_up |= queued_late
+            let mut held_up = queued_late
                 && self.inflight[shard]
                     .as_ref()
                     .is_some_and(|f| f.call.is_some());
@@ -446,15 +443,14 @@ impl Task {
                     }
                 }
             }
-        }
-        if held_up {
-            // Redis holds a batch past a check's wait (a check in the batch, or one queued
-            // behind it): count it sick, so the next checks are decided at once, until this
-            // batch (or its retry) is answered. A batch with no check in it (a lease request)
-            // counts too: the checks behind it waited.
-            self.transition(self.outage_state(), Some(FleetError::Timeout));
-            for q in &mut self.queues {
-                late.extend(std::mem::take(q));
+            if held_up {
+                // Redis holds this shard's batch past a check's wait (a check in the batch,
+                // or one queued behind it): count the shard sick, so the next checks of its
+                // keys are decided at once, until this batch (or its retry) is answered. A
+                // batch with no check in it (a lease request) counts too: the checks behind
+                // it waited. Other shards (other masters, on a cluster) go on.
+                self.transition(shard, self.outage_state(), Some(FleetError::Timeout));
+                late.extend(std::mem::take(&mut self.queues[shard]));
             }
         }
         for r in late {
@@ -595,10 +591,15 @@ impl Task {
                 }
             }
         }
-        if self.shared.state.get() == CONNECTED && !self.closing {
+        // Leases and checks only where the shard answers (the others' checks are decided by
+        // the fallback).
+        let answers: Vec<bool> = (0..shards)
+            .map(|s| free[s] && self.shared.shard_state(s) == CONNECTED)
+            .collect();
+        if !self.closing {
             let cap = self.cfg.lease_cap(self.burst);
             for (key, h) in &mut self.hot {
-                if !free[h.shard] || ops[h.shard].len() >= MAX_BATCH {
+                if !answers[h.shard] || ops[h.shard].len() >= MAX_BATCH {
                     continue;
                 }
                 let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
@@ -614,7 +615,7 @@ impl Task {
                     waiters[h.shard].push(None);
                 }
             }
-            for shard in (0..shards).filter(|&s| free[s]) {
+            for shard in (0..shards).filter(|&s| answers[s]) {
                 while ops[shard].len() < MAX_BATCH {
                     let Some(r) = self.queues[shard].pop_front() else {
                         break;
@@ -627,10 +628,13 @@ impl Task {
         for shard in (0..shards).filter(|&s| free[s]) {
             // Liveness is refreshed (and the live holders counted) once a heartbeat: on shard
             // 0 by the batch due then or by an empty one; on another shard by a batch sent
-            // there anyway (a lease always touches).
+            // there anyway (a lease always touches), or by an empty one while the shard is
+            // out (a batch no replica acknowledged: the heartbeat tells when one does again;
+            // a lazy start: it registers there).
             let stale = now.duration_since(self.last_touch[shard]) >= HEARTBEAT;
             let ops = std::mem::take(&mut ops[shard]);
-            let touch = stale && (shard == 0 || !ops.is_empty());
+            let out = self.shared.shard_state(shard) != CONNECTED;
+            let touch = stale && (shard == 0 || !ops.is_empty() || out);
             if ops.is_empty() && !touch {
                 continue;
             }
@@ -674,7 +678,7 @@ impl Task {
                     .err()
                     .unwrap_or_else(|| FleetError::Protocol("a stale batch".into()));
                 self.shared.counters.backend_errors.add(1);
-                self.failures = self.failures.saturating_add(1);
+                self.failures[shard] = self.failures[shard].saturating_add(1);
                 let state = if matches!(e, FleetError::Forgotten) {
                     FORGOTTEN
                 } else {
@@ -684,32 +688,27 @@ impl Task {
                 for (_, forget) in f.forgets.drain(..) {
                     let _ = forget.reply.send(Err(e.clone()));
                 }
-                self.transition(state, Some(e));
-                for w in f.waiters.iter_mut() {
-                    if let Some(r) = w.take() {
-                        self.decide_by_fallback(r);
-                    }
-                }
-                let waiting: Vec<Request> =
-                    self.queues.iter_mut().flat_map(std::mem::take).collect();
-                for r in waiting {
+                self.transition(shard, state, Some(e));
+                // This shard's checks: the others' masters may well answer.
+                let queued = std::mem::take(&mut self.queues[shard]);
+                for r in f.waiters.iter_mut().filter_map(Option::take).chain(queued) {
                     self.decide_by_fallback(r);
                 }
                 f.call = None;
-                f.retry_at = now + Duration::from_millis(10 << self.failures.min(5));
+                f.retry_at = now + Duration::from_millis(10 << self.failures[shard].min(5));
                 self.inflight[shard] = Some(f);
                 return;
             }
         };
-        self.failures = 0;
+        self.failures[shard] = 0;
         if reply.unreplicated {
             // Executed, but no replica acknowledged it: a failover could lose its debits, so
-            // what its checks and leases took is not sold (an undersell), and checks are
-            // decided at once (a stock: denied) until a batch is acknowledged again (the
-            // next heartbeat, within a second).
-            self.transition(PARTITIONED, Some(FleetError::NotReplicated));
+            // what its checks and leases took is not sold (an undersell), and the shard's
+            // checks are decided at once (a stock: denied) until a batch there is
+            // acknowledged again (the shard's next heartbeat, within a second).
+            self.transition(shard, PARTITIONED, Some(FleetError::NotReplicated));
         } else {
-            self.transition(CONNECTED, None);
+            self.transition(shard, CONNECTED, None);
         }
         self.client.learn(shard, reply.epoch);
         if reply.live > 0 {
@@ -837,9 +836,7 @@ impl Task {
         while let Ok(r) = self.rx.try_recv() {
             waiting.push(r);
         }
-        if self.shared.state.get() != FORGOTTEN {
-            self.shared.state.set(PARTITIONED);
-        }
+        self.shared.set_all(PARTITIONED);
         for r in waiting {
             let _ = r.reply.send(KeyDecision::new(false, Via::Refused, None));
         }

@@ -610,16 +610,30 @@ pub struct Sellers {
 
 impl Sellers {
     pub fn start(fleets: &[std::sync::Arc<cellgate_redis::Fleet>]) -> Self {
+        Self::selling(
+            fleets
+                .iter()
+                .map(|f| {
+                    let f = f.clone();
+                    move || f.check().is_allowed()
+                })
+                .collect(),
+        )
+    }
+
+    /// One thread per `sell`, each calling it about once a millisecond (it says whether it
+    /// sold a unit): [`start`](Self::start) for any limiter (one key of a keyed fleet).
+    pub fn selling<F: Fn() -> bool + Send + 'static>(sells: Vec<F>) -> Self {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         let sold = std::sync::Arc::new(AtomicU64::new(0));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let threads = fleets
-            .iter()
-            .map(|f| {
-                let (f, sold, stop) = (f.clone(), sold.clone(), stop.clone());
+        let threads = sells
+            .into_iter()
+            .map(|sell| {
+                let (sold, stop) = (sold.clone(), stop.clone());
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        if f.check().is_allowed() {
+                        if sell() {
                             sold.fetch_add(1, Ordering::Relaxed);
                         }
                         std::thread::sleep(Duration::from_millis(1));
