@@ -15,6 +15,13 @@
 //! cargo build --release -p cellgate-redis --example bench_vs_lua --example bench_cluster
 //! target/release/examples/bench_cluster --seconds 3 --runs 3 --threads 1 --concurrency 256
 //! ```
+//!
+//! `--wait-cost 1` measures instead what waiting for a replica costs on the three masters with
+//! a replica each: the stock rows (`fleet stock`, `keyed stock`: the limiters whose debits
+//! wait, `Replication::Auto`) against the same rows with `--replication off`, interleaved run
+//! by run (`bench_vs_lua --runs 1` each, so run `i` of both settings ran back to back), each
+//! run's decisions/s and every command Redis executed (all nodes) per admitted unit, then the
+//! medians and the same-run ratios auto/off.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -62,6 +69,9 @@ impl Server {
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
+                // A replica's first full sync starts at once (Redis waits 5 s by default).
+                "--repl-diskless-sync-delay",
+                "0",
             ]);
         }
         let child = cmd
@@ -130,6 +140,14 @@ fn three_masters() -> Vec<Server> {
                 && n.cli(&["CLUSTER", "NODES"]).matches("slave").count() == 3
         })
     });
+    // And every replica holds its master's data (until then a replica acknowledges nothing,
+    // and its full sync would load the machine mid-run).
+    wait_for("the replicas to sync", || {
+        nodes.iter().all(|n| {
+            let info = n.cli(&["INFO", "replication"]);
+            info.contains("role:master") || info.contains("master_link_status:up")
+        })
+    });
     nodes
 }
 
@@ -156,9 +174,111 @@ fn keyed_cold(bench: &PathBuf, urls: &str, pass: &[String]) -> Vec<(f64, String)
         .collect()
 }
 
+/// One `--wait-cost` run: decisions/s, admitted/s, all commands, `WAIT`s, units admitted.
+struct Cost {
+    decisions: f64,
+    admitted_per_sec: f64,
+    commands: u64,
+    waits: u64,
+    admitted: u64,
+}
+
+impl Cost {
+    fn per_unit(&self) -> f64 {
+        self.commands as f64 / self.admitted.max(1) as f64
+    }
+}
+
+/// One run of `bench_vs_lua --only row --replication policy --commands 1` against `urls`.
+fn cost(bench: &PathBuf, urls: &str, row: &str, policy: &str, pass: &[String]) -> Cost {
+    let out = Command::new(bench)
+        .args(["--redis", urls, "--only", row])
+        .args(pass)
+        .args(["--runs", "1", "--replication", policy, "--commands", "1"])
+        .output()
+        .expect("running bench_vs_lua");
+    assert!(
+        out.status.success(),
+        "bench_vs_lua: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let word = |prefix: &str, n: usize| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.split_whitespace().nth(n)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix:?} line in {text}"))
+    };
+    // `run 0 keyed stock  D decisions/s ...`, `commands run 0 keyed stock: A all W wait U admitted`.
+    Cost {
+        decisions: word("run ", 4),
+        admitted_per_sec: word("run ", 6),
+        commands: word("commands run ", 5) as u64,
+        waits: word("commands run ", 7) as u64,
+        admitted: word("commands run ", 9) as u64,
+    }
+}
+
+/// The median of `v`.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `--wait-cost 1`: the stock rows with and without replica waits on three masters.
+fn wait_cost(bench: &PathBuf, pass: &[String]) {
+    let runs: usize = pass
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| pass.get(i + 1)?.parse().ok())
+        .unwrap_or(3);
+    let nodes = three_masters();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let urls = urls.join(",");
+    for row in ["fleet stock", "keyed stock"] {
+        let mut each: Vec<(Cost, Cost)> = Vec::new();
+        for run in 0..runs {
+            let auto = cost(bench, &urls, row, "auto", pass);
+            let off = cost(bench, &urls, row, "off", pass);
+            for (policy, c) in [("auto", &auto), ("off", &off)] {
+                println!(
+                    "wait-cost {row:12} {policy:4} run {run} {:>12.0} decisions/s {:>12.0} admitted/s {:>10.3e} commands/unit ({} commands, {} WAIT, {} admitted)",
+                    c.decisions,
+                    c.admitted_per_sec,
+                    c.per_unit(),
+                    c.commands,
+                    c.waits,
+                    c.admitted
+                );
+            }
+            each.push((auto, off));
+        }
+        let list = |f: &dyn Fn(&(Cost, Cost)) -> f64| {
+            let v: Vec<f64> = each.iter().map(f).collect();
+            let shown: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+            format!("{:.2}x ({})", median(v), shown.join(" / "))
+        };
+        println!(
+            "wait-cost {row:12} median of {runs}: auto {:.0} decisions/s {:.0} admitted/s {:.3e} commands/unit, off {:.0} decisions/s {:.0} admitted/s {:.3e} commands/unit; same-run auto/off: decisions/s {}, admitted/s {}, commands/unit {}",
+            median(each.iter().map(|(a, _)| a.decisions).collect()),
+            median(each.iter().map(|(a, _)| a.admitted_per_sec).collect()),
+            median(each.iter().map(|(a, _)| a.per_unit()).collect()),
+            median(each.iter().map(|(_, o)| o.decisions).collect()),
+            median(each.iter().map(|(_, o)| o.admitted_per_sec).collect()),
+            median(each.iter().map(|(_, o)| o.per_unit()).collect()),
+            list(&|(a, o)| a.decisions / o.decisions),
+            list(&|(a, o)| a.admitted_per_sec / o.admitted_per_sec),
+            list(&|(a, o)| a.per_unit() / o.per_unit()),
+        );
+    }
+}
+
 fn main() {
-    // Everything is passed on to bench_vs_lua (--seconds, --runs, --threads, --concurrency).
-    let pass: Vec<String> = std::env::args().skip(1).collect();
+    // Everything is passed on to bench_vs_lua (--seconds, --runs, --threads, --concurrency),
+    // but `--wait-cost 1`, which selects the replica-wait measurement.
+    let mut pass: Vec<String> = std::env::args().skip(1).collect();
+    let wait = pass.iter().position(|a| a == "--wait-cost");
+    let wait = wait.map(|i| pass.drain(i..(i + 2).min(pass.len())).nth(1).as_deref() == Some("1"));
     let bench = std::env::current_exe()
         .expect("own path")
         .with_file_name("bench_vs_lua");
@@ -167,6 +287,10 @@ fn main() {
         "{} not found: cargo build --release -p cellgate-redis --example bench_vs_lua",
         bench.display()
     );
+    if wait == Some(true) {
+        wait_cost(&bench, &pass);
+        return;
+    }
     let mut results: Vec<(&str, Vec<(f64, String)>)> = Vec::new();
     {
         let s = Server::start(false);

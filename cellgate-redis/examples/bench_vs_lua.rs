@@ -32,6 +32,13 @@
 //! `--only LABEL` runs one row alone (`--runs` times, no ratios): to profile it, or to run the
 //! keyed rows against a Redis Cluster (`--redis` then takes the comma-separated URLs of every
 //! node, whose counters are summed; `bench_cluster` does this for one and three masters).
+//! `--only` also takes `keyed stock`: `KeyedFleet::stock` (10^12 units per key) with each
+//! check on one of 1,000,000 keys, as `keyed cold` (every check a batched call in Redis, which
+//! waits for a replica on a master with replicas). With `--commands 1`, each `--only` run is
+//! followed by a line `commands run N LABEL: A all W wait U admitted`: every command Redis
+//! executed (`INFO commandstats`, every node summed: script calls, the commands the scripts
+//! run, `WAIT`, `INFO`), the `WAIT`s among them, and the units admitted. `--replication auto`
+//! (the default) or `off` sets the fleet limiters' [`Replication`](cellgate_redis::Replication).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,7 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet};
+use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet, Replication};
 
 /// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time. With
 /// `ARGV[3]` = 1 the key expires when its bucket is full again, as a limiter with many keys
@@ -72,6 +79,10 @@ struct Opts {
     runs: usize,
     /// `--only LABEL`: run that row alone (no ratios), to profile it.
     only: Option<String>,
+    /// `--replication auto|off`: the fleet limiters' replica waits.
+    replication: Replication,
+    /// `--commands 1`: after each `--only` run, every command Redis ran and the `WAIT`s.
+    commands: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -118,6 +129,25 @@ fn redis_counters(urls: &str) -> (u64, u64) {
             .sum();
         total.0 += cellgate_redis::script_calls(&info);
         total.1 += (secs * 1e6) as u64;
+    }
+    total
+}
+
+/// Every command the nodes of `urls` executed, and the `WAIT`s among them (`INFO
+/// commandstats`, summed over the nodes).
+fn all_commands(urls: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    let mut seen = std::collections::HashSet::new();
+    for url in urls.split(',').map(str::trim).filter(|u| seen.insert(*u)) {
+        let mut c = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("redis connection");
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .expect("INFO");
+        total.0 += cellgate_redis::command_calls(&info, "cmdstat_");
+        total.1 += cellgate_redis::command_calls(&info, "cmdstat_wait:");
     }
     total
 }
@@ -280,7 +310,12 @@ fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
 
 fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
     let before = redis_counters(&o.url);
-    let fleet = Arc::new(builder.connect(&o.url).expect("connect"));
+    let fleet = Arc::new(
+        builder
+            .replication(o.replication)
+            .connect(&o.url)
+            .expect("connect"),
+    );
     let f = fleet.clone();
     let load = spin(o, Arc::new(move || f.check().is_allowed()));
     fleet.shutdown();
@@ -290,9 +325,15 @@ fn fleet(o: &Opts, builder: FleetBuilder) -> Sample {
 /// Cold keys: `--concurrency` async checks in flight per thread, each on one of 1,000,000
 /// keys.
 fn keyed_cold(o: &Opts, name: &str) -> Sample {
+    keyed_spread(o, KeyedFleet::rate(name, 1_000, Duration::from_secs(1)))
+}
+
+/// As [`keyed_cold`], for the keyed limit `builder` makes.
+fn keyed_spread(o: &Opts, builder: cellgate_redis::KeyedFleetBuilder) -> Sample {
     let before = redis_counters(&o.url);
     let fleet = Arc::new(
-        KeyedFleet::rate(name, 1_000, Duration::from_secs(1))
+        builder
+            .replication(o.replication)
             .connect(&o.url)
             .expect("connect"),
     );
@@ -339,6 +380,7 @@ fn keyed_hot(o: &Opts, name: &str, per_key: u32) -> Sample {
 /// `--only LABEL`: one row's runs, each on its own line.
 fn only(o: &Opts, label: &str, tag: u32) {
     for run in 0..o.runs {
+        let commands = o.commands.then(|| all_commands(&o.url));
         let s = match label {
             "lua bucket" => lua_bucket(o, &format!("bench-lua-{tag}-{run}"), false),
             "fleet rate" => fleet(
@@ -355,6 +397,10 @@ fn only(o: &Opts, label: &str, tag: u32) {
             ),
             "lua keys" => lua_bucket(o, &format!("bench-luak-{tag}-{run}"), true),
             "keyed cold" => keyed_cold(o, &format!("bench-cold-{tag}-{run}")),
+            "keyed stock" => keyed_spread(
+                o,
+                KeyedFleet::stock(&format!("bench-kstock-{tag}-{run}"), 1_000_000_000_000),
+            ),
             "keyed hot" => keyed_hot(o, &format!("bench-hot-{tag}-{run}"), 100_000),
             "keyed leased" => keyed_hot(o, &format!("bench-leased-{tag}-{run}"), 1_000_000),
             _ => panic!("--only: no row {label:?}"),
@@ -365,6 +411,15 @@ fn only(o: &Opts, label: &str, tag: u32) {
             s.allowed as f64 / s.secs,
             s.calls_per_decision(),
         );
+        if let Some((all, wait)) = commands {
+            let (all_now, wait_now) = all_commands(&o.url);
+            println!(
+                "commands run {run} {label}: {} all {} wait {} admitted",
+                all_now - all,
+                wait_now - wait,
+                s.allowed
+            );
+        }
     }
 }
 
@@ -393,6 +448,8 @@ fn main() {
         concurrency: 32,
         runs: 3,
         only: None,
+        replication: Replication::Auto,
+        commands: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -404,6 +461,15 @@ fn main() {
             "--concurrency" => o.concurrency = v.parse().expect("--concurrency"),
             "--runs" => o.runs = v.parse().expect("--runs"),
             "--only" => o.only = Some(v),
+            "--replication" => {
+                o.replication = match v.as_str() {
+                    "auto" => Replication::Auto,
+                    "off" => Replication::Off,
+                    "required" => Replication::Required,
+                    _ => panic!("--replication auto|off|required"),
+                }
+            }
+            "--commands" => o.commands = v == "1",
             _ => panic!("unknown flag {a}"),
         }
     }

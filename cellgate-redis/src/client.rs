@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 
 use crate::error::FleetError;
-use crate::replica::{Replication, Watch, DEFAULT_REPLICA_WAIT};
+use crate::replica::{Replicated, Replication, Watch, WatchSlot, DEFAULT_REPLICA_WAIT};
 
 /// The script every command runs (see `lease.lua` for the protocol).
 const LEASE_LUA: &str = include_str!("lease.lua");
@@ -386,6 +386,52 @@ impl Conn {
         }
     }
 
+    /// Runs a script call as [`invoke_acked`](Self::invoke_acked), waiting for a replica when
+    /// `replicas` (a policy and the longest wait; `None`: this call's writes need none) asks
+    /// for it on the master of `keys[0]` (for [`Replication::Auto`]: whether it has replicas,
+    /// `INFO replication` read when `watch` is due), and keeping `watch` up to date: read
+    /// again after an error or a wait no replica answered (maybe another master now).
+    pub(crate) async fn invoke_replicated(
+        &mut self,
+        script: &Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+        replicas: Option<(Replication, Duration)>,
+        watch: &mut impl WatchSlot,
+    ) -> Result<(Vec<i64>, Replicated), FleetError> {
+        let mut wait = None;
+        if let Some((policy, longest)) = replicas {
+            let now = std::time::Instant::now();
+            let must = match watch.with(|w| w.wait(policy, now)) {
+                Some(must) => must,
+                None => {
+                    let info = self.info_replication(&keys[0]).await;
+                    watch.with(|w| {
+                        w.learn(info.as_deref(), now);
+                        w.wait(policy, now).unwrap_or(false)
+                    })
+                }
+            };
+            wait = must.then_some(longest);
+        }
+        let (reply, acks) = match self.invoke_acked(script, keys, args, wait).await {
+            Ok(r) => r,
+            Err(e) => {
+                watch.with(Watch::stale);
+                return Err(e);
+            }
+        };
+        let replicated = match acks {
+            None => Replicated::NotAsked,
+            Some(0) => {
+                watch.with(Watch::stale);
+                Replicated::Unacked
+            }
+            Some(_) => Replicated::Acked,
+        };
+        Ok((reply, replicated))
+    }
+
     /// The text of `INFO replication` on the node holding `key` (on a cluster: the master of
     /// its slot; a lone `INFO` would go to every master). `None` when it fails (no `+info`
     /// permission, a timeout).
@@ -623,27 +669,11 @@ impl LeaseClient {
             .arg(fresh_epoch())
             .arg(self.short_lease());
         // Only a grant's units are sold: gives and charges need no replica.
-        let wait = op == Op::Grant && self.must_wait().await;
-        let r = self
+        let replicas = (op == Op::Grant).then_some((self.replication, self.replica_wait));
+        let (reply, replicated) = self
             .conn
-            .invoke_acked(
-                &self.script,
-                &self.keys,
-                &args.0,
-                wait.then_some(self.replica_wait),
-            )
-            .await;
-        let (reply, acks) = match r {
-            Ok(r) => r,
-            Err(e) => {
-                // Maybe another master now: read its replicas before the next command.
-                self.watch.stale();
-                return Err(e);
-            }
-        };
-        if acks == Some(0) {
-            self.watch.stale();
-        }
+            .invoke_replicated(&self.script, &self.keys, &args.0, replicas, &mut self.watch)
+            .await?;
         let [value, live, flag, fb, info, leasable, epoch, forgotten, retry] = reply[..] else {
             return Err(FleetError::Protocol(format!("reply {reply:?}")));
         };
@@ -662,21 +692,8 @@ impl LeaseClient {
             fallback_burst: non_negative(fb)?,
             info,
             leasable_burst: non_negative(leasable)?,
-            unreplicated: wait && (acks == Some(0) || flag == 1),
+            unreplicated: replicated.unsold(flag == 1),
         })
-    }
-
-    /// Whether this grant must wait for a replica: the policy, and for
-    /// [`Replication::Auto`] whether the master of the limit's keys has replicas (`INFO
-    /// replication`, read when due).
-    async fn must_wait(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        if let Some(w) = self.watch.wait(self.replication, now) {
-            return w;
-        }
-        let info = self.conn.info_replication(&self.keys[0]).await;
-        self.watch.learn(info.as_deref(), now);
-        self.watch.wait(self.replication, now).unwrap_or(false)
     }
 }
 

@@ -19,6 +19,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::sync::Lock;
+
 /// Whether a fleet limiter waits for a replica's acknowledgement of a debit before it sells
 /// the debited units (see the README's "Production" section).
 ///
@@ -107,6 +109,53 @@ impl Watch {
     }
 }
 
+/// Where a client keeps the [`Watch`] of one node: in itself (a lease client), or behind a
+/// lock its clones share (a keyed client's watch per shard). The lock is taken only inside
+/// [`with`](Self::with), so it is never held across an await.
+pub(crate) trait WatchSlot {
+    /// Runs `f` on the watch.
+    fn with<R>(&mut self, f: impl FnOnce(&mut Watch) -> R) -> R;
+}
+
+impl WatchSlot for Watch {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Watch) -> R) -> R {
+        f(self)
+    }
+}
+
+/// The watch of shard `.1` among the shared watches `.0`.
+pub(crate) struct ShardWatch<'a>(pub(crate) &'a Lock<Vec<Watch>>, pub(crate) usize);
+
+impl WatchSlot for ShardWatch<'_> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Watch) -> R) -> R {
+        f(&mut self.0.lock()[self.1])
+    }
+}
+
+/// Whether a script call's writes reached a replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replicated {
+    /// The call did not wait (its writes need no replica, or its master has none).
+    NotAsked,
+    /// A replica acknowledged every write of the call's connection so far.
+    Acked,
+    /// The call waited and no replica acknowledged it within the replica wait.
+    Unacked,
+}
+
+impl Replicated {
+    /// Whether the units the call took must not be sold: it had to reach a replica and none
+    /// acknowledged it, or its answer was a `repeated` one (the first execution's writes,
+    /// which this call's wait cannot vouch for).
+    pub(crate) fn unsold(self, repeated: bool) -> bool {
+        match self {
+            Replicated::NotAsked => false,
+            Replicated::Acked => repeated,
+            Replicated::Unacked => true,
+        }
+    }
+}
+
 /// The replication id and the number of replicas of a master, from the text of `INFO
 /// replication`; `None` for a text without them.
 ///
@@ -162,6 +211,14 @@ mod tests {
         assert_eq!(w.wait(Replication::Auto, now + REFRESH), None);
         assert_eq!(w.wait(Replication::Required, now), Some(true));
         assert_eq!(w.wait(Replication::Off, now), Some(false));
+    }
+
+    #[test]
+    fn only_an_acknowledged_first_answer_is_sold() {
+        assert!(!Replicated::NotAsked.unsold(true));
+        assert!(!Replicated::Acked.unsold(false));
+        assert!(Replicated::Acked.unsold(true));
+        assert!(Replicated::Unacked.unsold(false));
     }
 
     #[test]

@@ -513,9 +513,12 @@ fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
         .find(|k| ![master0, sick_master].contains(&master_of_key(k)))
         .unwrap();
     // 5 per minute per key, burst 5: ten quick checks of a key admit exactly 5 in Redis.
+    // Generous waits: on a loaded machine a healthy master's answer may take a while, and a
+    // check decided by the fallback for that would not say which part is out. The paused
+    // master's batch fails at the command timeout.
     let users = KeyedFleet::rate(name, 5, Duration::from_secs(60))
-        .max_wait(Duration::from_secs(1))
-        .command_timeout(Duration::from_millis(500))
+        .max_wait(Duration::from_secs(3))
+        .command_timeout(Duration::from_secs(1))
         .connect(&seeds)
         .unwrap();
     assert_eq!(users.check_blocking(&healthy, 1).via(), Via::Redis);
@@ -531,7 +534,12 @@ fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
         let vias: Vec<Via> = healthy_checks.iter().map(|d| d.via()).collect();
         assert!(
             vias.iter().all(|v| *v == Via::Redis),
-            "a key on a master that answers was not checked in Redis: {vias:?}"
+            "a key on a master that answers was not checked in Redis: {vias:?}; shards out: {:?}",
+            users
+                .shard_states()
+                .iter()
+                .filter(|s| s.state != FleetState::Connected)
+                .collect::<Vec<_>>()
         );
         let admitted = healthy_checks.iter().filter(|d| d.is_allowed()).count();
         assert_eq!(admitted, 4, "admitted of the healthy key's last 9 checks");

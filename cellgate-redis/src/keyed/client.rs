@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::client::{check_name, Args, Conn, DEFAULT_HOLDER_TTL};
 use crate::error::FleetError;
-use crate::replica::{Replication, Watch, DEFAULT_REPLICA_WAIT};
+use crate::replica::{Replication, ShardWatch, Watch, DEFAULT_REPLICA_WAIT};
 use crate::sync::Lock;
 
 /// The script every batch runs (see `keyed.lua` for the protocol).
@@ -247,22 +247,6 @@ impl KeyedClient {
         self.replica_wait = wait;
     }
 
-    /// Whether a batch on `shard` must wait for a replica (a stock only).
-    async fn must_wait(&mut self, shard: usize, routing_key: &str) -> bool {
-        if self.interval_us != 0 {
-            return false;
-        }
-        let now = std::time::Instant::now();
-        let known = self.watches.lock()[shard].wait(self.replication, now);
-        if let Some(w) = known {
-            return w;
-        }
-        let info = self.conn.info_replication(routing_key).await;
-        let mut watches = self.watches.lock();
-        watches[shard].learn(info.as_deref(), now);
-        watches[shard].wait(self.replication, now).unwrap_or(false)
-    }
-
     /// How many shards the limit's keys are spread over: 1 on one Redis node,
     /// [`CLUSTER_SHARDS`] on a cluster.
     pub fn shards(&self) -> usize {
@@ -404,27 +388,18 @@ impl KeyedClient {
         for (_, op, n) in ops {
             inv.arg(op.wire()).arg(*n);
         }
-        let wait = self.must_wait(shard, &keys[0]).await;
-        let r = self
+        // A stock's batches wait for a replica; a rate's never do.
+        let replicas = (self.interval_us == 0).then_some((self.replication, self.replica_wait));
+        let (reply, replicated) = self
             .conn
-            .invoke_acked(
+            .invoke_replicated(
                 &self.script,
                 &keys,
                 &inv.0,
-                wait.then_some(self.replica_wait),
+                replicas,
+                &mut ShardWatch(&self.watches, shard),
             )
-            .await;
-        let (reply, acks) = match r {
-            Ok(r) => r,
-            Err(e) => {
-                // Maybe another master now: read its replicas before the next batch.
-                self.watches.lock()[shard].stale();
-                return Err(e);
-            }
-        };
-        if acks == Some(0) {
-            self.watches.lock()[shard].stale();
-        }
+            .await?;
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
         let (&flag, &live, &epoch) = match &reply[..] {
             [flag, live, epoch, ..] => (flag, live, epoch),
@@ -462,7 +437,7 @@ impl KeyedClient {
             live,
             epoch,
             results,
-            unreplicated: wait && (acks == Some(0) || flag == 1),
+            unreplicated: replicated.unsold(flag == 1),
         })
     }
 }
