@@ -8,7 +8,8 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::OnceLock;
+
+use once_cell::sync::OnceCell;
 
 use super::cell::{drive, Swap};
 use super::{AtomicBool, AtomicU64, Lock, Ordering};
@@ -85,7 +86,7 @@ pub(crate) struct Array {
     slots: Box<[Slot]>,
     /// The keys themselves, slot by slot, in a table that compares keys (the exact store);
     /// `None` in a table of fingerprints alone.
-    keys: Option<Box<dyn KeyColumn>>,
+    keys: Option<Column>,
 }
 
 impl std::fmt::Debug for Array {
@@ -97,8 +98,41 @@ impl std::fmt::Debug for Array {
     }
 }
 
-/// A key as it left a frozen array: its fingerprint, its final state word and its slot there.
-pub(crate) type Frozen = (u64, u64, usize);
+/// The keys of a frozen array, as [`Array::freeze`] returned them: each key's fingerprint and
+/// final state word, and, only for an array with a key column, the slot each key held there
+/// (which a rebuild needs to copy its key; a table of fingerprints alone carries no slot
+/// numbers, so its records stay 16 bytes).
+#[derive(Debug)]
+pub(crate) struct Frozen {
+    keys: Vec<(u64, u64)>,
+    /// `slots[j]` is the slot of `keys[j]`; empty when the array has no key column.
+    slots: Vec<usize>,
+}
+
+impl Frozen {
+    /// Keys left.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Keeps the keys whose final state word `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        if self.slots.is_empty() {
+            self.keys.retain(|&(_, word)| keep(word));
+            return;
+        }
+        let mut kept = 0;
+        for j in 0..self.keys.len() {
+            if keep(self.keys[j].1) {
+                self.keys[kept] = self.keys[j];
+                self.slots[kept] = self.slots[j];
+                kept += 1;
+            }
+        }
+        self.keys.truncate(kept);
+        self.slots.truncate(kept);
+    }
+}
 
 impl Array {
     /// An array of `len` EMPTY slots; `column` makes its key column (exact store).
@@ -110,13 +144,13 @@ impl Array {
         }
     }
 
-    /// An array of `len` slots holding `keys` (as [`freeze`](Self::freeze) returned them from
-    /// `old`: distinct nonzero fingerprints, or equal ones only with a key column; fewer than
-    /// `len`), each placed by `home` and linear probing, with their keys copied from `old`'s
-    /// column if it has one.
+    /// An array of `len` slots holding `frozen`'s keys (as [`freeze`](Self::freeze) returned
+    /// them from `old`: distinct nonzero fingerprints, or equal ones only with a key column;
+    /// fewer than `len`), each placed by `home` and linear probing, with their keys copied from
+    /// `old`'s column if it has one.
     pub(crate) fn with_keys(
         len: usize,
-        keys: &[Frozen],
+        frozen: &Frozen,
         old: &Array,
         home: impl Fn(usize, u64) -> usize,
     ) -> Self {
@@ -131,16 +165,18 @@ impl Array {
         };
         match &old.keys {
             None => {
-                for &(fp, state, _) in keys {
+                for &(fp, state) in &frozen.keys {
                     place(&array, fp, state);
                 }
             }
             Some(column) => {
-                let moves: Vec<(usize, usize)> = keys
+                let moves: Vec<(usize, usize)> = frozen
+                    .keys
                     .iter()
-                    .map(|&(fp, state, from)| (from, place(&array, fp, state)))
+                    .zip(&frozen.slots)
+                    .map(|(&(fp, state), &from)| (from, place(&array, fp, state)))
                     .collect();
-                array.keys = Some(column.moved(len, &moves));
+                array.keys = Some((column.moved)(&*column.keys, len, &moves));
             }
         }
         array
@@ -149,7 +185,7 @@ impl Array {
     /// The key column of a table of `K` keys (`None` in a table of fingerprints alone).
     #[inline(always)]
     pub(crate) fn keys<K: 'static>(&self) -> Option<&Keys<K>> {
-        self.keys.as_deref()?.as_any().downcast_ref()
+        self.keys.as_ref()?.keys.downcast_ref()
     }
 
     /// The slots.
@@ -230,56 +266,101 @@ impl Array {
     /// one after it fails (the word changed) and, having loaded the flipped word, sees the
     /// flag. So the returned states are final: no admission is lost, none lands later.
     /// `live`: the number of keys in the array (the result's length).
-    pub(crate) fn freeze(&self, live: usize) -> Vec<Frozen> {
+    pub(crate) fn freeze(&self, live: usize) -> Frozen {
         // Relaxed: published to checks by each flip's Release below.
         self.frozen.store(true, Ordering::Relaxed);
         let mut keys = Vec::with_capacity(live);
-        for (i, slot) in self.slots.iter().enumerate() {
+        // The key's fingerprint and final state, if slot `slot` holds a key.
+        let flip = |slot: &Slot| {
             // Relaxed: fingerprints are written under the shard's lock, which we hold.
             let fp = slot.fp.load(Ordering::Relaxed);
-            if fp != 0 {
-                // Release: a check that reads the flipped word (Acquire) sees the flag.
-                keys.push((fp, slot.state.fetch_xor(FLIP, Ordering::Release), i));
+            // Release: a check that reads the flipped word (Acquire) sees the flag.
+            (fp != 0).then(|| (fp, slot.state.fetch_xor(FLIP, Ordering::Release)))
+        };
+        // One loop per kind of array, so that a table of fingerprints alone records no slots.
+        if self.keys.is_none() {
+            keys.extend(self.slots.iter().filter_map(flip));
+            return Frozen {
+                keys,
+                slots: Vec::new(),
+            };
+        }
+        let mut slots = Vec::with_capacity(live);
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Some(key) = flip(slot) {
+                keys.push(key);
+                slots.push(i);
             }
         }
-        keys
+        Frozen { keys, slots }
     }
 }
 
 /// Makes the key column of a new array of that many slots (see [`Keys::column`]).
-pub(crate) type NewColumn = fn(usize) -> Box<dyn KeyColumn>;
+pub(crate) type NewColumn = fn(usize) -> Column;
 
-/// An array's key column, its key type erased so that arrays of every key type share the
-/// per-thread caches below; a check recovers it with [`Array::keys`].
-pub(crate) trait KeyColumn: Send + Sync + 'static {
-    /// A column of `len` slots holding copies of this column's keys, each moved from slot
-    /// `from` to slot `to` (`moves`: `(from, to)` pairs), for a rebuild.
-    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn>;
-    /// The column as `Any`, for [`Array::keys`]'s downcast.
-    fn as_any(&self) -> &dyn Any;
+/// An array's key column: its keys, their type erased so that arrays of every key type share
+/// the per-thread caches below (a check recovers them with [`Array::keys`]: one comparison of
+/// type identifiers), and how a rebuild copies them, typed when the column was made.
+pub(crate) struct Column {
+    keys: Box<dyn Any + Send + Sync>,
+    /// A column of `len` slots holding copies of `keys`' keys, each moved from slot `from` to
+    /// slot `to` (`(from, to)` pairs).
+    moved: fn(&(dyn Any + Send + Sync), usize, &[(usize, usize)]) -> Column,
 }
 
 /// The keys of an array's slots, slot `i`'s key set once, by the insert that fills slot `i`,
-/// before it publishes the slot's fingerprint. So a reader that saw a key's fingerprint in a
-/// slot (an Acquire load paired with the publishing Release, see [`Slot::publish`]) finds the
-/// key set there (`OnceLock::get` reads it with Acquire of its own), and, like the slot's
-/// fingerprint, the key never changes within the array: comparing it with the checked key
-/// tells once and for all whether the slot is that key's.
+/// before it publishes the slot's fingerprint (or, in an array a rebuild makes, before the
+/// array is shared). So a reader that saw a key's fingerprint in a slot (an Acquire load paired
+/// with the publishing Release, see [`Slot::publish`]) finds the key set there (`OnceCell::get`
+/// reads it with Acquire of its own), and, like the slot's fingerprint, the key never changes
+/// within the array: comparing it with the checked key tells once and for all whether the slot
+/// is that key's.
+///
+/// once_cell's cell rather than std's `OnceLock`: a rebuild fills its new column before
+/// sharing it, and only once_cell can make a cell that already holds its value
+/// (`OnceCell::with_value`); std's `OnceLock` goes through its `Once` for every key a rebuild
+/// copies (BENCHMARKS.md, session 14).
 pub(crate) struct Keys<K> {
-    keys: Box<[OnceLock<K>]>,
+    keys: Box<[OnceCell<K>]>,
 }
 
 impl<K: Clone + Send + Sync + 'static> Keys<K> {
-    /// A boxed column of `len` unset keys (a [`NewColumn`]).
-    pub(crate) fn column(len: usize) -> Box<dyn KeyColumn> {
-        Box::new(Self::unset(len))
+    /// The column of `len` unset keys (a [`NewColumn`]).
+    pub(crate) fn column(len: usize) -> Column {
+        Self::unset(len).erased()
+    }
+
+    fn erased(self) -> Column {
+        Column {
+            keys: Box::new(self),
+            moved: Self::moved,
+        }
+    }
+
+    /// See [`Column::moved`].
+    fn moved(keys: &(dyn Any + Send + Sync), len: usize, moves: &[(usize, usize)]) -> Column {
+        let mut column: Vec<OnceCell<K>> = (0..len).map(|_| OnceCell::new()).collect();
+        // Always `Some`: a column's `moved` is given its own keys.
+        if let Some(old) = keys.downcast_ref::<Self>() {
+            for &(from, to) in moves {
+                if let Some(key) = old.get(from) {
+                    // Not shared yet: an assignment, no synchronisation.
+                    column[to] = OnceCell::with_value(key.clone());
+                }
+            }
+        }
+        Self {
+            keys: column.into_boxed_slice(),
+        }
+        .erased()
     }
 }
 
 impl<K> Keys<K> {
     fn unset(len: usize) -> Self {
         Self {
-            keys: (0..len).map(|_| OnceLock::new()).collect(),
+            keys: (0..len).map(|_| OnceCell::new()).collect(),
         }
     }
 
@@ -292,25 +373,9 @@ impl<K> Keys<K> {
     /// Sets the key of EMPTY slot `i`, under the shard's lock and before the slot's
     /// fingerprint is published.
     pub(crate) fn set(&self, i: usize, key: K) {
-        // An EMPTY slot's key is unset: only the insert that fills the slot sets it.
+        // An EMPTY slot's key is unset: only the insert that fills slot `i` sets it.
         let set = self.keys[i].set(key);
         debug_assert!(set.is_ok(), "slot {i}'s key was set twice");
-    }
-}
-
-impl<K: Clone + Send + Sync + 'static> KeyColumn for Keys<K> {
-    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn> {
-        let column = Self::unset(len);
-        for &(from, to) in moves {
-            if let Some(key) = self.get(from) {
-                column.set(to, key.clone());
-            }
-        }
-        Box::new(column)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
