@@ -103,34 +103,28 @@ impl std::fmt::Debug for Array {
 /// (which a rebuild needs to copy its key; a table of fingerprints alone carries no slot
 /// numbers, so its records stay 16 bytes).
 #[derive(Debug)]
-pub(crate) struct Frozen {
-    keys: Vec<(u64, u64)>,
-    /// `slots[j]` is the slot of `keys[j]`; empty when the array has no key column.
-    slots: Vec<usize>,
+pub(crate) enum Frozen {
+    /// `(fingerprint, state)`, from an array without a key column.
+    Plain(Vec<(u64, u64)>),
+    /// `(fingerprint, state, slot)`, from an array with a key column.
+    Keyed(Vec<(u64, u64, usize)>),
 }
 
 impl Frozen {
     /// Keys left.
     pub(crate) fn len(&self) -> usize {
-        self.keys.len()
+        match self {
+            Frozen::Plain(keys) => keys.len(),
+            Frozen::Keyed(keys) => keys.len(),
+        }
     }
 
     /// Keeps the keys whose final state word `keep` accepts, in order.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
-        if self.slots.is_empty() {
-            self.keys.retain(|&(_, word)| keep(word));
-            return;
+        match self {
+            Frozen::Plain(keys) => keys.retain(|&(_, word)| keep(word)),
+            Frozen::Keyed(keys) => keys.retain(|&(_, word, _)| keep(word)),
         }
-        let mut kept = 0;
-        for j in 0..self.keys.len() {
-            if keep(self.keys[j].1) {
-                self.keys[kept] = self.keys[j];
-                self.slots[kept] = self.slots[j];
-                kept += 1;
-            }
-        }
-        self.keys.truncate(kept);
-        self.slots.truncate(kept);
     }
 }
 
@@ -163,20 +157,21 @@ impl Array {
             array.slots[i].set_unshared(fp, state);
             i
         };
-        match &old.keys {
-            None => {
-                for &(fp, state) in &frozen.keys {
+        match (frozen, &old.keys) {
+            (Frozen::Plain(keys), _) => {
+                for &(fp, state) in keys {
                     place(&array, fp, state);
                 }
             }
-            Some(column) => {
-                let moves: Vec<(usize, usize)> = frozen
-                    .keys
+            (Frozen::Keyed(keys), column) => {
+                let moves: Vec<(usize, usize)> = keys
                     .iter()
-                    .zip(&frozen.slots)
-                    .map(|(&(fp, state), &from)| (from, place(&array, fp, state)))
+                    .map(|&(fp, state, from)| (from, place(&array, fp, state)))
                     .collect();
-                array.keys = Some((column.moved)(&*column.keys, len, &moves));
+                // Always `Some`: only an array with a key column gives `Keyed` records.
+                if let Some(column) = column {
+                    array.keys = Some((column.moved)(&*column.keys, len, &moves));
+                }
             }
         }
         array
@@ -269,7 +264,6 @@ impl Array {
     pub(crate) fn freeze(&self, live: usize) -> Frozen {
         // Relaxed: published to checks by each flip's Release below.
         self.frozen.store(true, Ordering::Relaxed);
-        let mut keys = Vec::with_capacity(live);
         // The key's fingerprint and final state, if slot `slot` holds a key.
         let flip = |slot: &Slot| {
             // Relaxed: fingerprints are written under the shard's lock, which we hold.
@@ -279,20 +273,17 @@ impl Array {
         };
         // One loop per kind of array, so that a table of fingerprints alone records no slots.
         if self.keys.is_none() {
+            let mut keys = Vec::with_capacity(live);
             keys.extend(self.slots.iter().filter_map(flip));
-            return Frozen {
-                keys,
-                slots: Vec::new(),
-            };
+            return Frozen::Plain(keys);
         }
-        let mut slots = Vec::with_capacity(live);
+        let mut keys = Vec::with_capacity(live);
         for (i, slot) in self.slots.iter().enumerate() {
-            if let Some(key) = flip(slot) {
-                keys.push(key);
-                slots.push(i);
+            if let Some((fp, state)) = flip(slot) {
+                keys.push((fp, state, i));
             }
         }
-        Frozen { keys, slots }
+        Frozen::Keyed(keys)
     }
 }
 
@@ -382,6 +373,23 @@ impl<K> Keys<K> {
 /// A table's current arrays (one per shard), as a set that a rebuild replaces whole.
 pub(crate) type Arrays = Box<[Shared<Array>]>;
 
+/// A published set of arrays: one allocation with the arrays' pointers in it, reached from a
+/// cache entry through one pointer (a `Shared<Arrays>` would add a load to every check: to
+/// the box, then to its slice). Loom's `Arc` holds only sized values, so under loom the set is
+/// the boxed slice behind it.
+#[cfg(not(loom))]
+type Set = std::sync::Arc<[Shared<Array>]>;
+#[cfg(loom)]
+type Set = Shared<Arrays>;
+
+/// `arrays` as a [`Set`].
+fn set(arrays: Arrays) -> Set {
+    #[cfg(not(loom))]
+    return Set::from(arrays);
+    #[cfg(loom)]
+    return Shared::new(arrays);
+}
+
 /// The arrays a table's checks use, published so that a check reaches them without a shared
 /// write: each thread keeps its own reference to the set it last saw of each table (a
 /// thread-local cache with one entry per table) and takes a new one only when a rebuild of that
@@ -410,7 +418,7 @@ pub(crate) struct Published {
     /// The current set's generation: a fresh value of [`next_generation`] at every
     /// [`replace`](Self::replace).
     generation: AtomicU64,
-    current: Lock<Shared<Arrays>>,
+    current: Lock<Set>,
     /// Lets caches see that the table is gone (they hold only weak references to it).
     #[cfg(not(loom))]
     alive: std::sync::Arc<()>,
@@ -427,7 +435,7 @@ impl std::fmt::Debug for Published {
 /// One table's entry in a thread's cache.
 struct Entry {
     generation: u64,
-    arrays: Shared<Arrays>,
+    arrays: Set,
     #[cfg(not(loom))]
     alive: std::sync::Weak<()>,
 }
@@ -513,7 +521,7 @@ impl Published {
         Self {
             index: Indices::take(),
             generation: AtomicU64::new(next_generation()),
-            current: Lock::new(Shared::new(arrays)),
+            current: Lock::new(set(arrays)),
             #[cfg(not(loom))]
             alive: std::sync::Arc::new(()),
         }
@@ -554,7 +562,7 @@ impl Published {
             // Relaxed: read under the lock that `replace` sets it under.
             (
                 self.generation.load(Ordering::Relaxed),
-                Shared::clone(&current),
+                Set::clone(&current),
             )
         };
         cache.prune();
@@ -574,7 +582,7 @@ impl Published {
         let mut current = self.current.lock();
         let mut arrays: Vec<Shared<Array>> = current.iter().map(Shared::clone).collect();
         arrays[shard] = array;
-        *current = Shared::new(arrays.into_boxed_slice());
+        *current = set(arrays.into_boxed_slice());
         // Relaxed: read by `refresh` under the same lock; by checks only as a hint.
         self.generation.store(next_generation(), Ordering::Relaxed);
     }
@@ -613,7 +621,7 @@ mod tests {
         let published = Arc::new(Published::new(
             vec![Shared::new(Array::empty(8, None))].into_boxed_slice(),
         ));
-        let first = Shared::downgrade(&published.current.lock());
+        let first = Set::downgrade(&published.current.lock());
         let p = Arc::clone(&published);
         std::thread::spawn(move || body(&p)).join().unwrap();
         published.replace(0, Shared::new(Array::empty(16, None)));
