@@ -290,14 +290,17 @@ impl Array {
 /// Makes the key column of a new array of that many slots (see [`Keys::column`]).
 pub(crate) type NewColumn = fn(usize) -> Column;
 
+/// A [`Keys`] column with its key type erased.
+type ErasedKeys = dyn Any + Send + Sync;
+
 /// An array's key column: its keys, their type erased so that arrays of every key type share
 /// the per-thread caches below (a check recovers them with [`Array::keys`]: one comparison of
 /// type identifiers), and how a rebuild copies them, typed when the column was made.
 pub(crate) struct Column {
-    keys: Box<dyn Any + Send + Sync>,
+    keys: Box<ErasedKeys>,
     /// A column of `len` slots holding copies of `keys`' keys, each moved from slot `from` to
     /// slot `to` (`(from, to)` pairs).
-    moved: fn(&(dyn Any + Send + Sync), usize, &[(usize, usize)]) -> Column,
+    moved: fn(&ErasedKeys, usize, &[(usize, usize)]) -> Column,
 }
 
 /// The keys of an array's slots, slot `i`'s key set once, by the insert that fills slot `i`,
@@ -330,7 +333,7 @@ impl<K: Clone + Send + Sync + 'static> Keys<K> {
     }
 
     /// See [`Column::moved`].
-    fn moved(keys: &(dyn Any + Send + Sync), len: usize, moves: &[(usize, usize)]) -> Column {
+    fn moved(keys: &ErasedKeys, len: usize, moves: &[(usize, usize)]) -> Column {
         let mut column: Vec<OnceCell<K>> = (0..len).map(|_| OnceCell::new()).collect();
         // Always `Some`: a column's `moved` is given its own keys.
         if let Some(old) = keys.downcast_ref::<Self>() {
