@@ -109,15 +109,14 @@ impl Gcra {
     pub(crate) fn step_within(&self, tat: u64, now: u64, n: u32, ceiling: u64) -> Step {
         let t = self.interval.get();
         let backlog = tat.saturating_sub(now);
-        // u128: backlog < 2^64 and n * T < 2^96, so the sum cannot overflow.
-        let need = u128::from(n) * u128::from(t);
-        let ahead = u128::from(backlog) + need;
+        // `None` where the value is past `u64::MAX`: then it exceeds every tolerance and
+        // ceiling too (plain u64 arithmetic with overflow flags, cheaper than u128's).
+        let need = u64::from(n).checked_mul(t);
+        let ahead = need.and_then(|need| backlog.checked_add(need));
         // Units admitted together act together, so more than the burst never fits, however
         // long the caller would wait (a queue delays requests; it does not widen the burst).
-        let fits = need <= u128::from(self.tolerance);
-        if ahead <= u128::from(ceiling) && fits {
-            // `ahead <= ceiling` fits in u64.
-            let ahead = ahead as u64;
+        let fits = need.is_some_and(|need| need <= self.tolerance);
+        if let Some(ahead) = ahead.filter(|&ahead| ahead <= ceiling && fits) {
             if let Some(new_tat) = now.checked_add(ahead) {
                 let write = if n == 0 { None } else { Some(new_tat) };
                 return (self.allowed_ahead(ahead), write);
@@ -131,11 +130,11 @@ impl Gcra {
         // Waiting `ahead - ceiling` admits the request with TAT `now + ahead`, if `n` fits the
         // burst at all; if that TAT is past the horizon no wait helps (it would be denied there with
         // no retry).
-        let retry = if fits && u128::from(now) + ahead <= u128::from(u64::MAX) {
-            // Fits: `ahead - ceiling <= u64::MAX - now`.
-            Some((ahead - u128::from(ceiling)) as u64)
-        } else {
-            None
+        let retry = match ahead {
+            // Not admitted although `n` fits: `ahead > ceiling`.
+            Some(ahead) if fits => now.checked_add(ahead).map(|_| ahead - ceiling),
+            // Past `u64::MAX` ahead, so past the horizon.
+            _ => None,
         };
         (
             Decision::deny(
@@ -275,6 +274,42 @@ pub(crate) fn decision_after(
     match (algorithm, next) {
         (Algorithm::Gcra(g), Some(new_tat)) => g.admitted(new_tat, now),
         _ => algorithm.decide(word, now, n),
+    }
+}
+
+/// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (a GCRA
+/// admission's new TAT, otherwise the word the step was run on) and whether it is such a new
+/// TAT. The growing table's check carries this out of its probe instead of the word and the
+/// step's `Option<u64>`: small enough to come back in two registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    word: u64,
+    new_tat: bool,
+}
+
+impl Outcome {
+    /// The outcome of a step run on `word` that asked to write `next`.
+    #[inline(always)]
+    pub(crate) fn of(algorithm: &Algorithm, word: u64, next: Option<u64>) -> Self {
+        match (algorithm, next) {
+            (Algorithm::Gcra(_), Some(new_tat)) => Self {
+                word: new_tat,
+                new_tat: true,
+            },
+            _ => Self {
+                word,
+                new_tat: false,
+            },
+        }
+    }
+
+    /// [`decision_after`] the step.
+    #[inline(always)]
+    pub(crate) fn decision(self, algorithm: &Algorithm, now: u64, n: u32) -> Decision {
+        match algorithm {
+            Algorithm::Gcra(g) if self.new_tat => g.admitted(self.word, now),
+            _ => algorithm.decide(self.word, now, n),
+        }
     }
 }
 
@@ -532,6 +567,7 @@ mod tests {
                         assert_eq!(g.admitted(new_tat, 1_000), d, "tat {tat} n {n}");
                     }
                     assert_eq!(decision_after(&alg, tat, next, 1_000, n), d);
+                    assert_eq!(Outcome::of(&alg, tat, next).decision(&alg, 1_000, n), d);
                 }
             }
         }

@@ -381,17 +381,30 @@ impl GrowTable {
     #[inline(always)]
     fn probe(array: &Array, fp: u64, key: &impl SlotKey) -> Result<usize, Option<usize>> {
         let slots = array.slots();
-        let n = slots.len();
-        let mut i = Self::home(n, fp);
-        for _ in 0..n {
-            match slots[i].fingerprint() {
-                f if f == fp && key.is_in(array, i) => return Ok(i),
-                EMPTY => return Err(Some(i)),
+        let home = Self::home(slots.len(), fp);
+        // From the home slot to the end, then from the start back to the home slot: two
+        // slice walks, with no index bounds check and no wrap test per slot.
+        let (head, tail) = slots.split_at(home);
+        match Self::scan(array, tail, home, fp, key) {
+            Err(None) => Self::scan(array, head, 0, fp, key),
+            found => found,
+        }
+    }
+
+    /// [`probe`](Self::probe)'s walk over `run`, the slots of `array` from `base` on.
+    #[inline(always)]
+    fn scan(
+        array: &Array,
+        run: &[crate::sync::grow::Slot],
+        base: usize,
+        fp: u64,
+        key: &impl SlotKey,
+    ) -> Result<usize, Option<usize>> {
+        for (j, slot) in run.iter().enumerate() {
+            match slot.fingerprint() {
+                f if f == fp && key.is_in(array, base + j) => return Ok(base + j),
+                EMPTY => return Err(Some(base + j)),
                 _ => {}
-            }
-            i += 1;
-            if i == n {
-                i = 0;
             }
         }
         Err(None)
@@ -422,12 +435,15 @@ impl GrowTable {
         on_hit: impl FnOnce(&Array, usize) -> Option<R>,
     ) -> Probe<R> {
         let shard = self.shard_index(h);
+        let fp = fingerprint(h);
+        // `move`: the closure holds the shard and the fingerprint themselves, not their
+        // addresses (one load fewer each, and no stores to make them addressable).
         self.published
             .with(
                 #[inline(always)]
-                |arrays| {
+                move |arrays| {
                     let array = &arrays[shard];
-                    Some(match Self::probe(array, fingerprint(h), key) {
+                    Some(match Self::probe(array, fp, key) {
                         Ok(i) => on_hit(array, i).map_or(Probe::Unsure, Probe::Hit),
                         // Fingerprints leave an array only with the whole array, after its freeze:
                         // a key absent from an array that is not frozen is absent from the table
@@ -669,7 +685,7 @@ impl GrowTable {
         let mut keys = state.array.freeze(state.live);
         // Step 2: judge each key once on its final state.
         let mut dropping = false;
-        keys.retain(|&(_, word, _)| {
+        keys.retain(|word| {
             let idle = is_idle(word);
             if idle && !dropping {
                 dropping = true;

@@ -8,7 +8,8 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::OnceLock;
+
+use once_cell::sync::OnceCell;
 
 use super::cell::{drive, Swap};
 use super::{AtomicBool, AtomicU64, Lock, Ordering};
@@ -85,7 +86,7 @@ pub(crate) struct Array {
     slots: Box<[Slot]>,
     /// The keys themselves, slot by slot, in a table that compares keys (the exact store);
     /// `None` in a table of fingerprints alone.
-    keys: Option<Box<dyn KeyColumn>>,
+    keys: Option<Column>,
 }
 
 impl std::fmt::Debug for Array {
@@ -97,8 +98,35 @@ impl std::fmt::Debug for Array {
     }
 }
 
-/// A key as it left a frozen array: its fingerprint, its final state word and its slot there.
-pub(crate) type Frozen = (u64, u64, usize);
+/// The keys of a frozen array, as [`Array::freeze`] returned them: each key's fingerprint and
+/// final state word, and, only for an array with a key column, the slot each key held there
+/// (which a rebuild needs to copy its key; a table of fingerprints alone carries no slot
+/// numbers, so its records stay 16 bytes).
+#[derive(Debug)]
+pub(crate) enum Frozen {
+    /// `(fingerprint, state)`, from an array without a key column.
+    Plain(Vec<(u64, u64)>),
+    /// `(fingerprint, state, slot)`, from an array with a key column.
+    Keyed(Vec<(u64, u64, usize)>),
+}
+
+impl Frozen {
+    /// Keys left.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Frozen::Plain(keys) => keys.len(),
+            Frozen::Keyed(keys) => keys.len(),
+        }
+    }
+
+    /// Keeps the keys whose final state word `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        match self {
+            Frozen::Plain(keys) => keys.retain(|&(_, word)| keep(word)),
+            Frozen::Keyed(keys) => keys.retain(|&(_, word, _)| keep(word)),
+        }
+    }
+}
 
 impl Array {
     /// An array of `len` EMPTY slots; `column` makes its key column (exact store).
@@ -110,13 +138,13 @@ impl Array {
         }
     }
 
-    /// An array of `len` slots holding `keys` (as [`freeze`](Self::freeze) returned them from
-    /// `old`: distinct nonzero fingerprints, or equal ones only with a key column; fewer than
-    /// `len`), each placed by `home` and linear probing, with their keys copied from `old`'s
-    /// column if it has one.
+    /// An array of `len` slots holding `frozen`'s keys (as [`freeze`](Self::freeze) returned
+    /// them from `old`: distinct nonzero fingerprints, or equal ones only with a key column;
+    /// fewer than `len`), each placed by `home` and linear probing, with their keys copied from
+    /// `old`'s column if it has one.
     pub(crate) fn with_keys(
         len: usize,
-        keys: &[Frozen],
+        frozen: &Frozen,
         old: &Array,
         home: impl Fn(usize, u64) -> usize,
     ) -> Self {
@@ -129,18 +157,21 @@ impl Array {
             array.slots[i].set_unshared(fp, state);
             i
         };
-        match &old.keys {
-            None => {
-                for &(fp, state, _) in keys {
+        match (frozen, &old.keys) {
+            (Frozen::Plain(keys), _) => {
+                for &(fp, state) in keys {
                     place(&array, fp, state);
                 }
             }
-            Some(column) => {
+            (Frozen::Keyed(keys), column) => {
                 let moves: Vec<(usize, usize)> = keys
                     .iter()
                     .map(|&(fp, state, from)| (from, place(&array, fp, state)))
                     .collect();
-                array.keys = Some(column.moved(len, &moves));
+                // Always `Some`: only an array with a key column gives `Keyed` records.
+                if let Some(column) = column {
+                    array.keys = Some((column.moved)(&*column.keys, len, &moves));
+                }
             }
         }
         array
@@ -149,7 +180,7 @@ impl Array {
     /// The key column of a table of `K` keys (`None` in a table of fingerprints alone).
     #[inline(always)]
     pub(crate) fn keys<K: 'static>(&self) -> Option<&Keys<K>> {
-        self.keys.as_deref()?.as_any().downcast_ref()
+        self.keys.as_ref()?.keys.downcast_ref()
     }
 
     /// The slots.
@@ -230,56 +261,100 @@ impl Array {
     /// one after it fails (the word changed) and, having loaded the flipped word, sees the
     /// flag. So the returned states are final: no admission is lost, none lands later.
     /// `live`: the number of keys in the array (the result's length).
-    pub(crate) fn freeze(&self, live: usize) -> Vec<Frozen> {
+    pub(crate) fn freeze(&self, live: usize) -> Frozen {
         // Relaxed: published to checks by each flip's Release below.
         self.frozen.store(true, Ordering::Relaxed);
-        let mut keys = Vec::with_capacity(live);
-        for (i, slot) in self.slots.iter().enumerate() {
+        // The key's fingerprint and final state, if slot `slot` holds a key.
+        let flip = |slot: &Slot| {
             // Relaxed: fingerprints are written under the shard's lock, which we hold.
             let fp = slot.fp.load(Ordering::Relaxed);
-            if fp != 0 {
-                // Release: a check that reads the flipped word (Acquire) sees the flag.
-                keys.push((fp, slot.state.fetch_xor(FLIP, Ordering::Release), i));
+            // Release: a check that reads the flipped word (Acquire) sees the flag.
+            (fp != 0).then(|| (fp, slot.state.fetch_xor(FLIP, Ordering::Release)))
+        };
+        // One loop per kind of array, so that a table of fingerprints alone records no slots.
+        if self.keys.is_none() {
+            let mut keys = Vec::with_capacity(live);
+            keys.extend(self.slots.iter().filter_map(flip));
+            return Frozen::Plain(keys);
+        }
+        let mut keys = Vec::with_capacity(live);
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Some((fp, state)) = flip(slot) {
+                keys.push((fp, state, i));
             }
         }
-        keys
+        Frozen::Keyed(keys)
     }
 }
 
 /// Makes the key column of a new array of that many slots (see [`Keys::column`]).
-pub(crate) type NewColumn = fn(usize) -> Box<dyn KeyColumn>;
+pub(crate) type NewColumn = fn(usize) -> Column;
 
-/// An array's key column, its key type erased so that arrays of every key type share the
-/// per-thread caches below; a check recovers it with [`Array::keys`].
-pub(crate) trait KeyColumn: Send + Sync + 'static {
-    /// A column of `len` slots holding copies of this column's keys, each moved from slot
-    /// `from` to slot `to` (`moves`: `(from, to)` pairs), for a rebuild.
-    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn>;
-    /// The column as `Any`, for [`Array::keys`]'s downcast.
-    fn as_any(&self) -> &dyn Any;
+/// A [`Keys`] column with its key type erased.
+type ErasedKeys = dyn Any + Send + Sync;
+
+/// An array's key column: its keys, their type erased so that arrays of every key type share
+/// the per-thread caches below (a check recovers them with [`Array::keys`]: one comparison of
+/// type identifiers), and how a rebuild copies them, typed when the column was made.
+pub(crate) struct Column {
+    keys: Box<ErasedKeys>,
+    /// A column of `len` slots holding copies of `keys`' keys, each moved from slot `from` to
+    /// slot `to` (`(from, to)` pairs).
+    moved: fn(&ErasedKeys, usize, &[(usize, usize)]) -> Column,
 }
 
 /// The keys of an array's slots, slot `i`'s key set once, by the insert that fills slot `i`,
-/// before it publishes the slot's fingerprint. So a reader that saw a key's fingerprint in a
-/// slot (an Acquire load paired with the publishing Release, see [`Slot::publish`]) finds the
-/// key set there (`OnceLock::get` reads it with Acquire of its own), and, like the slot's
-/// fingerprint, the key never changes within the array: comparing it with the checked key
-/// tells once and for all whether the slot is that key's.
+/// before it publishes the slot's fingerprint (or, in an array a rebuild makes, before the
+/// array is shared). So a reader that saw a key's fingerprint in a slot (an Acquire load paired
+/// with the publishing Release, see [`Slot::publish`]) finds the key set there (`OnceCell::get`
+/// reads it with Acquire of its own), and, like the slot's fingerprint, the key never changes
+/// within the array: comparing it with the checked key tells once and for all whether the slot
+/// is that key's.
+///
+/// once_cell's cell rather than std's `OnceLock`: a rebuild fills its new column before
+/// sharing it, and only once_cell can make a cell that already holds its value
+/// (`OnceCell::with_value`); std's `OnceLock` goes through its `Once` for every key a rebuild
+/// copies (BENCHMARKS.md, session 14).
 pub(crate) struct Keys<K> {
-    keys: Box<[OnceLock<K>]>,
+    keys: Box<[OnceCell<K>]>,
 }
 
 impl<K: Clone + Send + Sync + 'static> Keys<K> {
-    /// A boxed column of `len` unset keys (a [`NewColumn`]).
-    pub(crate) fn column(len: usize) -> Box<dyn KeyColumn> {
-        Box::new(Self::unset(len))
+    /// The column of `len` unset keys (a [`NewColumn`]).
+    pub(crate) fn column(len: usize) -> Column {
+        Self::unset(len).erased()
+    }
+
+    fn erased(self) -> Column {
+        Column {
+            keys: Box::new(self),
+            moved: Self::moved,
+        }
+    }
+
+    /// See [`Column::moved`].
+    fn moved(keys: &ErasedKeys, len: usize, moves: &[(usize, usize)]) -> Column {
+        let mut column: Vec<OnceCell<K>> = (0..len).map(|_| OnceCell::new()).collect();
+        // Always `Some`: a column's `moved` is given its own keys.
+        if let Some(old) = keys.downcast_ref::<Self>() {
+            for &(from, to) in moves {
+                if let Some(key) = old.get(from) {
+                    // Not shared yet: an assignment, no synchronisation.
+                    column[to] = OnceCell::with_value(key.clone());
+                }
+            }
+        }
+        Self {
+            keys: column.into_boxed_slice(),
+        }
+        .erased()
     }
 }
 
 impl<K> Keys<K> {
     fn unset(len: usize) -> Self {
         Self {
-            keys: (0..len).map(|_| OnceLock::new()).collect(),
+            keys: (0..len).map(|_| OnceCell::new()).collect(),
         }
     }
 
@@ -292,30 +367,31 @@ impl<K> Keys<K> {
     /// Sets the key of EMPTY slot `i`, under the shard's lock and before the slot's
     /// fingerprint is published.
     pub(crate) fn set(&self, i: usize, key: K) {
-        // An EMPTY slot's key is unset: only the insert that fills the slot sets it.
+        // An EMPTY slot's key is unset: only the insert that fills slot `i` sets it.
         let set = self.keys[i].set(key);
         debug_assert!(set.is_ok(), "slot {i}'s key was set twice");
     }
 }
 
-impl<K: Clone + Send + Sync + 'static> KeyColumn for Keys<K> {
-    fn moved(&self, len: usize, moves: &[(usize, usize)]) -> Box<dyn KeyColumn> {
-        let column = Self::unset(len);
-        for &(from, to) in moves {
-            if let Some(key) = self.get(from) {
-                column.set(to, key.clone());
-            }
-        }
-        Box::new(column)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 /// A table's current arrays (one per shard), as a set that a rebuild replaces whole.
 pub(crate) type Arrays = Box<[Shared<Array>]>;
+
+/// A published set of arrays: one allocation with the arrays' pointers in it, reached from a
+/// cache entry through one pointer (a `Shared<Arrays>` would add a load to every check: to
+/// the box, then to its slice). Loom's `Arc` holds only sized values, so under loom the set is
+/// the boxed slice behind it.
+#[cfg(not(loom))]
+type Set = std::sync::Arc<[Shared<Array>]>;
+#[cfg(loom)]
+type Set = Shared<Arrays>;
+
+/// `arrays` as a [`Set`].
+fn set(arrays: Arrays) -> Set {
+    #[cfg(not(loom))]
+    return Set::from(arrays);
+    #[cfg(loom)]
+    return Shared::new(arrays);
+}
 
 /// The arrays a table's checks use, published so that a check reaches them without a shared
 /// write: each thread keeps its own reference to the set it last saw of each table (a
@@ -345,7 +421,7 @@ pub(crate) struct Published {
     /// The current set's generation: a fresh value of [`next_generation`] at every
     /// [`replace`](Self::replace).
     generation: AtomicU64,
-    current: Lock<Shared<Arrays>>,
+    current: Lock<Set>,
     /// Lets caches see that the table is gone (they hold only weak references to it).
     #[cfg(not(loom))]
     alive: std::sync::Arc<()>,
@@ -362,7 +438,7 @@ impl std::fmt::Debug for Published {
 /// One table's entry in a thread's cache.
 struct Entry {
     generation: u64,
-    arrays: Shared<Arrays>,
+    arrays: Set,
     #[cfg(not(loom))]
     alive: std::sync::Weak<()>,
 }
@@ -448,7 +524,7 @@ impl Published {
         Self {
             index: Indices::take(),
             generation: AtomicU64::new(next_generation()),
-            current: Lock::new(Shared::new(arrays)),
+            current: Lock::new(set(arrays)),
             #[cfg(not(loom))]
             alive: std::sync::Arc::new(()),
         }
@@ -489,7 +565,7 @@ impl Published {
             // Relaxed: read under the lock that `replace` sets it under.
             (
                 self.generation.load(Ordering::Relaxed),
-                Shared::clone(&current),
+                Set::clone(&current),
             )
         };
         cache.prune();
@@ -509,7 +585,7 @@ impl Published {
         let mut current = self.current.lock();
         let mut arrays: Vec<Shared<Array>> = current.iter().map(Shared::clone).collect();
         arrays[shard] = array;
-        *current = Shared::new(arrays.into_boxed_slice());
+        *current = set(arrays.into_boxed_slice());
         // Relaxed: read by `refresh` under the same lock; by checks only as a hint.
         self.generation.store(next_generation(), Ordering::Relaxed);
     }
@@ -548,7 +624,7 @@ mod tests {
         let published = Arc::new(Published::new(
             vec![Shared::new(Array::empty(8, None))].into_boxed_slice(),
         ));
-        let first = Shared::downgrade(&published.current.lock());
+        let first = Set::downgrade(&published.current.lock());
         let p = Arc::clone(&published);
         std::thread::spawn(move || body(&p)).join().unwrap();
         published.replace(0, Shared::new(Array::empty(16, None)));

@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::algorithm::gcra::decision_after;
+use crate::algorithm::gcra::{decision_after, Outcome};
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -43,7 +43,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | the growing table, with a copy of each key beside its slot |
 /// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | lock-free, as the growing table, plus a comparison of the key kept in the slot |
 /// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | as the growing table; the key is copied into its slot, and a rebuild clones the keys it keeps |
-/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 bytes per slot (`u64` keys: about 43–64 bytes per live key), plus what the keys own on the heap |
+/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 or 16 bytes per slot (`u64` keys: about 53–80 bytes per live key), plus what the keys own on the heap |
 /// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound (an insert grows the table, never reclaims) |
 /// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`): keys with one fingerprint take a slot each |
 /// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |

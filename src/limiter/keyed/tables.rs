@@ -47,20 +47,23 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         now: u64,
         n: u32,
     ) -> Decision {
+        // The step gives an `Outcome` (two words) rather than the word and the step's
+        // `Option<u64>` (three): what comes back through the per-thread view's closures then
+        // fits in two registers.
         let step = move |w| {
             let next = algorithm.step(w, now, n).1;
-            ((w, next), next)
+            (Outcome::of(algorithm, w, next), next)
         };
         let decided = match table.try_update(h, key, step) {
-            Probe::Hit((word, next)) => return decision_after(algorithm, word, next, now, n),
+            Probe::Hit(outcome) => return outcome.decision(algorithm, now, n),
             Probe::Absent => match self.decide_absent(&step) {
-                Ok((word, next)) => return decision_after(algorithm, word, next, now, n),
+                Ok(outcome) => return outcome.decision(algorithm, now, n),
                 Err(decided) => Some(decided),
             },
             Probe::Unsure => None,
         };
         match self.insert_hashed(table, h, key, now, step, true, decided) {
-            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            Some(outcome) => outcome.decision(algorithm, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }
