@@ -154,17 +154,7 @@ fn three_masters() -> Vec<Server> {
 /// Runs `bench_vs_lua --only "keyed cold"` against `urls`; each run's decisions/s and its
 /// output line.
 fn keyed_cold(bench: &PathBuf, urls: &str, pass: &[String]) -> Vec<(f64, String)> {
-    let out = Command::new(bench)
-        .args(["--redis", urls, "--only", "keyed cold"])
-        .args(pass)
-        .output()
-        .expect("running bench_vs_lua");
-    assert!(
-        out.status.success(),
-        "bench_vs_lua: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    run_bench(bench, urls, "keyed cold", pass, &[])
         .lines()
         .filter(|l| l.starts_with("run "))
         .filter_map(|l| {
@@ -189,12 +179,12 @@ impl Cost {
     }
 }
 
-/// One run of `bench_vs_lua --only row --replication policy --commands 1` against `urls`.
-fn cost(bench: &PathBuf, urls: &str, row: &str, policy: &str, pass: &[String]) -> Cost {
+/// `bench_vs_lua --redis urls --only row`, then `pass` and `more`: its output.
+fn run_bench(bench: &PathBuf, urls: &str, row: &str, pass: &[String], more: &[&str]) -> String {
     let out = Command::new(bench)
         .args(["--redis", urls, "--only", row])
         .args(pass)
-        .args(["--runs", "1", "--replication", policy, "--commands", "1"])
+        .args(more)
         .output()
         .expect("running bench_vs_lua");
     assert!(
@@ -202,7 +192,13 @@ fn cost(bench: &PathBuf, urls: &str, row: &str, policy: &str, pass: &[String]) -
         "bench_vs_lua: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One run of `bench_vs_lua --only row --replication policy --commands 1` against `urls`.
+fn cost(bench: &PathBuf, urls: &str, row: &str, policy: &str, pass: &[String]) -> Cost {
+    let more = ["--runs", "1", "--replication", policy, "--commands", "1"];
+    let text = run_bench(bench, urls, row, pass, &more);
     let word = |prefix: &str, n: usize| -> f64 {
         text.lines()
             .find(|l| l.starts_with(prefix))

@@ -107,11 +107,9 @@ impl Sample {
     }
 }
 
-/// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
-/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included);
-/// with comma-separated URLs (a cluster's nodes), the sums over every node.
-fn redis_counters(urls: &str) -> (u64, u64) {
-    let mut total = (0, 0);
+/// Calls `each` with a connection to every node of `urls` (comma-separated, each once) and
+/// the node's `INFO commandstats`.
+fn each_node(urls: &str, mut each: impl FnMut(&mut redis::Connection, &str)) {
     let mut seen = std::collections::HashSet::new();
     for url in urls.split(',').map(str::trim).filter(|u| seen.insert(*u)) {
         let mut c = redis::Client::open(url)
@@ -121,15 +119,25 @@ fn redis_counters(urls: &str) -> (u64, u64) {
             .arg("commandstats")
             .query(&mut c)
             .expect("INFO");
-        let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c).expect("INFO");
+        each(&mut c, &info);
+    }
+}
+
+/// Script calls (`INFO commandstats`) and the CPU microseconds the server has used
+/// (`INFO cpu`: `used_cpu_user` + `used_cpu_sys`, every command and the network included);
+/// with comma-separated URLs (a cluster's nodes), the sums over every node.
+fn redis_counters(urls: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    each_node(urls, |c, info| {
+        let cpu: String = redis::cmd("INFO").arg("cpu").query(c).expect("INFO");
         let secs: f64 = cpu
             .lines()
             .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
             .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
             .sum();
-        total.0 += cellgate_redis::script_calls(&info);
+        total.0 += cellgate_redis::script_calls(info);
         total.1 += (secs * 1e6) as u64;
-    }
+    });
     total
 }
 
@@ -137,18 +145,10 @@ fn redis_counters(urls: &str) -> (u64, u64) {
 /// commandstats`, summed over the nodes).
 fn all_commands(urls: &str) -> (u64, u64) {
     let mut total = (0, 0);
-    let mut seen = std::collections::HashSet::new();
-    for url in urls.split(',').map(str::trim).filter(|u| seen.insert(*u)) {
-        let mut c = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("redis connection");
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut c)
-            .expect("INFO");
-        total.0 += cellgate_redis::command_calls(&info, "cmdstat_");
-        total.1 += cellgate_redis::command_calls(&info, "cmdstat_wait:");
-    }
+    each_node(urls, |_, info| {
+        total.0 += cellgate_redis::command_calls(info, "cmdstat_");
+        total.1 += cellgate_redis::command_calls(info, "cmdstat_wait:");
+    });
     total
 }
 

@@ -474,6 +474,31 @@ fn an_unplanned_master_failover_mid_sale_oversells_no_key_of_a_keyed_stock() {
     });
 }
 
+/// Two keys of the keyed limit `probe` names, on two masters, neither of them the master of
+/// shard 0 (where every process heartbeats): `(sick, its master's port, healthy)`.
+fn apart(nodes: &[RedisServer], probe: &KeyedClient) -> (String, u16, String) {
+    let master_of_key = |key: &str| {
+        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
+        master_of(&nodes[0], slot).expect("a master for the slot")
+    };
+    let master0 = master_of_key(
+        &(0..)
+            .map(|k| format!("k{k}"))
+            .find(|k| probe.shard(k) == 0)
+            .unwrap(),
+    );
+    let sick = (0..)
+        .map(|k| format!("sick{k}"))
+        .find(|k| master_of_key(k) != master0)
+        .unwrap();
+    let sick_master = master_of_key(&sick);
+    let healthy = (0..)
+        .map(|k| format!("healthy{k}"))
+        .find(|k| ![master0, sick_master].contains(&master_of_key(k)))
+        .unwrap();
+    (sick, sick_master, healthy)
+}
+
 /// One master of a cluster stops answering the scripts (`CLIENT PAUSE ... WRITE`: its
 /// connections stay open, no failover starts) while a per-key rate is checked on its keys and
 /// on keys of another master: only the paused master's part of the limit is out. Its keys are
@@ -491,32 +516,14 @@ fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
     let seeds = common::seeds(&nodes);
     let name = "parts";
     let (_rt, probe) = probe(&seeds, name, 1);
-    let master_of_key = |key: &str| {
-        let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
-        master_of(&nodes[0], slot).expect("a master for the slot")
-    };
-    // Shard 0 (every process's heartbeat) on one master, the sick key on another, the healthy
-    // key on a third.
-    let master0 = master_of_key(
-        &(0..)
-            .map(|k| format!("k{k}"))
-            .find(|k| probe.shard(k) == 0)
-            .unwrap(),
-    );
-    let sick = (0..)
-        .map(|k| format!("sick{k}"))
-        .find(|k| master_of_key(k) != master0)
-        .unwrap();
-    let sick_master = master_of_key(&sick);
-    let healthy = (0..)
-        .map(|k| format!("healthy{k}"))
-        .find(|k| ![master0, sick_master].contains(&master_of_key(k)))
-        .unwrap();
+    let (sick, sick_master, healthy) = apart(&nodes, &probe);
     // 5 per minute per key, burst 5: ten quick checks of a key admit exactly 5 in Redis.
     // Generous waits: on a loaded machine a healthy master's answer may take a while, and a
     // check decided by the fallback for that would not say which part is out. The paused
     // master's batch fails at the command timeout.
+    // Every key stays cold (checked in Redis, never leased): quick checks would make a key hot.
     let users = KeyedFleet::rate(name, 5, Duration::from_secs(60))
+        .hot_rate(1_000_000)
         .max_wait(Duration::from_secs(3))
         .command_timeout(Duration::from_secs(1))
         .connect(&seeds)
@@ -577,4 +584,78 @@ fn a_master_that_does_not_answer_puts_only_its_keys_in_the_fallback() {
         .shard_states()
         .iter()
         .all(|s| s.state == FleetState::Connected));
+}
+
+/// The replica of one master is frozen (SIGSTOP): that master's batches of a per-key stock are
+/// executed but never acknowledged, so what they take is not sold and their shard goes
+/// `Partitioned` with `NotReplicated`; a key on another master is still sold in Redis, and
+/// its shard says `Connected`. Once the replica is thawed, the shard's heartbeat is
+/// acknowledged and the sick key sells again. (Before the shards had their own states, one
+/// unacknowledged batch put the whole limit in `Partitioned`: the healthy key's checks were
+/// denied.)
+#[test]
+fn a_master_whose_replica_does_not_acknowledge_stops_only_its_keys_of_a_stock() {
+    use cellgate_redis::{FleetError, FleetState, Via};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let name = "parts-stock";
+    let (_rt, probe) = probe(&seeds, name, 100);
+    let (sick, sick_master, healthy) = apart(&nodes, &probe);
+    let skus = KeyedFleet::stock(name, 100)
+        .hot_rate(1_000_000)
+        .max_wait(Duration::from_secs(3))
+        .command_timeout(Duration::from_secs(1))
+        .replica_wait(Duration::from_millis(200))
+        .connect(&seeds)
+        .unwrap();
+    assert!(skus.check_blocking(&healthy, 1).is_allowed());
+    assert!(skus.check_blocking(&sick, 1).is_allowed());
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(&sick)]);
+    let (_, replica) = master_and_replica(&nodes[0], slot);
+    assert_ne!(replica, sick_master);
+    let frozen = nodes.iter().find(|n| n.port == replica).unwrap();
+    frozen.pause();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Not acknowledged: not sold, and the shard is out.
+        let d = skus.check_blocking(&sick, 1);
+        assert!(!d.is_allowed(), "{d:?}");
+        assert_eq!(skus.state_of(&sick), FleetState::Partitioned);
+        // The other master's key is still sold in Redis.
+        let vias: Vec<(bool, Via)> = (0..5)
+            .map(|_| skus.check_blocking(&healthy, 1))
+            .map(|d| (d.is_allowed(), d.via()))
+            .collect();
+        assert!(
+            vias.iter().all(|&(ok, via)| ok && via == Via::Redis),
+            "a key on a master whose replica answers was not sold in Redis: {vias:?}"
+        );
+        assert_eq!(skus.state_of(&healthy), FleetState::Connected);
+        assert_eq!(skus.state(), FleetState::Partitioned);
+        let out: Vec<_> = skus
+            .shard_states()
+            .into_iter()
+            .filter(|s| s.state != FleetState::Connected)
+            .collect();
+        assert_eq!(out.len(), 1, "shards out: {out:?}");
+        assert_eq!(out[0].tag, probe.tag(probe.shard(&sick)));
+        assert!(
+            matches!(
+                out[0].last_error.as_ref().map(|e| &e.error),
+                Some(FleetError::NotReplicated)
+            ),
+            "{:?}",
+            out[0].last_error
+        );
+    }));
+    frozen.resume();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    // The shard's next heartbeat is acknowledged: the sick key sells again.
+    common::wait_for("the shard to be acknowledged again", || {
+        skus.state() == FleetState::Connected
+    });
+    assert!(skus.check_blocking(&sick, 1).is_allowed());
 }
