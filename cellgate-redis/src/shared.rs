@@ -137,8 +137,9 @@ pub(crate) struct Counters {
     pub(crate) live: Counter,
 }
 
-/// The most shards a keyed limit has (on a cluster; one on a single node).
-const MAX_SHARDS: usize = crate::keyed::CLUSTER_SHARDS;
+/// The most shards a keyed limit can have (a cluster's `CLUSTER_SHARDS`, which the keyed client
+/// asserts at compile time to be at most this; one on a single node).
+pub(crate) const MAX_SHARDS: usize = 16;
 
 /// What a keyed limiter's checking threads and its batching task share.
 pub(crate) struct KeyedShared {

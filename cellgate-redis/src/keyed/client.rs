@@ -23,6 +23,8 @@ pub const MAX_BATCH: usize = 256;
 /// node a keyed limit is one shard, `{name}`. Every process of a limit must agree on it:
 /// all of them use the cluster's seed URLs.
 pub const CLUSTER_SHARDS: usize = 16;
+// The shared state keeps a slot per shard.
+const _: () = assert!(CLUSTER_SHARDS <= crate::shared::MAX_SHARDS);
 
 /// One operation on one key of a keyed limit (see [`KeyedClient::batch`]).
 ///
