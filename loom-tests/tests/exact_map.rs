@@ -8,9 +8,9 @@
 //!
 //! The last models use keys that all hash alike ([`Colliding`]): every key has the same 64-bit
 //! fingerprint and home slot, so only the keys tell them apart, through a grow and a sweep that
-//! race checks. The key column itself is std's `OnceLock` (set under the shard's lock before the
-//! slot's fingerprint is released): loom does not model its memory ordering, only the protocol
-//! around it.
+//! race checks. The key column itself is once_cell's `OnceCell` (set under the shard's lock before
+//! the slot's fingerprint is released, or filled before a rebuilt array is shared): loom does not
+//! model its memory ordering, only the protocol around it.
 //!
 //! The clock is a frozen `ManualClock`, set from the main thread before any thread is spawned.
 //! Hashing is made deterministic (`common::deterministic_hashing`) so that the map iterates its
