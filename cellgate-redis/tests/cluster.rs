@@ -328,6 +328,93 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
     assert_eq!(taken, None, "the lost key was created again");
 }
 
+/// Shard 0 of a per-key stock (the limit's configuration and its keys) lost while no process
+/// is running; a process then starts lazily (`start`, which runs in the outage fallback until
+/// Redis answers). It is the first to see the limit, so it creates shard 0 afresh with its
+/// own epoch, and only the other shards, which kept the old epoch, tell that the limit was
+/// lost: it must compare them before selling anything, as `connect` does, and find the whole
+/// limit forgotten instead of selling shard 0's keys a second time.
+#[test]
+fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
+    use cellgate_redis::{FleetError, FleetState};
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let stock = || {
+        KeyedFleet::stock("lost-first", 3)
+            .max_wait(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(1))
+    };
+    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
+    let key = (0..)
+        .map(|k| format!("sku{k}"))
+        .find(|k| cellgate_redis::keyed::shard_of(k, shards) == 0)
+        .unwrap();
+    {
+        let a = stock().connect(&seeds).unwrap();
+        let sold = (0..5)
+            .filter(|_| a.check_blocking(&key, 1).is_allowed())
+            .count();
+        assert_eq!(sold, 3);
+        a.shutdown();
+    }
+    // Shard 0 is lost (its configuration, holders, replies and the sold-out key).
+    let (_rt, probe) = probe(&seeds, "lost-first", 3);
+    let state_key = probe.redis_key(&key);
+    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
+    let master = master_of(&nodes[0], slot).unwrap();
+    let master = nodes.iter().find(|n| n.port == master).unwrap();
+    for k in ["kconf", "kholders", "kreplies"] {
+        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
+    }
+    master.cmd::<u64>(&["DEL", &state_key]);
+    drop(probe);
+    // A process starting lazily sells nothing of the key, while it starts and afterwards.
+    let late = stock().start(&seeds).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sold = 0;
+    while Instant::now() < deadline && late.state() != FleetState::Forgotten {
+        sold += usize::from(late.check_blocking(&key, 1).is_allowed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sold += (0..5)
+        .filter(|_| late.check_blocking(&key, 1).is_allowed())
+        .count();
+    assert_eq!(sold, 0, "a lazy start sold a lost shard's key afresh");
+    assert_eq!(late.state(), FleetState::Forgotten);
+    // And `connect` refuses the limit too (it adopts the new shard 0 and finds the others
+    // forgotten: that marks them).
+    let other = stock().connect(&seeds);
+    assert!(
+        matches!(other, Err(FleetError::Forgotten)),
+        "connected to a limit whose shard 0 was lost: {other:?}"
+    );
+    // So does a second lazy start, which adopts shard 0's new epoch: the forgotten shards it
+    // meets before selling stop the whole limit, shard 0's keys included.
+    let third = stock().start(&seeds).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sold = 0;
+    while Instant::now() < deadline && third.state() != FleetState::Forgotten {
+        sold += usize::from(third.check_blocking(&key, 1).is_allowed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sold += usize::from(third.check_blocking(&key, 1).is_allowed());
+    assert_eq!(
+        sold, 0,
+        "a lazy start sold a key of a limit with forgotten shards"
+    );
+    assert_eq!(third.state(), FleetState::Forgotten);
+    // Shard 0's own state says so too (not merely out).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && third.state_of(&key) != FleetState::Forgotten {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(third.state_of(&key), FleetState::Forgotten);
+    assert_eq!(late.state_of(&key), FleetState::Forgotten);
+}
+
 /// An unplanned failover: the master holding a stock dies with writes its replica never
 /// received, and the replica takes over. Here the replica is frozen (SIGSTOP) and its link
 /// cut (`CLIENT KILL TYPE replica` on the master) while the limiters go on leasing from the

@@ -693,7 +693,10 @@ impl KeyedFleetBuilder {
     /// Starts without waiting for Redis (errors only for an invalid configuration or URL):
     /// until Redis answers, checks are decided by the outage fallback (a rate at its share,
     /// charged back when Redis answers; a stock, or `fallback(false)`, denies), so a replica
-    /// can boot while Redis is down.
+    /// can boot while Redis is down. A per-key stock on a cluster sells nothing until every
+    /// shard has answered once with the limit's epoch, as `connect` checks before it returns:
+    /// shards that disagree (a part of the limit Redis lost) make the whole limit
+    /// [`FleetState::Forgotten`].
     ///
     /// # Errors
     ///

@@ -125,6 +125,11 @@ pub(crate) struct Task {
     forgets: Vec<Vec<Forget>>,
     /// Shutting down: no more leases.
     closing: bool,
+    /// A per-key stock started lazily, until every shard has answered once: per shard, `None`
+    /// before its first answer, then whether its last batch was answered and replicated (it
+    /// would be connected). Nothing is sold meanwhile (every shard stays out), so the epochs
+    /// are compared as `connect` does before any sale (see [`Task::settle`]).
+    starting: Option<Vec<Option<bool>>>,
 }
 
 impl Task {
@@ -227,6 +232,7 @@ impl Task {
             debts: vec![HashMap::new(); shards],
             forgets: (0..shards).map(|_| Vec::new()).collect(),
             closing: false,
+            starting: (lazy && interval_us == 0).then(|| vec![None; shards]),
         };
         Ok((task, runtime))
     }
@@ -389,6 +395,46 @@ impl Task {
     fn transition(&self, shard: usize, state: u8, error: Option<FleetError>) {
         self.shared
             .transition(|| self.client.tag(shard), shard, state, error);
+    }
+
+    /// Records that shard `shard` answered (`ok`: and replicated), its epoch learnt; returns
+    /// whether the shard may be connected now. A lazily started per-key stock holds every
+    /// shard out until all have answered once, then compares each shard's epoch with shard
+    /// 0's (the limit's), as `connect` does (`agree_on_epoch`): a shard with another epoch
+    /// was created afresh after Redis lost a part of the limit (shard 0 too: a lost shard 0 is
+    /// created anew by the first process that never saw it, and only the other shards tell),
+    /// so the whole limit is forgotten and nothing is sold. Otherwise every shard whose last
+    /// batch was answered is connected.
+    fn settle(&mut self, shard: usize, ok: bool) -> bool {
+        let Some(answered) = self.starting.as_mut() else {
+            return true;
+        };
+        answered[shard] = Some(ok);
+        if answered.iter().any(Option::is_none) {
+            return false;
+        }
+        let answered = self.starting.take().unwrap_or_default();
+        let limit = self.client.epoch(0);
+        if (0..answered.len()).any(|s| self.client.epoch(s) != limit) {
+            self.forget_all();
+            return false;
+        }
+        for (s, _) in answered
+            .iter()
+            .enumerate()
+            .filter(|(_, ok)| **ok == Some(true))
+        {
+            self.transition(s, CONNECTED, None);
+        }
+        true
+    }
+
+    /// Every shard forgotten (they stay so): the limit sells nothing more.
+    fn forget_all(&mut self) {
+        self.starting = None;
+        for shard in 0..self.inflight.len() {
+            self.transition(shard, FORGOTTEN, Some(FleetError::Forgotten));
+        }
     }
 
     fn outage_state(&self) -> u8 {
@@ -688,7 +734,15 @@ impl Task {
                 for (_, forget) in f.forgets.drain(..) {
                     let _ = forget.reply.send(Err(e.clone()));
                 }
+                let lost = state == FORGOTTEN && self.starting.is_some();
                 self.transition(shard, state, Some(e));
+                if lost {
+                    // A lazily started stock found a shard forgotten before selling: as
+                    // `connect` would, it gives up the whole limit.
+                    self.forget_all();
+                } else if let Some(answered) = &mut self.starting {
+                    answered[shard] = answered[shard].map(|_| false);
+                }
                 // This shard's checks: the others' masters may well answer.
                 let queued = std::mem::take(&mut self.queues[shard]);
                 for r in f.waiters.iter_mut().filter_map(Option::take).chain(queued) {
@@ -701,16 +755,17 @@ impl Task {
             }
         };
         self.failures[shard] = 0;
+        self.client.learn(shard, reply.epoch);
+        let settled = self.settle(shard, !reply.unreplicated);
         if reply.unreplicated {
             // Executed, but no replica acknowledged it: a failover could lose its debits, so
             // what its checks and leases took is not sold (an undersell), and the shard's
             // checks are decided at once (a stock: denied) until a batch there is
             // acknowledged again (the shard's next heartbeat, within a second).
             self.transition(shard, PARTITIONED, Some(FleetError::NotReplicated));
-        } else {
+        } else if settled {
             self.transition(shard, CONNECTED, None);
         }
-        self.client.learn(shard, reply.epoch);
         if reply.live > 0 {
             // The batch touched (it is 0 otherwise).
             self.last_touch[shard] = f.first_sent;
