@@ -194,6 +194,13 @@ impl KeyedShared {
         &self.shard_states[..n.clamp(1, MAX_SHARDS)]
     }
 
+    /// How many shards in use are not connected (a keyed limit on a cluster: the masters
+    /// out, by the shards they serve).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shards_out(&self) -> usize {
+        self.used().iter().filter(|l| l.get() != CONNECTED).count()
+    }
+
     /// The state of shard `shard`.
     pub(crate) fn shard_state(&self, shard: usize) -> u8 {
         self.shard_states.get(shard).map_or(CONNECTED, Link::get)

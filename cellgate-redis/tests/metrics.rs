@@ -75,12 +75,14 @@ fn leases_errors_and_the_state_are_published() {
         value(&snap, "cellgate_fleet_keyed_passed_through").is_some_and(|v| v >= 1.0)
             && value(&snap, "cellgate_fleet_keyed_batches").is_some_and(|v| v >= 2.0)
             && value(&snap, "cellgate_fleet_keyed_state") == Some(0.0)
+            && value(&snap, "cellgate_fleet_keyed_shards_out") == Some(0.0)
     });
     r.pause();
     wait_for("the fallback published", || {
         keyed.check_blocking("b", 1);
         value(&snap, "cellgate_fleet_keyed_fallback_admitted_units").is_some_and(|v| v >= 1.0)
             && value(&snap, "cellgate_fleet_keyed_state") == Some(1.0)
+            && value(&snap, "cellgate_fleet_keyed_shards_out") == Some(1.0)
     });
     r.resume();
 }

@@ -584,6 +584,7 @@ impl Task {
             &self.cfg.name,
             &self.shared.stats(),
             self.shared.state.get(),
+            self.shared.shards_out(),
         );
     }
 
