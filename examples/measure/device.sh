@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Every many-core figure issues 25 and 27 ask for, in one prepared run on a lent device machine
+# (16 cores, no network, no registry: the binaries are built and packed here).
+#
+# Here, on the build machine (release builds, then packed with their libraries and loader, and
+# redis-server / redis-cli, into .device/, which git ignores):
+#
+#   bash examples/measure/device.sh pack
+#
+# There, through the device tool's `run` with carry [".device"] and timeout_s 600 (about six
+# minutes with the defaults below; everything lands in $OUT, at most 8 files):
+#
+#   bash examples/measure/device.sh run
+#
+# Here again, as a dry run of the same script at a small scale (a minute or two):
+#
+#   THREADS=1,2 SECONDS_PER_RUN=0.2 REPS=1 OUT=/tmp/device-dry bash examples/measure/device.sh run
+#
+# What it runs (each stage's output in its own file; a stage that fails is reported and the
+# others still run):
+#   machine.txt  the CPU, cores, memory
+#   shapes.txt   `shapes --threads $THREADS` (limiters 1/3/9 x 1k/100k keys, hot key, disjoint
+#                keys), cellgate beside governor in the same run; shapes.tsv its rows for
+#                `python3 examples/measure/chart.py shapes.tsv > chart.svg`
+#   flash.txt    examples/measure/flash_sale_threads.sh: the flash sale's attempts/s by threads,
+#                whole sale and sold-out rush (--stock 0)
+#   fleet.txt    bench_vs_lua --only "fleet stock" and "keyed leased" at 1 and 8 threads
+#                against one packed redis-server: the fleet's local checks by threads
+#   cluster.txt  bench_cluster: cold keyed decisions/s on 1 node, 1 master and 3 masters
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+stage=${1:-}
+THREADS=${THREADS:-1,2,4,8,16}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-0.5}
+REPS=${REPS:-3}
+FLEET_THREADS=${FLEET_THREADS:-"1 8"}
+CLUSTER_THREADS=${CLUSTER_THREADS:-4}
+
+case $stage in
+pack)
+    set -e
+    cargo build --release --example shapes --example flash_sale
+    cargo build --release -p cellgate-redis --example bench_vs_lua --example bench_cluster
+    bins=()
+    for b in shapes flash_sale bench_vs_lua bench_cluster; do bins+=("target/release/examples/$b"); done
+    ../shared/tools/device-pack .device "${bins[@]}" "$(command -v redis-server)" "$(command -v redis-cli)"
+    # bench_cluster runs the bench_vs_lua next to its own executable: through the packed
+    # loader that is the loader's folder, so a stub there runs the packed one.
+    printf '#!/usr/bin/env bash\nexec "$(dirname "$0")/../run" bench_vs_lua "$@"\n' >.device/lib/bench_vs_lua
+    chmod +x .device/lib/bench_vs_lua
+    ;;
+run)
+    [[ -x .device/run ]] || { echo "no .device/run: run '$0 pack' on the build machine first" >&2; exit 2; }
+    OUT=${OUT:-/tmp/device-out}
+    mkdir -p "$OUT"
+    # The flash sale's and the fleet's runs: 4x a shapes cell, at least 1 s.
+    long=$(awk "BEGIN {s = 4 * $SECONDS_PER_RUN; print (s < 1) ? 1 : s}")
+    # redis-server and redis-cli on the PATH (bench_cluster starts them) run the packed ones.
+    wrap=$(mktemp -d)
+    for b in redis-server redis-cli; do
+        printf '#!/usr/bin/env bash\nexec %q %s "$@"\n' "$PWD/.device/run" "$b" >"$wrap/$b"
+        chmod +x "$wrap/$b"
+    done
+    export PATH="$wrap:$PATH"
+    failed=()
+    {
+        date -u
+        grep -m1 'model name' /proc/cpuinfo
+        echo "cpus: $(nproc)"
+        grep MemTotal /proc/meminfo
+        uptime
+    } >"$OUT/machine.txt" 2>&1
+
+    echo "== shapes" >&2
+    .device/run shapes --threads "$THREADS" --seconds "$SECONDS_PER_RUN" --reps "$REPS" \
+        --tsv "$OUT/shapes.tsv" >"$OUT/shapes.txt" 2>&1 || failed+=(shapes)
+
+    echo "== flash sale" >&2
+    BIN=".device/run flash_sale" THREADS="${THREADS//,/ }" SECONDS_PER_RUN=$long \
+        REPS=$REPS bash examples/measure/flash_sale_threads.sh >"$OUT/flash.txt" 2>&1 || failed+=(flash)
+
+    echo "== fleet local" >&2
+    port=$((20000 + RANDOM % 20000))
+    dir=$(mktemp -d)
+    redis-server --port "$port" --save '' --appendonly no --dir "$dir" --daemonize no >"$dir/log" 2>&1 &
+    redis=$!
+    for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    {
+        for row in "fleet stock" "keyed leased"; do
+            for t in $FLEET_THREADS; do
+                echo "-- $row, $t threads"
+                .device/run bench_vs_lua --redis "redis://127.0.0.1:$port" --only "$row" \
+                    --threads "$t" --seconds "$long" \
+                    --runs "$REPS"
+            done
+        done
+    } >"$OUT/fleet.txt" 2>&1 || failed+=(fleet)
+    kill "$redis" 2>/dev/null
+    wait "$redis" 2>/dev/null
+
+    echo "== cluster" >&2
+    .device/run bench_cluster --seconds "$long" \
+        --runs "$REPS" --threads "$CLUSTER_THREADS" --concurrency 256 >"$OUT/cluster.txt" 2>&1 || failed+=(cluster)
+
+    rm -rf "$wrap" "$dir"
+    if ((${#failed[@]})); then
+        echo "failed stages: ${failed[*]} (see their files in $OUT)" >&2
+        exit 1
+    fi
+    echo "all stages ran; files in $OUT" >&2
+    ;;
+*)
+    echo "usage: $0 pack|run" >&2
+    exit 2
+    ;;
+esac
