@@ -39,6 +39,10 @@
 //! executed (`INFO commandstats`, every node summed: script calls, the commands the scripts
 //! run, `WAIT`, `INFO`), the `WAIT`s among them, and the units admitted. `--replication auto`
 //! (the default) or `off` sets the fleet limiters' [`Replication`](cellgate_redis::Replication).
+//! `--fleets N` (default 1) gives the cold keyed rows (`keyed cold`, `keyed stock`) N limiters
+//! of the one limit, as N processes would have (each its own batching thread and connections),
+//! thread `t` checking through limiter `t % N`: with one, a many-core machine measures that
+//! limiter's batching thread rather than Redis.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -83,6 +87,10 @@ struct Opts {
     replication: Replication,
     /// `--commands 1`: after each `--only` run, every command Redis ran and the `WAIT`s.
     commands: bool,
+    /// `--fleets N`: the cold keyed rows use N limiters of the one limit (as N processes
+    /// would, each with its own batching thread and connections), thread `t` checking through
+    /// limiter `t % N`.
+    fleets: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -328,18 +336,27 @@ fn keyed_cold(o: &Opts, name: &str) -> Sample {
     keyed_spread(o, KeyedFleet::rate(name, 1_000, Duration::from_secs(1)))
 }
 
-/// As [`keyed_cold`], for the keyed limit `builder` makes.
+/// As [`keyed_cold`], for the keyed limit `builder` makes (`--fleets` limiters of it).
 fn keyed_spread(o: &Opts, builder: cellgate_redis::KeyedFleetBuilder) -> Sample {
     let before = redis_counters(&o.url);
-    let fleet = Arc::new(
-        builder
-            .replication(o.replication)
-            .connect(&o.url)
-            .expect("connect"),
+    let fleets: Arc<Vec<Arc<KeyedFleet>>> = Arc::new(
+        (0..o.fleets)
+            .map(|_| {
+                Arc::new(
+                    builder
+                        .clone()
+                        .replication(o.replication)
+                        .connect(&o.url)
+                        .expect("connect"),
+                )
+            })
+            .collect(),
     );
-    let f = fleet.clone();
+    let (all, next) = (fleets.clone(), Arc::new(AtomicU64::new(0)));
     let load = pipelined(o, move || {
-        let f = f.clone();
+        // Each thread sets up once: the next limiter in turn.
+        let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+        let f = all[n % all.len()].clone();
         async move {
             Arc::new(move |i| {
                 let f = f.clone();
@@ -348,7 +365,9 @@ fn keyed_spread(o: &Opts, builder: cellgate_redis::KeyedFleetBuilder) -> Sample 
             }) as AsyncCheck
         }
     });
-    fleet.shutdown();
+    for f in fleets.iter() {
+        f.shutdown();
+    }
     load.sample(o, before)
 }
 
@@ -450,6 +469,7 @@ fn main() {
         only: None,
         replication: Replication::Auto,
         commands: false,
+        fleets: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -470,6 +490,7 @@ fn main() {
                 }
             }
             "--commands" => o.commands = v == "1",
+            "--fleets" => o.fleets = v.parse::<usize>().expect("--fleets").max(1),
             _ => panic!("unknown flag {a}"),
         }
     }

@@ -26,7 +26,8 @@
 #                whole sale and sold-out rush (--stock 0)
 #   fleet.txt    bench_vs_lua --only "fleet stock" and "keyed leased" at 1 and 8 threads
 #                against one packed redis-server: the fleet's local checks by threads
-#   cluster.txt  bench_cluster: cold keyed decisions/s on 1 node, 1 master and 3 masters
+#   cluster.txt  bench_cluster: cold keyed decisions/s on 1 node, 1 master and 3 masters,
+#                $CLUSTER_THREADS threads each with its own limiter (as that many processes)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -101,7 +102,7 @@ run)
 
     echo "== cluster" >&2
     .device/run bench_cluster --seconds "$long" \
-        --runs "$REPS" --threads "$CLUSTER_THREADS" --concurrency 256 >"$OUT/cluster.txt" 2>&1 || failed+=(cluster)
+        --runs "$REPS" --threads "$CLUSTER_THREADS" --fleets "$CLUSTER_THREADS" --concurrency 256 >"$OUT/cluster.txt" 2>&1 || failed+=(cluster)
 
     rm -rf "$wrap" "$dir"
     if ((${#failed[@]})); then
