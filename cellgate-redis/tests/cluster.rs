@@ -276,6 +276,37 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
     }
 }
 
+/// A key of a keyed limit on the cluster in shard 0 (`in_shard_0`) or in another shard.
+fn key_in(in_shard_0: bool) -> String {
+    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
+    (0..)
+        .map(|k| format!("sku{k}"))
+        .find(|k| (cellgate_redis::keyed::shard_of(k, shards) == 0) == in_shard_0)
+        .unwrap()
+}
+
+/// Loses `key`'s shard of the per-key stock `limit` (`units` a key) on the master of its slot,
+/// as a restart without persistence would: the shard's configuration, holders and replies and
+/// the key's count are deleted. Returns the master and the key's name in Redis.
+fn lose_shard<'a>(
+    nodes: &'a [RedisServer],
+    limit: &str,
+    units: u64,
+    key: &str,
+) -> (&'a RedisServer, String) {
+    let (_rt, probe) = probe(&common::seeds(nodes), limit, units);
+    let state_key = probe.redis_key(key);
+    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
+    let port = master_of(&nodes[0], slot).unwrap();
+    let master = nodes.iter().find(|n| n.port == port).unwrap();
+    for k in ["kconf", "kholders", "kreplies"] {
+        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
+    }
+    master.cmd::<u64>(&["DEL", &state_key]);
+    (master, state_key)
+}
+
 /// A shard of a per-key stock that Redis lost (here its keys deleted on its master, as a
 /// failover to a replica without them would) is never sold afresh: every shard carries the
 /// limit's epoch, so the limiter that used it finds it forgotten at its next check, and a
@@ -294,27 +325,14 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
             .command_timeout(Duration::from_secs(1))
             .connect(&seeds)
     };
-    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
-    let key = (0..)
-        .map(|k| format!("sku{k}"))
-        .find(|k| cellgate_redis::keyed::shard_of(k, shards) != 0)
-        .unwrap();
+    let key = key_in(false);
     let a = stock().unwrap();
     let sold = (0..5)
         .filter(|_| a.check_blocking(&key, 1).is_allowed())
         .count();
     assert_eq!(sold, 3);
     // The shard's keys, on the master of their slot, are lost.
-    let (_rt, probe) = probe(&seeds, "lost-shard", 3);
-    let state_key = probe.redis_key(&key);
-    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
-    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
-    let port = master_of(&nodes[0], slot).unwrap();
-    let master = nodes.iter().find(|n| n.port == port).unwrap();
-    for k in ["kconf", "kholders", "kreplies"] {
-        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
-    }
-    master.cmd::<u64>(&["DEL", &state_key]);
+    let (master, state_key) = lose_shard(&nodes, "lost-shard", 3, &key);
     // A newcomer does not create the shard afresh.
     let late = stock();
     assert!(
@@ -346,11 +364,7 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
             .max_wait(Duration::from_secs(2))
             .command_timeout(Duration::from_secs(1))
     };
-    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
-    let key = (0..)
-        .map(|k| format!("sku{k}"))
-        .find(|k| cellgate_redis::keyed::shard_of(k, shards) == 0)
-        .unwrap();
+    let key = key_in(true);
     {
         let a = stock().connect(&seeds).unwrap();
         let sold = (0..5)
@@ -360,17 +374,7 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
         a.shutdown();
     }
     // Shard 0 is lost (its configuration, holders, replies and the sold-out key).
-    let (_rt, probe) = probe(&seeds, "lost-first", 3);
-    let state_key = probe.redis_key(&key);
-    let tag = &state_key[state_key.find('{').unwrap()..=state_key.find('}').unwrap()];
-    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &state_key]);
-    let master = master_of(&nodes[0], slot).unwrap();
-    let master = nodes.iter().find(|n| n.port == master).unwrap();
-    for k in ["kconf", "kholders", "kreplies"] {
-        master.cmd::<u64>(&["DEL", &format!("cellgate:{tag}:{k}")]);
-    }
-    master.cmd::<u64>(&["DEL", &state_key]);
-    drop(probe);
+    lose_shard(&nodes, "lost-first", 3, &key);
     // A process starting lazily sells nothing of the key, while it starts and afterwards.
     let late = stock().start(&seeds).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
