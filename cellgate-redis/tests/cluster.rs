@@ -346,6 +346,20 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
     assert_eq!(taken, None, "the lost key was created again");
 }
 
+/// What `fleet` sells of `key` while it starts (until it says the limit is forgotten, at most
+/// 10 s), and in five checks afterwards.
+fn sold_until_forgotten(fleet: &KeyedFleet, key: &str) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sold = 0;
+    while Instant::now() < deadline && fleet.state() != cellgate_redis::FleetState::Forgotten {
+        sold += usize::from(fleet.check_blocking(key, 1).is_allowed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sold + (0..5)
+        .filter(|_| fleet.check_blocking(key, 1).is_allowed())
+        .count()
+}
+
 /// Shard 0 of a per-key stock (the limit's configuration and its keys) lost while no process
 /// is running; a process then starts lazily (`start`, which runs in the outage fallback until
 /// Redis answers). It is the first to see the limit, so it creates shard 0 afresh with its
@@ -377,15 +391,7 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
     lose_shard(&nodes, "lost-first", 3, &key);
     // A process starting lazily sells nothing of the key, while it starts and afterwards.
     let late = stock().start(&seeds).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut sold = 0;
-    while Instant::now() < deadline && late.state() != FleetState::Forgotten {
-        sold += usize::from(late.check_blocking(&key, 1).is_allowed());
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    sold += (0..5)
-        .filter(|_| late.check_blocking(&key, 1).is_allowed())
-        .count();
+    let sold = sold_until_forgotten(&late, &key);
     assert_eq!(sold, 0, "a lazy start sold a lost shard's key afresh");
     assert_eq!(late.state(), FleetState::Forgotten);
     // And `connect` refuses the limit too (it adopts the new shard 0 and finds the others
@@ -398,13 +404,7 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
     // So does a second lazy start, which adopts shard 0's new epoch: the forgotten shards it
     // meets before selling stop the whole limit, shard 0's keys included.
     let third = stock().start(&seeds).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut sold = 0;
-    while Instant::now() < deadline && third.state() != FleetState::Forgotten {
-        sold += usize::from(third.check_blocking(&key, 1).is_allowed());
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    sold += usize::from(third.check_blocking(&key, 1).is_allowed());
+    let sold = sold_until_forgotten(&third, &key);
     assert_eq!(
         sold, 0,
         "a lazy start sold a key of a limit with forgotten shards"
