@@ -135,7 +135,10 @@ impl<const N: usize> MultiDecision<N> {
 /// ```
 pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> MultiDecision<N> {
     let mut decisions = [Decision::NONE; N];
-    let denied_by = check_all_in(&limiters, &mut decisions);
+    // As `check_all_in`, with room for exactly `N` reservations on the stack: nothing more to
+    // clear than the request's own limiters.
+    let mut taken: [Option<Reservation>; N] = [const { None }; N];
+    let denied_by = admit(&limiters, &(), &mut decisions, &mut taken);
     MultiDecision {
         decisions,
         denied_by,
