@@ -135,7 +135,10 @@ impl<const N: usize> MultiDecision<N> {
 /// ```
 pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> MultiDecision<N> {
     let mut decisions = [Decision::NONE; N];
-    let denied_by = check_all_in(&limiters, &mut decisions);
+    // As `check_all_in`, with room for exactly `N` reservations on the stack: nothing more to
+    // clear than the request's own limiters.
+    let mut taken: [Option<Reservation>; N] = [const { None }; N];
+    let denied_by = admit(&limiters, &(), &mut decisions, &mut taken);
     MultiDecision {
         decisions,
         denied_by,
@@ -230,13 +233,17 @@ pub fn check_all_reserving<K: ?Sized>(
 }
 
 /// [`check_all_in`] with room for one reservation per limiter in `taken`.
+///
+/// Inlined: at a [`check_all`] call site the limiters and their number are known, so the
+/// charges are direct calls in an unrolled loop rather than dynamic calls in a loop over a
+/// slice. The rollback and report of a denial stay out of line ([`roll_back`]).
+#[inline]
 fn admit<K: ?Sized>(
     limiters: &[(&dyn RateLimiter<K>, u32)],
     key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
-    let mut denied_by = None;
     for (i, (limiter, n)) in limiters.iter().enumerate() {
         let r = limiter.charge(key, *n);
         let allowed = r.is_allowed();
@@ -245,11 +252,23 @@ fn admit<K: ?Sized>(
         }
         taken[i] = Some(r);
         if !allowed {
-            denied_by = Some(i);
-            break;
+            roll_back(limiters, key, decisions, taken, i);
+            return Some(i);
         }
     }
-    let denied = denied_by?;
+    None
+}
+
+/// [`admit`]'s denial by limiter `denied`: cancels the charges before it, in reverse order,
+/// and reports every limiter.
+#[inline(never)]
+fn roll_back<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
+    decisions: &mut [Decision],
+    taken: &mut [Option<Reservation>],
+    denied: usize,
+) {
     for i in (0..denied).rev() {
         if let Some(r) = taken[i].take() {
             limiters[i].0.cancel(key, r);
@@ -268,5 +287,4 @@ fn admit<K: ?Sized>(
             *slot = limiter.peek_n(key, *n);
         }
     }
-    denied_by
 }

@@ -123,16 +123,41 @@ pub(crate) trait Engine: Held {
 
     /// A check of `n` units with the limiter's own queue, keeping what
     /// [`cancel`](Held::cancel) needs.
+    #[inline]
     fn charge(&self, n: u32) -> Reservation {
-        let algorithm = self.setting().load();
+        // As a check: the built algorithm by reference while no runtime change was made (no
+        // copy of it), the current one through an out-of-line copy after one.
+        match self.setting().unchanged() {
+            Some(algorithm) => self.charge_on(algorithm, n),
+            None => self.charge_changed(n),
+        }
+    }
+
+    /// [`charge`](Self::charge) after a runtime quota change.
+    #[cold]
+    #[inline(never)]
+    fn charge_changed(&self, n: u32) -> Reservation {
+        self.charge_on(&self.setting().load(), n)
+    }
+
+    /// [`charge`](Self::charge) under `algorithm`.
+    #[inline(always)]
+    fn charge_on(&self, algorithm: &Algorithm, n: u32) -> Reservation {
         let now = self.now();
-        let step = |w| {
+        // The loop carries the words before and after (two registers; `after` is `before`
+        // when the step writes nothing), and the decision is built once at the end, as a check
+        // builds it. `decision_after` on the word the step wrote is `decide` on the word before
+        // without running a GCRA admission's step a second time; when the words are equal,
+        // `decide` on `before` is taken (always right).
+        let step = move |w| {
             let write = algorithm.step(w, now, n).1;
-            ((w, write), write)
+            ((w, write.unwrap_or(w)), write)
         };
         match self.apply(now, step, true) {
             Some((before, after)) => {
-                Reservation::new(algorithm.decide(before, now, n), n, before, after)
+                let wrote = (after != before).then_some(after);
+                let decision = decision_after(algorithm, before, wrote, now, n);
+                Reservation::new(decision, n, before, Some(after))
             }
             // Untracked or refused: nothing to cancel.
             None => Reservation::new(self.full(|w| algorithm.decide(w, now, n)), n, 0, None),

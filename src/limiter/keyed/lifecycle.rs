@@ -58,6 +58,7 @@ where
 {
     /// Applies `step` to the key's cell, creating the cell if `step` writes on a fresh state.
     /// `None` when the key is new, the store is at `max_keys` and `capped` is set.
+    #[inline(always)]
     fn apply<R>(
         &self,
         now: u64,
