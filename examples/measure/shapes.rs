@@ -16,7 +16,11 @@
 //!   `K` keys: request `r` (uniform in `[0, K)`, a fixed random walk per thread) checks key `r`
 //!   of every limiter. cellgate: `N` × `KeyedLimiter::<u64>::gcra(q).build()` (the default
 //!   store, nothing sized); governor: `N` × `RateLimiter::keyed(q)`. Every limiter is filled
-//!   with its keys before timing. Rates are counted in checks (`N` per request).
+//!   with its keys before timing. Rates are counted in checks (`N` per request). For `N` = 3
+//!   and 9 also `cellgate_all`: the same limiters checked all or nothing, as the README's quick
+//!   start does, with one `check_all` per request over the pairs `(&limiter, &key)` (a denial
+//!   would give back what the others took; governor has no such call, so its row is the
+//!   sequential checks).
 //! * `hot`: every check on one key. cellgate: the default keyed store, the hot-key mode as
 //!   built by default (`StripedLimiter::gcra(q).build()`: a stripe per CPU, the default time
 //!   sharing) and `.strict_clock()`; governor's keyed limiter on that key.
@@ -53,7 +57,7 @@ use admit_all::{
     cellgate_quota, check_seconds, governor_quota, options_or_usage, parse, print_machine,
     read_options, BURST, RATE,
 };
-use cellgate::{KeyedLimiter, StripedLimiter};
+use cellgate::{check_all, KeyedLimiter, RateLimiter, StripedLimiter};
 use keys::{shuffle, splitmix64};
 
 /// Requests between two clock reads in a worker.
@@ -116,10 +120,86 @@ fn key(l: usize, i: usize) -> u64 {
     splitmix64(((l as u64) << 40) | i as u64)
 }
 
-/// A set of limiters one cell runs: each request checks every one of them.
+/// A set of limiters one cell runs: each request checks every one of them, in turn or (with
+/// `all`) all or nothing through it.
 struct Set {
     name: &'static str,
     limiters: Vec<Box<dyn Check>>,
+    all: Option<Box<dyn AllOf>>,
+}
+
+/// A request's checks of several keyed limiters at once, all or nothing.
+trait AllOf: Sync {
+    /// Checks request `r`'s key of every limiter; returns the checks admitted.
+    fn admit(&self, r: usize) -> u64;
+    /// Fills every limiter with its first `keys` keys.
+    fn fill(&self, keys: usize);
+    /// The limiters checked per request.
+    fn len(&self) -> usize;
+}
+
+/// `N` keyed limiters checked with one [`check_all`] per request.
+struct CheckAll<const N: usize>(Vec<KeyedLimiter<u64>>);
+
+impl<const N: usize> AllOf for CheckAll<N> {
+    #[inline]
+    fn admit(&self, r: usize) -> u64 {
+        let keys: [u64; N] = std::array::from_fn(|l| key(l, r));
+        let pairs: [(&KeyedLimiter<u64>, &u64); N] =
+            std::array::from_fn(|l| (&self.0[l], &keys[l]));
+        let gates: [(&dyn RateLimiter, u32); N] =
+            std::array::from_fn(|l| (&pairs[l] as &dyn RateLimiter, 1));
+        let d = check_all(gates);
+        if d.is_allowed() {
+            N as u64
+        } else {
+            0
+        }
+    }
+
+    fn fill(&self, keys: usize) {
+        for i in 0..keys {
+            self.admit(i);
+        }
+    }
+
+    fn len(&self) -> usize {
+        N
+    }
+}
+
+impl Set {
+    /// A set checking `limiters` in turn.
+    fn each(name: &'static str, limiters: Vec<Box<dyn Check>>) -> Self {
+        Set {
+            name,
+            limiters,
+            all: None,
+        }
+    }
+
+    /// The checks per request.
+    fn size(&self) -> usize {
+        self.all.as_ref().map_or(self.limiters.len(), |a| a.len())
+    }
+}
+
+/// `n` (3 or 9) default keyed limiters checked all or nothing.
+fn all_of(n: usize) -> Option<Box<dyn AllOf>> {
+    let limiters = || {
+        (0..n)
+            .map(|_| {
+                KeyedLimiter::<u64>::gcra(cellgate_quota())
+                    .build()
+                    .expect("valid quota")
+            })
+            .collect()
+    };
+    match n {
+        3 => Some(Box::new(CheckAll::<3>(limiters()))),
+        9 => Some(Box::new(CheckAll::<9>(limiters()))),
+        _ => None,
+    }
 }
 
 /// One thread's walk: request numbers (a key index per request).
@@ -147,11 +227,16 @@ fn run(set: &Set, walks: &[Vec<u32>], seconds: f64) -> (f64, f64) {
                         for _ in 0..STRIDE {
                             let r = walk[at] as usize;
                             at = if at + 1 == walk.len() { 0 } else { at + 1 };
-                            for (l, limiter) in set.limiters.iter().enumerate() {
-                                allowed += u64::from(limiter.allow(key(l, r)));
+                            match &set.all {
+                                Some(all) => allowed += all.admit(r),
+                                None => {
+                                    for (l, limiter) in set.limiters.iter().enumerate() {
+                                        allowed += u64::from(limiter.allow(key(l, r)));
+                                    }
+                                }
                             }
                         }
-                        checks += (STRIDE * set.limiters.len()) as u64;
+                        checks += (STRIDE * set.size()) as u64;
                         let elapsed = start.elapsed();
                         if elapsed >= limit {
                             return (checks, allowed, elapsed);
@@ -361,6 +446,9 @@ fn main() -> std::process::ExitCode {
                     let mut per_one: Option<Vec<Cell>> = None;
                     for &n in &o.limiters {
                         let fill = |set: &Set| {
+                            if let Some(all) = &set.all {
+                                all.fill(k);
+                            }
                             for (l, limiter) in set.limiters.iter().enumerate() {
                                 for i in 0..k {
                                     limiter.allow(key(l, i));
@@ -368,16 +456,18 @@ fn main() -> std::process::ExitCode {
                             }
                         };
                         let make = |_threads: usize| {
-                            let sets = vec![
-                                Set {
-                                    name: "cellgate",
-                                    limiters: (0..n).map(|_| keyed()).collect(),
-                                },
-                                Set {
-                                    name: "governor",
-                                    limiters: (0..n).map(|_| gov()).collect(),
-                                },
+                            let mut sets = vec![
+                                Set::each("cellgate", (0..n).map(|_| keyed()).collect()),
+                                Set::each("governor", (0..n).map(|_| gov()).collect()),
                             ];
+                            if let Some(all) = all_of(n) {
+                                let set = Set {
+                                    name: "cellgate_all",
+                                    limiters: Vec::new(),
+                                    all: Some(all),
+                                };
+                                sets.insert(1, set);
+                            }
                             sets.iter().for_each(fill);
                             sets
                         };
@@ -388,14 +478,15 @@ fn main() -> std::process::ExitCode {
                         if n == 1 {
                             per_one = Some(cells);
                         } else if let Some(one) = &per_one {
-                            for c in cells.iter().filter(|c| c.limiter == "cellgate") {
+                            for c in cells.iter().filter(|c| c.limiter.starts_with("cellgate")) {
                                 if let Some(b) = one
                                     .iter()
-                                    .find(|b| b.limiter == c.limiter && b.threads == c.threads)
+                                    .find(|b| b.limiter == "cellgate" && b.threads == c.threads)
                                 {
                                     println!(
-                                        "          per limiter, {n} vs 1, {} threads: {:.2}x the ns per check",
+                                        "          per limiter, {n} vs 1, {} threads, {}: {:.2}x the ns per check",
                                         c.threads,
+                                        c.limiter,
                                         median(&b.rates) / median(&c.rates)
                                     );
                                 }
@@ -416,22 +507,10 @@ fn main() -> std::process::ExitCode {
                     };
                     let _ = threads;
                     vec![
-                        Set {
-                            name: "cellgate_keyed",
-                            limiters: vec![keyed()],
-                        },
-                        Set {
-                            name: "cellgate_striped",
-                            limiters: vec![striped(false)],
-                        },
-                        Set {
-                            name: "striped_strict",
-                            limiters: vec![striped(true)],
-                        },
-                        Set {
-                            name: "governor",
-                            limiters: vec![gov()],
-                        },
+                        Set::each("cellgate_keyed", vec![keyed()]),
+                        Set::each("cellgate_striped", vec![striped(false)]),
+                        Set::each("striped_strict", vec![striped(true)]),
+                        Set::each("governor", vec![gov()]),
                     ]
                 };
                 row(&o, "hot", "one key", &make, &hot_walk, &mut tsv);
@@ -440,14 +519,8 @@ fn main() -> std::process::ExitCode {
                 let k = o.keys.iter().copied().max().unwrap_or(100_000);
                 let make = |_threads: usize| {
                     let sets = vec![
-                        Set {
-                            name: "cellgate",
-                            limiters: vec![keyed()],
-                        },
-                        Set {
-                            name: "governor",
-                            limiters: vec![gov()],
-                        },
+                        Set::each("cellgate", vec![keyed()]),
+                        Set::each("governor", vec![gov()]),
                     ];
                     for set in &sets {
                         for i in 0..k {
