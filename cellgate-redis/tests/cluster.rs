@@ -276,6 +276,20 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
     }
 }
 
+/// The per-key stock `name` of 3 units a key, as the lost-shard tests use it.
+fn stock_of_3(name: &str) -> cellgate_redis::KeyedFleetBuilder {
+    KeyedFleet::stock(name, 3)
+        .max_wait(Duration::from_secs(2))
+        .command_timeout(Duration::from_secs(1))
+}
+
+/// What `fleet` sells of `key` in five checks.
+fn sell_out(fleet: &KeyedFleet, key: &str) -> usize {
+    (0..5)
+        .filter(|_| fleet.check_blocking(key, 1).is_allowed())
+        .count()
+}
+
 /// A key of a keyed limit on the cluster in shard 0 (`in_shard_0`) or in another shard.
 fn key_in(in_shard_0: bool) -> String {
     let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
@@ -319,18 +333,10 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
         return;
     };
     let seeds = common::seeds(&nodes);
-    let stock = || {
-        KeyedFleet::stock("lost-shard", 3)
-            .max_wait(Duration::from_secs(2))
-            .command_timeout(Duration::from_secs(1))
-            .connect(&seeds)
-    };
+    let stock = || stock_of_3("lost-shard").connect(&seeds);
     let key = key_in(false);
     let a = stock().unwrap();
-    let sold = (0..5)
-        .filter(|_| a.check_blocking(&key, 1).is_allowed())
-        .count();
-    assert_eq!(sold, 3);
+    assert_eq!(sell_out(&a, &key), 3);
     // The shard's keys, on the master of their slot, are lost.
     let (master, state_key) = lose_shard(&nodes, "lost-shard", 3, &key);
     // A newcomer does not create the shard afresh.
@@ -355,9 +361,7 @@ fn sold_until_forgotten(fleet: &KeyedFleet, key: &str) -> usize {
         sold += usize::from(fleet.check_blocking(key, 1).is_allowed());
         std::thread::sleep(Duration::from_millis(5));
     }
-    sold + (0..5)
-        .filter(|_| fleet.check_blocking(key, 1).is_allowed())
-        .count()
+    sold + sell_out(fleet, key)
 }
 
 /// Shard 0 of a per-key stock (the limit's configuration and its keys) lost while no process
@@ -373,18 +377,11 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
         return;
     };
     let seeds = common::seeds(&nodes);
-    let stock = || {
-        KeyedFleet::stock("lost-first", 3)
-            .max_wait(Duration::from_secs(2))
-            .command_timeout(Duration::from_secs(1))
-    };
+    let stock = || stock_of_3("lost-first");
     let key = key_in(true);
     {
         let a = stock().connect(&seeds).unwrap();
-        let sold = (0..5)
-            .filter(|_| a.check_blocking(&key, 1).is_allowed())
-            .count();
-        assert_eq!(sold, 3);
+        assert_eq!(sell_out(&a, &key), 3);
         a.shutdown();
     }
     // Shard 0 is lost (its configuration, holders, replies and the sold-out key).

@@ -271,10 +271,7 @@ pub(crate) fn decision_after(
     now: u64,
     n: u32,
 ) -> Decision {
-    match (algorithm, next) {
-        (Algorithm::Gcra(g), Some(new_tat)) => g.admitted(new_tat, now),
-        _ => algorithm.decide(word, now, n),
-    }
+    Outcome::of(algorithm, word, next).decision(algorithm, now, n)
 }
 
 /// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (a GCRA
