@@ -551,52 +551,54 @@ fn concurrent_multi_checks_never_over_admit() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let wins: HashMap<u64, u32> = std::thread::scope(|s| {
+    let buy = |user: u64, i: u32| {
+        let d = if i % 2 == 0 {
+            check_all([(&global, 1), (&per_user.gate(&user), 1), (&sku.gate(&7), 1)])
+        } else {
+            check_all([(&sku.gate(&7), 1), (&per_user.gate(&user), 1), (&global, 1)])
+        };
+        u32::from(d.is_allowed())
+    };
+    let mut wins: HashMap<u64, u32> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..THREADS)
             .map(|user| {
-                let (per_user, sku, global) = (&per_user, &sku, &global);
-                s.spawn(move || {
-                    let mut won = 0;
-                    for i in 0..ATTEMPTS {
-                        let d = if i % 2 == 0 {
-                            check_all([
-                                (&global, 1),
-                                (&per_user.gate(&user), 1),
-                                (&sku.gate(&7), 1),
-                            ])
-                        } else {
-                            check_all([
-                                (&sku.gate(&7), 1),
-                                (&per_user.gate(&user), 1),
-                                (&global, 1),
-                            ])
-                        };
-                        won += u32::from(d.is_allowed());
-                    }
-                    (user, won)
-                })
+                let buy = &buy;
+                s.spawn(move || (user, (0..ATTEMPTS).map(|i| buy(user, i)).sum::<u32>()))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let total: u32 = wins.values().sum();
-    assert!(total <= 90, "global admitted {total} > 90");
-    let sold = 100 - sku.peek(&7).remaining();
-    assert_eq!(sold, total, "the stock's rollbacks are exact");
-    for (user, won) in &wins {
-        assert!(*won <= 40);
-        let used = 40 - per_user.peek(user).remaining();
-        assert_eq!(
-            used, *won,
-            "user {user}: rolled-back charges come back exactly"
-        );
+    let exact = |wins: &HashMap<u64, u32>| {
+        let total: u32 = wins.values().sum();
+        assert!(total <= 90, "global admitted {total} > 90");
+        let sold = 100 - sku.peek(&7).remaining();
+        assert_eq!(sold, total, "the stock's rollbacks are exact");
+        for (user, won) in wins {
+            assert!(*won <= 40);
+            let used = 40 - per_user.peek(user).remaining();
+            assert_eq!(
+                used, *won,
+                "user {user}: rolled-back charges come back exactly"
+            );
+        }
+        // On a frozen clock with no queue, a GCRA rollback gives back all of its charge,
+        // whatever was admitted in between.
+        let global_used = 90 - global.peek().remaining();
+        assert_eq!(global_used, total, "the global rollbacks are exact");
+        (total, sold)
+    };
+    exact(&wins);
+    // While the threads ran, a buyer holding a charge it was about to roll back could make the
+    // others see a full global budget (failing closed, as it must) for as long as it was
+    // descheduled: nothing says the buyers exhausted anything. Capacity is lost only if it
+    // stays withheld after they are gone: one more round, alone, must use up a budget.
+    for user in 0..THREADS {
+        *wins.entry(user).or_default() += (0..ATTEMPTS).map(|i| buy(user, i)).sum::<u32>();
     }
-    let global_used = 90 - global.peek().remaining();
-    assert!(global_used >= total && global_used <= 90);
-    // Only contention on the shared GCRA limiter can withhold capacity (fail closed); the
-    // buyers together exhausted either the users, the stock or the global budget.
-    assert!(
-        total == 90 || sold == 100 || wins.values().all(|&w| w == 40) || global_used == 90,
-        "{wins:?}, sold {sold}, global used {global_used}"
+    // 4 users of 40 and a stock of 100: the global budget of 90 is the one to run out.
+    let (total, _) = exact(&wins);
+    assert_eq!(
+        total, 90,
+        "capacity withheld after the buyers left: {wins:?}"
     );
 }
