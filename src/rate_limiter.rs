@@ -62,6 +62,31 @@ pub trait RateLimiter<K: ?Sized = ()> {
     /// A check of `n` units that keeps what [`cancel`](Self::cancel) needs to give them back.
     fn charge(&self, key: &K, n: u32) -> Reservation;
 
+    /// [`charge`](Self::charge), with the reservation written into `slot` (replacing what it
+    /// held); returns whether the units were admitted.
+    ///
+    /// [`check_all`](crate::check_all) charges this way: the limiter writes the reservation
+    /// where the caller keeps it, rather than returning it for the caller to copy (a copy of a
+    /// 72-byte value the callee has just written waits for those writes to reach the cache, once
+    /// per limiter). The default calls `charge`; a wrapper around another limiter forwards it.
+    ///
+    /// ```
+    /// use cellgate::{Limiter, RateLimiter, Reservation};
+    ///
+    /// let stock = Limiter::stock(1).build()?;
+    /// let mut slot: Option<Reservation> = None;
+    /// assert!(stock.charge_into(&(), 1, &mut slot));
+    /// assert!(!stock.charge_into(&(), 1, &mut None)); // sold out
+    /// if let Some(r) = slot.take() {
+    ///     assert!(stock.cancel(r)); // the unit is back
+    /// }
+    /// assert_eq!(stock.peek().remaining(), 1);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    fn charge_into(&self, key: &K, n: u32, slot: &mut Option<Reservation>) -> bool {
+        slot.insert(self.charge(key, n)).is_allowed()
+    }
+
     /// Gives back what is unspent of `reservation` (from [`charge`](Self::charge) or
     /// [`reserve`](Self::reserve) on the same key); returns whether anything came back.
     fn cancel(&self, key: &K, reservation: Reservation) -> bool;
@@ -100,6 +125,11 @@ impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
     }
 
     #[inline]
+    fn charge_into(&self, _key: &(), n: u32, slot: &mut Option<Reservation>) -> bool {
+        self.0.charge_into(self.1, n, slot)
+    }
+
+    #[inline]
     fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
         self.0.cancel(self.1, reservation)
     }
@@ -116,6 +146,13 @@ impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
     fn stats(&self) -> Option<Stats> {
         self.0.stats()
     }
+}
+
+/// The reservation a `charge_into` of this crate's limiters wrote (it always writes one): the
+/// limiters' `charge` is their `charge_into`, so that the check's code is instantiated once.
+#[inline]
+pub(crate) fn filled(slot: Option<Reservation>) -> Reservation {
+    slot.unwrap_or_else(|| Reservation::unheld(Decision::NONE))
 }
 
 /// `RateLimiter` for a pointer to a limiter: every method forwards to the pointee.
@@ -135,6 +172,11 @@ macro_rules! forward_through {
             #[inline]
             fn charge(&self, key: &K, n: u32) -> Reservation {
                 (**self).charge(key, n)
+            }
+
+            #[inline]
+            fn charge_into(&self, key: &K, n: u32, slot: &mut Option<Reservation>) -> bool {
+                (**self).charge_into(key, n, slot)
             }
 
             #[inline]
@@ -176,7 +218,18 @@ macro_rules! direct_limiter_traits {
             }
 
             fn charge(&self, _key: &(), n: u32) -> $crate::reservation::Reservation {
-                $limiter::charge(self, n)
+                let mut slot = None;
+                self.charge_into(&(), n, &mut slot);
+                $crate::rate_limiter::filled(slot)
+            }
+
+            fn charge_into(
+                &self,
+                _key: &(),
+                n: u32,
+                slot: &mut Option<$crate::reservation::Reservation>,
+            ) -> bool {
+                slot.insert($limiter::charge(self, n)).is_allowed()
             }
 
             fn cancel(&self, _key: &(), reservation: $crate::reservation::Reservation) -> bool {
@@ -219,7 +272,22 @@ macro_rules! keyed_limiter_traits {
             }
 
             fn charge(&self, key: &Q, n: u32) -> $crate::reservation::Reservation {
-                $limiter::charge(self, key, n)
+                let mut slot = None;
+                self.charge_into(key, n, &mut slot);
+                $crate::rate_limiter::filled(slot)
+            }
+
+            // Out of line, with the whole check inlined in it: the reservation is written into
+            // `slot` by the check itself (see `check_all`), and `charge` above shares this one
+            // copy of the check's code.
+            #[inline(never)]
+            fn charge_into(
+                &self,
+                key: &Q,
+                n: u32,
+                slot: &mut Option<$crate::reservation::Reservation>,
+            ) -> bool {
+                slot.insert($limiter::charge(self, key, n)).is_allowed()
             }
 
             fn cancel(&self, key: &Q, reservation: $crate::reservation::Reservation) -> bool {

@@ -245,15 +245,19 @@ fn admit<K: ?Sized>(
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
     for (i, (limiter, n)) in limiters.iter().enumerate() {
-        let r = limiter.charge(key, *n);
-        let allowed = r.is_allowed();
-        if let Some(slot) = decisions.get_mut(i) {
-            *slot = r.decision();
-        }
-        taken[i] = Some(r);
-        if !allowed {
+        // The reservation goes straight into its slot (the callee writes it there), and only
+        // its verdict is read back now: copying the whole 72 bytes out of a stack slot the
+        // callee has just written, with wide loads over its narrow stores, stalls on store
+        // forwarding once per limiter.
+        if !limiter.charge_into(key, *n, &mut taken[i]) {
             roll_back(limiters, key, decisions, taken, i);
             return Some(i);
+        }
+    }
+    // Every limiter admitted: the decisions are copied once all the charges are made.
+    for (slot, r) in decisions.iter_mut().zip(taken.iter()) {
+        if let Some(r) = r {
+            *slot = r.decision();
         }
     }
     None
@@ -269,6 +273,9 @@ fn roll_back<K: ?Sized>(
     taken: &mut [Option<Reservation>],
     denied: usize,
 ) {
+    if let (Some(slot), Some(r)) = (decisions.get_mut(denied), &taken[denied]) {
+        *slot = r.decision();
+    }
     for i in (0..denied).rev() {
         if let Some(r) = taken[i].take() {
             limiters[i].0.cancel(key, r);

@@ -380,6 +380,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
 
     /// Like [`reserve`](Self::reserve) with the limiter's own queue: a
     /// [`check_n`](Self::check_n) that keeps what [`cancel`](Self::cancel) needs.
+    #[inline]
     fn charge<Q>(&self, key: &Q, n: u32) -> Reservation
     where
         K: Borrow<Q>,
