@@ -244,6 +244,13 @@ where
         }
     }
 
+    fn charge_into(&self, parts: &Parts, n: u32, slot: &mut Option<Reservation>) -> bool {
+        match self.extractor.extract(parts) {
+            Ok(key) => self.limiter.charge_into(&key, n, slot),
+            Err(_) => slot.insert(Reservation::unheld(NO_KEY)).is_allowed(),
+        }
+    }
+
     fn cancel(&self, parts: &Parts, reservation: Reservation) -> bool {
         match self.extractor.extract(parts) {
             Ok(key) => self.limiter.cancel(&key, reservation),
@@ -363,6 +370,19 @@ mod tests {
         let head = parts(None, &[]);
         assert!(!limit.imp.charge(&head, 1).is_allowed());
         assert!(!limit.imp.check_n(&head, 1).is_allowed());
+        let mut slot = None;
+        assert!(!limit.imp.charge_into(&head, 1, &mut slot));
+        assert_eq!(
+            slot.as_ref().map(Reservation::units),
+            Some(0),
+            "nothing to give back"
+        );
         assert_eq!(l.len(), 0);
+        // With a key, what `check_all` writes is a reservation that gives the units back.
+        let alice = parts(Some("10.0.0.1:4000"), &[]);
+        assert!(limit.imp.charge_into(&alice, 2, &mut slot));
+        assert_eq!(slot.as_ref().map(Reservation::units), Some(2));
+        assert!(slot.is_some_and(|r| limit.imp.cancel(&alice, r)));
+        assert_eq!(l.peek(&crate::key::tests::ip("10.0.0.1")).remaining(), 5);
     }
 }
