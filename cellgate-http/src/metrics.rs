@@ -593,13 +593,18 @@ mod recycling {
             serve(&l, 3);
             assert_eq!(allowed(&l), 3, "round {round}");
         }
-        // Every column taken: the next layer counts on its own counters.
-        let held: Vec<_> = std::iter::repeat_with(layer)
-            .take_while(|l| l.shared.metrics.base != OFF_ROWS)
-            .take(COLUMNS)
-            .collect();
-        assert!(held.len() < COLUMNS, "the columns ran out");
-        let l = layer();
+        // Every column taken: the next layer counts on its own counters. The other tests here
+        // build and drop layers meanwhile, so a column one of them frees can go to a layer made
+        // after the columns first ran out: keep what is made until a layer finds no column.
+        let mut held = Vec::new();
+        let l = loop {
+            let l = layer();
+            if l.shared.metrics.base == OFF_ROWS {
+                break l;
+            }
+            held.push(l);
+            assert!(held.len() <= 2 * COLUMNS, "the columns never ran out");
+        };
         assert!(l.shared.metrics.own.is_some());
         let clone = l.clone();
         std::thread::spawn(move || serve(&clone, 5)).join().unwrap();
