@@ -14,7 +14,8 @@ use crate::store::stats::Stats;
 /// The trait is object safe: `Arc<dyn RateLimiter<IpAddr> + Send + Sync>` holds any keyed
 /// limiter of IP addresses whatever its clock or store, and a `KeyedLimiter<String>` is a
 /// `RateLimiter<str>` (looked up by `&str`, no allocation on a hit). Every method is the
-/// limiter's own operation of the same name; see them for the exact semantics. Every limiter
+/// limiter's own operation of the same name (see them for the exact semantics), but
+/// [`charge_into`](Self::charge_into): `charge` written into the caller's slot. Every limiter
 /// implements it: [`Limiter`](crate::Limiter), [`StripedLimiter`](crate::StripedLimiter),
 /// [`KeyedLimiter`](crate::KeyedLimiter), [`SlidingLog`](crate::SlidingLog), and the fleet
 /// limiters of `cellgate-redis`.
@@ -205,7 +206,8 @@ forward_through!(Box<L>);
 forward_through!(std::sync::Arc<L>);
 
 /// A direct limiter's (`$limiter<C>`, no key) `RateLimiter`: each method is the limiter's
-/// inherent operation of the same name.
+/// inherent operation of the same name (`charge` through `charge_into`, which calls the
+/// inherent `charge`).
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
         impl<C: $crate::clock::Clock> $crate::rate_limiter::RateLimiter for $limiter<C> {
@@ -254,7 +256,8 @@ macro_rules! direct_limiter_traits {
 pub(crate) use direct_limiter_traits;
 
 /// A keyed limiter's (`$limiter<K, C>`, looked up by any `&Q` that `K` borrows as)
-/// `RateLimiter<Q>`: each method is the limiter's inherent operation of the same name.
+/// `RateLimiter<Q>`: each method is the limiter's inherent operation of the same name (`charge`
+/// through `charge_into`, which calls the inherent `charge`).
 macro_rules! keyed_limiter_traits {
     ($limiter:ident) => {
         impl<K, Q, C> $crate::rate_limiter::RateLimiter<Q> for $limiter<K, C>
