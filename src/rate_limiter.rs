@@ -149,8 +149,8 @@ impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
     }
 }
 
-/// The reservation a `charge_into` of this crate's limiters wrote (it always writes one): the
-/// limiters' `charge` is their `charge_into`, so that the check's code is instantiated once.
+/// The reservation a keyed limiter's `charge_into` wrote (it always writes one): their
+/// `charge` is their `charge_into`, so that the check's code is instantiated once.
 #[inline]
 pub(crate) fn filled(slot: Option<Reservation>) -> Reservation {
     slot.unwrap_or_else(|| Reservation::unheld(Decision::NONE))
@@ -206,8 +206,8 @@ forward_through!(Box<L>);
 forward_through!(std::sync::Arc<L>);
 
 /// A direct limiter's (`$limiter<C>`, no key) `RateLimiter`: each method is the limiter's
-/// inherent operation of the same name (`charge` through `charge_into`, which calls the
-/// inherent `charge`).
+/// inherent operation of the same name (`charge_into` is the trait's default: a direct
+/// limiter's charge is small enough to be inlined into it, writing the slot in place).
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
         impl<C: $crate::clock::Clock> $crate::rate_limiter::RateLimiter for $limiter<C> {
@@ -220,18 +220,7 @@ macro_rules! direct_limiter_traits {
             }
 
             fn charge(&self, _key: &(), n: u32) -> $crate::reservation::Reservation {
-                let mut slot = None;
-                self.charge_into(&(), n, &mut slot);
-                $crate::rate_limiter::filled(slot)
-            }
-
-            fn charge_into(
-                &self,
-                _key: &(),
-                n: u32,
-                slot: &mut Option<$crate::reservation::Reservation>,
-            ) -> bool {
-                slot.insert($limiter::charge(self, n)).is_allowed()
+                $limiter::charge(self, n)
             }
 
             fn cancel(&self, _key: &(), reservation: $crate::reservation::Reservation) -> bool {
