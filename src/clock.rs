@@ -18,6 +18,17 @@
 //!
 //! A *stale* `now` — an earlier instant than the true time, which is what the coarse clock
 //! returns — is therefore always safe: it can only make a decision stricter.
+//!
+//! # One reading per request
+//!
+//! A read of the time-stamp counter costs about as much as the rest of a check of a key (some
+//! 20 ns on the machines BENCHMARKS.md names). [`check_all`](crate::check_all) (and
+//! `check_all_in`, `check_all_reserving`, the HTTP layer's several limits) therefore charges
+//! its limiters at one instant: the first [`QuantaClock`] read during the call reads the
+//! counter, and every other one in the same call (charges, rollbacks, the report of a denial)
+//! uses that reading. By the paragraph above this is safe: the later limiters see a `now` a few
+//! nanoseconds early. Other clocks read as always, and checks made one by one read the clock
+//! once each.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -113,8 +124,83 @@ impl Clock for QuantaClock {
     #[inline]
     fn now(&self) -> u64 {
         // `delta_as_nanos` returns 0 when the raw reading is at or before the origin.
-        self.clock.delta_as_nanos(self.origin, self.clock.raw())
+        let raw = shared_reading(|| {
+            #[cfg(all(test, not(loom)))]
+            crate::sync::counts::bump(crate::sync::counts::Event::CounterRead);
+            self.clock.raw()
+        });
+        self.clock.delta_as_nanos(self.origin, raw)
     }
+}
+
+/// What [`one_reading`] holds on this thread.
+#[derive(Clone, Copy)]
+enum Reading {
+    /// No scope is open: every clock reads its counter.
+    Closed,
+    /// A scope is open and no [`QuantaClock`] has read the counter in it yet.
+    Open,
+    /// A scope is open and this is the counter's reading every [`QuantaClock`] uses in it.
+    Taken(u64),
+}
+
+thread_local! {
+    // Const-initialised and without a destructor: an access is one thread-local load.
+    static READING: std::cell::Cell<Reading> = const { std::cell::Cell::new(Reading::Closed) };
+}
+
+/// The counter reading to use now: the scope's if one is open (taking it with `read` if
+/// nobody has yet), else a fresh one.
+#[inline]
+fn shared_reading(read: impl FnOnce() -> u64) -> u64 {
+    match READING.try_with(std::cell::Cell::get) {
+        Ok(Reading::Taken(raw)) => raw,
+        Ok(Reading::Open) => {
+            let raw = read();
+            let _ = READING.try_with(|reading| reading.set(Reading::Taken(raw)));
+            raw
+        }
+        Ok(Reading::Closed) | Err(_) => read(),
+    }
+}
+
+/// Runs `f` with every [`QuantaClock`] read on this thread inside it (the default clock of
+/// every limiter) reading the time-stamp counter once, at the first read, and using that one
+/// reading after it: [`check_all`](crate::check_all) charges its limiters, and rolls them back,
+/// at one instant, for one counter read rather than one per limiter (a read of the counter
+/// costs about as much as a whole check of a key).
+///
+/// Sound because a reading taken earlier than a limiter's own would be is always safe: an
+/// earlier `now` is less time passed, so a decision can only be stricter (see the module's
+/// docs), and the scope lasts only as long as `f`. A scope opened inside another uses the
+/// outer one's reading. Other clocks read as always.
+#[inline]
+pub(crate) fn one_reading<R>(f: impl FnOnce() -> R) -> R {
+    /// Closes the scope it opened, also when `f` unwinds.
+    struct Scope(bool);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            if self.0 {
+                let _ = READING.try_with(|reading| reading.set(Reading::Closed));
+            }
+        }
+    }
+    // Under loom a model's threads may share one OS thread, and so its thread-locals: no scope
+    // (the models drive manual clocks anyway).
+    if cfg!(loom) {
+        return f();
+    }
+    let opened = READING
+        .try_with(|reading| {
+            let closed = matches!(reading.get(), Reading::Closed);
+            if closed {
+                reading.set(Reading::Open);
+            }
+            closed
+        })
+        .unwrap_or(false);
+    let _scope = Scope(opened);
+    f()
 }
 
 /// A clock built on `std::time::Instant`.
@@ -323,6 +409,93 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(not(loom))]
+    fn counter_reads() -> u64 {
+        crate::sync::counts::count(crate::sync::counts::Event::CounterRead)
+    }
+
+    /// Inside a scope every default clock uses the first counter reading; the scope closes when
+    /// it ends, also by a panic, and a scope inside another keeps the outer one's reading.
+    #[cfg(not(loom))]
+    #[test]
+    fn one_reading_reads_the_counter_once_per_scope() {
+        let (a, b) = (QuantaClock::new(), QuantaClock::new());
+        let before = counter_reads();
+        let (first, again, inner) = one_reading(|| {
+            let first = (a.now(), b.now());
+            let inner = one_reading(|| a.now());
+            (first, a.now(), inner)
+        });
+        assert_eq!(counter_reads() - before, 1);
+        assert_eq!((again, inner), (first.0, first.0));
+        // Closed: each read is a fresh one.
+        a.now();
+        b.now();
+        assert_eq!(counter_reads() - before, 3);
+        let unwound = std::panic::catch_unwind(|| {
+            one_reading(|| {
+                a.now();
+                panic!("a check that panics");
+            })
+        });
+        assert!(unwound.is_err());
+        let after_panic = counter_reads();
+        a.now();
+        assert_eq!(
+            counter_reads() - after_panic,
+            1,
+            "the scope stayed open after a panic"
+        );
+    }
+
+    /// `check_all` reads the counter once for all its limiters, rollback and report included;
+    /// the same limiters checked in turn read it once each.
+    #[cfg(not(loom))]
+    #[test]
+    fn check_all_reads_the_counter_once() {
+        use crate::{check_all, KeyedLimiter, Limiter, Quota, StripedLimiter};
+        let quota = Quota::per_hour(1).with_burst(5); // no refill during the test
+        let per_ip = KeyedLimiter::<u64>::gcra(quota).build().expect("valid");
+        let per_user = KeyedLimiter::<u64>::sliding_window(5, Duration::from_secs(1))
+            .build()
+            .expect("valid");
+        let global = Limiter::gcra(quota).build().expect("valid");
+        let hot = StripedLimiter::gcra(quota)
+            .stripes(2)
+            .build()
+            .expect("valid");
+        let sold_out = Limiter::stock(0).build().expect("valid");
+        let before = counter_reads();
+        let d = check_all([
+            (&per_ip.gate(&1), 1),
+            (&per_user.gate(&2), 1),
+            (&global, 1),
+            (&hot, 1),
+        ]);
+        assert!(d.is_allowed());
+        assert_eq!(counter_reads() - before, 1);
+        // Denied by the last: three rollbacks and four peeks, at the same instant.
+        let before = counter_reads();
+        let d = check_all([
+            (&per_ip.gate(&1), 1),
+            (&per_user.gate(&2), 1),
+            (&global, 1),
+            (&sold_out, 1),
+        ]);
+        assert_eq!(d.denied_by(), Some(3));
+        assert_eq!(counter_reads() - before, 1);
+        assert_eq!(
+            per_ip.peek(&1).remaining(),
+            4,
+            "the rollback gave back the whole charge"
+        );
+        let before = counter_reads();
+        assert!(per_ip.check(&1).is_allowed());
+        assert!(per_user.check(&2).is_allowed());
+        assert!(global.check().is_allowed());
+        assert_eq!(counter_reads() - before, 3);
+    }
 
     #[test]
     fn manual_clock_saturates() {

@@ -101,7 +101,10 @@ impl<const N: usize> MultiDecision<N> {
 /// [`RateLimiter`] in short. The array is the caller's, on its stack: nothing is allocated.
 ///
 /// Limiters are charged in the order given, so put the one most likely to deny first (a sold-out
-/// stock before a per-user rate) to spare the others a charge and rollback.
+/// stock before a per-user rate) to spare the others a charge and rollback. They are charged at
+/// one instant: the default clock is read once for the whole call (see
+/// [the clock's docs](crate::clock#one-reading-per-request)), where checking them one by one
+/// reads it once per limiter.
 ///
 /// Under any concurrency no limiter in the set admits beyond its own quota (each is charged by
 /// its own compare-and-swap), and a denied request consumes nothing: every limiter ends up
@@ -239,6 +242,18 @@ pub fn check_all_reserving<K: ?Sized>(
 /// slice. The rollback and report of a denial stay out of line ([`roll_back`]).
 #[inline]
 fn admit<K: ?Sized>(
+    limiters: &[(&dyn RateLimiter<K>, u32)],
+    key: &K,
+    decisions: &mut [Decision],
+    taken: &mut [Option<Reservation>],
+) -> Option<usize> {
+    // One clock reading for the whole request (see `one_reading`).
+    crate::clock::one_reading(|| charge_all(limiters, key, decisions, taken))
+}
+
+/// [`admit`]'s charges, in order, and the rollback if one denies.
+#[inline(always)]
+fn charge_all<K: ?Sized>(
     limiters: &[(&dyn RateLimiter<K>, u32)],
     key: &K,
     decisions: &mut [Decision],

@@ -1,5 +1,6 @@
 //! What the tests count on the calling thread: locks taken, per-thread cache renewals of a
-//! growing table, writes of a striped limiter's high-water mark. Compiled for the crate's own
+//! growing table, writes of a striped limiter's high-water mark, reads of the time-stamp
+//! counter by the default clock. Compiled for the crate's own
 //! tests only (not under loom); per thread, so that tests running at once do not see each
 //! other's counts.
 
@@ -14,10 +15,13 @@ pub(crate) enum Event {
     Refresh,
     /// A high-water mark written (`high_water::HighWater::raise`).
     Raise,
+    /// The default clock read the time-stamp counter (`clock::QuantaClock::now` outside a
+    /// reading it could share).
+    CounterRead,
 }
 
 thread_local! {
-    static COUNTS: [Cell<u64>; 3] = const { [Cell::new(0), Cell::new(0), Cell::new(0)] };
+    static COUNTS: [Cell<u64>; 4] = const { [Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0)] };
 }
 
 /// Counts one `event` on this thread.
