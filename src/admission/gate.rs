@@ -102,7 +102,7 @@ impl<const N: usize> MultiDecision<N> {
 ///
 /// Limiters are charged in the order given, so put the one most likely to deny first (a sold-out
 /// stock before a per-user rate) to spare the others a charge and rollback. They are charged at
-/// one instant: the default clock is read once for the whole call (see
+/// one instant: the default clock is read once for all the charges (see
 /// [the clock's docs](crate::clock#one-reading-per-request)), where checking them one by one
 /// reads it once per limiter.
 ///
@@ -247,16 +247,29 @@ fn admit<K: ?Sized>(
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
-    // One clock reading for the whole request (see `one_reading`).
-    crate::clock::one_reading(|| charge_all(limiters, key, decisions, taken))
+    // The charges at one clock reading (see `one_reading`); a rollback reads the clock
+    // afresh: GCRA gives back only the part of a charge that the clock has not eaten, which
+    // needs a `now` no earlier than any check another thread made since the charge.
+    let denied = crate::clock::one_reading(|| charge_each(limiters, key, taken));
+    match denied {
+        Some(i) => roll_back(limiters, key, decisions, taken, i),
+        // Every limiter admitted: the decisions are copied once all the charges are made.
+        None => {
+            for (slot, r) in decisions.iter_mut().zip(taken.iter()) {
+                if let Some(r) = r {
+                    *slot = r.decision();
+                }
+            }
+        }
+    }
+    denied
 }
 
-/// [`admit`]'s charges, in order, and the rollback if one denies.
+/// [`admit`]'s charges, in order, up to the first denial (its index).
 #[inline(always)]
-fn charge_all<K: ?Sized>(
+fn charge_each<K: ?Sized>(
     limiters: &[(&dyn RateLimiter<K>, u32)],
     key: &K,
-    decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
     for (i, (limiter, n)) in limiters.iter().enumerate() {
@@ -265,14 +278,7 @@ fn charge_all<K: ?Sized>(
         // callee has just written, with wide loads over its narrow stores, stalls on store
         // forwarding once per limiter.
         if !limiter.charge_into(key, *n, &mut taken[i]) {
-            roll_back(limiters, key, decisions, taken, i);
             return Some(i);
-        }
-    }
-    // Every limiter admitted: the decisions are copied once all the charges are made.
-    for (slot, r) in decisions.iter_mut().zip(taken.iter()) {
-        if let Some(r) = r {
-            *slot = r.decision();
         }
     }
     None
