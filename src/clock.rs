@@ -470,25 +470,24 @@ mod tests {
             .build()
             .expect("valid");
         let sold_out = Limiter::stock(0).build().expect("valid");
+        // Three limiters, then `last`.
+        let with = |last: &dyn crate::RateLimiter| {
+            check_all([
+                (&per_ip.gate(&1), 1),
+                (&per_user.gate(&2), 1),
+                (&global, 1),
+                (last, 1),
+            ])
+        };
         let before = counter_reads();
-        let d = check_all([
-            (&per_ip.gate(&1), 1),
-            (&per_user.gate(&2), 1),
-            (&global, 1),
-            (&hot, 1),
-        ]);
+        let d = with(&hot);
         assert!(d.is_allowed());
         assert_eq!(counter_reads() - before, 1);
         // Denied by the last: the charges at one reading; the rollbacks (two of them GCRA
         // cancels) and the report on fresh ones, as a GCRA cancel needs a `now` no earlier than
         // any check made since its charge.
         let before = counter_reads();
-        let d = check_all([
-            (&per_ip.gate(&1), 1),
-            (&per_user.gate(&2), 1),
-            (&global, 1),
-            (&sold_out, 1),
-        ]);
+        let d = with(&sold_out);
         assert_eq!(d.denied_by(), Some(3));
         assert!(
             counter_reads() - before >= 3,
