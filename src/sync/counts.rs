@@ -1,8 +1,7 @@
 //! What the tests count on the calling thread: locks taken, per-thread cache renewals of a
 //! growing table, writes of a striped limiter's high-water mark, reads of the time-stamp
-//! counter by the default clock. Compiled for the crate's own
-//! tests only (not under loom); per thread, so that tests running at once do not see each
-//! other's counts.
+//! counter by the default clock. Compiled for the crate's own tests only (not under loom); per
+//! thread, so that tests running at once do not see each other's counts.
 
 use std::cell::Cell;
 
