@@ -174,7 +174,8 @@ fn shared_reading(read: impl FnOnce() -> u64) -> u64 {
 ///
 /// Sound for checks and charges because a reading taken earlier than a limiter's own would be
 /// is always safe: an earlier `now` is less time passed, so a decision can only be stricter
-/// (see the module's docs), and the scope lasts only as long as `f`. **Not for a GCRA
+/// (see the module's docs), and the scope lasts only as long as `f`; for peeks, which write
+/// nothing, any reading is (`check_all` reports a denial's limiters at one). **Not for a GCRA
 /// rollback** (`Gcra::cancel` needs a `now` no earlier than any check made since the charge):
 /// cancels run outside. A scope opened inside another uses the outer one's reading. Other
 /// clocks read as always.
@@ -453,8 +454,8 @@ mod tests {
         );
     }
 
-    /// `check_all` reads the counter once for all its charges, and afresh for a rollback; the
-    /// same limiters checked in turn read it once each.
+    /// `check_all` reads the counter once for all its charges, afresh for a rollback, and once
+    /// for the report of a denial; the same limiters checked in turn read it once each.
     #[cfg(not(loom))]
     #[test]
     fn check_all_reads_the_counter_once() {
@@ -497,6 +498,23 @@ mod tests {
             per_ip.peek(&1).remaining(),
             4,
             "the rollback gave back the whole charge"
+        );
+        // Denied by the first (a stock, which reads no clock), as in a sold-out rush: nothing
+        // to roll back, and the report's peeks of the three others share one reading.
+        let before = counter_reads();
+        let d = check_all([
+            (&sold_out as &dyn crate::RateLimiter, 1),
+            (&per_ip.gate(&1), 1),
+            (&per_user.gate(&2), 1),
+            (&global, 1),
+        ]);
+        assert_eq!(d.denied_by(), Some(0));
+        // A peek of its unit: 4 held, 3 left after it.
+        assert_eq!(d.decisions()[1].remaining(), 3, "the report peeked per_ip");
+        assert_eq!(
+            counter_reads() - before,
+            1,
+            "each of the report's peeks read the counter"
         );
         let before = counter_reads();
         assert!(per_ip.check(&1).is_allowed());

@@ -21,6 +21,7 @@
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
 //! | `three1k`, `gov_three1k` | three keyed limiters per request (the default store with no bound, as `build()` gives; governor's), 1000 pre-inserted keys each, a request checking one key of each in turn: `checks` counts checks (three per request) |
 //! | `all3_1k` | `three1k` through `check_all`: one request admits its key on all three limiters at once (`checks` counts checks, three per request) |
+//! | `denied4_1k` | a `check_all` of four limiters on the default clock denied by the first, a sold-out stock: the report of a denial, which peeks the three others (two keyed limiters with 1000 pre-inserted keys each, and a direct one); `checks` counts requests |
 //! | `dyn1k` | `table1k` through `&dyn RateLimiter<u64>` (the trait the HTTP layer and `check_all` use) |
 //! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
@@ -113,6 +114,36 @@ fn run_all3(ls: &[KeyedLimiter<u64>], keys: &[u64], checks: usize) -> usize {
             (&ls[2].gate(k), 1),
         ]);
         allowed += 3 * usize::from(black_box(d).is_allowed());
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+/// Requests over `keys` in turn, each a `check_all` of the sold-out `first`, then its key on
+/// both of `ls`, then `global`: denied by `first`, so the report peeks the three others;
+/// `checks` requests.
+#[inline(never)]
+fn run_denied(
+    first: &Limiter,
+    ls: &[KeyedLimiter<u64>],
+    global: &Limiter,
+    keys: &[u64],
+    checks: usize,
+) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks {
+        let k = black_box(&keys[i]);
+        let d = cellgate::check_all([
+            (first as &dyn cellgate::RateLimiter, 1),
+            (&ls[0].gate(k), 1),
+            (&ls[1].gate(k), 1),
+            (global, 1),
+        ]);
+        allowed += usize::from(black_box(d).is_allowed());
         i += 1;
         if i == keys.len() {
             i = 0;
@@ -294,6 +325,23 @@ fn main() {
             } else {
                 run_all3(&ls, &ks, checks)
             }
+        }
+        "denied4_1k" => {
+            let sold_out = Limiter::stock(0).build().expect("valid stock");
+            let global = Limiter::gcra(quota()).build().expect("valid quota");
+            let ls: Vec<_> = (0..2)
+                .map(|_| {
+                    KeyedLimiter::<u64>::gcra(quota())
+                        .build()
+                        .expect("valid quota")
+                })
+                .collect();
+            let ks = u64_keys(1_000, 1);
+            for l in &ls {
+                fill(l, &ks);
+            }
+            start = Instant::now();
+            run_denied(&sold_out, &ls, &global, &ks, checks)
         }
         "dyn1k" => {
             let l = KeyedLimiter::<u64>::gcra(quota())

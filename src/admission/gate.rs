@@ -59,7 +59,8 @@ impl<const N: usize> MultiDecision<N> {
     /// request is charged anywhere): the denial of the limiter that denied; for the limiters
     /// before it, a peek of zero units taken after the rollback (`remaining` is what each holds
     /// now); for the limiters after it, a peek of their units (they were never charged; a
-    /// denial there tells [`retry_after`](Self::retry_after) its wait).
+    /// denial there tells [`retry_after`](Self::retry_after) its wait). The peeks are taken at
+    /// one instant, after the rollback.
     #[must_use]
     pub fn decisions(&self) -> &[Decision; N] {
         &self.decisions
@@ -304,15 +305,20 @@ fn roll_back<K: ?Sized>(
     }
     // Every other limiter is looked at after the rollback: the rolled-back ones (before the
     // denial) with zero units, so that their `remaining` is what they hold now; the ones after
-    // it with their units, so that the caller learns the longest wait.
-    for (i, (limiter, n)) in limiters.iter().enumerate() {
-        let Some(slot) = decisions.get_mut(i) else {
-            break;
-        };
-        if i < denied {
-            *slot = limiter.peek_n(key, 0);
-        } else if i > denied {
-            *slot = limiter.peek_n(key, *n);
+    // it with their units, so that the caller learns the longest wait. All at one clock
+    // reading, taken after the rollback (a peek writes nothing, so any reading is sound for
+    // it; this one is the report's instant): a sold-out rush's denials, which peek every
+    // limiter after the stock, pay one clock read rather than one per limiter.
+    crate::clock::one_reading(|| {
+        for (i, (limiter, n)) in limiters.iter().enumerate() {
+            let Some(slot) = decisions.get_mut(i) else {
+                break;
+            };
+            if i < denied {
+                *slot = limiter.peek_n(key, 0);
+            } else if i > denied {
+                *slot = limiter.peek_n(key, *n);
+            }
         }
-    }
+    });
 }
