@@ -26,11 +26,12 @@
 //! `check_all_in`, `check_all_reserving`, the HTTP layer's several limits) therefore charges
 //! its limiters at one instant: the first [`QuantaClock`] read during the charges reads the
 //! counter, and every other charge of the call uses that reading. By the paragraph above this
-//! is safe: the later limiters see a `now` a few nanoseconds early. A rollback after a denial,
-//! and the report of it, read the clock afresh: a GCRA rollback gives back only the part of
-//! its charge that the clock has not eaten since, which needs a `now` no earlier than that of
-//! any check made in between (by another thread). Other clocks read as always, and checks
-//! made one by one read the clock once each.
+//! is safe: the later limiters see a `now` a few nanoseconds early. A rollback after a denial
+//! reads the clock afresh: a GCRA rollback gives back only the part of its charge that the
+//! clock has not eaten since, which needs a `now` no earlier than that of any check made in
+//! between (by another thread). The report of a denial (a peek of every other limiter, after
+//! the rollback) then takes one reading for all its peeks. Other clocks read as always, and
+//! checks made one by one read the clock once each.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

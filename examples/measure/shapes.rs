@@ -6,6 +6,7 @@
 //! cargo run --release --example shapes -- --threads 1,2 --seconds 0.5 --reps 5
 //! cargo run --release --example shapes -- --shapes hot --threads 1,16
 //! cargo run --release --example shapes -- --tsv rows.tsv        # also the rows for the chart
+//! cargo run --release --example shapes -- --clock coarse          # both on their coarse clocks
 //! python3 examples/measure/chart.py rows.tsv > shapes.svg         # checks/s by threads
 //! ```
 //!
@@ -28,7 +29,10 @@
 //!   `[t*K/T, (t+1)*K/T)` and walks them in a random order.
 //!
 //! The quota is 10^9 per second with a burst of 10^7: every check is admitted, so every check
-//! takes the writing path (`allowed` shows it). Each library uses its default clock and hasher.
+//! takes the writing path (`allowed` shows it). Each library uses its default clock and hasher;
+//! with `--clock coarse`, each one's coarse clock instead (cellgate's `CoarseClock`, governor's
+//! `QuantaUpkeepClock`, both one relaxed load of a timestamp an upkeep thread refreshes every
+//! millisecond), which shows what a check costs without reading the time-stamp counter.
 //!
 //! # Method
 //!
@@ -57,7 +61,9 @@ use admit_all::{
     cellgate_quota, check_seconds, governor_quota, options_or_usage, parse, print_machine,
     read_options, BURST, RATE,
 };
+use cellgate::clock::{Clock, CoarseClock, DefaultClock};
 use cellgate::{check_all, KeyedLimiter, RateLimiter, StripedLimiter};
+use governor::clock::QuantaUpkeepClock;
 use keys::{shuffle, splitmix64};
 
 /// Requests between two clock reads in a worker.
@@ -67,7 +73,7 @@ const WALK: usize = 1 << 16;
 
 const USAGE: &str = "\
 usage: shapes [--threads 1,2,...] [--seconds S] [--reps R] [--shapes limiters,hot,disjoint]
-              [--limiters 1,3,9] [--keys 1000,100000] [--tsv FILE]
+              [--limiters 1,3,9] [--keys 1000,100000] [--clock precise|coarse] [--tsv FILE]
 
   --threads LIST   thread counts (default: 1, 2, 4, ... up to every available CPU, and it)
   --seconds S      wall time per cell and repetition (default 1)
@@ -75,6 +81,8 @@ usage: shapes [--threads 1,2,...] [--seconds S] [--reps R] [--shapes limiters,ho
   --shapes LIST    which shapes to run (default: all three)
   --limiters LIST  limiters per request of the `limiters` shape (default 1,3,9)
   --keys LIST      keys per limiter (default 1000,100000; `disjoint` uses the largest)
+  --clock C        precise (default: each library's default clock) or coarse (each one's
+                   clock refreshed every millisecond by an upkeep thread)
   --tsv FILE       also write the rows for examples/measure/chart.py";
 
 /// One limiter of a cell: checks a key (the hot-key mode ignores it).
@@ -82,14 +90,14 @@ trait Check: Sync {
     fn allow(&self, key: u64) -> bool;
 }
 
-impl Check for KeyedLimiter<u64> {
+impl<C: Clock> Check for KeyedLimiter<u64, C> {
     #[inline]
     fn allow(&self, key: u64) -> bool {
         self.check(&key).is_allowed()
     }
 }
 
-impl Check for StripedLimiter {
+impl<C: Clock> Check for StripedLimiter<C> {
     #[inline]
     fn allow(&self, _key: u64) -> bool {
         self.check().is_allowed()
@@ -103,16 +111,93 @@ impl Check for governor::DefaultKeyedRateLimiter<u64> {
     }
 }
 
-fn keyed() -> Box<dyn Check> {
-    Box::new(
-        KeyedLimiter::<u64>::gcra(cellgate_quota())
-            .build()
-            .expect("valid quota"),
-    )
+/// governor's keyed limiter on its coarse clock.
+type GovernorCoarse = governor::RateLimiter<
+    u64,
+    governor::state::keyed::DefaultKeyedStateStore<u64>,
+    QuantaUpkeepClock,
+    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+>;
+
+impl Check for GovernorCoarse {
+    #[inline]
+    fn allow(&self, key: u64) -> bool {
+        self.check_key(&key).is_ok()
+    }
 }
 
-fn gov() -> Box<dyn Check> {
-    Box::new(governor::RateLimiter::<u64, _, _>::keyed(governor_quota()))
+/// The clocks both libraries' limiters read (`--clock`): each library's default precise clock,
+/// or each one's coarse clock (a timestamp an upkeep thread refreshes every millisecond).
+enum Clocks {
+    Precise,
+    Coarse {
+        cellgate: CoarseClock,
+        governor: QuantaUpkeepClock,
+    },
+}
+
+impl Clocks {
+    fn new(coarse: bool) -> Result<Self, String> {
+        if !coarse {
+            return Ok(Clocks::Precise);
+        }
+        let governor = QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+            .map_err(|e| format!("governor's upkeep clock: {e}"))?;
+        Ok(Clocks::Coarse {
+            cellgate: CoarseClock::new(),
+            governor,
+        })
+    }
+
+    fn keyed(&self) -> Box<dyn Check> {
+        let b = KeyedLimiter::<u64>::gcra(cellgate_quota());
+        match self {
+            Clocks::Precise => Box::new(b.build().expect("valid quota")),
+            Clocks::Coarse { cellgate, .. } => {
+                Box::new(b.clock(cellgate.clone()).build().expect("valid quota"))
+            }
+        }
+    }
+
+    fn gov(&self) -> Box<dyn Check> {
+        match self {
+            Clocks::Precise => {
+                Box::new(governor::RateLimiter::<u64, _, _>::keyed(governor_quota()))
+            }
+            Clocks::Coarse { governor, .. } => Box::new(GovernorCoarse::dashmap_with_clock(
+                governor_quota(),
+                governor.clone(),
+            )),
+        }
+    }
+
+    fn striped(&self, strict: bool) -> Box<dyn Check> {
+        let b = StripedLimiter::gcra(cellgate_quota());
+        let b = if strict { b.strict_clock() } else { b };
+        match self {
+            Clocks::Precise => Box::new(b.build().expect("valid quota")),
+            Clocks::Coarse { cellgate, .. } => {
+                Box::new(b.clock(cellgate.clone()).build().expect("valid quota"))
+            }
+        }
+    }
+
+    /// `n` (3 or 9) default keyed limiters checked all or nothing.
+    fn all_of(&self, n: usize) -> Option<Box<dyn AllOf>> {
+        match self {
+            Clocks::Precise => all_of(n, &DefaultClock::new()),
+            Clocks::Coarse { cellgate, .. } => all_of(n, cellgate),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Clocks::Precise => "each library's default precise clock",
+            Clocks::Coarse { .. } => {
+                "coarse clocks (cellgate's CoarseClock, governor's QuantaUpkeepClock, 1 ms)"
+            }
+        }
+    }
 }
 
 /// Key `i` of limiter `l`: distinct, scattered, different for every limiter.
@@ -139,13 +224,13 @@ trait AllOf: Sync {
 }
 
 /// `N` keyed limiters checked with one [`check_all`] per request.
-struct CheckAll<const N: usize>(Vec<KeyedLimiter<u64>>);
+struct CheckAll<const N: usize, C>(Vec<KeyedLimiter<u64, C>>);
 
-impl<const N: usize> AllOf for CheckAll<N> {
+impl<const N: usize, C: Clock> AllOf for CheckAll<N, C> {
     #[inline]
     fn admit(&self, r: usize) -> u64 {
         let keys: [u64; N] = std::array::from_fn(|l| key(l, r));
-        let pairs: [(&KeyedLimiter<u64>, &u64); N] =
+        let pairs: [(&KeyedLimiter<u64, C>, &u64); N] =
             std::array::from_fn(|l| (&self.0[l], &keys[l]));
         let gates: [(&dyn RateLimiter, u32); N] =
             std::array::from_fn(|l| (&pairs[l] as &dyn RateLimiter, 1));
@@ -184,20 +269,21 @@ impl Set {
     }
 }
 
-/// `n` (3 or 9) default keyed limiters checked all or nothing.
-fn all_of(n: usize) -> Option<Box<dyn AllOf>> {
+/// `n` (3 or 9) default keyed limiters on `clock` checked all or nothing.
+fn all_of<C: Clock + Clone + 'static>(n: usize, clock: &C) -> Option<Box<dyn AllOf>> {
     let limiters = || {
         (0..n)
             .map(|_| {
                 KeyedLimiter::<u64>::gcra(cellgate_quota())
+                    .clock(clock.clone())
                     .build()
                     .expect("valid quota")
             })
             .collect()
     };
     match n {
-        3 => Some(Box::new(CheckAll::<3>(limiters()))),
-        9 => Some(Box::new(CheckAll::<9>(limiters()))),
+        3 => Some(Box::new(CheckAll::<3, C>(limiters()))),
+        9 => Some(Box::new(CheckAll::<9, C>(limiters()))),
         _ => None,
     }
 }
@@ -265,6 +351,7 @@ struct Options {
     limiters: Vec<usize>,
     keys: Vec<usize>,
     tsv: Option<String>,
+    coarse: bool,
 }
 
 fn list(s: &str) -> Result<Vec<usize>, String> {
@@ -285,6 +372,7 @@ fn parse_args() -> Result<Options, String> {
         limiters: vec![1, 3, 9],
         keys: vec![1_000, 100_000],
         tsv: None,
+        coarse: false,
     };
     read_options(|name, value| {
         match name {
@@ -304,6 +392,13 @@ fn parse_args() -> Result<Options, String> {
             "--limiters" => o.limiters = list(&value()?)?,
             "--keys" => o.keys = list(&value()?)?,
             "--tsv" => o.tsv = Some(value()?),
+            "--clock" => {
+                o.coarse = match value()?.as_str() {
+                    "precise" => false,
+                    "coarse" => true,
+                    other => return Err(format!("unknown clock {other:?}: precise or coarse")),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -419,10 +514,19 @@ fn main() -> std::process::ExitCode {
         Ok(o) => o,
         Err(code) => return code,
     };
+    let clocks = match Clocks::new(o.coarse) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     print_machine();
     println!(
-        "{} s per cell and repetition, median of {}; GCRA {RATE}/s, burst {BURST}: every check admitted\n",
-        o.seconds, o.reps
+        "{} s per cell and repetition, median of {}; GCRA {RATE}/s, burst {BURST}: every check admitted; {}\n",
+        o.seconds,
+        o.reps,
+        clocks.name()
     );
     println!(
         "{:<9} {:<22} {:<17} {:>3} {:>11} {:>7} {:>9} {:>8} {:>8} {:>8}",
@@ -457,10 +561,10 @@ fn main() -> std::process::ExitCode {
                         };
                         let make = |_threads: usize| {
                             let mut sets = vec![
-                                Set::each("cellgate", (0..n).map(|_| keyed()).collect()),
-                                Set::each("governor", (0..n).map(|_| gov()).collect()),
+                                Set::each("cellgate", (0..n).map(|_| clocks.keyed()).collect()),
+                                Set::each("governor", (0..n).map(|_| clocks.gov()).collect()),
                             ];
-                            if let Some(all) = all_of(n) {
+                            if let Some(all) = clocks.all_of(n) {
                                 let set = Set {
                                     name: "cellgate_all",
                                     limiters: Vec::new(),
@@ -496,21 +600,12 @@ fn main() -> std::process::ExitCode {
                 }
             }
             "hot" => {
-                let make = |threads: usize| {
-                    let striped = |strict: bool| -> Box<dyn Check> {
-                        let b = StripedLimiter::gcra(cellgate_quota());
-                        Box::new(
-                            if strict { b.strict_clock() } else { b }
-                                .build()
-                                .expect("valid quota"),
-                        )
-                    };
-                    let _ = threads;
+                let make = |_threads: usize| {
                     vec![
-                        Set::each("cellgate_keyed", vec![keyed()]),
-                        Set::each("cellgate_striped", vec![striped(false)]),
-                        Set::each("striped_strict", vec![striped(true)]),
-                        Set::each("governor", vec![gov()]),
+                        Set::each("cellgate_keyed", vec![clocks.keyed()]),
+                        Set::each("cellgate_striped", vec![clocks.striped(false)]),
+                        Set::each("striped_strict", vec![clocks.striped(true)]),
+                        Set::each("governor", vec![clocks.gov()]),
                     ]
                 };
                 row(&o, "hot", "one key", &make, &hot_walk, &mut tsv);
@@ -519,8 +614,8 @@ fn main() -> std::process::ExitCode {
                 let k = o.keys.iter().copied().max().unwrap_or(100_000);
                 let make = |_threads: usize| {
                     let sets = vec![
-                        Set::each("cellgate", vec![keyed()]),
-                        Set::each("governor", vec![gov()]),
+                        Set::each("cellgate", vec![clocks.keyed()]),
+                        Set::each("governor", vec![clocks.gov()]),
                     ];
                     for set in &sets {
                         for i in 0..k {
