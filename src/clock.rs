@@ -522,6 +522,17 @@ mod tests {
         assert!(per_user.check(&2).is_allowed());
         assert!(global.check().is_allowed());
         assert_eq!(counter_reads() - before, 3);
+        // A keyed check reads the clock after its probe, once, also for a new key (the step
+        // on a fresh word, then the insert) and in an exact-keys store.
+        let exact = KeyedLimiter::<String>::gcra(quota)
+            .exact_keys()
+            .build()
+            .expect("valid");
+        let before = counter_reads();
+        assert!(per_ip.check(&99).is_allowed());
+        assert!(exact.check("new").is_allowed());
+        assert!(exact.check("new").is_allowed());
+        assert_eq!(counter_reads() - before, 3);
     }
 
     #[test]

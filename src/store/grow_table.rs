@@ -422,7 +422,12 @@ impl GrowTable {
         key: &impl SlotKey,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Probe<R> {
-        self.probe_view(h, key, |array, i| array.update(i, step))
+        self.probe_view(
+            h,
+            key,
+            #[inline(always)]
+            |array, i| array.update(i, step),
+        )
     }
 
     /// Probes this thread's view of the shard of the key with hash `h`; `on_hit` acts on the

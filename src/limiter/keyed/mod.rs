@@ -199,12 +199,18 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_at(algorithm, key, self.now(), n)
+        self.check_at(algorithm, key, &Now::lazy(|| self.now()), n)
     }
 
-    /// [`check_on`](Self::check_on) at a given instant.
+    /// [`check_on`](Self::check_on) at the instant `now` gives.
     #[inline(always)]
-    fn check_at<Q>(&self, algorithm: &Algorithm, key: &Q, now: u64, n: u32) -> Decision
+    fn check_at<Q>(
+        &self,
+        algorithm: &Algorithm,
+        key: &Q,
+        now: &Now<impl Fn() -> u64>,
+        n: u32,
+    ) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -218,9 +224,13 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
         // "Instruction counts").
         match &self.store {
-            Store::Table(table, hasher) => {
-                self.check_hashed(table, crate::store::hash(hasher, key), algorithm, now, n)
-            }
+            Store::Table(table, hasher) => self.check_hashed(
+                table,
+                crate::store::hash(hasher, key),
+                algorithm,
+                now.get(),
+                n,
+            ),
             Store::Grow(table, hasher) => self.check_grow(
                 table,
                 crate::store::hash(hasher, key),
@@ -644,6 +654,59 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
 }
 
 crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
+
+/// The instant a check decides at: read from the clock at its first use, and the same at every
+/// use after it (so one read per check, counted by `clock::tests`). A check of a held key
+/// first uses it in its step, after the probe has loaded the key's slot. Read before the
+/// probe, the time-stamp counter's latency was paid on top of the probe's loads rather than
+/// beside them: on the 2-vCPU VM of BENCHMARKS.md a keyed check on the default clock was some
+/// 10-15% slower (session 18 there). A clock that is one load (`CoarseClock`, `ManualClock`)
+/// gains nothing and pays the deferral, about 2 ns.
+pub(super) struct Now<F> {
+    read: F,
+    at: std::cell::Cell<Option<u64>>,
+}
+
+impl<F: Fn() -> u64> Now<F> {
+    /// Read from `read` at the first [`get`](Self::get).
+    #[inline(always)]
+    pub(super) fn lazy(read: F) -> Self {
+        Now {
+            read,
+            at: std::cell::Cell::new(None),
+        }
+    }
+
+    /// The instant.
+    #[inline(always)]
+    pub(super) fn get(&self) -> u64 {
+        match self.at.get() {
+            Some(now) => now,
+            None => self.first(),
+        }
+    }
+
+    /// The first use: reads the clock. Out of line: inlined, it made the check's step too
+    /// large for LLVM to inline into the compare-and-swap loop (`probe table1k`: 324
+    /// instructions a check against 295).
+    #[inline(never)]
+    fn first(&self) -> u64 {
+        let now = (self.read)();
+        self.at.set(Some(now));
+        now
+    }
+}
+
+impl Now<fn() -> u64> {
+    /// A given instant.
+    #[inline(always)]
+    pub(super) fn at(now: u64) -> Self {
+        Now {
+            read: || 0,
+            at: std::cell::Cell::new(Some(now)),
+        }
+    }
+}
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

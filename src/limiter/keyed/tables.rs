@@ -44,24 +44,26 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         h: u64,
         key: &impl SlotKey,
         algorithm: &Algorithm,
-        now: u64,
+        now: &Now<impl Fn() -> u64>,
         n: u32,
     ) -> Decision {
         // The step gives an `Outcome` (two words) rather than the word and the step's
         // `Option<u64>` (three): what comes back through the per-thread view's closures then
-        // fits in two registers.
+        // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
+        // the key's slot.
         let step = move |w| {
-            let next = algorithm.step(w, now, n).1;
+            let next = algorithm.step(w, now.get(), n).1;
             (Outcome::of(algorithm, w, next), next)
         };
         let decided = match table.try_update(h, key, step) {
-            Probe::Hit(outcome) => return outcome.decision(algorithm, now, n),
+            Probe::Hit(outcome) => return outcome.decision(algorithm, now.get(), n),
             Probe::Absent => match self.decide_absent(&step) {
-                Ok(outcome) => return outcome.decision(algorithm, now, n),
+                Ok(outcome) => return outcome.decision(algorithm, now.get(), n),
                 Err(decided) => Some(decided),
             },
             Probe::Unsure => None,
         };
+        let now = now.get();
         match self.insert_hashed(table, h, key, now, step, true, decided) {
             Some(outcome) => outcome.decision(algorithm, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
@@ -124,12 +126,12 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
                 self.check_hashed(table, h, algorithm, now, 1)
             }),
             Store::Grow(table, hasher) => batched(table, hasher, keys, out, move |h| {
-                self.check_grow(table, h, &ByFingerprint, algorithm, now, 1)
+                self.check_grow(table, h, &ByFingerprint, algorithm, &Now::at(now), 1)
             }),
             Store::Exact(..) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
-                    out.push(self.check_at(algorithm, key, now, 1));
+                    out.push(self.check_at(algorithm, key, &Now::at(now), 1));
                 }
             }
         }
