@@ -243,6 +243,23 @@ fn fill<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64]) {
     assert_eq!(l.len(), keys.len());
 }
 
+/// `n` default keyed limiters (default clock and store), each filled with the same 1000 keys;
+/// and the keys.
+fn filled_1k(n: usize) -> (Vec<KeyedLimiter<u64>>, Vec<u64>) {
+    let ls: Vec<_> = (0..n)
+        .map(|_| {
+            KeyedLimiter::<u64>::gcra(quota())
+                .build()
+                .expect("valid quota")
+        })
+        .collect();
+    let ks = u64_keys(1_000, 1);
+    for l in &ls {
+        fill(l, &ks);
+    }
+    (ls, ks)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map_or("table1k", String::as_str);
@@ -308,17 +325,7 @@ fn main() {
             run_single(&l, &ks, ks.len(), || {})
         }
         "three1k" | "all3_1k" => {
-            let ls: Vec<_> = (0..3)
-                .map(|_| {
-                    KeyedLimiter::<u64>::gcra(quota())
-                        .build()
-                        .expect("valid quota")
-                })
-                .collect();
-            let ks = u64_keys(1_000, 1);
-            for l in &ls {
-                fill(l, &ks);
-            }
+            let (ls, ks) = filled_1k(3);
             start = Instant::now();
             if name == "three1k" {
                 run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
@@ -329,17 +336,7 @@ fn main() {
         "denied4_1k" => {
             let sold_out = Limiter::stock(0).build().expect("valid stock");
             let global = Limiter::gcra(quota()).build().expect("valid quota");
-            let ls: Vec<_> = (0..2)
-                .map(|_| {
-                    KeyedLimiter::<u64>::gcra(quota())
-                        .build()
-                        .expect("valid quota")
-                })
-                .collect();
-            let ks = u64_keys(1_000, 1);
-            for l in &ls {
-                fill(l, &ks);
-            }
+            let (ls, ks) = filled_1k(2);
             start = Instant::now();
             run_denied(&sold_out, &ls, &global, &ks, checks)
         }
