@@ -658,9 +658,9 @@ crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 /// The instant a check decides at: read from the clock at its first use, and the same at every
 /// use after it (so one read per check, counted by `clock::tests`). A check of a held key
 /// first uses it in its step, after the probe has loaded the key's slot. Read before the
-/// probe, the time-stamp counter's latency was paid on top of the probe's loads rather than
-/// beside them: on the 2-vCPU VM of BENCHMARKS.md a keyed check on the default clock was some
-/// 10-15% slower (session 18 there). A clock that is one load (`CoarseClock`, `ManualClock`)
+/// probe, a keyed check on the default clock was slower on the 2-vCPU VM of BENCHMARKS.md
+/// (session 18 there: `probe table1k` 55.3 against 51.5 ns), likely because the time-stamp
+/// counter read's latency added to the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`, `ManualClock`)
 /// gains nothing and pays the deferral, about 2 ns.
 pub(super) struct Now<F> {
     read: F,
