@@ -698,7 +698,8 @@ impl<F: Fn() -> u64> Now<F> {
 }
 
 impl Now<fn() -> u64> {
-    /// A given instant.
+    /// A given instant (`check_many`'s one reading for its whole batch); its `read` is never
+    /// called.
     #[inline(always)]
     pub(super) fn at(now: u64) -> Self {
         Now {
