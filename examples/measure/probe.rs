@@ -20,6 +20,7 @@
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
 //! | `three1k`, `gov_three1k` | three keyed limiters per request (the default store with no bound, as `build()` gives; governor's), 1000 pre-inserted keys each, a request checking one key of each in turn: `checks` counts checks (three per request) |
+//! | `three1k_coarse`, `all3_1k_coarse` | `three1k`, `all3_1k` on a `CoarseClock` (no counter read to share: `check_all`'s own cost) |
 //! | `all3_1k` | `three1k` through `check_all`: one request admits its key on all three limiters at once (`checks` counts checks, three per request) |
 //! | `denied4_1k` | a `check_all` of four limiters on the default clock denied by the first, a sold-out stock: the report of a denial, which peeks the three others (two keyed limiters with 1000 pre-inserted keys each, and a direct one); `checks` counts requests |
 //! | `dyn1k` | `table1k` through `&dyn RateLimiter<u64>` (the trait the HTTP layer and `check_all` use) |
@@ -103,7 +104,7 @@ fn run_three(keys: &[u64], checks: usize, check: impl Fn(usize, &u64) -> bool) -
 /// Requests over `keys` in turn, each admitting its key on all three limiters with one
 /// `check_all`, `checks` checks in all (three per request).
 #[inline(never)]
-fn run_all3(ls: &[KeyedLimiter<u64>], keys: &[u64], checks: usize) -> usize {
+fn run_all3<C: Clock>(ls: &[KeyedLimiter<u64, C>], keys: &[u64], checks: usize) -> usize {
     let mut allowed = 0;
     let mut i = 0;
     for _ in 0..checks / 3 {
@@ -246,9 +247,15 @@ fn fill<C: Clock>(l: &KeyedLimiter<u64, C>, keys: &[u64]) {
 /// `n` default keyed limiters (default clock and store), each filled with the same 1000 keys;
 /// and the keys.
 fn filled_1k(n: usize) -> (Vec<KeyedLimiter<u64>>, Vec<u64>) {
+    filled_1k_on(n, cellgate::clock::DefaultClock::default())
+}
+
+/// [`filled_1k`] on `clock` (each limiter a clone of it).
+fn filled_1k_on<C: Clock + Clone>(n: usize, clock: C) -> (Vec<KeyedLimiter<u64, C>>, Vec<u64>) {
     let ls: Vec<_> = (0..n)
         .map(|_| {
             KeyedLimiter::<u64>::gcra(quota())
+                .clock(clock.clone())
                 .build()
                 .expect("valid quota")
         })
@@ -328,6 +335,15 @@ fn main() {
             let (ls, ks) = filled_1k(3);
             start = Instant::now();
             if name == "three1k" {
+                run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
+            } else {
+                run_all3(&ls, &ks, checks)
+            }
+        }
+        "three1k_coarse" | "all3_1k_coarse" => {
+            let (ls, ks) = filled_1k_on(3, CoarseClock::new());
+            start = Instant::now();
+            if name == "three1k_coarse" {
                 run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
             } else {
                 run_all3(&ls, &ks, checks)
