@@ -59,6 +59,15 @@ use crate::sync::time::{self, ManualTime, StopFlag};
 /// ```
 pub trait Clock: Send + Sync {
     /// Nanoseconds since this clock's origin. May go backwards.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_micros(3));
+    /// assert_eq!(clock.now(), 3_000);
+    /// ```
     fn now(&self) -> u64;
 }
 
@@ -109,6 +118,13 @@ pub struct QuantaClock {
 
 impl QuantaClock {
     /// A clock whose origin is now.
+    ///
+    /// ```
+    /// use cellgate::clock::{Clock, QuantaClock};
+    ///
+    /// let clock = QuantaClock::new();
+    /// assert!(clock.now() < 60_000_000_000); // nanoseconds since `new`
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
@@ -225,6 +241,17 @@ pub struct StdClock {
 
 impl StdClock {
     /// A clock whose origin is now.
+    ///
+    /// ```
+    /// use cellgate::clock::StdClock;
+    /// use cellgate::{KeyedLimiter, Quota};
+    ///
+    /// let limiter = KeyedLimiter::<u64>::gcra(Quota::per_second(10))
+    ///     .clock(StdClock::new())
+    ///     .build()?;
+    /// assert!(limiter.check(&7).is_allowed());
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -286,6 +313,13 @@ pub struct CoarseClock {
 
 impl CoarseClock {
     /// A coarse clock whose origin is now; starts the shared upkeep thread if needed.
+    ///
+    /// ```
+    /// use cellgate::clock::{Clock, CoarseClock};
+    ///
+    /// let clock = CoarseClock::new();
+    /// assert!(clock.now() < 60_000_000_000); // lags the true time by up to a millisecond
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         Self::acquire_upkeep();
@@ -379,27 +413,69 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock at 0.
+    ///
+    /// ```
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// assert_eq!(ManualClock::new().now(), 0);
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Moves the clock forward by `d`, saturating at `u64::MAX` ns.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(2));
+    /// clock.advance(Duration::MAX);
+    /// assert_eq!(clock.now(), u64::MAX);
+    /// ```
     pub fn advance(&self, d: Duration) {
         self.advance_ns(saturating_ns(d));
     }
 
     /// Moves the clock forward by `ns` nanoseconds, saturating at `u64::MAX`.
+    ///
+    /// ```
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance_ns(1_500);
+    /// assert_eq!(clock.now(), 1_500);
+    /// ```
     pub fn advance_ns(&self, ns: u64) {
         self.ns.advance(ns);
     }
 
     /// Sets the clock to `d` since the origin (saturating at `u64::MAX` ns); may go backwards.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set(Duration::from_secs(2));
+    /// clock.set(Duration::from_secs(1)); // a step back
+    /// assert_eq!(clock.now(), 1_000_000_000);
+    /// ```
     pub fn set(&self, d: Duration) {
         self.set_ns(saturating_ns(d));
     }
 
     /// Sets the clock to `ns` nanoseconds since the origin; may go backwards.
+    ///
+    /// ```
+    /// use cellgate::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set_ns(42);
+    /// assert_eq!(clock.now(), 42);
+    /// ```
     pub fn set_ns(&self, ns: u64) {
         self.ns.set(ns);
     }
