@@ -70,6 +70,7 @@ mod metrics;
 mod partition;
 mod proxy;
 mod stack;
+mod sync;
 
 pub use body::LimitBody;
 pub use headers::{ceil_secs, retry_after_secs, FieldNames, HeaderDraft};

@@ -4,7 +4,7 @@
 //!
 //! A check must not pay for a registry lookup, a hash, or a shared atomic. Every thread that
 //! records gets one row of plain counters for the whole process (a fixed array of
-//! [`COLUMNS`](rows::COLUMNS) counters, made on the thread's first record and reached through
+//! [`COLUMNS`](crate::sync::rows::COLUMNS) counters, made on the thread's first record and reached through
 //! a `const` thread-local that needs no lazy initialisation). Each layer owns a range of
 //! columns, chosen when it is built: recording a decision is the thread-local load, a branch
 //! on the outcome, and a load and a store at that outcome's fixed index on the thread's own
@@ -19,12 +19,12 @@
 //! Rows and columns are recycled: a row goes back to a free list when its thread exits (its
 //! counts stay: the next thread to take it adds to them, so the sums never go back), and a
 //! layer's columns are zeroed in every row and freed when the layer (and every service made
-//! from it) is dropped. With more than [`COLUMNS`](rows::COLUMNS) columns in use at once (about 250 layers of
+//! from it) is dropped. With more than [`COLUMNS`](crate::sync::rows::COLUMNS) columns in use at once (about 250 layers of
 //! one limit each), a new layer counts on its own shared counters instead, with one atomic
 //! add per decision.
 //!
-//! The protocol (rows, claiming and freeing columns, the sums) is in `metrics/rows.rs`, the
-//! crate's only file that names an atomic, an ordering or a lock; this module adds the
+//! The protocol (rows, claiming and freeing columns, the sums) is in `sync/rows.rs`, in the
+//! crate's only module that names an atomic, an ordering or a lock; this module adds the
 //! thread-local that keeps each thread's row and gives it back at exit. Every hand-over (a row
 //! to a new thread, zeroed columns to a new layer) goes through one mutex, which is what
 //! guarantees, as stated there and model-checked with loom (`loom-tests/tests/http_rows.rs`):
@@ -47,8 +47,6 @@
 //! A denied request counts as `denied` for the limit that denied it only; the others did not
 //! decide it (their charges were rolled back or never made).
 
-mod rows;
-
 use std::cell::Cell;
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -58,8 +56,8 @@ use cellgate::Decision;
 
 use crate::limit::Limit;
 #[cfg(test)]
-use rows::COLUMNS;
-use rows::{Columns, Row, Table};
+use crate::sync::rows::COLUMNS;
+use crate::sync::rows::{self, Columns, Row, Table};
 
 const ALLOWED: usize = 0;
 const DENIED: usize = 1;

@@ -13,11 +13,12 @@
 //! process's list (a lock), whose entry the layer removes when it is dropped.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 use cellgate::Reservation;
 use http::request::Parts;
+
+use crate::sync::registry::Registry;
 
 /// Limits per layer whose charges an admitted request keeps in place (more: on the heap).
 pub(crate) const INLINE: usize = 8;
@@ -63,9 +64,8 @@ pub(crate) trait GiveBack: Send + Sync {
 
 type Entry = (u64, Weak<dyn GiveBack>);
 
-/// The live layers of the process.
-static LAYERS: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// The live layers of the process, under their ids.
+static LAYERS: Registry<Weak<dyn GiveBack>> = Registry::new();
 
 thread_local! {
     /// The layers this thread has given back to.
@@ -77,21 +77,12 @@ pub(crate) struct Registration(pub(crate) u64);
 
 /// Puts `layer` in the process's list.
 pub(crate) fn register(layer: Weak<dyn GiveBack>) -> Registration {
-    // Relaxed: only uniqueness matters.
-    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    LAYERS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push((id, layer));
-    Registration(id)
+    Registration(LAYERS.insert(layer))
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        LAYERS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(id, _)| *id != self.0);
+        LAYERS.remove(self.0);
     }
 }
 
@@ -106,14 +97,9 @@ pub(crate) fn find(id: u64) -> Option<Arc<dyn GiveBack>> {
         }
         // Not seen here yet, or gone: forget the dropped layers, ask the process's list.
         seen.retain(|(_, w)| w.strong_count() > 0);
-        let entry = LAYERS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find(|(i, _)| *i == id)
-            .cloned()?;
-        let layer = entry.1.upgrade()?;
-        seen.push(entry);
+        let weak = LAYERS.get(id)?;
+        let layer = weak.upgrade()?;
+        seen.push((id, weak));
         Some(layer)
     })
 }
@@ -121,7 +107,7 @@ pub(crate) fn find(id: u64) -> Option<Arc<dyn GiveBack>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Counting(AtomicUsize);
 

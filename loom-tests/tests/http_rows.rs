@@ -1,5 +1,5 @@
 //! Loom models of `cellgate-http`'s metrics rows: the file that holds the recording protocol
-//! (`cellgate-http/src/metrics/rows.rs`, the one file of that crate naming an atomic, an
+//! (`cellgate-http/src/sync/rows.rs`, in the one module of that crate naming an atomic, an
 //! ordering or a lock) is included here as it ships, and under `cfg(loom)` its counters are
 //! loom atomics and its table lock a loom mutex. This crate cannot depend on `cellgate-http`
 //! (tokio and hyper do not build under `--cfg loom`), hence the `#[path]` include.
@@ -19,7 +19,7 @@
 mod common;
 
 #[allow(dead_code)]
-#[path = "../../cellgate-http/src/metrics/rows.rs"]
+#[path = "../../cellgate-http/src/sync/rows.rs"]
 mod rows;
 
 use std::sync::atomic::{AtomicBool, Ordering};
