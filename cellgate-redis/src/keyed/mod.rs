@@ -177,17 +177,53 @@ impl KeyDecision {
     }
 
     /// Whether the units were admitted.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// // No Redis on port 1: this process's outage share decides, one check at a time.
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    ///     .start("redis://127.0.0.1:1")?;
+    /// assert!(users.check_blocking("alice", 1).is_allowed());
+    /// assert!(!users.check_blocking("alice", 1).is_allowed());
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn is_allowed(&self) -> bool {
         self.allowed
     }
 
     /// How the check was decided.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::{KeyedFleet, Via};
+    ///
+    /// // Nothing listens on port 1, so the outage fallback decides.
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    ///     .start("redis://127.0.0.1:1")?;
+    /// assert_eq!(users.check_blocking("alice", 1).via(), Via::Fallback);
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn via(&self) -> Via {
         self.via
     }
 
     /// For a denial: how long until the same check could pass (`None` when admitted, when it
     /// never can, or when it is not known).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// // Redis is down: 10 a second per key, one check at a time, from this process's share.
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    ///     .start("redis://127.0.0.1:1")?;
+    /// assert_eq!(users.check_blocking("alice", 1).retry_after(), None);
+    /// let denied = users.check_blocking("alice", 1);
+    /// assert!(denied.retry_after().is_some_and(|d| d <= Duration::from_millis(100)));
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -294,6 +330,20 @@ impl KeyedFleet {
     /// to use the name sets it); burst `count` unless [`burst`](KeyedFleetBuilder::burst)
     /// says otherwise. The interval `period / count` is kept in whole microseconds, rounded
     /// up.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::{FleetError, KeyedFleet};
+    ///
+    /// // 600 requests a minute per IP, at most 30 at once.
+    /// let per_ip = KeyedFleet::rate("per-ip", 600, Duration::from_secs(60)).burst(30);
+    /// // A zero count is refused when the limiter starts, before any connection.
+    /// let none = KeyedFleet::rate("never", 0, Duration::from_secs(60))
+    ///     .start("redis://127.0.0.1:1");
+    /// assert!(matches!(none, Err(FleetError::Config(_))));
+    /// ```
     pub fn rate(name: &str, count: u32, period: Duration) -> KeyedFleetBuilder {
         let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
         let rate = if count == 0 || period_us == 0 {
@@ -330,7 +380,7 @@ impl KeyedFleet {
     ///
     /// A stock never falls back: a cold check Redis does not answer within `max_wait` is
     /// denied (fail closed, [`Via::Fallback`]), while a hot key goes on selling what it holds
-    /// leased. A process killed with `kill -9` takes its leases with them: each key then sells
+    /// leased. A process killed with `kill -9` takes its leases with it: each key then sells
     /// at most `1.5 × max_lease` units short (the rest of one lease and the next one it was
     /// asking for), never more than its stock. Unused leased units go back to Redis within
     /// 3/4 of [`lease_lifetime`](KeyedFleetBuilder::lease_lifetime), when the key is idle for
@@ -366,6 +416,15 @@ impl KeyedFleet {
     }
 
     /// Checks one unit of `key`.
+    ///
+    /// ```no_run
+    /// # async fn run(users: cellgate_redis::KeyedFleet) {
+    /// let d = users.check("alice").await;
+    /// if !d.is_allowed() {
+    ///     println!("429 via {:?}", d.via());
+    /// }
+    /// # }
+    /// ```
     pub async fn check(&self, key: &str) -> KeyDecision {
         self.check_n(key, 1).await
     }
@@ -373,6 +432,16 @@ impl KeyedFleet {
     /// Checks `n` units of `key`: at once from a hot key's lease, otherwise in Redis (batched
     /// with other checks), waiting at most [`max_wait`](KeyedFleetBuilder::max_wait) before
     /// the outage fallback decides. Runs on any executor.
+    ///
+    /// ```no_run
+    /// # async fn run(tokens: cellgate_redis::KeyedFleet) {
+    /// // A bulk request of 25 items costs 25 units of the token's budget.
+    /// let d = tokens.check_n("token-7f3a", 25).await;
+    /// if d.is_allowed() {
+    ///     // serve the 25 items
+    /// }
+    /// # }
+    /// ```
     pub async fn check_n(&self, key: &str, n: u32) -> KeyDecision {
         match self.send(key, n) {
             Ok(d) => d,
@@ -382,6 +451,15 @@ impl KeyedFleet {
 
     /// As [`check_n`](Self::check_n), blocking the calling thread (at most about `max_wait`).
     /// Do not call it from inside an async runtime's worker (use `check_n`).
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// // From a plain thread: waits at most about `max_wait`.
+    /// if users.check_blocking("alice", 1).is_allowed() {
+    ///     // serve
+    /// }
+    /// # }
+    /// ```
     pub fn check_blocking(&self, key: &str, n: u32) -> KeyDecision {
         match self.send(key, n) {
             Ok(d) => d,
@@ -394,6 +472,16 @@ impl KeyedFleet {
     ///
     /// One look-up and one compare-and-swap in the local pool (a stock keyed by the key): a
     /// refused check writes nothing, so a key the pool does not hold is never inserted.
+    ///
+    /// ```no_run
+    /// # async fn run(users: cellgate_redis::KeyedFleet) {
+    /// // A hot key's lease answers at once; otherwise ask Redis.
+    /// let d = match users.try_check("alice", 1) {
+    ///     Some(d) => d,
+    ///     None => users.check("alice").await,
+    /// };
+    /// # }
+    /// ```
     pub fn try_check(&self, key: &str, n: u32) -> Option<KeyDecision> {
         if n > 0 && self.shared.pool.check_n(key, n).is_allowed() {
             return Some(KeyDecision::new(true, Via::Lease, None));
@@ -501,17 +589,44 @@ impl KeyedFleet {
     /// (`Connected` only while every shard's master answers; see
     /// [`shard_states`](Self::shard_states) for which part is out, and
     /// [`state_of`](Self::state_of) for one key's).
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// use cellgate_redis::FleetState;
+    /// if users.state() != FleetState::Connected {
+    ///     eprintln!("redis is not answering (for some keys at least): {:?}", users.last_error());
+    /// }
+    /// # }
+    /// ```
     pub fn state(&self) -> FleetState {
         FleetState::of(self.shared.state.get())
     }
 
     /// Whether Redis answers for `key`: the state of its shard, which decides its checks (a
     /// key on a master that answers is checked in Redis while another master is out).
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// use cellgate_redis::FleetState;
+    /// if users.state_of("alice") == FleetState::Fallback {
+    ///     eprintln!("alice's shard is out: her checks are decided by this process's share");
+    /// }
+    /// # }
+    /// ```
     pub fn state_of(&self, key: &str) -> FleetState {
         FleetState::of(self.shared.shard_state(shard_of(key, self.shards)))
     }
 
     /// Each shard's hash tag, state and last failure (one shard on a single Redis node).
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// use cellgate_redis::FleetState;
+    /// let shards = users.shard_states();
+    /// let out = shards.iter().filter(|s| s.state != FleetState::Connected).count();
+    /// println!("{out} of {} shards out", shards.len());
+    /// # }
+    /// ```
     pub fn shard_states(&self) -> Vec<crate::report::ShardState> {
         let errors = self.shared.shard_errors.lock().clone();
         (0..self.shards)
@@ -525,15 +640,43 @@ impl KeyedFleet {
 
     /// The last failure this limiter met talking to Redis (on any shard), and when (`None`:
     /// none yet).
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// if let Some(e) = users.last_error() {
+    ///     eprintln!("{:?} ago: {}", e.at.elapsed(), e.error);
+    /// }
+    /// # }
+    /// ```
     pub fn last_error(&self) -> Option<crate::report::LastError> {
         self.shared.last_error.lock().clone()
     }
 
     /// The counters of this limiter.
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// let s = users.stats();
+    /// if s.backend_errors > 0 {
+    ///     let (failed, admitted) = (s.backend_errors, s.fallback_admitted);
+    ///     eprintln!("{failed} failed script calls; {admitted} units admitted by the fallback");
+    /// }
+    /// # }
+    /// ```
     pub fn stats(&self) -> KeyedStats {
         self.shared.stats()
     }
     /// The limit's name.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+    ///     .start("redis://127.0.0.1:1")?;
+    /// assert_eq!(users.name(), "per-user");
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -541,6 +684,17 @@ impl KeyedFleet {
     /// Stops the batching task after giving the hot keys' leased units back and charging
     /// the fallback's admissions (bounded by a few command timeouts). Checks afterwards are
     /// refused. Dropping the limiter does the same.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::{KeyedFleet, Via};
+    ///
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    ///     .start("redis://127.0.0.1:1")?;
+    /// users.shutdown();
+    /// assert_eq!(users.check_blocking("alice", 1).via(), Via::Refused);
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn shutdown(&self) {
         crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
     }
@@ -586,6 +740,13 @@ impl Drop for KeyedFleet {
 
 impl KeyedFleetBuilder {
     /// The burst of every key (default: its count); ignored for a stock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    /// // 100 a second per user on average, never more than 10 back to back.
+    /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1)).burst(10);
+    /// ```
     pub fn burst(mut self, burst: u64) -> Self {
         if self.stock {
             return self;
@@ -610,6 +771,14 @@ impl KeyedFleetBuilder {
 
         /// The longest Redis may take to answer one batch before it is counted unreachable
         /// (default 200 ms); the batch is retried in the background.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // A Redis across a slower link: give each batch half a second.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+        ///     .command_timeout(Duration::from_millis(500));
+        /// ```
         command_timeout(timeout: Duration) => command_timeout = timeout;
 
         /// A per-key stock: whether the units a batch takes (cold checks, hot keys' leases)
@@ -629,33 +798,104 @@ impl KeyedFleetBuilder {
         /// The longest a stock's batch waits for a replica's acknowledgement (default 100 ms,
         /// or half the command timeout when that is less; it must be less than the command
         /// timeout). A cold check still waits at most [`max_wait`](Self::max_wait).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::{FleetError, KeyedFleet};
+        /// let skus = KeyedFleet::stock("flash-sale", 500).replica_wait(Duration::from_millis(50));
+        /// // A wait as long as the command timeout is refused before any connection.
+        /// let bad = KeyedFleet::stock("flash-sale", 500)
+        ///     .command_timeout(Duration::from_millis(100))
+        ///     .replica_wait(Duration::from_millis(100))
+        ///     .start("redis://127.0.0.1:1");
+        /// assert!(matches!(bad, Err(FleetError::Config(_))));
+        /// ```
         replica_wait(wait: Duration) => replica_wait = Some(wait);
 
         /// The longest a cold check waits for Redis before the fallback decides it (default
         /// 20 ms).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // A latency budget of 5 ms for the limiter's part of a request.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+        ///     .max_wait(Duration::from_millis(5));
+        /// ```
         max_wait(wait: Duration) => max_wait = wait;
 
         /// How long a hot key's lease may be used after it was requested (default 1 s): the `L`
         /// of the window bound `R·(w + L) + B`.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // Any window admits at most R·(w + 0.25 s) + B per key.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+        ///     .lease_lifetime(Duration::from_millis(250));
+        /// ```
         lease_lifetime(lifetime: Duration) => lease_lifetime = lifetime;
 
         /// After this long without an admission a hot key gives its units back and goes cold
         /// (default 1 s).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // Bursty keys keep their lease through pauses of up to 5 s.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+        ///     .idle_return(Duration::from_secs(5));
+        /// ```
         idle_return(idle: Duration) => idle = idle;
 
         /// Checks per second of one key in this process above which it is leased (default 50).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // Lease a key once it is checked more than 10 times a second here.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1)).hot_rate(10);
+        /// ```
         hot_rate(per_second: u32) => hot_rate = per_second;
 
         /// The most keys leased at once by this process (default 10,000): the bound on its
         /// local state.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // A small process: at most 1,000 keys leased at once.
+        /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1)).max_hot(1_000);
+        /// ```
         max_hot(keys: usize) => max_hot = keys;
 
         /// The smallest lease asked for a hot key (default 4).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // Fewer, larger leases for keys checked in bursts.
+        /// let users = KeyedFleet::rate("per-user", 1_000, Duration::from_secs(1)).min_lease(16);
+        /// ```
         min_lease(units: u64) => min_lease = units.max(1);
 
         /// How many processes a rate assumes share it when it [`start`](Self::start)s while
         /// Redis is down (default 1): until Redis first answers, each key's outage share is
         /// `R / processes`.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cellgate_redis::KeyedFleet;
+        /// // One a second per user across 10 processes; Redis is down (port 1), so each
+        /// // process admits one check every 10 s per user.
+        /// let users = KeyedFleet::rate("per-user", 60, Duration::from_secs(60))
+        ///     .outage_processes(10)
+        ///     .start("redis://127.0.0.1:1")?;
+        /// assert!(users.check_blocking("alice", 1).is_allowed());
+        /// let d = users.check_blocking("alice", 1);
+        /// assert!(d.retry_after().is_some_and(|d| d > Duration::from_secs(1)));
+        /// # Ok::<(), cellgate_redis::FleetError>(())
+        /// ```
         outage_processes(processes: u64) => outage_processes = processes.max(1);
     }
 
@@ -673,6 +913,18 @@ impl KeyedFleetBuilder {
     /// Whether a check Redis does not answer in time is decided by the local share `R/N`
     /// (default `true`, charged back later) or denied (`false`: fail closed). A stock always
     /// fails closed: this is ignored for it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// // Fail closed: with Redis down (nothing on port 1) every cold check is denied.
+    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    ///     .fallback(false)
+    ///     .start("redis://127.0.0.1:1")?;
+    /// assert!(!users.check_blocking("alice", 1).is_allowed());
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn fallback(mut self, enabled: bool) -> Self {
         self.fallback = enabled && !self.stock;
         self
@@ -686,6 +938,18 @@ impl KeyedFleetBuilder {
     /// [`FleetError::Config`] for an invalid configuration or URL; [`FleetError::Redis`] or
     /// [`FleetError::Timeout`] when Redis cannot be reached or holds this name with another
     /// configuration.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use cellgate_redis::KeyedFleet;
+    ///
+    /// // A Redis Cluster: the comma-separated seed nodes.
+    /// let users = KeyedFleet::rate("per-user", 100, Duration::from_secs(1))
+    ///     .connect("redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")?;
+    /// # Ok::<(), cellgate_redis::FleetError>(())
+    /// ```
     pub fn connect(self, url: &str) -> Result<KeyedFleet, FleetError> {
         self.launch(url, false)
     }
