@@ -109,7 +109,9 @@ pub struct FleetStats {
     pub charged_back: u64,
     /// Redis commands sent (retries included).
     pub commands: u64,
-    /// Live processes sharing the limit, as the server last said.
+    /// Live processes sharing the limit, as the server last said (before Redis first
+    /// answers: the number [`outage_processes`](crate::FleetBuilder::outage_processes)
+    /// assumes).
     pub live: u64,
 }
 
@@ -141,6 +143,8 @@ pub struct KeyedStats {
     pub fallback_admitted: u64,
     /// Fallback units charged to Redis afterwards.
     pub charged_back: u64,
-    /// Live processes sharing the limit, as the server last said.
+    /// Live processes sharing the limit, as the server last said (before Redis first
+    /// answers: the number [`outage_processes`](crate::KeyedFleetBuilder::outage_processes)
+    /// assumes).
     pub live: u64,
 }

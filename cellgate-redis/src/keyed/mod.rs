@@ -183,10 +183,10 @@ impl KeyDecision {
     /// use cellgate_redis::KeyedFleet;
     ///
     /// // No Redis on port 1: this process's outage share decides, one check at a time.
-    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    /// let users = KeyedFleet::rate("users", 1, Duration::from_secs(60))
     ///     .start("redis://127.0.0.1:1")?;
     /// assert!(users.check_blocking("alice", 1).is_allowed());
-    /// assert!(!users.check_blocking("alice", 1).is_allowed());
+    /// assert!(!users.check_blocking("alice", 1).is_allowed()); // the next one in a minute
     /// # Ok::<(), cellgate_redis::FleetError>(())
     /// ```
     pub fn is_allowed(&self) -> bool {
@@ -216,12 +216,12 @@ impl KeyDecision {
     /// use std::time::Duration;
     /// use cellgate_redis::KeyedFleet;
     ///
-    /// // Redis is down: 10 a second per key, one check at a time, from this process's share.
-    /// let users = KeyedFleet::rate("users", 10, Duration::from_secs(1))
+    /// // Redis is down: one a minute per key, one check at a time, from this process's share.
+    /// let users = KeyedFleet::rate("users", 1, Duration::from_secs(60))
     ///     .start("redis://127.0.0.1:1")?;
     /// assert_eq!(users.check_blocking("alice", 1).retry_after(), None);
     /// let denied = users.check_blocking("alice", 1);
-    /// assert!(denied.retry_after().is_some_and(|d| d <= Duration::from_millis(100)));
+    /// assert!(denied.retry_after().is_some_and(|d| d <= Duration::from_secs(60)));
     /// # Ok::<(), cellgate_redis::FleetError>(())
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
