@@ -112,8 +112,10 @@ impl Fleet {
     }
 
     /// Stops the background task after giving unsold leased units back and charging any
-    /// outage admissions (bounded by a few command timeouts). Checks afterwards are denied.
-    /// Dropping the limiter does the same.
+    /// outage admissions, retried for at most eight command timeouts (1.6 s by default) while
+    /// Redis does not answer: the time a shutdown during an outage takes when there is
+    /// something to give back or charge. Checks afterwards are denied. Dropping the limiter
+    /// does the same.
     pub fn shutdown(&self) {
         crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
     }

@@ -682,8 +682,10 @@ impl KeyedFleet {
     }
 
     /// Stops the batching task after giving the hot keys' leased units back and charging
-    /// the fallback's admissions (bounded by a few command timeouts). Checks afterwards are
-    /// refused. Dropping the limiter does the same.
+    /// the fallback's admissions, retried for at most eight command timeouts (1.6 s by
+    /// default) while Redis does not answer: the time a shutdown during an outage takes when
+    /// there is something to give back or charge. Checks afterwards are refused. Dropping the
+    /// limiter does the same.
     ///
     /// ```
     /// use std::time::Duration;
