@@ -33,7 +33,9 @@ pub const ACL_COMMANDS: &str = acl_commands!();
 ///
 /// Its `Display` says what to fix for the Redis errors a deployment meets (no or a wrong
 /// password, an ACL user without the scripting permissions, a key of the limit's name holding
-/// something else, scripting disabled, a replica instead of the master).
+/// something else, scripting disabled, a replica instead of the master, a URL whose scheme or
+/// port is not Redis's: a TLS port reached with `redis://`, a plain one with `rediss://`,
+/// another service).
 ///
 /// # Examples
 ///
@@ -72,7 +74,8 @@ impl FleetError {
     /// ```
     /// use cellgate_redis::FleetError;
     /// assert!(FleetError::Forgotten.hint().unwrap().contains("reset"));
-    /// assert_eq!(FleetError::Timeout.hint(), None);
+    /// assert!(FleetError::Timeout.hint().unwrap().contains("rediss://"));
+    /// assert_eq!(FleetError::Protocol("a reply of 3 values".into()).hint(), None);
     /// ```
     pub fn hint(&self) -> Option<&'static str> {
         match self {
@@ -85,6 +88,11 @@ impl FleetError {
                 "the replicas of the limit's master do not acknowledge its writes (INFO \
                  replication on that master: a replica down, lagging or disconnected); restore \
                  them, or raise replica_wait, or choose Replication::Off to sell without them",
+            ),
+            FleetError::Timeout => Some(
+                "nothing answered within the command timeout: the host may drop packets (a \
+                 firewall), the port may be a Redis without TLS reached with rediss:// (use \
+                 redis://), or Redis is overloaded or far away (raise command_timeout)",
             ),
             _ => None,
         }
@@ -133,6 +141,15 @@ fn redis_hint(e: &redis::RedisError) -> Option<&'static str> {
         }
         _ if e.is_connection_refusal() => {
             "nothing listens at the URL's host and port: is Redis running?"
+        }
+        ErrorKind::Parse => {
+            "the server at the URL's host and port does not speak the Redis protocol: another \
+             service listens there, or the port serves TLS (use rediss://)"
+        }
+        _ if e.is_connection_dropped() => {
+            "Redis closed the connection: when connecting, the port may serve TLS (use \
+             rediss://) or Redis may be at its maxclients limit; during a run, Redis restarted \
+             or dropped this client (the limiter reconnects by itself)"
         }
         _ => return None,
     })

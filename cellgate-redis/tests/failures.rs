@@ -1,6 +1,6 @@
 //! Failures a user can see: the Redis errors a deployment meets (no password, a wrong or
 //! changed one, an ACL user without the permissions, a key of another type, scripting
-//! disabled) each say what to fix, the last error and its time stay on the limiter, and a
+//! disabled, a URL whose port is not Redis's) each say what to fix, the last error and its time stay on the limiter, and a
 //! limiter can start while Redis is down. Each test starts its own real `redis-server`.
 
 mod common;
@@ -131,6 +131,39 @@ fn a_limiter_starts_while_redis_is_down_and_joins_when_it_answers() {
         rate.stats().charged_back >= admitted
     });
     common::wait_for("a sale once Redis answers", || stock.check().is_allowed());
+}
+
+/// A URL whose port serves something else (an HTTP server here, a real one on 127.0.0.1 that
+/// answers every connection with a 400, as a web service on a mistyped port would): the error
+/// says the server does not speak the Redis protocol, not only that a reply did not parse.
+#[test]
+fn a_url_whose_port_is_not_redis_says_so() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (done, stop) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while stop.try_recv().is_err() && std::time::Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+                    let _ = s.read(&mut [0u8; 1024]);
+                    let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    let message = refusal(&format!("redis://127.0.0.1:{port}"), "http");
+    done.send(()).unwrap();
+    server.join().unwrap();
+    assert!(
+        message.contains("does not speak the Redis protocol"),
+        "{message}"
+    );
 }
 
 #[test]

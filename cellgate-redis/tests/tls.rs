@@ -136,4 +136,21 @@ fn a_stock_sells_exactly_over_rediss() {
     });
     let message = refused.stderr.lock().unwrap().clone();
     assert!(message.contains("certificate"), "{message}");
+
+    // The wrong scheme for the port, either way: an error whose hint names the right one (a
+    // TLS port reached in plain text closes the connection; a plain port reached with TLS
+    // stays silent, the TLS client waiting for an answer to its hello).
+    let plain_to_tls = cellgate_redis::Fleet::stock("tls3", 10)
+        .command_timeout(Duration::from_millis(300))
+        .connect(&format!("redis://127.0.0.1:{tls_port}"))
+        .map(|_| ())
+        .unwrap_err();
+    let tls_to_plain = cellgate_redis::Fleet::stock("tls4", 10)
+        .command_timeout(Duration::from_millis(300))
+        .connect(&format!("rediss://127.0.0.1:{}", r.port))
+        .map(|_| ())
+        .unwrap_err();
+    let (plain_to_tls, tls_to_plain) = (plain_to_tls.to_string(), tls_to_plain.to_string());
+    assert!(plain_to_tls.contains("use rediss://"), "{plain_to_tls}");
+    assert!(tls_to_plain.contains("use redis://"), "{tls_to_plain}");
 }
