@@ -30,11 +30,13 @@ impl Counter {
 
     #[inline]
     pub(crate) fn add(&self, n: u64) {
+        // Relaxed: see the type (it publishes nothing; the read-modify-write loses no update).
         self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     #[inline]
     pub(crate) fn sub(&self, n: u64) {
+        // Relaxed: see the type (it publishes nothing; the read-modify-write loses no update).
         self.0.fetch_sub(n, Ordering::Relaxed);
     }
 

@@ -38,7 +38,9 @@ impl SweepGate {
                 .is_ok()
         {
             sweep();
+            // Relaxed: the back-off hint, as its load above.
             self.last.store(now, Ordering::Relaxed);
+            // Release: pairs with the next sweeper's Acquire (above).
             self.sweeping.store(false, Ordering::Release);
         }
     }
