@@ -19,6 +19,11 @@
 //!   expresses), so most decisions are admissions from a lease: the like-for-like row of
 //!   `fleet stock` for a hot key.
 //!
+//! Each run's line ends with `not-in-redis/s`: decisions a second that Redis did not make (a
+//! cold keyed check decided by the limiter's outage fallback because Redis did not answer
+//! within `max_wait`, or refused because too many checks waited; 0 for the Lua rows, and for
+//! the hot rows, which decide locally by design).
+//!
 //! Each row's summary is one whole run: the run whose decisions/s is the row's median, every
 //! column from that run. Ratios are like for like and same-run: the single-limit rows against
 //! `lua bucket`, the keyed rows against `lua keys`, each run's ratio computed within that run,
@@ -42,7 +47,10 @@
 //! `--fleets N` (default 1) gives the cold keyed rows (`keyed cold`, `keyed stock`) N limiters
 //! of the one limit, as N processes would have (each its own batching thread and connections),
 //! thread `t` checking through limiter `t % N`: with one, a many-core machine measures that
-//! limiter's batching thread rather than Redis.
+//! limiter's batching thread rather than Redis. `--max-wait MS` and `--command-timeout MS` set
+//! those of the cold keyed rows' limiters (defaults: the library's, 20 and 200 ms): raised
+//! (say 1000 and 2000), checks that a saturated Redis is slow to answer wait for it instead of
+//! going to the outage fallback, so that their decisions/s measure Redis's capacity.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,7 +58,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet, Replication};
+use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet, Replication, Via};
 
 /// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time. With
 /// `ARGV[3]` = 1 the key expires when its bucket is full again, as a limiter with many keys
@@ -91,12 +99,19 @@ struct Opts {
     /// would, each with its own batching thread and connections), thread `t` checking through
     /// limiter `t % N`.
     fleets: usize,
+    /// `--max-wait MS`: the cold keyed rows' `max_wait` (the library's default when absent);
+    /// `--command-timeout MS` likewise. Raised, a saturated Redis makes checks wait rather
+    /// than go to the outage fallback, so that decisions/s measures Redis.
+    max_wait: Option<Duration>,
+    command_timeout: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     decisions: u64,
     allowed: u64,
+    /// See [`Load::elsewhere`].
+    elsewhere: u64,
     calls: u64,
     /// CPU microseconds the Redis server used (user + system), all its work included.
     usec: u64,
@@ -112,6 +127,10 @@ impl Sample {
     }
     fn usec_per_decision(&self) -> f64 {
         self.usec as f64 / self.decisions.max(1) as f64
+    }
+    /// Decisions a second that Redis did not make (see [`Load::elsewhere`]).
+    fn elsewhere_per_sec(&self) -> f64 {
+        self.elsewhere as f64 / self.secs
     }
 }
 
@@ -170,6 +189,9 @@ fn since(url: &str, before: (u64, u64)) -> (u64, u64) {
 struct Load {
     decisions: u64,
     allowed: u64,
+    /// Decisions Redis did not make (a keyed fleet's fallback or refusal; 0 for the rows
+    /// that decide locally by design or in Redis always).
+    elsewhere: u64,
     secs: f64,
 }
 
@@ -180,6 +202,7 @@ impl Load {
         Sample {
             decisions: self.decisions,
             allowed: self.allowed,
+            elsewhere: self.elsewhere,
             calls,
             usec,
             secs: self.secs,
@@ -217,11 +240,21 @@ fn spin(o: &Opts, check: Arc<dyn Fn() -> bool + Send + Sync>) -> Load {
     Load {
         decisions,
         allowed,
+        elsewhere: 0,
         secs: start.elapsed().as_secs_f64(),
     }
 }
 
-type AsyncCheck = Arc<dyn Fn(u64) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// What one pipelined check said: admitted or not, and whether Redis decided it (every Lua
+/// call does; a keyed fleet's cold check may instead be decided by its outage fallback, when
+/// Redis does not answer within `max_wait`, or refused, when too many checks wait already).
+#[derive(Clone, Copy)]
+struct Said {
+    allowed: bool,
+    in_redis: bool,
+}
+
+type AsyncCheck = Arc<dyn Fn(u64) -> Pin<Box<dyn Future<Output = Said> + Send>> + Send + Sync>;
 
 /// `--threads` threads, each with its own current-thread runtime, where `setup` makes the
 /// thread's check (connecting, say) and `--concurrency` tasks call it in a loop for
@@ -235,11 +268,13 @@ where
     let setup = Arc::new(setup);
     let stop = Arc::new(AtomicBool::new(false));
     let (decisions, allowed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let elsewhere = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let threads: Vec<_> = (0..o.threads)
         .map(|t| {
             let (setup, stop, conc) = (setup.clone(), stop.clone(), o.concurrency);
             let (decisions, allowed) = (decisions.clone(), allowed.clone());
+            let elsewhere = elsewhere.clone();
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -251,13 +286,16 @@ where
                         .map(|c| {
                             let (check, stop) = (check.clone(), stop.clone());
                             let (decisions, allowed) = (decisions.clone(), allowed.clone());
+                            let elsewhere = elsewhere.clone();
                             let mut i = (t * conc + c) as u64 * 31_337;
                             tokio::spawn(async move {
                                 while !stop.load(Ordering::Relaxed) {
                                     i = (i + 7_919) % 1_000_000;
-                                    let ok = check(i).await;
+                                    let said = check(i).await;
                                     decisions.fetch_add(1, Ordering::Relaxed);
-                                    allowed.fetch_add(u64::from(ok), Ordering::Relaxed);
+                                    allowed.fetch_add(u64::from(said.allowed), Ordering::Relaxed);
+                                    elsewhere
+                                        .fetch_add(u64::from(!said.in_redis), Ordering::Relaxed);
                                 }
                             })
                         })
@@ -277,6 +315,7 @@ where
     Load {
         decisions: decisions.load(Ordering::Relaxed),
         allowed: allowed.load(Ordering::Relaxed),
+        elsewhere: elsewhere.load(Ordering::Relaxed),
         secs: start.elapsed().as_secs_f64(),
     }
 }
@@ -308,8 +347,11 @@ fn lua_bucket(o: &Opts, key: &str, spread: bool) -> Sample {
                         .invoke_async(&mut conn)
                         .await
                         .unwrap();
-                    ok == 1
-                }) as Pin<Box<dyn Future<Output = bool> + Send>>
+                    Said {
+                        allowed: ok == 1,
+                        in_redis: true,
+                    }
+                }) as Pin<Box<dyn Future<Output = Said> + Send>>
             }) as AsyncCheck
         }
     });
@@ -337,8 +379,14 @@ fn keyed_cold(o: &Opts, name: &str) -> Sample {
 }
 
 /// As [`keyed_cold`], for the keyed limit `builder` makes (`--fleets` limiters of it).
-fn keyed_spread(o: &Opts, builder: cellgate_redis::KeyedFleetBuilder) -> Sample {
+fn keyed_spread(o: &Opts, mut builder: cellgate_redis::KeyedFleetBuilder) -> Sample {
     let before = redis_counters(&o.url);
+    if let Some(t) = o.command_timeout {
+        builder = builder.command_timeout(t);
+    }
+    if let Some(w) = o.max_wait {
+        builder = builder.max_wait(w);
+    }
     let fleets: Arc<Vec<Arc<KeyedFleet>>> = Arc::new(
         (0..o.fleets)
             .map(|_| {
@@ -360,8 +408,13 @@ fn keyed_spread(o: &Opts, builder: cellgate_redis::KeyedFleetBuilder) -> Sample 
         async move {
             Arc::new(move |i| {
                 let f = f.clone();
-                Box::pin(async move { f.check(&format!("k-{i}")).await.is_allowed() })
-                    as Pin<Box<dyn Future<Output = bool> + Send>>
+                Box::pin(async move {
+                    let d = f.check(&format!("k-{i}")).await;
+                    Said {
+                        allowed: d.is_allowed(),
+                        in_redis: d.via() == Via::Redis,
+                    }
+                }) as Pin<Box<dyn Future<Output = Said> + Send>>
             }) as AsyncCheck
         }
     });
@@ -425,10 +478,11 @@ fn only(o: &Opts, label: &str, tag: u32) {
             _ => panic!("--only: no row {label:?}"),
         };
         println!(
-            "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision",
+            "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>12.0} not-in-redis/s",
             s.per_sec(),
             s.allowed as f64 / s.secs,
             s.calls_per_decision(),
+            s.elsewhere_per_sec(),
         );
         if let Some((all, wait)) = commands {
             let (all_now, wait_now) = all_commands(&o.url);
@@ -470,6 +524,8 @@ fn main() {
         replication: Replication::Auto,
         commands: false,
         fleets: 1,
+        max_wait: None,
+        command_timeout: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -491,6 +547,13 @@ fn main() {
             }
             "--commands" => o.commands = v == "1",
             "--fleets" => o.fleets = v.parse::<usize>().expect("--fleets").max(1),
+            "--max-wait" => {
+                o.max_wait = Some(Duration::from_millis(v.parse().expect("--max-wait")))
+            }
+            "--command-timeout" => {
+                o.command_timeout =
+                    Some(Duration::from_millis(v.parse().expect("--command-timeout")))
+            }
             _ => panic!("unknown flag {a}"),
         }
     }
