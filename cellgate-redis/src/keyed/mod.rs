@@ -741,7 +741,9 @@ impl Drop for KeyedFleet {
 }
 
 impl KeyedFleetBuilder {
-    /// The burst of every key (default: its count); ignored for a stock.
+    /// The burst of every key (default: its count) in Redis; ignored for a stock. The outage
+    /// fallback keeps a burst of one whatever this says (a key's share `R/N`, one check at a
+    /// time: see the module docs).
     ///
     /// ```
     /// use std::time::Duration;
