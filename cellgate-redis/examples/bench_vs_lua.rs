@@ -592,13 +592,14 @@ fn main() {
             let s = samples[run];
             let base = &rows[baseline(i)];
             println!(
-                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {:>8.1}x {}",
+                "run {run} {label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {:>8.1}x {} {:>12.0} not-in-redis/s",
                 s.per_sec(),
                 s.allowed as f64 / s.secs,
                 s.calls_per_decision(),
                 s.usec_per_decision(),
                 s.per_sec() / base.1[run].per_sec(),
-                base.0
+                base.0,
+                s.elsewhere_per_sec(),
             );
         }
     }
@@ -619,12 +620,13 @@ fn main() {
         let ratio = ratios[median_index(&ratios)];
         let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         println!(
-            "{label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {ratio:>8.1}x {base_label} (run {k}; per run {})",
+            "{label:12} {:>14.0} decisions/s {:>14.0} admitted/s {:>10.2e} calls/decision {:>8.3} redis us/decision {ratio:>8.1}x {base_label} (run {k}; per run {}) {:>12.0} not-in-redis/s",
             s.per_sec(),
             s.allowed as f64 / s.secs,
             s.calls_per_decision(),
             s.usec_per_decision(),
-            each.join(" / ")
+            each.join(" / "),
+            s.elsewhere_per_sec(),
         );
     }
 }
