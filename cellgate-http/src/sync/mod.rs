@@ -4,7 +4,7 @@
 //!   thread, model-checked with loom (`loom-tests/tests/http_rows.rs` includes that file as it
 //!   ships).
 //! - [`registry`]: the process's list of live layers, which a stacked layer's give-back looks
-//!   a layer up in (`stack`), and the counter that numbers them.
+//!   a layer up in (`stack`), with the numbers it gives them.
 
 pub(crate) mod registry;
 #[cfg(feature = "metrics")]

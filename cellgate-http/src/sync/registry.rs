@@ -1,57 +1,62 @@
 //! A process-wide list of values under numbers: the live layers a stacked layer's give-back
 //! finds by number (see `stack`).
 //!
-//! # Orderings and locks
+//! # Locks
 //!
-//! - The numbers come from one counter, added to with `Relaxed`: only their uniqueness matters
-//!   (each `fetch_add` returns a different value whatever the ordering), and nothing is
-//!   published through them.
-//! - The list is behind one mutex, taken to add an entry, to remove one and to look one up; a
-//!   lookup happens only on a give-back (a request that a layer inside this one denied), never
-//!   on an admitted request. A poisoned lock is used as it is: every critical section leaves
-//!   the list whole (a `push`, a `retain`, a search).
+//! One mutex holds the list and the next number, taken to add an entry, to remove one and to
+//! look one up; a lookup happens only on a give-back (a request that a layer inside this one
+//! denied), never on an admitted request. A poisoned lock is used as it is: every critical
+//! section leaves the list whole (a `push`, a `retain`, a search).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Values of type `T` under numbers unique for the process's life (never reused).
 pub(crate) struct Registry<T> {
-    next: AtomicU64,
-    entries: Mutex<Vec<(u64, T)>>,
+    inner: Mutex<Entries<T>>,
+}
+
+/// The list, and the number the next entry gets.
+struct Entries<T> {
+    next: u64,
+    list: Vec<(u64, T)>,
 }
 
 impl<T: Clone> Registry<T> {
     /// An empty list, for a `static`.
     pub(crate) const fn new() -> Self {
         Self {
-            next: AtomicU64::new(1),
-            entries: Mutex::new(Vec::new()),
+            inner: Mutex::new(Entries {
+                next: 1,
+                list: Vec::new(),
+            }),
         }
     }
 
     /// Adds `value` under a new number, and returns the number.
     pub(crate) fn insert(&self, value: T) -> u64 {
-        // Relaxed: see the module docs (uniqueness only).
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().push((id, value));
+        let mut e = self.lock();
+        let id = e.next;
+        e.next += 1;
+        e.list.push((id, value));
         id
     }
 
     /// Removes the value under `id` (nothing if there is none).
     pub(crate) fn remove(&self, id: u64) {
-        self.lock().retain(|(i, _)| *i != id);
+        self.lock().list.retain(|(i, _)| *i != id);
     }
 
     /// A copy of the value under `id`, if there is one.
     pub(crate) fn get(&self, id: u64) -> Option<T> {
         self.lock()
+            .list
             .iter()
             .find(|(i, _)| *i == id)
             .map(|(_, v)| v.clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, T)>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Entries<T>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
