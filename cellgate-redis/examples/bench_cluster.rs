@@ -11,8 +11,9 @@
 //! and `1 node`, of the decisions Redis made: a run's decisions/s less its `not-in-redis/s`
 //! (cold checks the limiters' outage fallback decided because Redis, or the machine running
 //! it, did not answer within `max_wait`, and checks refused because too many waited: those
-//! measure the overload, not the servers). The machine runs the servers and the benchmark together: on a small machine the
-//! masters compete with the benchmark and with each other for the same cores.
+//! measure the overload, not the servers). The machine runs the servers and the benchmark
+//! together: on a small machine the masters compete with the benchmark and with each other
+//! for the same cores.
 //!
 //! ```text
 //! cargo build --release -p cellgate-redis --example bench_vs_lua --example bench_cluster

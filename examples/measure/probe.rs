@@ -267,6 +267,20 @@ fn filled_1k_on<C: Clock + Clone>(n: usize, clock: C) -> (Vec<KeyedLimiter<u64, 
     (ls, ks)
 }
 
+/// `three1k`'s checks in turn, or with `all` `all3_1k`'s `check_all`, on limiters `ls`.
+fn three_or_all<C: Clock>(
+    ls: &[KeyedLimiter<u64, C>],
+    keys: &[u64],
+    checks: usize,
+    all: bool,
+) -> usize {
+    if all {
+        run_all3(ls, keys, checks)
+    } else {
+        run_three(keys, checks, |i, k| ls[i].check(k).is_allowed())
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map_or("table1k", String::as_str);
@@ -334,20 +348,12 @@ fn main() {
         "three1k" | "all3_1k" => {
             let (ls, ks) = filled_1k(3);
             start = Instant::now();
-            if name == "three1k" {
-                run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
-            } else {
-                run_all3(&ls, &ks, checks)
-            }
+            three_or_all(&ls, &ks, checks, name == "all3_1k")
         }
         "three1k_coarse" | "all3_1k_coarse" => {
             let (ls, ks) = filled_1k_on(3, CoarseClock::new());
             start = Instant::now();
-            if name == "three1k_coarse" {
-                run_three(&ks, checks, |i, k| ls[i].check(k).is_allowed())
-            } else {
-                run_all3(&ls, &ks, checks)
-            }
+            three_or_all(&ls, &ks, checks, name == "all3_1k_coarse")
         }
         "denied4_1k" => {
             let sold_out = Limiter::stock(0).build().expect("valid stock");

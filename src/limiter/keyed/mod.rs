@@ -660,8 +660,9 @@ crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 /// first uses it in its step, after the probe has loaded the key's slot. Read before the
 /// probe, a keyed check on the default clock was slower on the 2-vCPU VM of BENCHMARKS.md
 /// (session 18 there: `probe table1k` 55.3 against 51.5 ns), likely because the time-stamp
-/// counter read's latency added to the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`, `ManualClock`)
-/// gains nothing and pays the deferral, about 2 ns.
+/// counter read's latency added to the probe's loads instead of overlapping them. A clock
+/// that is one load (`CoarseClock`, `ManualClock`) gains nothing and pays the deferral, about
+/// 2 ns.
 pub(super) struct Now<F> {
     read: F,
     at: std::cell::Cell<Option<u64>>,
