@@ -4,8 +4,8 @@
 //!
 //! A check must not pay for a registry lookup, a hash, or a shared atomic. Every thread that
 //! records gets one row of plain counters for the whole process (a fixed array of
-//! [`COLUMNS`](crate::sync::rows::COLUMNS) counters, made on the thread's first record and reached through
-//! a `const` thread-local that needs no lazy initialisation). Each layer owns a range of
+//! [`COLUMNS`](crate::sync::rows::COLUMNS) counters, made on the thread's first record and
+//! reached through a `const` thread-local that needs no lazy initialisation). Each layer owns a range of
 //! columns, chosen when it is built: recording a decision is the thread-local load, a branch
 //! on the outcome, and a load and a store at that outcome's fixed index on the thread's own
 //! row (no locked instruction, no shared cache line). Units are not counted per check: a
@@ -19,9 +19,9 @@
 //! Rows and columns are recycled: a row goes back to a free list when its thread exits (its
 //! counts stay: the next thread to take it adds to them, so the sums never go back), and a
 //! layer's columns are zeroed in every row and freed when the layer (and every service made
-//! from it) is dropped. With more than [`COLUMNS`](crate::sync::rows::COLUMNS) columns in use at once (about 250 layers of
-//! one limit each), a new layer counts on its own shared counters instead, with one atomic
-//! add per decision.
+//! from it) is dropped. With more than [`COLUMNS`](crate::sync::rows::COLUMNS) columns in use
+//! at once (about 250 layers of one limit each), a new layer counts on its own shared counters
+//! instead, with one atomic add per decision.
 //!
 //! The protocol (rows, claiming and freeing columns, the sums) is in `sync/rows.rs`, in the
 //! crate's only module that names an atomic, an ordering or a lock; this module adds the

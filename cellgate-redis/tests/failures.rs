@@ -1,7 +1,7 @@
 //! Failures a user can see: the Redis errors a deployment meets (no password, a wrong or
 //! changed one, an ACL user without the permissions, a key of another type, scripting
-//! disabled, a URL whose port is not Redis's) each say what to fix, the last error and its time stay on the limiter, and a
-//! limiter can start while Redis is down. Each test starts its own real `redis-server`.
+//! disabled, a URL whose port is not Redis's) each say what to fix, the last error and its
+//! time stay on the limiter, and a limiter can start while Redis is down. Each test starts its own real `redis-server`.
 
 mod common;
 

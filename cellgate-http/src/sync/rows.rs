@@ -2,8 +2,9 @@
 //! layer owns, their recycling, and the sums read at publish time.
 //!
 //! With the layer registry beside it (`sync::registry`), this is the only code of the crate
-//! that names an atomic, a memory ordering or a lock. It uses neither tokio nor the `metrics` crate nor a thread-local (a row is an explicit handle
-//! here; the parent module keeps each thread's handle in a thread-local), so that under
+//! that names an atomic, a memory ordering or a lock. It uses neither tokio nor the `metrics`
+//! crate nor a thread-local (a row is an explicit handle here; the parent module keeps each
+//! thread's handle in a thread-local), so that under
 //! `cfg(loom)` it compiles against loom's atomics and mutex and `loom-tests/tests/http_rows.rs`
 //! model-checks this very file (it includes it with `#[path]`).
 //!
