@@ -1,0 +1,2 @@
+//! cellgate-server: a rate-limit service for every language.
+#![forbid(unsafe_code)]
