@@ -5,3 +5,5 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod config;
+pub mod engine;
