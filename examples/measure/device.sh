@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every many-core figure issues 25 and 27 ask for, in one prepared run on a lent device machine
+# Every many-core figure of BENCHMARKS.md, in one prepared run on a many-core machine
 # (16 cores, no network, no registry: the binaries are built and packed here).
 #
 # Here, on the build machine (release builds, then packed with their libraries and loader, and
