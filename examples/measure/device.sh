@@ -7,8 +7,8 @@
 #
 #   bash examples/measure/device.sh pack
 #
-# There, through the device tool's `run` with carry [".device"] and timeout_s 600 (about six
-# minutes with the defaults below; everything lands in $OUT, at most 8 files):
+# There, from a copy of the repository with .device/ beside it (about six minutes with the
+# defaults below; everything lands in the directory $OUT names, at most 8 files):
 #
 #   bash examples/measure/device.sh run
 #
