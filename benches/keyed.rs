@@ -14,7 +14,7 @@
 //! |---|---|
 //! | `cellgate_table` | `KeyedLimiter::<K>::gcra(q).max_keys(n)`: the default store (the growing lock-free fingerprint table) with a ceiling of `n` = the keys the group uses |
 //! | `cellgate_fixed` | (`insert_new_key` only) the same with `fixed_capacity()`: the fixed-capacity table, allocated for `n` at build |
-//! | `cellgate_map` | `KeyedLimiter::<K>::gcra(q).exact_keys()`: the exact store (a dashmap until session 13; since, the growing table with each key kept beside its slot) |
+//! | `cellgate_map` | `KeyedLimiter::<K>::gcra(q).exact_keys()`: the exact store (the growing table with each key kept beside its slot) |
 //! | `governor` | `RateLimiter::keyed(q)` (dashmap, std `RandomState`), or `dashmap_with_clock` for the manual clock |
 //!
 //! | group | keys | clock |

@@ -21,8 +21,8 @@
 //!
 //! # One reading per request
 //!
-//! A read of the time-stamp counter costs about as much as the rest of a check of a key (about
-//! 22 ns on the 2-vCPU VM of BENCHMARKS.md's current figures). [`check_all`](crate::check_all) (and
+//! A read of the time-stamp counter costs about as much as the rest of a check of a key
+//! (BENCHMARKS.md, "The clock's share of a check"). [`check_all`](crate::check_all) (and
 //! `check_all_in`, `check_all_reserving`, the HTTP layer's several limits) therefore charges
 //! its limiters at one instant: the first [`QuantaClock`] read during the charges reads the
 //! counter, and every other charge of the call uses that reading. By the paragraph above this

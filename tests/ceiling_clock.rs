@@ -7,14 +7,14 @@
 //! window than the dropped one, and when the clock came back it had a whole fresh budget.
 //!
 //! The fuzz target `ceiling_model` (`fuzz/src/ceiling_model.rs`) checks the same bound over
-//! random sequences; these are the cases the issue and it found, one per way to gain.
+//! random sequences; these are the cases found by review and by it, one per way to gain.
 
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedBuilder, KeyedLimiter, Quota};
 
-/// The window (and GCRA period) of the issue's example: 187,224,423 ns.
+/// The window (and GCRA period) of the first example found: 187,224,423 ns.
 const W: u64 = 187_224_423;
 const LIMIT: u32 = 8;
 
@@ -87,7 +87,7 @@ fn flood(capped: &KeyedLimiter<u64, ManualClock>, next: &mut u64, keys: u64) {
     }
 }
 
-/// The issue's example (fixed window 8 per 187,224,423 ns, `max_keys(2)`), in every store and
+/// The first example found (fixed window 8 per 187,224,423 ns, `max_keys(2)`), in every store and
 /// algorithm: one check at `t`, the clock back three windows, a flood, key 0 drains its
 /// budget, the clock to 0 and another flood, the clock to `t - 1`: key 0 drains again. A
 /// limiter that never drops the key admits 8 in all; the dropped key may gain one unit.

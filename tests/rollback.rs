@@ -8,7 +8,7 @@ use std::time::Duration;
 use cellgate::clock::ManualClock;
 use cellgate::{check_all, check_all_in, Decision, KeyedLimiter, Limiter, Quota, RateLimiter};
 
-/// The seckill: gates `[global GCRA, SKU stock, per-user GCRA]`, a frozen clock, a few
+/// A seckill: gates `[global GCRA, SKU stock, per-user GCRA]`, a frozen clock, a few
 /// threads fighting over a small stock and shared per-user keys. Once the stock sells out every
 /// attempt charges the global limiter and is rolled back; the global limiter must end up
 /// charged exactly what was admitted, and so must every user.

@@ -219,7 +219,7 @@ fn boundaries_are_exact() {
     assert_eq!(l.peek().remaining(), 4);
 }
 
-/// The tenant of issue 15: six million a minute builds, is exact up to its horizon (2^18
+/// A tenant of six million a minute: builds, is exact up to its horizon (2^18
 /// minutes after the clock's origin, 182 days), and is closed from it on, for every store.
 #[test]
 fn six_million_a_minute_up_to_the_horizon() {

@@ -1,5 +1,5 @@
-//! A striped limiter under a clock that steps back gives no more credit than one cell (issue
-//! 14, item 3): the issue's scenario, through the public API (the unit and property tests of
+//! A striped limiter under a clock that steps back gives no more credit than one cell: a clock
+//! stepping back, through the public API (the unit and property tests of
 //! `src/limiter/striped/tests.rs` cover more shapes and the bounds of the module docs).
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! What recording a decision adds to a check: the issue asks at most 1 ns median per check with
+//! What recording a decision adds to a check: the target is at most 1 ns median per check with
 //! metrics on. A whole request through the layer (about 300 ns, `metrics_overhead`) cannot
 //! resolve 1 ns on a noisy machine; the check alone (tens of ns) can come closer. Each limiter
 //! is checked on its own (`unrecorded`), and then with the layer's recording of the decision

@@ -145,10 +145,9 @@ impl Registry {
             // Each outcome adds to its fixed column, and the two rarer ones out of line. Not
             // one add to a column computed from the decision: the compiler may compute it
             // without a branch, and then the counter's address waits for the decision and the
-            // next check's locked compare-and-swap waits for that store (see BENCHMARKS.md,
-            // "what metrics cost per check"). Calls to two different functions cannot be
-            // merged into one computed add, so the branches stay branches, which the CPU
-            // predicts and runs ahead of the decision.
+            // next check's locked compare-and-swap waits for that store. Calls to two
+            // different functions cannot be merged into one computed add, so the branches stay
+            // branches, which the CPU predicts and runs ahead of the decision.
             if d.is_allowed() && d.delay_ns() == 0 {
                 row.bump(self.base + ALLOWED);
             } else if !d.is_allowed() {

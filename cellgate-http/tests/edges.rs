@@ -21,7 +21,7 @@ fn one(limit: Limit) -> RateLimitLayer {
     RateLimitLayer::builder().limit(limit).build().unwrap()
 }
 
-/// A router-level per-IP layer around a route-level per-user layer (the setup): the
+/// A router-level per-IP layer around a route-level per-user layer (a common setup): the
 /// per-user layer's denials give the per-IP charge back, so only served requests count per IP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inner_denial_gives_back_what_the_outer_layer_charged() {

@@ -25,7 +25,7 @@ pub enum FleetState {
     /// Redis is not answering; a rate limit admits at its local share, charged back later.
     Fallback,
     /// Redis is not answering, or the replicas of the limit's master do not acknowledge its
-    /// debits ([`FleetError::NotReplicated`](crate::FleetError::NotReplicated)); only leased
+    /// debits ([`FleetError::NotReplicated`]); only leased
     /// units are admitted.
     Partitioned,
     /// Redis lost this stock (a [`KeyedFleet::stock`](crate::KeyedFleet::stock) included)

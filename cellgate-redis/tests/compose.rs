@@ -97,8 +97,8 @@ impl Wake for NoopWake {
     fn wake(self: Arc<Self>) {}
 }
 
-/// A fleet-wide per-user limit behind the HTTP layer, keyed by a header (issue 26: a
-/// `KeyedFleet` could not be used there).
+/// A fleet-wide per-user limit behind the HTTP layer, keyed by a header (a `KeyedFleet` used
+/// as the layer's limiter).
 #[test]
 fn a_keyed_fleet_limits_per_user_behind_the_http_layer() {
     let Some(r) = common::redis() else { return };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every many-core figure issues 25 and 27 ask for, in one prepared run on a lent device machine
+# Every many-core figure of BENCHMARKS.md, in one prepared run on a many-core machine
 # (16 cores, no network, no registry: the binaries are built and packed here).
 #
 # Here, on the build machine (release builds, then packed with their libraries and loader, and
@@ -7,8 +7,8 @@
 #
 #   bash examples/measure/device.sh pack
 #
-# There, through the device tool's `run` with carry [".device"] and timeout_s 600 (about six
-# minutes with the defaults below; everything lands in $OUT, at most 8 files):
+# There, from a copy of the repository with .device/ beside it (about six minutes with the
+# defaults below; everything lands in the directory $OUT names, at most 8 files):
 #
 #   bash examples/measure/device.sh run
 #

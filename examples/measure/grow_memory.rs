@@ -18,7 +18,7 @@
 //! `--store default|fixed|exact` picks the store (`fixed`: `max_keys` at the key count with
 //! `fixed_capacity()`; `exact`: `exact_keys()`). Exits with status 1 if a check that must be
 //! admitted was not, or, for the default store, if memory is past its bounds: 32 bytes per live
-//! key (`live`; issue 25 raised it from 24 to buy faster inserts), a 32 MiB peak (`churn`).
+//! key (`live`; a load of 0.5 after a rebuild buys faster inserts), a 32 MiB peak (`churn`).
 
 use std::time::Duration;
 

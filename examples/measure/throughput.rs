@@ -11,8 +11,7 @@
 //! Three limiters are built and filled with the same `--keys` distinct `u64` keys before any
 //! timing: `cellgate_table` (`KeyedLimiter::<u64>::gcra(q).max_keys(keys)`, the bounded
 //! fingerprint table), `cellgate_map` (`KeyedLimiter::<u64>::gcra(q).exact_keys()`, the exact
-//! store, the growing table with the keys beside its slots; until session 13 this row built
-//! the plain default store, a dashmap at first and later the growing table) and `governor`
+//! store, the growing table with the keys beside its slots) and `governor`
 //! (`RateLimiter::keyed(q)`, dashmap). Each library uses its default clock (quanta) and hasher.
 //! The quota is 10^9 per second with a burst of 10^7: every check is allowed (the column
 //! `allowed` shows it), so every check takes the writing path.

@@ -539,7 +539,7 @@ mod tests {
         }
     }
 
-    /// The issue's scenario (issue 14, item 3) from two stripes: by default the model's
+    /// A clock stepping back, checked from two stripes: by default the model's
     /// one-cell ceiling holds for it (the bounds are checked inside `run`).
     #[test]
     fn gcra_clock_back_across_stripes() {

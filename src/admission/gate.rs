@@ -242,8 +242,8 @@ pub fn check_all_reserving<K: ?Sized>(
 /// charges are direct calls in an unrolled loop rather than dynamic calls in a loop over a
 /// slice. The rollback and report of a denial stay out of line ([`roll_back`]). Always: with
 /// a mere `#[inline]`, a program that calls `check_all` for two different numbers of limiters
-/// (`examples/measure/probe.rs` since `denied4_1k`; `shapes`, with its 3 and 9) got one
-/// shared out-of-line copy, 25 instructions more per limiter (`probe all3_1k`: 327 against 302).
+/// (`examples/measure/probe.rs`; `shapes`, with its 3 and 9) got one shared out-of-line copy,
+/// which cost instructions on every limiter it charged.
 #[inline(always)]
 fn admit<K: ?Sized>(
     limiters: &[(&dyn RateLimiter<K>, u32)],

@@ -1,7 +1,7 @@
 //! Waiting for capacity: a blocking [`acquire`](crate::KeyedLimiter::acquire) and, with the
-//! `async` feature, an [`UntilReady`] future that works on any executor.
+//! `async` feature, an `UntilReady` future that works on any executor.
 //!
-//! A waiter on a GCRA limiter *reserves* its place first (see [`Reservation`]): its turn is
+//! A waiter on a GCRA limiter *reserves* its place first (see [`Reservation`](crate::Reservation)): its turn is
 //! fixed the moment it asks, first come first served, so a steady stream of new callers cannot
 //! overtake a waiter. It then sleeps until its turn. Window and stock limiters cannot hold a
 //! place ahead of time; their waiters sleep until the `retry_after` their denial reported and

@@ -72,7 +72,7 @@ impl Gcra {
     }
 
     /// The configuration as four words, for a tear-free runtime copy
-    /// ([`crate::setting`]); [`from_words`](Self::from_words) reverses it.
+    /// ([`crate::limiter::setting`]); [`from_words`](Self::from_words) reverses it.
     #[inline]
     pub(crate) fn to_words(self) -> [u64; 4] {
         [

@@ -108,9 +108,9 @@ fn max_live(cap: usize) -> usize {
 
 /// The array length a rebuild gives `keys` keys: load 0.5, so that growing by inserts rebuilds
 /// after another 50% of keys (amortised: two slot copies per insert), and memory stays between
-/// 16 / 0.75 and 16 / 0.5 bytes per live key (21.3 to 32). Issue 25 measured the bounds 0.55 /
-/// 0.85 against this (callgrind with a simulated 2 MiB L2, inserts of 200k to 1M new keys):
-/// 10–13% fewer instructions and cache misses per new key at 0.5 / 0.75.
+/// 16 / 0.75 and 16 / 0.5 bytes per live key (21.3 to 32). Chosen over 0.55 / 0.85 because it
+/// took fewer instructions and cache misses per new key (BENCHMARKS.md, "The first check of a
+/// new key").
 #[inline]
 fn capacity_for(keys: usize) -> usize {
     (keys * 2).max(MIN_SLOTS)

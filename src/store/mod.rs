@@ -15,7 +15,7 @@ pub(crate) mod table;
 /// process (and varied per instance), so clients who do not know the key cannot aim hash
 /// collisions (HashDoS) or, in the tables, fingerprint collisions at another key. Not SipHash,
 /// the standard library's cryptographic default: it costs several times aHash's on a `u64`
-/// key, most of a check's budget (BENCHMARKS.md, "Figures moved out of the code").
+/// key, most of a check's budget.
 pub(crate) type Hasher = ahash::RandomState;
 
 /// Hashes `key` with `hasher`: the 64-bit hash both fingerprint tables take a key as.

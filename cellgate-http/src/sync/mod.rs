@@ -1,6 +1,6 @@
 //! The crate's only module that names an atomic, a memory ordering or a lock.
 //!
-//! - [`rows`] (feature `metrics`): the metrics' recording protocol, one row of counters per
+//! - `rows` (feature `metrics`): the metrics' recording protocol, one row of counters per
 //!   thread, model-checked with loom (`loom-tests/tests/http_rows.rs` includes that file as it
 //!   ships).
 //! - [`registry`]: the process's list of live layers, which a stacked layer's give-back looks

@@ -174,8 +174,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
         // inlining this function into its callers, and the call (the arguments, the 40-byte
         // decision returned through memory) was all of the difference from a limiter with no
-        // runtime change at all (BENCHMARKS.md, "Instruction counts"); inlined, the flag costs
-        // a load and a predicted branch.
+        // runtime change at all; inlined, the flag costs a load and a predicted branch.
         match self.setting.unchanged() {
             Some(algorithm) => self.check_on(algorithm, key, n),
             None => self.check_changed(key, n),
@@ -658,11 +657,10 @@ crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
 /// The instant a check decides at: read from the clock at its first use, and the same at every
 /// use after it (so one read per check, counted by `clock::tests`). A check of a held key
 /// first uses it in its step, after the probe has loaded the key's slot. Read before the
-/// probe, a keyed check on the default clock was slower on the 2-vCPU VM of BENCHMARKS.md
-/// (session 18 there: `probe table1k` 55.3 against 51.5 ns), likely because the time-stamp
-/// counter read's latency added to the probe's loads instead of overlapping them. A clock
-/// that is one load (`CoarseClock`, `ManualClock`) gains nothing and pays the deferral, about
-/// 2 ns.
+/// probe, a keyed check on the default clock was measurably slower (BENCHMARKS.md, "The
+/// clock's share of a check"), likely because the time-stamp counter read's latency added to
+/// the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`,
+/// `ManualClock`) gains nothing and pays the deferral, a call.
 pub(super) struct Now<F> {
     read: F,
     at: std::cell::Cell<Option<u64>>,

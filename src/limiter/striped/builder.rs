@@ -192,7 +192,7 @@ impl<C> StripedBuilder<C> {
     ///
     /// The quota's [`ConfigError`]; [`ConfigError::Zero`] for zero stripes;
     /// [`ConfigError::TooManyStripes`] for more GCRA stripes than the burst, or more than
-    /// [`MAX_STRIPES`](crate::MAX_STRIPES) of any kind; the quota's
+    /// [`MAX_STRIPES`] of any kind; the quota's
     /// overflow errors when a stripe's interval (`stripes * T`) or tolerance does not fit in
     /// `u64` nanoseconds.
     ///

@@ -264,7 +264,7 @@ proptest! {
     }
 }
 
-/// The scenario, in more shapes: quota 10/s over 2 to 4 stripes, a check at 10 s
+/// A clock stepping back, in several shapes: quota 10/s over 2 to 4 stripes, a check at 10 s
 /// (taking 1 to 4 units), then the clock at 9 s, then at 10 s again, all checks from one
 /// stripe: never more than one cell admits over the same readings (4 in all), in either mode.
 #[test]
