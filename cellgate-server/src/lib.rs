@@ -5,5 +5,6 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod engine;
