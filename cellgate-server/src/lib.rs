@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod engine;
 mod grpc;

@@ -1,12 +1,27 @@
 //! The decisions: matches a request's descriptors against the config and checks the limits,
 //! all or nothing.
 //!
-//! (Interface only; the matching and the limiters are being written.)
+//! Every limit is a cellgate keyed limiter whose clock counts from the Unix epoch, so windows
+//! are aligned to Unix time. A reload swaps the config and its limiters in one step; limits
+//! whose definition (place in the tree, algorithm, rate) did not change keep their counts.
 
+mod decide;
+mod limiters;
+mod matcher;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::api::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestError};
-use crate::config::Config;
+use arc_swap::ArcSwap;
+use cellgate::clock::Clock;
+
+use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestError};
+use crate::clock::UnixClock;
+use crate::config::{Config, RuleSpec};
+use decide::{Check, Item, Kind};
+use limiters::{Lim, Limiters, OverrideRate};
+
+pub(crate) use limiters::check_spec;
 
 /// Bounds on what one request may hold; a request over any of them is a [`RequestError`].
 ///
@@ -54,6 +69,10 @@ pub struct EngineOptions {
     pub near_limit_ratio: f64,
     /// Bounds on one request.
     pub input: InputLimits,
+    /// Distinct rates that descriptors' `limit` overrides may bring (each gets a limiter, kept
+    /// for the engine's life); a request bringing one more is refused as
+    /// [`RequestError::TooLarge`].
+    pub max_override_limits: usize,
 }
 
 impl Default for EngineOptions {
@@ -63,6 +82,7 @@ impl Default for EngineOptions {
             shadow_mode: false,
             near_limit_ratio: 0.8,
             input: InputLimits::default(),
+            max_override_limits: 64,
         }
     }
 }
@@ -72,17 +92,34 @@ impl Default for EngineOptions {
 /// # Examples
 ///
 /// ```
+/// use cellgate_server::api::{Code, Descriptor, RateLimitRequest};
 /// use cellgate_server::config::Config;
 /// use cellgate_server::engine::{Engine, EngineOptions};
-/// let e = Engine::new(Config::default(), EngineOptions::default());
-/// assert_eq!(e.config().dump(), "");
+/// let config = Config::from_yaml("c.yaml", "domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")?;
+/// let e = Engine::new(config, EngineOptions::default());
+/// let req = RateLimitRequest {
+///     domain: "edge".into(),
+///     descriptors: vec![Descriptor::new([("ip", "10.0.0.1")])],
+///     hits_addend: 1,
+/// };
+/// assert_eq!(e.decide(&req)?.overall, Code::Ok);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Engine {
+    state: ArcSwap<Snapshot>,
+    overrides: ArcSwap<HashMap<OverrideRate, Arc<Lim>>>,
+    clock: Arc<dyn Clock>,
+    options: EngineOptions,
+}
+
+/// A config and its limiters, swapped together.
+struct Snapshot {
     config: Arc<Config>,
+    limiters: Limiters,
 }
 
 impl Engine {
-    /// An engine over `config`.
+    /// An engine over `config`, on a clock counting from the Unix epoch.
     ///
     /// # Examples
     ///
@@ -90,9 +127,37 @@ impl Engine {
     /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
     /// let _ = Engine::new(Config::default(), EngineOptions::default());
     /// ```
-    pub fn new(config: Config, _options: EngineOptions) -> Self {
+    pub fn new(config: Config, options: EngineOptions) -> Self {
+        Self::with_clock(config, options, UnixClock::new())
+    }
+
+    /// An engine over `config` on `clock` (tests drive a `ManualClock`; its time is taken as
+    /// nanoseconds since the Unix epoch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::clock::ManualClock;
+    /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
+    /// let _ = Engine::with_clock(Config::default(), EngineOptions::default(), ManualClock::new());
+    /// ```
+    pub fn with_clock(config: Config, options: EngineOptions, clock: impl Clock + 'static) -> Self {
+        let clock: Arc<dyn Clock> = Arc::new(clock);
+        let limiters = Limiters::new(
+            &config,
+            None,
+            &clock,
+            options.max_keys,
+            options.max_override_limits,
+        );
         Engine {
-            config: Arc::new(config),
+            state: ArcSwap::from_pointee(Snapshot {
+                config: Arc::new(config),
+                limiters,
+            }),
+            overrides: ArcSwap::from_pointee(HashMap::new()),
+            clock,
+            options,
         }
     }
 
@@ -100,7 +165,8 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// A malformed request (empty domain or descriptors, unknown domain, over an input limit).
+    /// A malformed request (empty domain or descriptors, unknown domain, over an input limit,
+    /// one limit override too many).
     ///
     /// # Examples
     ///
@@ -110,17 +176,176 @@ impl Engine {
     /// assert!(e.decide(&RateLimitRequest::default()).is_err());
     /// ```
     pub fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        if req.domain.is_empty() {
-            return Err(RequestError::EmptyDomain);
+        check_input(req, &self.options.input)?;
+        let snapshot = self.state.load();
+        let Some(domain) = snapshot.config.domains.get(&req.domain) else {
+            return Err(RequestError::UnknownDomain(req.domain.clone()));
+        };
+        let overrides = req
+            .descriptors
+            .iter()
+            .map(|d| self.override_limiter(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut items: Vec<Item<'_>> = req
+            .descriptors
+            .iter()
+            .zip(&overrides)
+            .map(|(d, o)| self.item(&snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
+            .collect();
+        drop_replaced(&mut items);
+        let statuses = decide::run(&items, self.options.near_limit_ratio);
+        let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
+        Ok(RateLimitResponse { overall, statuses })
+    }
+
+    /// The descriptor resolved against the config (or its override).
+    fn item<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        domain: &str,
+        root: &'s crate::config::Node,
+        req: &RateLimitRequest,
+        d: &Descriptor,
+        over: Option<&'s Overridden>,
+    ) -> Item<'s> {
+        let hits = u32::try_from(d.hits_addend.unwrap_or(req.hits_addend)).unwrap_or(u32::MAX);
+        let global_shadow = self.options.shadow_mode;
+        if let Some(o) = over {
+            let key = decide::values_key(
+                std::iter::once(domain)
+                    .chain(d.entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()])),
+            );
+            let (kind, checks) = match &o.limiter {
+                None => (Kind::Zero(o.unit), Vec::new()),
+                Some(lim) => (
+                    Kind::Limited,
+                    vec![Check {
+                        lim: lim.as_ref(),
+                        name: None,
+                        requests_per_unit: o.requests_per_unit,
+                        unit: o.unit,
+                    }],
+                ),
+            };
+            return Item {
+                kind,
+                checks,
+                key,
+                stat_key: Arc::from(override_stat_key(domain, d)),
+                hits,
+                shadow: global_shadow,
+                replaces: Vec::new(),
+            };
         }
-        Ok(RateLimitResponse {
-            overall: Code::Ok,
-            statuses: req
-                .descriptors
-                .iter()
-                .map(|_| DescriptorStatus::unlimited())
-                .collect(),
-        })
+        let mut item = Item {
+            kind: Kind::Nothing,
+            checks: Vec::new(),
+            key: String::new(),
+            stat_key: Arc::from(""),
+            hits,
+            shadow: global_shadow,
+            replaces: Vec::new(),
+        };
+        let Some(def) = matcher::find(root, &d.entries) else {
+            return item;
+        };
+        if def.unlimited {
+            item.kind = Kind::Unlimited;
+            return item;
+        }
+        item.kind = Kind::Limited;
+        item.shadow |= def.shadow_mode;
+        item.key = decide::values_key(d.entries.iter().map(|(_, v)| v.as_str()));
+        item.stat_key = if def.detailed_metric {
+            Arc::from(detailed_stat_key(domain, d))
+        } else {
+            Arc::clone(&def.stat_key)
+        };
+        item.checks = def
+            .rules
+            .iter()
+            .filter_map(|r| {
+                let lim = snapshot.limiters.by_slot.get(r.slot)?.as_deref()?;
+                Some(Check {
+                    lim,
+                    name: r.name.clone(),
+                    requests_per_unit: r.requests_per_unit,
+                    unit: r.unit,
+                })
+            })
+            .collect();
+        item.replaces = def
+            .rules
+            .iter()
+            .flat_map(|r| r.replaces.iter().cloned())
+            .collect();
+        item
+    }
+
+    /// The limiter of a descriptor's `limit` override (`None`: no usable override).
+    fn override_limiter(&self, d: &Descriptor) -> Result<Option<Overridden>, RequestError> {
+        let Some(o) = d.limit else { return Ok(None) };
+        // An override in an unknown unit cannot be counted: the config's limit applies.
+        let Some(seconds) = o.unit.seconds() else {
+            return Ok(None);
+        };
+        let unit = o.unit;
+        if o.requests_per_unit == 0 {
+            return Ok(Some(Overridden {
+                limiter: None,
+                requests_per_unit: 0,
+                unit,
+            }));
+        }
+        let rate = (o.requests_per_unit, unit);
+        let found = |map: &HashMap<OverrideRate, Arc<Lim>>| map.get(&rate).cloned();
+        let limiter = match found(&self.overrides.load()) {
+            Some(l) => l,
+            None => {
+                let max = self.options.max_override_limits;
+                let spec = RuleSpec {
+                    path: Vec::new(),
+                    index: 0,
+                    algorithm: crate::config::Algorithm::FixedWindow,
+                    requests_per_unit: o.requests_per_unit,
+                    period: std::time::Duration::from_secs(seconds),
+                };
+                let share = limiters::share(
+                    self.options.max_keys,
+                    self.state.load().config.slots.len() + max,
+                );
+                let built =
+                    limiters::build(&spec, Arc::clone(&self.clock), share).map_err(|e| {
+                        RequestError::TooLarge {
+                            what: format!("requests per unit of a limit override ({e})"),
+                            limit: u32::MAX as usize,
+                        }
+                    })?;
+                let built = Arc::new(built);
+                self.overrides.rcu(|map| {
+                    if map.contains_key(&rate) || map.len() >= max {
+                        Arc::clone(map)
+                    } else {
+                        let mut grown = HashMap::clone(map);
+                        grown.insert(rate, Arc::clone(&built));
+                        Arc::new(grown)
+                    }
+                });
+                found(&self.overrides.load()).ok_or(RequestError::TooLarge {
+                    what: "distinct limit overrides".into(),
+                    limit: max,
+                })?
+            }
+        };
+        Ok(Some(Overridden {
+            limiter: Some(limiter),
+            requests_per_unit: o.requests_per_unit,
+            unit,
+        }))
     }
 
     /// Swaps in a new config atomically; limits that did not change keep their state.
@@ -132,7 +357,20 @@ impl Engine {
     /// let e = Engine::new(Config::default(), EngineOptions::default());
     /// e.reload(Config::default());
     /// ```
-    pub fn reload(&self, _config: Config) {}
+    pub fn reload(&self, config: Config) {
+        let old = self.state.load();
+        let limiters = Limiters::new(
+            &config,
+            Some((&old.config, &old.limiters)),
+            &self.clock,
+            self.options.max_keys,
+            self.options.max_override_limits,
+        );
+        self.state.store(Arc::new(Snapshot {
+            config: Arc::new(config),
+            limiters,
+        }));
+    }
 
     /// The config in force.
     ///
@@ -144,7 +382,7 @@ impl Engine {
     /// assert_eq!(e.config().dump(), "");
     /// ```
     pub fn config(&self) -> Arc<Config> {
-        Arc::clone(&self.config)
+        Arc::clone(&self.state.load().config)
     }
 
     /// Live keys held, over all limits.
@@ -156,7 +394,8 @@ impl Engine {
     /// assert_eq!(Engine::new(Config::default(), EngineOptions::default()).len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        0
+        let overrides: usize = self.overrides.load().values().map(|l| l.len()).sum();
+        self.state.load().limiters.len() + overrides
     }
 
     /// Whether no key is held.
@@ -170,4 +409,97 @@ impl Engine {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A descriptor's `limit` override, resolved.
+struct Overridden {
+    /// `None` for zero requests per unit.
+    limiter: Option<Arc<Lim>>,
+    requests_per_unit: u32,
+    unit: crate::api::Unit,
+}
+
+/// ratelimit's `replaces`: a named limit that another matched limit of the request replaces
+/// is dropped.
+fn drop_replaced(items: &mut [Item<'_>]) {
+    let replaced: Vec<Arc<str>> = items
+        .iter()
+        .flat_map(|it| it.replaces.iter().cloned())
+        .collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for it in items.iter_mut() {
+        if !matches!(it.kind, Kind::Limited) {
+            continue;
+        }
+        it.checks
+            .retain(|c| c.name.as_ref().is_none_or(|n| !replaced.contains(n)));
+        if it.checks.is_empty() {
+            it.kind = Kind::Nothing;
+        }
+    }
+}
+
+/// ratelimit's metric key under `detailed_metric`: the request's keys and values.
+fn detailed_stat_key(domain: &str, d: &Descriptor) -> String {
+    let mut key = domain.to_owned();
+    for (k, v) in &d.entries {
+        key.push('.');
+        key.push_str(k);
+        key.push('_');
+        key.push_str(v);
+    }
+    key
+}
+
+/// ratelimit's metric key of an override: the request's keys, with their values when not empty.
+fn override_stat_key(domain: &str, d: &Descriptor) -> String {
+    let parts: Vec<String> = d
+        .entries
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                k.clone()
+            } else {
+                format!("{k}_{v}")
+            }
+        })
+        .collect();
+    format!("{domain}.{}", parts.join("."))
+}
+
+/// The request against the input limits.
+fn check_input(req: &RateLimitRequest, limits: &InputLimits) -> Result<(), RequestError> {
+    let too_large = |what: String, limit: usize| Err(RequestError::TooLarge { what, limit });
+    if req.domain.is_empty() {
+        return Err(RequestError::EmptyDomain);
+    }
+    if req.domain.len() > limits.max_bytes {
+        return too_large("bytes in the domain".into(), limits.max_bytes);
+    }
+    if req.descriptors.is_empty() {
+        return Err(RequestError::NoDescriptors);
+    }
+    if req.descriptors.len() > limits.max_descriptors {
+        return too_large("descriptors".into(), limits.max_descriptors);
+    }
+    for (index, d) in req.descriptors.iter().enumerate() {
+        if d.entries.is_empty() {
+            return Err(RequestError::EmptyDescriptor { index });
+        }
+        if d.entries.len() > limits.max_entries {
+            return too_large(format!("entries in descriptor {index}"), limits.max_entries);
+        }
+        if d.entries
+            .iter()
+            .any(|(k, v)| k.len() > limits.max_bytes || v.len() > limits.max_bytes)
+        {
+            return too_large(
+                format!("bytes in a key or value of descriptor {index}"),
+                limits.max_bytes,
+            );
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,263 @@
+//! One request's decision: every descriptor's limits charged together or not at all, then one
+//! status per descriptor in request order.
+//!
+//! Implementation details: the limits of every descriptor that is not in shadow mode and
+//! charges at least one unit go through one `check_all_in` (each keyed limiter's key as a
+//! gate): the first limit that refuses makes the core give back what the others took. Then,
+//! if the request was admitted, each shadow-mode descriptor is charged on its own, all or
+//! nothing within it (its refusal is reported, never enforced). When the request is refused,
+//! every status is read with `peek` (nothing charged): a descriptor is over its limit when its
+//! own charge would not fit, so that a client sees each limit that refused, as ratelimit
+//! reports them.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use cellgate::{check_all_in, Decision, RateLimiter};
+
+use super::limiters::Lim;
+use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
+
+/// One limit to check for a descriptor.
+pub(crate) struct Check<'a> {
+    pub(crate) lim: &'a Lim,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) requests_per_unit: u32,
+    pub(crate) unit: Unit,
+}
+
+/// What a descriptor matched.
+pub(crate) enum Kind {
+    /// No limit applies.
+    Nothing,
+    /// ratelimit's `unlimited`.
+    Unlimited,
+    /// `checks` apply.
+    Limited,
+    /// An override of zero requests per unit: always over the limit.
+    Zero(Unit),
+}
+
+/// One descriptor, resolved.
+pub(crate) struct Item<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) checks: Vec<Check<'a>>,
+    /// The limiters' key (the descriptor's values, length-prefixed).
+    pub(crate) key: String,
+    pub(crate) stat_key: Arc<str>,
+    pub(crate) hits: u32,
+    pub(crate) shadow: bool,
+    /// The names this descriptor's limits replace.
+    pub(crate) replaces: Vec<Arc<str>>,
+}
+
+/// What happened to one check.
+#[derive(Clone, Copy)]
+struct Outcome {
+    decision: Decision,
+    over: bool,
+}
+
+/// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
+pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
+    let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
+    let forced = items
+        .iter()
+        .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
+    let gates: Vec<(&Lim, &str)> = items
+        .iter()
+        .filter(|it| enforced(it) && matches!(it.kind, Kind::Limited))
+        .flat_map(|it| it.checks.iter().map(|c| (c.lim, it.key.as_str())))
+        .collect();
+    let hits: Vec<u32> = items
+        .iter()
+        .filter(|it| enforced(it) && matches!(it.kind, Kind::Limited))
+        .flat_map(|it| it.checks.iter().map(|_| it.hits))
+        .collect();
+    let list: Vec<(&dyn RateLimiter, u32)> = gates
+        .iter()
+        .zip(&hits)
+        .map(|(g, &n)| (g as &dyn RateLimiter, n))
+        .collect();
+    let mut decisions = vec![Decision::NONE; list.len()];
+    let denied = forced || check_all_in(&list, &mut decisions).is_some();
+    let mut taken = decisions.as_slice();
+    items
+        .iter()
+        .map(|it| {
+            let mine = if enforced(it) && matches!(it.kind, Kind::Limited) && !denied {
+                let (mine, rest) = taken.split_at(it.checks.len().min(taken.len()));
+                taken = rest;
+                Some(mine)
+            } else {
+                None
+            };
+            status(it, denied, enforced(it), mine, ratio)
+        })
+        .collect()
+}
+
+/// The status of one item once the enforced charges are made (`denied`: the request was
+/// refused and nothing was charged).
+fn status(
+    it: &Item<'_>,
+    denied: bool,
+    enforced: bool,
+    charged: Option<&[Decision]>,
+    ratio: f64,
+) -> DescriptorStatus {
+    match it.kind {
+        Kind::Nothing => DescriptorStatus::unlimited(),
+        Kind::Unlimited => DescriptorStatus {
+            limit_remaining: u32::MAX,
+            ..DescriptorStatus::unlimited()
+        },
+        Kind::Zero(unit) => DescriptorStatus {
+            code: if it.shadow || it.hits == 0 {
+                Code::Ok
+            } else {
+                Code::OverLimit
+            },
+            current_limit: Some(CurrentLimit {
+                name: None,
+                requests_per_unit: 0,
+                unit,
+            }),
+            limit_remaining: 0,
+            duration_until_reset: None,
+            stats: Some(over_stats(it)),
+        },
+        Kind::Limited => limited(it, denied, enforced, charged, ratio),
+    }
+}
+
+fn limited(
+    it: &Item<'_>,
+    denied: bool,
+    enforced: bool,
+    charged: Option<&[Decision]>,
+    ratio: f64,
+) -> DescriptorStatus {
+    let n = it.hits;
+    // Charged by `run` when admitted and enforced; charged here when a shadow descriptor of an
+    // admitted request; else only looked at.
+    let outcomes: Vec<Outcome> = if let Some(decisions) = charged {
+        decisions
+            .iter()
+            .map(|&decision| Outcome {
+                decision,
+                over: false,
+            })
+            .collect()
+    } else if !denied && !enforced && n > 0 {
+        charge_alone(it)
+    } else {
+        it.checks
+            .iter()
+            .map(|c| {
+                let now = c.lim.peek_n(it.key.as_str(), 0);
+                let over = denied && n > 0 && !c.lim.peek_n(it.key.as_str(), n).is_allowed();
+                Outcome {
+                    decision: now,
+                    over,
+                }
+            })
+            .collect()
+    };
+    let admitted = n > 0 && !denied && !outcomes.iter().any(|o| o.over);
+    let decide = outcomes
+        .iter()
+        .position(|o| o.over)
+        .or_else(|| (0..outcomes.len()).min_by_key(|&i| outcomes[i].decision.remaining()))
+        .unwrap_or(0);
+    let (Some(check), Some(outcome)) = (it.checks.get(decide), outcomes.get(decide)) else {
+        return DescriptorStatus::unlimited();
+    };
+    let over = outcomes.iter().any(|o| o.over);
+    let mut stats = StatHits {
+        key: Arc::clone(&it.stat_key),
+        total_hits: u64::from(n),
+        ..StatHits::default()
+    };
+    if over {
+        stats.over_limit = u64::from(n);
+        if it.shadow {
+            stats.shadow_mode = u64::from(n);
+        }
+    } else if admitted {
+        stats.within_limit = u64::from(n);
+        stats.near_limit = near_limit(&outcome.decision, n, ratio);
+    }
+    DescriptorStatus {
+        code: if over && !it.shadow {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        current_limit: Some(CurrentLimit {
+            name: check.name.clone(),
+            requests_per_unit: check.requests_per_unit,
+            unit: check.unit,
+        }),
+        limit_remaining: outcome.decision.remaining(),
+        duration_until_reset: outcome.decision.resets_after(),
+        stats: Some(stats),
+    }
+}
+
+/// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
+fn charge_alone(it: &Item<'_>) -> Vec<Outcome> {
+    let gates: Vec<(&Lim, &str)> = it.checks.iter().map(|c| (c.lim, it.key.as_str())).collect();
+    let list: Vec<(&dyn RateLimiter, u32)> = gates
+        .iter()
+        .map(|g| (g as &dyn RateLimiter, it.hits))
+        .collect();
+    let mut decisions = vec![Decision::NONE; list.len()];
+    let denied = check_all_in(&list, &mut decisions);
+    decisions
+        .into_iter()
+        .enumerate()
+        .map(|(i, decision)| Outcome {
+            decision,
+            over: denied == Some(i),
+        })
+        .collect()
+}
+
+/// The stats of a descriptor always over its limit.
+fn over_stats(it: &Item<'_>) -> StatHits {
+    let n = u64::from(it.hits);
+    StatHits {
+        key: Arc::clone(&it.stat_key),
+        total_hits: n,
+        over_limit: n,
+        shadow_mode: if it.shadow { n } else { 0 },
+        ..StatHits::default()
+    }
+}
+
+/// ratelimit's near-limit count: of the `n` units just admitted, those past
+/// `floor(limit * ratio)`.
+pub(crate) fn near_limit(d: &Decision, n: u32, ratio: f64) -> u64 {
+    let limit = u64::from(d.limit());
+    let threshold = (limit as f64 * ratio).floor().max(0.0) as u64;
+    let after = limit.saturating_sub(u64::from(d.remaining()));
+    let before = after.saturating_sub(u64::from(n));
+    if after <= threshold {
+        0
+    } else if before >= threshold {
+        u64::from(n)
+    } else {
+        after - threshold
+    }
+}
+
+/// The limiters' key for a descriptor: its values, each prefixed with its length so that no
+/// two value lists write the same key.
+pub(crate) fn values_key<'e>(parts: impl IntoIterator<Item = &'e str>) -> String {
+    let mut key = String::new();
+    for part in parts {
+        let _ = write!(key, "{}:{part}", part.len());
+    }
+    key
+}
