@@ -81,6 +81,9 @@ pub(crate) struct Cli {
     /// Bytes of the domain, of one key, of one value.
     #[arg(long, default_value_t = InputLimits::default().max_bytes)]
     pub max_value_bytes: usize,
+    /// Distinct rates that requests' `limit` overrides may bring (each holds a limiter).
+    #[arg(long, default_value_t = EngineOptions::default().max_override_limits)]
+    pub max_override_limits: usize,
     /// Distinct descriptor series in /metrics (detailed_metric values come from requests).
     #[arg(long, default_value_t = 10_000)]
     pub max_metric_series: usize,
@@ -138,6 +141,7 @@ impl Cli {
                     max_entries: self.max_entries,
                     max_bytes: self.max_value_bytes,
                 },
+                max_override_limits: self.max_override_limits,
             },
             limits: Limits {
                 max_request_bytes: self.max_request_bytes,
