@@ -206,12 +206,25 @@ impl Server {
         });
         let grpc = bind("grpc", &settings.grpc).await?;
         let http = bind("http", &settings.http).await?;
+        let (shutdown_tx, _) = watch::channel(false);
+        // Watching starts before the listeners are announced, so that no change made after a
+        // client sees them is missed.
+        if let Some(path) = settings.config.clone() {
+            let r = crate::reload::spawn(
+                path,
+                Arc::clone(&service.engine),
+                Arc::clone(&service.metrics),
+                shutdown_tx.subscribe(),
+            );
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
+            }
+        }
         for (what, l) in [("grpc", &grpc), ("http", &http)] {
             if let Some(addr) = l.as_ref().and_then(|l| l.local_addr().ok()) {
                 announce(what, addr);
             }
         }
-        let (shutdown_tx, _) = watch::channel(false);
         Ok(Server {
             settings,
             service,
@@ -257,17 +270,6 @@ impl Server {
             shutdown_tx,
         } = self;
         let limits = settings.limits;
-        if let Some(path) = settings.config.clone() {
-            let r = crate::reload::spawn(
-                path,
-                Arc::clone(&service.engine),
-                Arc::clone(&service.metrics),
-                shutdown_tx.subscribe(),
-            );
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
-            }
-        }
         let mut tasks: Vec<JoinHandle<()>> = Vec::new();
         if let Some(l) = grpc {
             tasks.push(tokio::spawn(serve_grpc(
@@ -287,7 +289,7 @@ impl Server {
         }
         signal.await;
         tracing::info!("shutting down: draining requests in flight");
-        let _ = shutdown_tx.send(true);
+        shutdown_tx.send_replace(true);
         for t in tasks {
             let _ = t.await;
         }
