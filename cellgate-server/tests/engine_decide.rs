@@ -238,3 +238,19 @@ fn a_reload_keeps_the_state_of_limits_it_does_not_change() {
     e.reload(Config::from_yaml("test.yaml", &more).unwrap());
     assert_eq!(e.decide(&alice).unwrap().overall, Code::Ok);
 }
+
+#[test]
+fn charges_that_fit_alone_but_not_together_refuse_the_request() {
+    let (e, _clock) = engine(TWO);
+    let one = d(&[("user", "erin")]);
+    assert_eq!(e.decide(&req(vec![one.clone()])).unwrap().overall, Code::Ok);
+    // One unit is left: each descriptor alone fits, the two together do not.
+    let r = e.decide(&req(vec![one.clone(), one.clone()])).unwrap();
+    assert_eq!(r.overall, Code::OverLimit);
+    assert_eq!(
+        (r.statuses[0].code, r.statuses[1].code),
+        (Code::Ok, Code::OverLimit)
+    );
+    assert_eq!(r.statuses[0].limit_remaining, 1, "nothing was charged");
+    assert_eq!(e.decide(&req(vec![one])).unwrap().overall, Code::Ok);
+}

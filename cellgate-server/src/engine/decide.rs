@@ -61,51 +61,67 @@ struct Outcome {
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
 pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
     let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
+    let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
     let forced = items
         .iter()
         .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
-    let gates: Vec<(&Lim, &str)> = items
-        .iter()
-        .filter(|it| enforced(it) && matches!(it.kind, Kind::Limited))
-        .flat_map(|it| it.checks.iter().map(|c| (c.lim, it.key.as_str())))
-        .collect();
-    let hits: Vec<u32> = items
-        .iter()
-        .filter(|it| enforced(it) && matches!(it.kind, Kind::Limited))
-        .flat_map(|it| it.checks.iter().map(|_| it.hits))
-        .collect();
+    // Each gate with the item and the check it belongs to.
+    let mut owners: Vec<(usize, usize)> = Vec::new();
+    let mut gates: Vec<(&Lim, &str)> = Vec::new();
+    for (i, it) in items.iter().enumerate().filter(|(_, it)| charges(it)) {
+        for (j, c) in it.checks.iter().enumerate() {
+            owners.push((i, j));
+            gates.push((c.lim, it.key.as_str()));
+        }
+    }
     let list: Vec<(&dyn RateLimiter, u32)> = gates
         .iter()
-        .zip(&hits)
-        .map(|(g, &n)| (g as &dyn RateLimiter, n))
+        .zip(&owners)
+        .map(|(g, &(i, _))| (g as &dyn RateLimiter, items[i].hits))
         .collect();
     let mut decisions = vec![Decision::NONE; list.len()];
-    let denied = forced || check_all_in(&list, &mut decisions).is_some();
+    let denier = if forced {
+        None
+    } else {
+        check_all_in(&list, &mut decisions).and_then(|g| owners.get(g).copied())
+    };
+    let denied = forced || denier.is_some();
     let mut taken = decisions.as_slice();
     items
         .iter()
-        .map(|it| {
-            let mine = if enforced(it) && matches!(it.kind, Kind::Limited) && !denied {
+        .enumerate()
+        .map(|(i, it)| {
+            let verdict = if denied {
+                Verdict::Refused {
+                    denier: denier.and_then(|(item, check)| (item == i).then_some(check)),
+                }
+            } else if charges(it) {
                 let (mine, rest) = taken.split_at(it.checks.len().min(taken.len()));
                 taken = rest;
-                Some(mine)
+                Verdict::Charged(mine)
             } else {
-                None
+                Verdict::Admitted
             };
-            status(it, denied, enforced(it), mine, ratio)
+            status(it, verdict, ratio)
         })
         .collect()
 }
 
+/// What happened to the request, as one descriptor sees it.
+#[derive(Clone, Copy)]
+enum Verdict<'d> {
+    /// Admitted, and this descriptor's limits charged with these decisions.
+    Charged(&'d [Decision]),
+    /// Admitted; this descriptor was not charged with the others (shadow mode, or no hits).
+    Admitted,
+    /// Refused: nothing charged; `denier` is this descriptor's check whose charge failed, if
+    /// the refusal came from it.
+    Refused { denier: Option<usize> },
+}
+
 /// The status of one item once the enforced charges are made (`denied`: the request was
 /// refused and nothing was charged).
-fn status(
-    it: &Item<'_>,
-    denied: bool,
-    enforced: bool,
-    charged: Option<&[Decision]>,
-    ratio: f64,
-) -> DescriptorStatus {
+fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -127,44 +143,27 @@ fn status(
             duration_until_reset: None,
             stats: Some(over_stats(it)),
         },
-        Kind::Limited => limited(it, denied, enforced, charged, ratio),
+        Kind::Limited => limited(it, verdict, ratio),
     }
 }
 
-fn limited(
-    it: &Item<'_>,
-    denied: bool,
-    enforced: bool,
-    charged: Option<&[Decision]>,
-    ratio: f64,
-) -> DescriptorStatus {
+fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
     let n = it.hits;
-    // Charged by `run` when admitted and enforced; charged here when a shadow descriptor of an
-    // admitted request; else only looked at.
-    let outcomes: Vec<Outcome> = if let Some(decisions) = charged {
-        decisions
+    let outcomes: Vec<Outcome> = match verdict {
+        Verdict::Charged(decisions) => decisions
             .iter()
             .map(|&decision| Outcome {
                 decision,
                 over: false,
             })
-            .collect()
-    } else if !denied && !enforced && n > 0 {
-        charge_alone(it)
-    } else {
-        it.checks
-            .iter()
-            .map(|c| {
-                let now = c.lim.peek_n(it.key.as_str(), 0);
-                let over = denied && n > 0 && !c.lim.peek_n(it.key.as_str(), n).is_allowed();
-                Outcome {
-                    decision: now,
-                    over,
-                }
-            })
-            .collect()
+            .collect(),
+        // A shadow descriptor of an admitted request is charged on its own.
+        Verdict::Admitted if n > 0 => charge_alone(it),
+        Verdict::Admitted => look(it, false, None),
+        Verdict::Refused { denier } => look(it, n > 0, denier),
     };
-    let admitted = n > 0 && !denied && !outcomes.iter().any(|o| o.over);
+    let charged = n > 0 && !matches!(verdict, Verdict::Refused { .. });
+    let admitted = charged && !outcomes.iter().any(|o| o.over);
     let decide = outcomes
         .iter()
         .position(|o| o.over)
@@ -203,6 +202,21 @@ fn limited(
         duration_until_reset: outcome.decision.resets_after(),
         stats: Some(stats),
     }
+}
+
+/// The limits' state without a charge; with `judge`, whether each charge alone would fail
+/// (and the check `denier` did fail, whatever the state says now).
+fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
+    it.checks
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let decision = c.lim.peek_n(it.key.as_str(), 0);
+            let over = denier == Some(j)
+                || (judge && !c.lim.peek_n(it.key.as_str(), it.hits).is_allowed());
+            Outcome { decision, over }
+        })
+        .collect()
 }
 
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
