@@ -90,3 +90,19 @@ fn listening_lines_name_the_bound_ports() {
         assert!(addr.ip().is_loopback() && addr.port() != 0);
     }
 }
+
+#[test]
+fn the_sample_config_directory_is_valid() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
+    let out = bin()
+        .arg("--validate")
+        .arg("--config")
+        .arg(dir)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
