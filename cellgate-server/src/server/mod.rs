@@ -37,7 +37,7 @@ pub struct Limits {
     pub max_connections: usize,
     /// Concurrent HTTP/2 streams (requests in flight) per gRPC connection.
     pub max_streams_per_connection: u32,
-    /// Time to answer one request (gRPC: `DEADLINE_EXCEEDED`; HTTP: 408).
+    /// Time to answer one request (gRPC: `CANCELLED`, as tonic reports it; HTTP: 408).
     pub request_timeout: Duration,
     /// Distinct descriptor metric series (past it, hits are counted as dropped).
     pub max_metric_series: usize,
@@ -193,6 +193,16 @@ impl Server {
     /// # Errors
     ///
     /// An invalid configuration or an address that cannot be bound.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cellgate_server::server::{Server, Settings};
+    /// # async fn f() -> Result<(), cellgate_server::server::StartError> {
+    /// let s = Server::bind(Settings { http: Some("127.0.0.1:0".into()), ..Settings::default() })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn bind(settings: Settings) -> Result<Server, StartError> {
         let config = load_config(settings.config.as_deref()).map_err(StartError::Config)?;
         let metrics = Arc::new(Metrics::new(settings.limits.max_metric_series));
@@ -261,6 +271,20 @@ impl Server {
 
     /// Serves until `signal` completes, then stops accepting, finishes the requests in flight,
     /// and returns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cellgate_server::server::{Server, Settings};
+    /// # async fn f() -> Result<(), cellgate_server::server::StartError> {
+    /// let s = Server::bind(Settings { grpc: Some("127.0.0.1:0".into()), ..Settings::default() })
+    ///     .await?;
+    /// s.serve(async {
+    ///     let _ = tokio::signal::ctrl_c().await;
+    /// })
+    /// .await;
+    /// # Ok(()) }
+    /// ```
     pub async fn serve(self, signal: impl Future<Output = ()>) {
         let Server {
             settings,
