@@ -69,15 +69,17 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-/// A small deterministic generator (xorshift), so runs ask for the same key sequence.
+/// A deterministic key sequence per worker (splitmix64), so runs ask for the same keys and
+/// workers do not repeat each other's.
 struct Keys(u64);
 
 impl Keys {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
     }
 }
 
@@ -129,7 +131,7 @@ async fn grpc_worker(
 ) -> Tally {
     let (descriptors, keys) = a;
     let mut t = Tally::default();
-    let mut g = Keys(seed | 1);
+    let mut g = Keys(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
     while Instant::now() < end {
         let req = request(g.next(keys), descriptors);
         let start = Instant::now();
@@ -155,7 +157,7 @@ async fn redis_worker(
 ) -> Tally {
     let (descriptors, keys) = a;
     let mut t = Tally::default();
-    let mut g = Keys(seed | 1);
+    let mut g = Keys(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
     while Instant::now() < end {
         let k = g.next(keys);
         let mut p = redis::pipe();
