@@ -254,3 +254,50 @@ fn charges_that_fit_alone_but_not_together_refuse_the_request() {
     assert_eq!(r.statuses[0].limit_remaining, 1, "nothing was charged");
     assert_eq!(e.decide(&req(vec![one])).unwrap().overall, Code::Ok);
 }
+
+#[test]
+fn concurrent_requests_admit_exactly_the_limit_and_a_reload_loses_nothing() {
+    let yaml = r#"
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 300}
+  - key: thread
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+"#;
+    let (e, _clock) = engine(yaml);
+    let admitted: u32 = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    let thread = t.to_string();
+                    let r = req(vec![
+                        d(&[("thread", thread.as_str())]),
+                        d(&[("user", "shared")]),
+                    ]);
+                    (0..200)
+                        .filter(|_| e.decide(&r).unwrap().overall == Code::Ok)
+                        .count() as u32
+                })
+            })
+            .collect();
+        // Reloads of an unchanged config while the requests run keep every count.
+        s.spawn(|| {
+            for _ in 0..20 {
+                e.reload(Config::from_yaml("test.yaml", yaml).unwrap());
+            }
+        });
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 300);
+    // The refused requests charged no thread's limit: the threads' counts add up to 300.
+    let left: u32 = (0..4)
+        .map(|t| {
+            let mut look = d(&[("thread", t.to_string().as_str())]);
+            look.hits_addend = Some(0);
+            e.decide(&req(vec![look])).unwrap().statuses[0].limit_remaining
+        })
+        .sum();
+    assert_eq!(4 * 1000 - left, 300);
+}
