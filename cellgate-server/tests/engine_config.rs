@@ -193,3 +193,22 @@ fn a_configmap_mount_loads_each_file_once() {
     let _ = std::fs::remove_file(&outer);
     drop(scratch);
 }
+
+#[test]
+fn numbers_and_booleans_are_read_as_strings_where_ratelimit_reads_them_so() {
+    let c = cellgate_server::config::Config::from_yaml(
+        "n.yaml",
+        "domain: 42\ndescriptors:\n  - key: status\n    value: 429\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: flag\n    value: true\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.dump(),
+        "42.status_429: unit=SECOND requests_per_unit=1, shadow_mode: false\n"
+    );
+    let e = cellgate_server::config::Config::from_yaml(
+        "n.yaml",
+        "domain: d\ndescriptors:\n  - key: [a]\n",
+    )
+    .unwrap_err();
+    assert!(e.message.contains("expected a string"), "{e}");
+}

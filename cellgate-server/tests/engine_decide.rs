@@ -31,27 +31,11 @@ fn d(entries: &[(&str, &str)]) -> Descriptor {
     Descriptor::new(entries.iter().copied())
 }
 
-const TWO: &str = r#"
-domain: d
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 2}
-  - key: path
-    value: "/api/*"
-    rate_limit: {unit: second, requests_per_unit: 5, name: api}
-  - key: path
-    value: "/api/special"
-    rate_limit: {unit: second, requests_per_unit: 1, name: special, replaces: [{name: api}]}
-  - key: free
-    rate_limit: {unlimited: true}
-  - key: watch
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-"#;
+const BASICS: &str = include_str!("fixtures/basics/config.yaml");
 
 #[test]
 fn a_fixed_window_admits_its_limit_then_refuses_until_the_next_minute() {
-    let (e, clock) = engine(TWO);
+    let (e, clock) = engine(BASICS);
     let r = req(vec![d(&[("user", "alice")])]);
     let first = e.decide(&r).unwrap();
     assert_eq!(first.overall, Code::Ok);
@@ -81,7 +65,7 @@ fn a_fixed_window_admits_its_limit_then_refuses_until_the_next_minute() {
 
 #[test]
 fn a_refused_request_charges_none_of_its_descriptors() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let alice = d(&[("user", "alice")]);
     let bob = d(&[("user", "bob")]);
     assert_eq!(
@@ -105,7 +89,7 @@ fn a_refused_request_charges_none_of_its_descriptors() {
 
 #[test]
 fn hits_addend_zero_looks_without_charging_and_request_hits_charge_each() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let mut look = d(&[("user", "carol")]);
     look.hits_addend = Some(0);
     for _ in 0..5 {
@@ -123,7 +107,7 @@ fn hits_addend_zero_looks_without_charging_and_request_hits_charge_each() {
 
 #[test]
 fn replaces_unlimited_shadow_and_no_match() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     // special replaces api: only special's limit of 1 applies to the two descriptors.
     let api = d(&[("path", "/api/special")]);
     let r = e.decide(&req(vec![api.clone()])).unwrap();
@@ -170,7 +154,7 @@ fn replaces_unlimited_shadow_and_no_match() {
 
 #[test]
 fn an_override_replaces_the_configured_limit() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let mut o = d(&[("user", "dave")]);
     o.limit = Some(LimitOverride {
         requests_per_unit: 1,
@@ -190,7 +174,7 @@ fn an_override_replaces_the_configured_limit() {
 
 #[test]
 fn malformed_requests_are_errors() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let mut r = req(vec![d(&[("user", "a")])]);
     r.domain = "other".into();
     assert_eq!(
@@ -215,12 +199,12 @@ fn malformed_requests_are_errors() {
 
 #[test]
 fn a_reload_keeps_the_state_of_limits_it_does_not_change() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let alice = req(vec![d(&[("user", "alice")])]);
     e.decide(&alice).unwrap();
     e.decide(&alice).unwrap();
     assert_eq!(e.decide(&alice).unwrap().overall, Code::OverLimit);
-    let changed = TWO.replace(
+    let changed = BASICS.replace(
         "requests_per_unit: 5, name: api",
         "requests_per_unit: 6, name: api",
     );
@@ -231,7 +215,7 @@ fn a_reload_keeps_the_state_of_limits_it_does_not_change() {
         "user's limit kept its count"
     );
     // A changed limit starts afresh.
-    let more = TWO.replace(
+    let more = BASICS.replace(
         "unit: minute, requests_per_unit: 2",
         "unit: minute, requests_per_unit: 3",
     );
@@ -241,7 +225,7 @@ fn a_reload_keeps_the_state_of_limits_it_does_not_change() {
 
 #[test]
 fn charges_that_fit_alone_but_not_together_refuse_the_request() {
-    let (e, _clock) = engine(TWO);
+    let (e, _clock) = engine(BASICS);
     let one = d(&[("user", "erin")]);
     assert_eq!(e.decide(&req(vec![one.clone()])).unwrap().overall, Code::Ok);
     // One unit is left: each descriptor alone fits, the two together do not.
@@ -253,4 +237,51 @@ fn charges_that_fit_alone_but_not_together_refuse_the_request() {
     );
     assert_eq!(r.statuses[0].limit_remaining, 1, "nothing was charged");
     assert_eq!(e.decide(&req(vec![one])).unwrap().overall, Code::Ok);
+}
+
+#[test]
+fn concurrent_requests_admit_exactly_the_limit_and_a_reload_loses_nothing() {
+    let yaml = r#"
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 300}
+  - key: thread
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+"#;
+    let (e, _clock) = engine(yaml);
+    let admitted: u32 = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    let thread = t.to_string();
+                    let r = req(vec![
+                        d(&[("thread", thread.as_str())]),
+                        d(&[("user", "shared")]),
+                    ]);
+                    (0..200)
+                        .filter(|_| e.decide(&r).unwrap().overall == Code::Ok)
+                        .count() as u32
+                })
+            })
+            .collect();
+        // Reloads of an unchanged config while the requests run keep every count.
+        s.spawn(|| {
+            for _ in 0..20 {
+                e.reload(Config::from_yaml("test.yaml", yaml).unwrap());
+            }
+        });
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 300);
+    // The refused requests charged no thread's limit: the threads' counts add up to 300.
+    let left: u32 = (0..4)
+        .map(|t| {
+            let mut look = d(&[("thread", t.to_string().as_str())]);
+            look.hits_addend = Some(0);
+            e.decide(&req(vec![look])).unwrap().statuses[0].limit_remaining
+        })
+        .sum();
+    assert_eq!(4 * 1000 - left, 300);
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct RawRoot {
     /// The domain the file's descriptors belong to.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalar")]
     pub domain: Option<String>,
     /// The top-level descriptors.
     #[serde(default)]
@@ -20,10 +20,14 @@ pub struct RawRoot {
 #[serde(deny_unknown_fields)]
 pub struct RawDescriptor {
     /// The entry's key.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalar")]
     pub key: Option<String>,
     /// The entry's value: absent matches any value, `prefix*` every value starting so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "scalar",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<String>,
     /// ratelimit's single limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +86,19 @@ pub struct RawReplaces {
     /// The replaced limit's name.
     #[serde(default)]
     pub name: Option<String>,
+}
+
+/// A string field that also takes a number or a boolean as its text (ratelimit's YAML library
+/// reads `value: 429` as the string "429").
+fn scalar<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_yaml::Value>::deserialize(d)? {
+        None | Some(serde_yaml::Value::Null) => Ok(None),
+        Some(serde_yaml::Value::String(s)) => Ok(Some(s)),
+        Some(serde_yaml::Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(serde_yaml::Value::Bool(b)) => Ok(Some(b.to_string())),
+        Some(_) => Err(D::Error::custom("expected a string")),
+    }
 }
 
 fn is_false(b: &bool) -> bool {

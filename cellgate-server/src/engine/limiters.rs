@@ -2,10 +2,12 @@
 //! for limits whose definition did not change, and a bounded pool of limiters for the rates
 //! that requests bring in their `limit` override.
 //!
-//! Memory: `EngineOptions::max_keys` is split evenly over the configured limits plus the
-//! override pool's places (`max_keys / (limits + max_override_limits)`, at least one key
-//! each), so that the engine as a whole never holds more than about `max_keys` keys. A limiter
-//! kept across a reload keeps the bound it was built with.
+//! Memory: `EngineOptions::max_keys` is split into `limits + 1` equal shares: one for each
+//! configured limit, and one for the override pool, divided among its
+//! `max_override_limits` places (at least one key each). So the engine as a whole holds about
+//! `max_keys` keys at most (a limiter at its bound makes room by dropping keys one unit from
+//! idle, else refuses new keys: the core's `WhenFull::EvictLight`). A limiter kept across a
+//! reload keeps the bound it was built with.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +15,6 @@ use std::sync::Arc;
 use cellgate::clock::Clock;
 use cellgate::{KeyedLimiter, Quota, MAX_TABLE_KEYS};
 
-use crate::api::Unit;
 use crate::config::{Algorithm, Config, RuleSpec};
 
 /// A limit's keyed state.
@@ -73,7 +74,6 @@ impl Limiters {
         old: Option<(&Config, &Limiters)>,
         clock: &Arc<dyn Clock>,
         max_keys: usize,
-        override_places: usize,
     ) -> Limiters {
         let mut kept: HashMap<&RuleSpec, &Arc<Lim>> = HashMap::new();
         if let Some((old_config, old_limiters)) = old {
@@ -83,7 +83,7 @@ impl Limiters {
                 }
             }
         }
-        let share = share(max_keys, config.slots.len() + override_places);
+        let share = share(max_keys, config.slots.len() + 1);
         let by_slot = config
             .slots
             .iter()
@@ -111,5 +111,7 @@ pub(crate) fn share(max_keys: usize, parts: usize) -> usize {
     (max_keys / parts.max(1)).clamp(1, MAX_TABLE_KEYS)
 }
 
-/// The rate of a descriptor's `limit` override.
-pub(crate) type OverrideRate = (u32, Unit);
+/// Each override limiter's key bound: the pool's share divided among its places.
+pub(crate) fn override_share(max_keys: usize, limits: usize, places: usize) -> usize {
+    share(share(max_keys, limits + 1), places)
+}

@@ -6,10 +6,11 @@
 //! whose definition (place in the tree, algorithm, rate) did not change keep their counts.
 
 mod decide;
+mod input;
 mod limiters;
 mod matcher;
+mod overrides;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -17,9 +18,10 @@ use cellgate::clock::Clock;
 
 use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestError};
 use crate::clock::UnixClock;
-use crate::config::{Config, RuleSpec};
+use crate::config::Config;
 use decide::{Check, Item, Kind};
-use limiters::{Lim, Limiters, OverrideRate};
+use limiters::Limiters;
+use overrides::{Overridden, Overrides};
 
 pub(crate) use limiters::check_spec;
 
@@ -61,7 +63,9 @@ impl Default for InputLimits {
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct EngineOptions {
-    /// Live keys held at most, over all limits (the store evicts past it).
+    /// Live keys held at most, over all limits: split into equal shares, one per configured
+    /// limit and one for the override pool (the stores make room past a share by dropping
+    /// keys one unit from idle, else refuse new keys).
     pub max_keys: usize,
     /// Every limit in shadow mode (ratelimit's `SHADOW_MODE`).
     pub shadow_mode: bool,
@@ -107,7 +111,7 @@ impl Default for EngineOptions {
 /// ```
 pub struct Engine {
     state: ArcSwap<Snapshot>,
-    overrides: ArcSwap<HashMap<OverrideRate, Arc<Lim>>>,
+    overrides: Overrides,
     clock: Arc<dyn Clock>,
     options: EngineOptions,
 }
@@ -143,25 +147,36 @@ impl Engine {
     /// ```
     pub fn with_clock(config: Config, options: EngineOptions, clock: impl Clock + 'static) -> Self {
         let clock: Arc<dyn Clock> = Arc::new(clock);
-        let limiters = Limiters::new(
-            &config,
-            None,
-            &clock,
-            options.max_keys,
+        let limiters = Limiters::new(&config, None, &clock, options.max_keys);
+        let overrides = Overrides::new(
             options.max_override_limits,
+            limiters::override_share(
+                options.max_keys,
+                config.slots.len(),
+                options.max_override_limits,
+            ),
+            Arc::clone(&clock),
         );
         Engine {
             state: ArcSwap::from_pointee(Snapshot {
                 config: Arc::new(config),
                 limiters,
             }),
-            overrides: ArcSwap::from_pointee(HashMap::new()),
+            overrides,
             clock,
             options,
         }
     }
 
     /// Decides one request: every descriptor's limits, all or nothing.
+    ///
+    /// Statuses come in request order. A descriptor charges its own `hits_addend`, else the
+    /// request's (more than `u32::MAX` counts as `u32::MAX`, which no limit admits); zero looks
+    /// without charging. A descriptor's `limit` override replaces the configured limit (a
+    /// fixed window of its unit, never in shadow mode; an override in
+    /// [`Unit::Unknown`](crate::api::Unit) is ignored, one of zero requests is always over).
+    /// A refused request charges nothing, and reports over the limit the descriptor whose
+    /// charge failed and every descriptor whose charge alone would not fit.
     ///
     /// # Errors
     ///
@@ -176,7 +191,7 @@ impl Engine {
     /// assert!(e.decide(&RateLimitRequest::default()).is_err());
     /// ```
     pub fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        check_input(req, &self.options.input)?;
+        input::check(req, &self.options.input)?;
         let snapshot = self.state.load();
         let Some(domain) = snapshot.config.domains.get(&req.domain) else {
             return Err(RequestError::UnknownDomain(req.domain.clone()));
@@ -184,7 +199,7 @@ impl Engine {
         let overrides = req
             .descriptors
             .iter()
-            .map(|d| self.override_limiter(d))
+            .map(|d| d.limit.as_ref().map_or(Ok(None), |o| self.overrides.get(o)))
             .collect::<Result<Vec<_>, _>>()?;
         let mut items: Vec<Item<'_>> = req
             .descriptors
@@ -286,68 +301,6 @@ impl Engine {
         item
     }
 
-    /// The limiter of a descriptor's `limit` override (`None`: no usable override).
-    fn override_limiter(&self, d: &Descriptor) -> Result<Option<Overridden>, RequestError> {
-        let Some(o) = d.limit else { return Ok(None) };
-        // An override in an unknown unit cannot be counted: the config's limit applies.
-        let Some(seconds) = o.unit.seconds() else {
-            return Ok(None);
-        };
-        let unit = o.unit;
-        if o.requests_per_unit == 0 {
-            return Ok(Some(Overridden {
-                limiter: None,
-                requests_per_unit: 0,
-                unit,
-            }));
-        }
-        let rate = (o.requests_per_unit, unit);
-        let found = |map: &HashMap<OverrideRate, Arc<Lim>>| map.get(&rate).cloned();
-        let limiter = match found(&self.overrides.load()) {
-            Some(l) => l,
-            None => {
-                let max = self.options.max_override_limits;
-                let spec = RuleSpec {
-                    path: Vec::new(),
-                    index: 0,
-                    algorithm: crate::config::Algorithm::FixedWindow,
-                    requests_per_unit: o.requests_per_unit,
-                    period: std::time::Duration::from_secs(seconds),
-                };
-                let share = limiters::share(
-                    self.options.max_keys,
-                    self.state.load().config.slots.len() + max,
-                );
-                let built =
-                    limiters::build(&spec, Arc::clone(&self.clock), share).map_err(|e| {
-                        RequestError::TooLarge {
-                            what: format!("requests per unit of a limit override ({e})"),
-                            limit: u32::MAX as usize,
-                        }
-                    })?;
-                let built = Arc::new(built);
-                self.overrides.rcu(|map| {
-                    if map.contains_key(&rate) || map.len() >= max {
-                        Arc::clone(map)
-                    } else {
-                        let mut grown = HashMap::clone(map);
-                        grown.insert(rate, Arc::clone(&built));
-                        Arc::new(grown)
-                    }
-                });
-                found(&self.overrides.load()).ok_or(RequestError::TooLarge {
-                    what: "distinct limit overrides".into(),
-                    limit: max,
-                })?
-            }
-        };
-        Ok(Some(Overridden {
-            limiter: Some(limiter),
-            requests_per_unit: o.requests_per_unit,
-            unit,
-        }))
-    }
-
     /// Swaps in a new config atomically; limits that did not change keep their state.
     ///
     /// # Examples
@@ -364,7 +317,6 @@ impl Engine {
             Some((&old.config, &old.limiters)),
             &self.clock,
             self.options.max_keys,
-            self.options.max_override_limits,
         );
         self.state.store(Arc::new(Snapshot {
             config: Arc::new(config),
@@ -394,8 +346,7 @@ impl Engine {
     /// assert_eq!(Engine::new(Config::default(), EngineOptions::default()).len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        let overrides: usize = self.overrides.load().values().map(|l| l.len()).sum();
-        self.state.load().limiters.len() + overrides
+        self.state.load().limiters.len() + self.overrides.len()
     }
 
     /// Whether no key is held.
@@ -409,14 +360,6 @@ impl Engine {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// A descriptor's `limit` override, resolved.
-struct Overridden {
-    /// `None` for zero requests per unit.
-    limiter: Option<Arc<Lim>>,
-    requests_per_unit: u32,
-    unit: crate::api::Unit,
 }
 
 /// ratelimit's `replaces`: a named limit that another matched limit of the request replaces
@@ -467,39 +410,4 @@ fn override_stat_key(domain: &str, d: &Descriptor) -> String {
         })
         .collect();
     format!("{domain}.{}", parts.join("."))
-}
-
-/// The request against the input limits.
-fn check_input(req: &RateLimitRequest, limits: &InputLimits) -> Result<(), RequestError> {
-    let too_large = |what: String, limit: usize| Err(RequestError::TooLarge { what, limit });
-    if req.domain.is_empty() {
-        return Err(RequestError::EmptyDomain);
-    }
-    if req.domain.len() > limits.max_bytes {
-        return too_large("bytes in the domain".into(), limits.max_bytes);
-    }
-    if req.descriptors.is_empty() {
-        return Err(RequestError::NoDescriptors);
-    }
-    if req.descriptors.len() > limits.max_descriptors {
-        return too_large("descriptors".into(), limits.max_descriptors);
-    }
-    for (index, d) in req.descriptors.iter().enumerate() {
-        if d.entries.is_empty() {
-            return Err(RequestError::EmptyDescriptor { index });
-        }
-        if d.entries.len() > limits.max_entries {
-            return too_large(format!("entries in descriptor {index}"), limits.max_entries);
-        }
-        if d.entries
-            .iter()
-            .any(|(k, v)| k.len() > limits.max_bytes || v.len() > limits.max_bytes)
-        {
-            return too_large(
-                format!("bytes in a key or value of descriptor {index}"),
-                limits.max_bytes,
-            );
-        }
-    }
-    Ok(())
 }
