@@ -3,10 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::Parser;
 
 use cellgate_server::engine::{EngineOptions, InputLimits};
 use cellgate_server::server::{HeaderNames, Limits, Settings};
+
+// Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
+// on/off.
 
 /// A rate-limit service: Envoy's RLS v3 over gRPC, ratelimit's JSON over HTTP, redis-cell's
 /// CL.THROTTLE over RESP.
@@ -38,14 +42,14 @@ pub(crate) struct Cli {
     pub validate: bool,
     /// Every limit in shadow mode: counted, never enforced.
     #[arg(long, env = "SHADOW_MODE", action = clap::ArgAction::Set, default_value_t = false,
-          value_name = "BOOL")]
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub shadow_mode: bool,
     /// The fraction of a limit past which admitted hits count as near_limit.
     #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
     pub near_limit_ratio: f64,
     /// Add ratelimit's RateLimit-Limit/-Remaining/-Reset response headers.
     #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", action = clap::ArgAction::Set,
-          default_value_t = false, value_name = "BOOL")]
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub limit_response_headers_enabled: bool,
     /// Name of the limit header.
     #[arg(long, env = "LIMIT_LIMIT_HEADER", default_value = "RateLimit-Limit")]

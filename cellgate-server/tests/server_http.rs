@@ -121,3 +121,24 @@ fn healthcheck_metrics_and_rlconfig() {
         c.body
     );
 }
+
+#[test]
+fn shadow_mode_from_the_environment_admits_everything_and_counts_it() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let s = Server::start(SHOP, &[], &[("SHADOW_MODE", "1")]);
+    for _ in 0..5 {
+        let r = post_json(&s, ADDR);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let m = curl(&[&s.url("/metrics")]);
+    let labels = r#"{domain="shop",key1="remote_address"}"#;
+    let shadow = format!("ratelimit_service_rate_limit_shadow_mode{labels} ");
+    let n: u64 = m
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(&shadow)?.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(n, 2, "two of five were over the limit of 3: {}", m.body);
+}
