@@ -73,6 +73,9 @@ pub(crate) struct Cli {
     /// Requests in flight per gRPC connection (HTTP/2 streams).
     #[arg(long, default_value_t = 128)]
     pub max_streams_per_connection: u32,
+    /// Milliseconds a connection may stay silent before it is closed.
+    #[arg(long, default_value_t = 120_000)]
+    pub idle_timeout_ms: u64,
     /// Milliseconds to answer one request.
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
@@ -151,6 +154,7 @@ impl Cli {
                 max_request_bytes: self.max_request_bytes,
                 max_connections: self.max_connections,
                 max_streams_per_connection: self.max_streams_per_connection,
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms),
                 request_timeout: Duration::from_millis(self.request_timeout_ms),
                 max_metric_series: self.max_metric_series,
             },

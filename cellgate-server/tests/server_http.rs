@@ -142,3 +142,27 @@ fn shadow_mode_from_the_environment_admits_everything_and_counts_it() {
         .unwrap_or(0);
     assert_eq!(n, 2, "two of five were over the limit of 3: {}", m.body);
 }
+
+#[test]
+fn a_silent_connection_is_closed_after_the_idle_timeout() {
+    use std::io::Read;
+    let s = Server::start(SHOP, &["--idle-timeout-ms", "300"], &[]);
+    let mut silent =
+        std::net::TcpStream::connect(s.http.as_deref().expect("http")).expect("connect");
+    // Bounded: if the server never closed it, the read fails with a timeout error instead.
+    silent
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    match silent.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("unexpected {n} bytes from the server"),
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "the silent connection was still open: {e}"
+        ),
+    }
+}

@@ -2,8 +2,12 @@
 //! accepting (new clients wait in the kernel's backlog) until one closes.
 //!
 //! Neither tonic nor axum caps connections, and each open connection holds buffers, so the cap
-//! bounds what clients can make the server hold.
+//! bounds what clients can make the server hold. A connection on which nothing is read or
+//! written for the idle timeout is closed, so that silent clients cannot keep every slot (axum
+//! has no header-read timeout to do it; the gRPC listener's keepalive pings keep live clients'
+//! connections busy).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,25 +18,48 @@ use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 
 /// An accepted connection; its slot is freed when it is dropped.
 pub(crate) struct Conn {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    idle: Duration,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Conn {
+    /// Pushes the idle deadline back: the connection did something.
+    fn touch(&mut self) {
+        let at = Instant::now() + self.idle;
+        self.timer.as_mut().reset(at);
+    }
+
+    /// Whether the connection has been idle past the timeout (registers `cx` for the wake-up).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn idle_error() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection idle past the timeout")
 }
 
 /// A TCP listener with a connection cap.
 pub(crate) struct CappedListener {
     listener: TcpListener,
     slots: Arc<Semaphore>,
+    idle: Duration,
 }
 
 impl CappedListener {
-    /// `listener`, holding at most `max` connections (at least one).
-    pub(crate) fn new(listener: TcpListener, max: usize) -> Self {
+    /// `listener`, holding at most `max` connections (at least one), each closed after `idle`
+    /// without traffic.
+    pub(crate) fn new(listener: TcpListener, max: usize, idle: Duration) -> Self {
         CappedListener {
             listener,
             slots: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
+            idle,
         }
     }
 
@@ -54,6 +81,8 @@ impl CappedListener {
                         Conn {
                             stream,
                             _permit: permit,
+                            idle: self.idle,
+                            timer: Box::pin(tokio::time::sleep(self.idle)),
                         },
                         addr,
                     );
@@ -98,29 +127,47 @@ impl tonic::transport::server::Connected for Conn {
 
 impl AsyncRead for Conn {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                this.touch();
+                Poll::Ready(r)
+            }
+            Poll::Pending if this.expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
 impl AsyncWrite for Conn {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if r.is_ready() {
+            this.touch();
+        }
+        r
     }
 
     fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if r.is_ready() {
+            this.touch();
+        }
+        r
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Concurrent HTTP/2 streams (requests in flight) per gRPC connection.
     pub max_streams_per_connection: u32,
+    /// Time a connection may stay silent (nothing read or written) before it is closed.
+    pub idle_timeout: Duration,
     /// Time to answer one request (gRPC: `CANCELLED`, as tonic reports it; HTTP: 408).
     pub request_timeout: Duration,
     /// Distinct descriptor metric series (past it, hits are counted as dropped).
@@ -49,6 +51,7 @@ impl Default for Limits {
             max_request_bytes: 64 * 1024,
             max_connections: 1024,
             max_streams_per_connection: 128,
+            idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(5),
             max_metric_series: 10_000,
         }
@@ -333,7 +336,8 @@ async fn serve_grpc(
     limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
-    let incoming = CappedListener::new(listener, limits.max_connections).into_stream();
+    let incoming =
+        CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
     let r = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
         .max_concurrent_streams(limits.max_streams_per_connection)
@@ -354,7 +358,7 @@ async fn serve_http(
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
     let router = crate::http::router(service, limits.max_request_bytes, limits.request_timeout);
-    let listener = CappedListener::new(listener, limits.max_connections);
+    let listener = CappedListener::new(listener, limits.max_connections, limits.idle_timeout);
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(stop)
         .await
