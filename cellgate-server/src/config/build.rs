@@ -363,3 +363,28 @@ pub(crate) fn unit_of(period: Duration) -> Unit {
         .find(|u| u.seconds().map(Duration::from_secs) == Some(period))
         .unwrap_or(Unit::Unknown)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_in_any_case_and_periods_report_the_unit_they_are() {
+        assert_eq!(parse_unit("MINUTE"), Some(Unit::Minute));
+        assert_eq!(parse_unit("Second"), Some(Unit::Second));
+        assert_eq!(parse_unit("unknown"), None);
+        assert_eq!(unit_of(Duration::from_secs(3_600)), Unit::Hour);
+        assert_eq!(unit_of(Duration::from_secs(30 * 86_400)), Unit::Month);
+        assert_eq!(unit_of(Duration::from_millis(1_500)), Unit::Unknown);
+    }
+
+    #[test]
+    fn an_empty_value_is_no_value_as_in_ratelimit() {
+        let c = Config::from_yaml(
+            "t.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    value: \"\"\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+        )
+        .unwrap();
+        assert!(c.domains["d"].root.children["k"].any.is_some());
+    }
+}

@@ -275,3 +275,31 @@ pub(crate) fn values_key<'e>(parts: impl IntoIterator<Item = &'e str>) -> String
     }
     key
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn after(limit: u32, used: u32) -> Decision {
+        Decision::admitted(limit, limit - used, Duration::from_secs(1))
+    }
+
+    #[test]
+    fn near_limit_counts_only_the_units_past_the_threshold() {
+        // limit 10, ratio 0.8: the threshold is 8.
+        assert_eq!(near_limit(&after(10, 8), 8, 0.8), 0);
+        assert_eq!(near_limit(&after(10, 9), 3, 0.8), 1);
+        assert_eq!(near_limit(&after(10, 10), 1, 0.8), 1);
+        assert_eq!(near_limit(&after(10, 10), 10, 0.8), 2);
+        assert_eq!(near_limit(&after(10, 10), 10, 0.0), 10);
+        assert_eq!(near_limit(&after(10, 10), 10, 1.0), 0);
+    }
+
+    #[test]
+    fn value_keys_are_unambiguous() {
+        assert_ne!(values_key(["ab", "c"]), values_key(["a", "bc"]));
+        assert_ne!(values_key(["1:a"]), values_key(["1", "a"]));
+        assert_eq!(values_key(["x", ""]), "1:x0:");
+    }
+}
