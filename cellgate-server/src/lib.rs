@@ -2,8 +2,20 @@
 //!
 //! One binary, `cellgate-server`, answers Envoy's rate-limit service API (RLS v3 over gRPC),
 //! ratelimit's JSON endpoint over HTTP, and redis-cell's `CL.THROTTLE` over RESP.
+//!
+//! - [`api`]: the request and answer types, independent of the wire.
+//! - [`config`]: ratelimit's YAML configuration, plus cellgate's extensions.
+//! - [`engine`]: the decisions.
+//! - [`server`]: the listeners (gRPC, HTTP), their bounds, reload on change, graceful shutdown.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod engine;
+mod grpc;
+mod http;
+mod metrics;
+mod reload;
+pub mod server;
+mod sync;

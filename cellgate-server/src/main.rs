@@ -1,1 +1,90 @@
-fn main() {}
+//! The `cellgate-server` binary: parses the command line, then runs the listeners until
+//! SIGTERM or SIGINT, and drains.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cellgate_server::server::{load_config, Server};
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    if cli.validate {
+        return match load_config(cli.config_path().as_deref()) {
+            Ok(_) => {
+                println!("OK");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if cli.redis.is_some() {
+        eprintln!("error: --redis (REDIS_URL): sharing limits through Redis is not supported yet");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: cli::Cli) -> ExitCode {
+    let server = match Server::bind(cli.settings()).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(addr) = cli.resp_addr() {
+        // RESP listener (CL.THROTTLE): wired in here once `cellgate_server::resp::serve` exists:
+        // bind `addr`, `announce("resp", local_addr)`, then spawn
+        // `resp::serve(listener, <its config over server.engine()>, server.shutdown_signal())`.
+        tracing::debug!(addr, "RESP listener not wired yet");
+    }
+    server.serve(shutdown_signal()).await;
+    tracing::info!("stopped");
+    ExitCode::SUCCESS
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

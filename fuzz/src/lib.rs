@@ -16,6 +16,7 @@ pub mod fixed_window_model;
 pub mod gcra_model;
 pub mod grow_model;
 pub mod keyed_model;
+pub mod server_engine;
 pub mod sliding_log_model;
 pub mod sliding_window_model;
 pub mod stock_model;

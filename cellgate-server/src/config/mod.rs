@@ -1,9 +1,29 @@
 //! The limits configuration: envoyproxy/ratelimit's YAML (a file or a directory of files), plus
 //! cellgate's documented extensions.
 //!
-//! (Interface only; the parser and validation are being written.)
+//! ratelimit's format: a `domain` and a tree of `descriptors`, each a `key`, an optional
+//! `value` (a trailing `*` makes it a prefix), an optional `rate_limit` (`unit`,
+//! `requests_per_unit`, `unlimited`, `name`, `replaces`), `shadow_mode`, `detailed_metric` and
+//! nested `descriptors`. Extensions, on a `rate_limit`: `algorithm` (`fixed_window`, the
+//! default; `gcra` with an optional `burst`; `sliding_window`; `stock`), `period` (a duration
+//! such as `500ms`, `30s`, `5m`, `2h`, `1d`, instead of `unit`); on a descriptor, `rate_limits`
+//! (a list of limits that must all admit) instead of `rate_limit`.
+//!
+//! Two files of one domain are refused, as ratelimit refuses them (without its
+//! `MERGE_DOMAIN_CONFIG`), naming both files.
 
+mod build;
+mod dump;
+mod files;
+mod period;
+pub mod yaml;
+
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::Unit;
 
 /// A loaded, validated configuration: every domain with its descriptors and limits.
 ///
@@ -15,10 +35,16 @@ use std::path::Path;
 /// assert!(c.dump().is_empty());
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct Config {}
+pub struct Config {
+    pub(crate) domains: BTreeMap<String, Domain>,
+    /// Every limit of every domain, indexed by [`Rule::slot`].
+    pub(crate) slots: Vec<RuleSpec>,
+}
 
 impl Config {
-    /// The loaded configuration as text, for `GET /rlconfig`.
+    /// The loaded configuration as text, for `GET /rlconfig`: one line per limit, as ratelimit
+    /// prints it (`domain.key_value: unit=MINUTE requests_per_unit=100, shadow_mode: false`),
+    /// with the extensions' fields after it; domains and descriptors sorted.
     ///
     /// # Examples
     ///
@@ -27,7 +53,62 @@ impl Config {
     /// assert_eq!(Config::default().dump(), "");
     /// ```
     pub fn dump(&self) -> String {
-        String::new()
+        dump::dump(self)
+    }
+
+    /// Parses one YAML document as if it were the file `name` (for tests and tools).
+    ///
+    /// # Errors
+    ///
+    /// As [`load`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::config::Config;
+    /// let c = Config::from_yaml("a.yaml", "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]")?;
+    /// assert!(c.domains().any(|d| d == "d"));
+    /// # Ok::<(), cellgate_server::config::ConfigError>(())
+    /// ```
+    pub fn from_yaml(name: &str, text: &str) -> Result<Config, ConfigError> {
+        let mut builder = build::Builder::default();
+        builder.add_text(name, text)?;
+        Ok(builder.finish())
+    }
+
+    /// Builds a config from documents already parsed (the fuzz target's path).
+    ///
+    /// # Errors
+    ///
+    /// As [`load`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::config::{yaml::RawRoot, Config};
+    /// let root = RawRoot { domain: Some("d".into()), descriptors: vec![] };
+    /// assert!(Config::from_roots([("a.yaml", root)]).is_ok());
+    /// ```
+    pub fn from_roots<'a>(
+        roots: impl IntoIterator<Item = (&'a str, yaml::RawRoot)>,
+    ) -> Result<Config, ConfigError> {
+        let mut builder = build::Builder::default();
+        for (name, root) in roots {
+            builder.add_root(name, root)?;
+        }
+        Ok(builder.finish())
+    }
+
+    /// The configured domains, sorted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::config::Config;
+    /// assert_eq!(Config::default().domains().count(), 0);
+    /// ```
+    pub fn domains(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(String::as_str)
     }
 }
 
@@ -60,6 +141,10 @@ impl std::error::Error for ConfigError {}
 
 /// Loads a YAML file, or every `.yaml`/`.yml` file of a directory (domains merged).
 ///
+/// A directory's files are read in name order; entries whose name starts with `.` are skipped
+/// (a Kubernetes ConfigMap mount holds each file twice, once under `..data/` and once as a
+/// link beside it), and subdirectories are not entered. Links are followed.
+///
 /// # Errors
 ///
 /// The first problem found, with its file and place.
@@ -71,9 +156,84 @@ impl std::error::Error for ConfigError {}
 /// assert!(load(std::path::Path::new("/nonexistent/config")).is_err());
 /// ```
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    Err(ConfigError {
-        file: path.display().to_string(),
-        place: String::new(),
-        message: "not implemented yet".into(),
-    })
+    let mut builder = build::Builder::default();
+    for file in files::list(path)? {
+        let text = std::fs::read_to_string(&file).map_err(|e| ConfigError {
+            file: file.display().to_string(),
+            place: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        builder.add_text(&file.display().to_string(), &text)?;
+    }
+    Ok(builder.finish())
+}
+
+/// One domain's tree.
+#[derive(Clone, Debug)]
+pub(crate) struct Domain {
+    /// The file it came from.
+    pub(crate) file: String,
+    pub(crate) root: Node,
+}
+
+/// A level of the tree: an optional limit and the descriptors under it, by key.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Node {
+    pub(crate) limit: Option<LimitDef>,
+    pub(crate) children: HashMap<String, Children>,
+}
+
+/// The descriptors of one key at one level.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Children {
+    /// `key` + `value`.
+    pub(crate) exact: HashMap<String, Node>,
+    /// `key` + `prefix*`, in file order (the first that matches wins).
+    pub(crate) wildcards: Vec<(String, Node)>,
+    /// `key` alone.
+    pub(crate) any: Option<Box<Node>>,
+}
+
+/// The limits of one descriptor.
+#[derive(Clone, Debug)]
+pub(crate) struct LimitDef {
+    pub(crate) unlimited: bool,
+    pub(crate) shadow_mode: bool,
+    pub(crate) detailed_metric: bool,
+    /// ratelimit's metric key for the descriptor (`domain.key_value.key`).
+    pub(crate) stat_key: Arc<str>,
+    pub(crate) rules: Vec<Rule>,
+}
+
+/// One limit of a descriptor.
+#[derive(Clone, Debug)]
+pub(crate) struct Rule {
+    pub(crate) slot: usize,
+    pub(crate) requests_per_unit: u32,
+    pub(crate) unit: Unit,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) replaces: Vec<Arc<str>>,
+}
+
+/// The algorithms a limit can use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Algorithm {
+    FixedWindow,
+    Gcra { burst: u32 },
+    SlidingWindow,
+    Stock,
+}
+
+/// What a limiter is built from, and what identifies its state across reloads: the same
+/// place in the same domain's tree with the same definition keeps its counts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RuleSpec {
+    /// The domain, then each level's key and value.
+    pub(crate) path: Vec<(String, Option<String>)>,
+    /// The position in the descriptor's `rate_limits`.
+    pub(crate) index: usize,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) requests_per_unit: u32,
+    /// Zero for a stock.
+    pub(crate) period: Duration,
 }

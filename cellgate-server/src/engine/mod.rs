@@ -1,12 +1,29 @@
 //! The decisions: matches a request's descriptors against the config and checks the limits,
 //! all or nothing.
 //!
-//! (Interface only; the matching and the limiters are being written.)
+//! Every limit is a cellgate keyed limiter whose clock counts from the Unix epoch, so windows
+//! are aligned to Unix time. A reload swaps the config and its limiters in one step; limits
+//! whose definition (place in the tree, algorithm, rate) did not change keep their counts.
+
+mod decide;
+mod input;
+mod limiters;
+mod matcher;
+mod overrides;
 
 use std::sync::Arc;
 
-use crate::api::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestError};
+use arc_swap::ArcSwap;
+use cellgate::clock::Clock;
+
+use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestError};
+use crate::clock::UnixClock;
 use crate::config::Config;
+use decide::{Check, Item, Kind};
+use limiters::Limiters;
+use overrides::{Overridden, Overrides};
+
+pub(crate) use limiters::check_spec;
 
 /// Bounds on what one request may hold; a request over any of them is a [`RequestError`].
 ///
@@ -46,7 +63,9 @@ impl Default for InputLimits {
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct EngineOptions {
-    /// Live keys held at most, over all limits (the store evicts past it).
+    /// Live keys held at most, over all limits: split into equal shares, one per configured
+    /// limit and one for the override pool (the stores make room past a share by dropping
+    /// keys one unit from idle, else refuse new keys).
     pub max_keys: usize,
     /// Every limit in shadow mode (ratelimit's `SHADOW_MODE`).
     pub shadow_mode: bool,
@@ -54,6 +73,10 @@ pub struct EngineOptions {
     pub near_limit_ratio: f64,
     /// Bounds on one request.
     pub input: InputLimits,
+    /// Distinct rates that descriptors' `limit` overrides may bring (each gets a limiter, kept
+    /// for the engine's life); a request bringing one more is refused as
+    /// [`RequestError::TooLarge`].
+    pub max_override_limits: usize,
 }
 
 impl Default for EngineOptions {
@@ -63,6 +86,7 @@ impl Default for EngineOptions {
             shadow_mode: false,
             near_limit_ratio: 0.8,
             input: InputLimits::default(),
+            max_override_limits: 64,
         }
     }
 }
@@ -72,17 +96,34 @@ impl Default for EngineOptions {
 /// # Examples
 ///
 /// ```
+/// use cellgate_server::api::{Code, Descriptor, RateLimitRequest};
 /// use cellgate_server::config::Config;
 /// use cellgate_server::engine::{Engine, EngineOptions};
-/// let e = Engine::new(Config::default(), EngineOptions::default());
-/// assert_eq!(e.config().dump(), "");
+/// let config = Config::from_yaml("c.yaml", "domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")?;
+/// let e = Engine::new(config, EngineOptions::default());
+/// let req = RateLimitRequest {
+///     domain: "edge".into(),
+///     descriptors: vec![Descriptor::new([("ip", "10.0.0.1")])],
+///     hits_addend: 1,
+/// };
+/// assert_eq!(e.decide(&req)?.overall, Code::Ok);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Engine {
+    state: ArcSwap<Snapshot>,
+    overrides: Overrides,
+    clock: Arc<dyn Clock>,
+    options: EngineOptions,
+}
+
+/// A config and its limiters, swapped together.
+struct Snapshot {
     config: Arc<Config>,
+    limiters: Limiters,
 }
 
 impl Engine {
-    /// An engine over `config`.
+    /// An engine over `config`, on a clock counting from the Unix epoch.
     ///
     /// # Examples
     ///
@@ -90,17 +131,57 @@ impl Engine {
     /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
     /// let _ = Engine::new(Config::default(), EngineOptions::default());
     /// ```
-    pub fn new(config: Config, _options: EngineOptions) -> Self {
+    pub fn new(config: Config, options: EngineOptions) -> Self {
+        Self::with_clock(config, options, UnixClock::new())
+    }
+
+    /// An engine over `config` on `clock` (tests drive a `ManualClock`; its time is taken as
+    /// nanoseconds since the Unix epoch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate::clock::ManualClock;
+    /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
+    /// let _ = Engine::with_clock(Config::default(), EngineOptions::default(), ManualClock::new());
+    /// ```
+    pub fn with_clock(config: Config, options: EngineOptions, clock: impl Clock + 'static) -> Self {
+        let clock: Arc<dyn Clock> = Arc::new(clock);
+        let limiters = Limiters::new(&config, None, &clock, options.max_keys);
+        let overrides = Overrides::new(
+            options.max_override_limits,
+            limiters::override_share(
+                options.max_keys,
+                config.slots.len(),
+                options.max_override_limits,
+            ),
+            Arc::clone(&clock),
+        );
         Engine {
-            config: Arc::new(config),
+            state: ArcSwap::from_pointee(Snapshot {
+                config: Arc::new(config),
+                limiters,
+            }),
+            overrides,
+            clock,
+            options,
         }
     }
 
     /// Decides one request: every descriptor's limits, all or nothing.
     ///
+    /// Statuses come in request order. A descriptor charges its own `hits_addend`, else the
+    /// request's (more than `u32::MAX` counts as `u32::MAX`, which no limit admits); zero looks
+    /// without charging. A descriptor's `limit` override replaces the configured limit (a
+    /// fixed window of its unit, never in shadow mode; an override in
+    /// [`Unit::Unknown`](crate::api::Unit) is ignored, one of zero requests is always over).
+    /// A refused request charges nothing, and reports over the limit the descriptor whose
+    /// charge failed and every descriptor whose charge alone would not fit.
+    ///
     /// # Errors
     ///
-    /// A malformed request (empty domain or descriptors, unknown domain, over an input limit).
+    /// A malformed request (empty domain or descriptors, unknown domain, over an input limit,
+    /// one limit override too many).
     ///
     /// # Examples
     ///
@@ -110,17 +191,114 @@ impl Engine {
     /// assert!(e.decide(&RateLimitRequest::default()).is_err());
     /// ```
     pub fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        if req.domain.is_empty() {
-            return Err(RequestError::EmptyDomain);
+        input::check(req, &self.options.input)?;
+        let snapshot = self.state.load();
+        let Some(domain) = snapshot.config.domains.get(&req.domain) else {
+            return Err(RequestError::UnknownDomain(req.domain.clone()));
+        };
+        let overrides = req
+            .descriptors
+            .iter()
+            .map(|d| d.limit.as_ref().map_or(Ok(None), |o| self.overrides.get(o)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut items: Vec<Item<'_>> = req
+            .descriptors
+            .iter()
+            .zip(&overrides)
+            .map(|(d, o)| self.item(&snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
+            .collect();
+        drop_replaced(&mut items);
+        let statuses = decide::run(&items, self.options.near_limit_ratio);
+        let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
+        Ok(RateLimitResponse { overall, statuses })
+    }
+
+    /// The descriptor resolved against the config (or its override).
+    fn item<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        domain: &str,
+        root: &'s crate::config::Node,
+        req: &RateLimitRequest,
+        d: &Descriptor,
+        over: Option<&'s Overridden>,
+    ) -> Item<'s> {
+        let hits = u32::try_from(d.hits_addend.unwrap_or(req.hits_addend)).unwrap_or(u32::MAX);
+        let global_shadow = self.options.shadow_mode;
+        if let Some(o) = over {
+            let key = decide::values_key(
+                std::iter::once(domain)
+                    .chain(d.entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()])),
+            );
+            let (kind, checks) = match &o.limiter {
+                None => (Kind::Zero(o.unit), Vec::new()),
+                Some(lim) => (
+                    Kind::Limited,
+                    vec![Check {
+                        lim: lim.as_ref(),
+                        name: None,
+                        requests_per_unit: o.requests_per_unit,
+                        unit: o.unit,
+                    }],
+                ),
+            };
+            return Item {
+                kind,
+                checks,
+                key,
+                stat_key: Arc::from(override_stat_key(domain, d)),
+                hits,
+                shadow: global_shadow,
+                replaces: Vec::new(),
+            };
         }
-        Ok(RateLimitResponse {
-            overall: Code::Ok,
-            statuses: req
-                .descriptors
-                .iter()
-                .map(|_| DescriptorStatus::unlimited())
-                .collect(),
-        })
+        let mut item = Item {
+            kind: Kind::Nothing,
+            checks: Vec::new(),
+            key: String::new(),
+            stat_key: Arc::from(""),
+            hits,
+            shadow: global_shadow,
+            replaces: Vec::new(),
+        };
+        let Some(def) = matcher::find(root, &d.entries) else {
+            return item;
+        };
+        if def.unlimited {
+            item.kind = Kind::Unlimited;
+            return item;
+        }
+        item.kind = Kind::Limited;
+        item.shadow |= def.shadow_mode;
+        item.key = decide::values_key(d.entries.iter().map(|(_, v)| v.as_str()));
+        item.stat_key = if def.detailed_metric {
+            Arc::from(detailed_stat_key(domain, d))
+        } else {
+            Arc::clone(&def.stat_key)
+        };
+        item.checks = def
+            .rules
+            .iter()
+            .filter_map(|r| {
+                let lim = snapshot.limiters.by_slot.get(r.slot)?.as_deref()?;
+                Some(Check {
+                    lim,
+                    name: r.name.clone(),
+                    requests_per_unit: r.requests_per_unit,
+                    unit: r.unit,
+                })
+            })
+            .collect();
+        item.replaces = def
+            .rules
+            .iter()
+            .flat_map(|r| r.replaces.iter().cloned())
+            .collect();
+        item
     }
 
     /// Swaps in a new config atomically; limits that did not change keep their state.
@@ -132,7 +310,19 @@ impl Engine {
     /// let e = Engine::new(Config::default(), EngineOptions::default());
     /// e.reload(Config::default());
     /// ```
-    pub fn reload(&self, _config: Config) {}
+    pub fn reload(&self, config: Config) {
+        let old = self.state.load();
+        let limiters = Limiters::new(
+            &config,
+            Some((&old.config, &old.limiters)),
+            &self.clock,
+            self.options.max_keys,
+        );
+        self.state.store(Arc::new(Snapshot {
+            config: Arc::new(config),
+            limiters,
+        }));
+    }
 
     /// The config in force.
     ///
@@ -144,7 +334,7 @@ impl Engine {
     /// assert_eq!(e.config().dump(), "");
     /// ```
     pub fn config(&self) -> Arc<Config> {
-        Arc::clone(&self.config)
+        Arc::clone(&self.state.load().config)
     }
 
     /// Live keys held, over all limits.
@@ -156,7 +346,7 @@ impl Engine {
     /// assert_eq!(Engine::new(Config::default(), EngineOptions::default()).len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        0
+        self.state.load().limiters.len() + self.overrides.len()
     }
 
     /// Whether no key is held.
@@ -170,4 +360,54 @@ impl Engine {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// ratelimit's `replaces`: a named limit that another matched limit of the request replaces
+/// is dropped.
+fn drop_replaced(items: &mut [Item<'_>]) {
+    let replaced: Vec<Arc<str>> = items
+        .iter()
+        .flat_map(|it| it.replaces.iter().cloned())
+        .collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for it in items.iter_mut() {
+        if !matches!(it.kind, Kind::Limited) {
+            continue;
+        }
+        it.checks
+            .retain(|c| c.name.as_ref().is_none_or(|n| !replaced.contains(n)));
+        if it.checks.is_empty() {
+            it.kind = Kind::Nothing;
+        }
+    }
+}
+
+/// ratelimit's metric key under `detailed_metric`: the request's keys and values.
+fn detailed_stat_key(domain: &str, d: &Descriptor) -> String {
+    let mut key = domain.to_owned();
+    for (k, v) in &d.entries {
+        key.push('.');
+        key.push_str(k);
+        key.push('_');
+        key.push_str(v);
+    }
+    key
+}
+
+/// ratelimit's metric key of an override: the request's keys, with their values when not empty.
+fn override_stat_key(domain: &str, d: &Descriptor) -> String {
+    let parts: Vec<String> = d
+        .entries
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                k.clone()
+            } else {
+                format!("{k}_{v}")
+            }
+        })
+        .collect();
+    format!("{domain}.{}", parts.join("."))
 }

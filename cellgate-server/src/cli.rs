@@ -1,0 +1,168 @@
+//! The command line: flags beside envoyproxy/ratelimit's environment variables.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+use clap::Parser;
+
+use cellgate_server::engine::{EngineOptions, InputLimits};
+use cellgate_server::server::{HeaderNames, Limits, Settings};
+
+// Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
+// on/off.
+
+/// A rate-limit service: Envoy's RLS v3 over gRPC, ratelimit's JSON over HTTP, redis-cell's
+/// CL.THROTTLE over RESP.
+#[derive(Parser, Debug)]
+#[command(name = "cellgate-server", version)]
+pub(crate) struct Cli {
+    /// The limits configuration: a YAML file or a directory of them (default:
+    /// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY when RUNTIME_ROOT is set; else
+    /// no domain is configured).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// gRPC listener, or `off` [default: $GRPC_HOST (127.0.0.1):$GRPC_PORT (8081)].
+    #[arg(long, value_name = "ADDR|off")]
+    pub grpc: Option<String>,
+    /// HTTP listener, or `off` [default: $HOST (127.0.0.1):$PORT (8080)].
+    #[arg(long, value_name = "ADDR|off")]
+    pub http: Option<String>,
+    /// RESP (CL.THROTTLE) listener, or `off`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:6380")]
+    pub resp: String,
+    /// Redis servers shared by a fleet (not supported yet).
+    #[arg(long, env = "REDIS_URL", value_name = "URL[,URL...]")]
+    pub redis: Option<String>,
+    /// Live limiter keys held at most, over all limits (the oldest are evicted past it).
+    #[arg(long, env = "MAX_KEYS", default_value_t = 1_000_000)]
+    pub max_keys: usize,
+    /// Check the configuration, print OK or the error, and exit (0 or 1).
+    #[arg(long)]
+    pub validate: bool,
+    /// Every limit in shadow mode: counted, never enforced.
+    #[arg(long, env = "SHADOW_MODE", action = clap::ArgAction::Set, default_value_t = false,
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub shadow_mode: bool,
+    /// The fraction of a limit past which admitted hits count as near_limit.
+    #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
+    pub near_limit_ratio: f64,
+    /// Add ratelimit's RateLimit-Limit/-Remaining/-Reset response headers.
+    #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub limit_response_headers_enabled: bool,
+    /// Name of the limit header.
+    #[arg(long, env = "LIMIT_LIMIT_HEADER", default_value = "RateLimit-Limit")]
+    pub limit_limit_header: String,
+    /// Name of the remaining header.
+    #[arg(
+        long,
+        env = "LIMIT_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub limit_remaining_header: String,
+    /// Name of the reset header.
+    #[arg(long, env = "LIMIT_RESET_HEADER", default_value = "RateLimit-Reset")]
+    pub limit_reset_header: String,
+    /// Bytes of one gRPC message or HTTP body.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_request_bytes: usize,
+    /// Connections held open per listener (more wait in the backlog).
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Requests in flight per gRPC connection (HTTP/2 streams).
+    #[arg(long, default_value_t = 128)]
+    pub max_streams_per_connection: u32,
+    /// Milliseconds a connection may stay silent before it is closed.
+    #[arg(long, default_value_t = 120_000)]
+    pub idle_timeout_ms: u64,
+    /// Milliseconds to answer one request.
+    #[arg(long, default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
+    /// Descriptors in one request.
+    #[arg(long, default_value_t = InputLimits::default().max_descriptors)]
+    pub max_descriptors: usize,
+    /// Entries in one descriptor.
+    #[arg(long, default_value_t = InputLimits::default().max_entries)]
+    pub max_entries: usize,
+    /// Bytes of the domain, of one key, of one value.
+    #[arg(long, default_value_t = InputLimits::default().max_bytes)]
+    pub max_value_bytes: usize,
+    /// Distinct rates that requests' `limit` overrides may bring (each holds a limiter).
+    #[arg(long, default_value_t = EngineOptions::default().max_override_limits)]
+    pub max_override_limits: usize,
+    /// Distinct descriptor series in /metrics (detailed_metric values come from requests).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_metric_series: usize,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `flag` if given (`off` disables), else `$host_var:$port_var` with the defaults.
+fn listener(flag: &Option<String>, host_var: &str, port_var: &str, port: u16) -> Option<String> {
+    match flag.as_deref() {
+        Some("off") => None,
+        Some(a) => Some(a.to_owned()),
+        None => {
+            let host = env(host_var).unwrap_or_else(|| "127.0.0.1".into());
+            let port = env(port_var).unwrap_or_else(|| port.to_string());
+            Some(format!("{host}:{port}"))
+        }
+    }
+}
+
+impl Cli {
+    /// The configuration path: the flag, else ratelimit's runtime directory.
+    pub(crate) fn config_path(&self) -> Option<PathBuf> {
+        if let Some(p) = &self.config {
+            return Some(p.clone());
+        }
+        let root = env("RUNTIME_ROOT")?;
+        let mut p = PathBuf::from(root);
+        if let Some(sub) = env("RUNTIME_SUBDIRECTORY") {
+            p.push(sub);
+        }
+        p.push(env("RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
+        Some(p)
+    }
+
+    /// The RESP listener's address (`None`: off).
+    pub(crate) fn resp_addr(&self) -> Option<&str> {
+        (self.resp != "off").then_some(self.resp.as_str())
+    }
+
+    /// The server's settings.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            config: self.config_path(),
+            grpc: listener(&self.grpc, "GRPC_HOST", "GRPC_PORT", 8081),
+            http: listener(&self.http, "HOST", "PORT", 8080),
+            engine: EngineOptions {
+                max_keys: self.max_keys,
+                shadow_mode: self.shadow_mode,
+                near_limit_ratio: self.near_limit_ratio,
+                input: InputLimits {
+                    max_descriptors: self.max_descriptors,
+                    max_entries: self.max_entries,
+                    max_bytes: self.max_value_bytes,
+                },
+                max_override_limits: self.max_override_limits,
+            },
+            limits: Limits {
+                max_request_bytes: self.max_request_bytes,
+                max_connections: self.max_connections,
+                max_streams_per_connection: self.max_streams_per_connection,
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+                request_timeout: Duration::from_millis(self.request_timeout_ms),
+                max_metric_series: self.max_metric_series,
+            },
+            headers: self.limit_response_headers_enabled.then(|| HeaderNames {
+                limit: self.limit_limit_header.clone(),
+                remaining: self.limit_remaining_header.clone(),
+                reset: self.limit_reset_header.clone(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! One request's decision: every descriptor's limits charged together or not at all, then one
+//! status per descriptor in request order.
+//!
+//! Implementation details: the limits of every descriptor that is not in shadow mode and
+//! charges at least one unit go through one `check_all_in` (each keyed limiter's key as a
+//! gate): the first limit that refuses makes the core give back what the others took. Then,
+//! if the request was admitted, each shadow-mode descriptor is charged on its own, all or
+//! nothing within it (its refusal is reported, never enforced). When the request is refused,
+//! every status is read with `peek` (nothing charged): a descriptor is over its limit when its
+//! own charge would not fit, so that a client sees each limit that refused, as ratelimit
+//! reports them.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use cellgate::{check_all_in, Decision, RateLimiter};
+
+use super::limiters::Lim;
+use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
+
+/// One limit to check for a descriptor.
+pub(crate) struct Check<'a> {
+    pub(crate) lim: &'a Lim,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) requests_per_unit: u32,
+    pub(crate) unit: Unit,
+}
+
+/// What a descriptor matched.
+pub(crate) enum Kind {
+    /// No limit applies.
+    Nothing,
+    /// ratelimit's `unlimited`.
+    Unlimited,
+    /// `checks` apply.
+    Limited,
+    /// An override of zero requests per unit: always over the limit.
+    Zero(Unit),
+}
+
+/// One descriptor, resolved.
+pub(crate) struct Item<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) checks: Vec<Check<'a>>,
+    /// The limiters' key (the descriptor's values, length-prefixed).
+    pub(crate) key: String,
+    pub(crate) stat_key: Arc<str>,
+    pub(crate) hits: u32,
+    pub(crate) shadow: bool,
+    /// The names this descriptor's limits replace.
+    pub(crate) replaces: Vec<Arc<str>>,
+}
+
+/// What happened to one check.
+#[derive(Clone, Copy)]
+struct Outcome {
+    decision: Decision,
+    over: bool,
+}
+
+/// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
+pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
+    let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
+    let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
+    let forced = items
+        .iter()
+        .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
+    // Each gate with the item and the check it belongs to.
+    let mut owners: Vec<(usize, usize)> = Vec::new();
+    let mut gates: Vec<(&Lim, &str)> = Vec::new();
+    for (i, it) in items.iter().enumerate().filter(|(_, it)| charges(it)) {
+        for (j, c) in it.checks.iter().enumerate() {
+            owners.push((i, j));
+            gates.push((c.lim, it.key.as_str()));
+        }
+    }
+    let list: Vec<(&dyn RateLimiter, u32)> = gates
+        .iter()
+        .zip(&owners)
+        .map(|(g, &(i, _))| (g as &dyn RateLimiter, items[i].hits))
+        .collect();
+    let mut decisions = vec![Decision::NONE; list.len()];
+    let denier = if forced {
+        None
+    } else {
+        check_all_in(&list, &mut decisions).and_then(|g| owners.get(g).copied())
+    };
+    let denied = forced || denier.is_some();
+    let mut taken = decisions.as_slice();
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let verdict = if denied {
+                Verdict::Refused {
+                    denier: denier.and_then(|(item, check)| (item == i).then_some(check)),
+                }
+            } else if charges(it) {
+                let (mine, rest) = taken.split_at(it.checks.len().min(taken.len()));
+                taken = rest;
+                Verdict::Charged(mine)
+            } else {
+                Verdict::Admitted
+            };
+            status(it, verdict, ratio)
+        })
+        .collect()
+}
+
+/// What happened to the request, as one descriptor sees it.
+#[derive(Clone, Copy)]
+enum Verdict<'d> {
+    /// Admitted, and this descriptor's limits charged with these decisions.
+    Charged(&'d [Decision]),
+    /// Admitted; this descriptor was not charged with the others (shadow mode, or no hits).
+    Admitted,
+    /// Refused: nothing charged; `denier` is this descriptor's check whose charge failed, if
+    /// the refusal came from it.
+    Refused { denier: Option<usize> },
+}
+
+/// The status of one item once the enforced charges are made (`denied`: the request was
+/// refused and nothing was charged).
+fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
+    match it.kind {
+        Kind::Nothing => DescriptorStatus::unlimited(),
+        Kind::Unlimited => DescriptorStatus {
+            limit_remaining: u32::MAX,
+            ..DescriptorStatus::unlimited()
+        },
+        Kind::Zero(unit) => DescriptorStatus {
+            code: if it.shadow || it.hits == 0 {
+                Code::Ok
+            } else {
+                Code::OverLimit
+            },
+            current_limit: Some(CurrentLimit {
+                name: None,
+                requests_per_unit: 0,
+                unit,
+            }),
+            limit_remaining: 0,
+            duration_until_reset: None,
+            stats: Some(over_stats(it)),
+        },
+        Kind::Limited => limited(it, verdict, ratio),
+    }
+}
+
+fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
+    let n = it.hits;
+    let outcomes: Vec<Outcome> = match verdict {
+        Verdict::Charged(decisions) => decisions
+            .iter()
+            .map(|&decision| Outcome {
+                decision,
+                over: false,
+            })
+            .collect(),
+        // A shadow descriptor of an admitted request is charged on its own.
+        Verdict::Admitted if n > 0 => charge_alone(it),
+        Verdict::Admitted => look(it, false, None),
+        Verdict::Refused { denier } => look(it, n > 0, denier),
+    };
+    let charged = n > 0 && !matches!(verdict, Verdict::Refused { .. });
+    let admitted = charged && !outcomes.iter().any(|o| o.over);
+    let decide = outcomes
+        .iter()
+        .position(|o| o.over)
+        .or_else(|| (0..outcomes.len()).min_by_key(|&i| outcomes[i].decision.remaining()))
+        .unwrap_or(0);
+    let (Some(check), Some(outcome)) = (it.checks.get(decide), outcomes.get(decide)) else {
+        return DescriptorStatus::unlimited();
+    };
+    let over = outcomes.iter().any(|o| o.over);
+    let mut stats = StatHits {
+        key: Arc::clone(&it.stat_key),
+        total_hits: u64::from(n),
+        ..StatHits::default()
+    };
+    if over {
+        stats.over_limit = u64::from(n);
+        if it.shadow {
+            stats.shadow_mode = u64::from(n);
+        }
+    } else if admitted {
+        stats.within_limit = u64::from(n);
+        stats.near_limit = near_limit(&outcome.decision, n, ratio);
+    }
+    DescriptorStatus {
+        code: if over && !it.shadow {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        current_limit: Some(CurrentLimit {
+            name: check.name.clone(),
+            requests_per_unit: check.requests_per_unit,
+            unit: check.unit,
+        }),
+        limit_remaining: outcome.decision.remaining(),
+        duration_until_reset: outcome.decision.resets_after(),
+        stats: Some(stats),
+    }
+}
+
+/// The limits' state without a charge; with `judge`, whether each charge alone would fail
+/// (and the check `denier` did fail, whatever the state says now).
+fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
+    it.checks
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let decision = c.lim.peek_n(it.key.as_str(), 0);
+            let over = denier == Some(j)
+                || (judge && !c.lim.peek_n(it.key.as_str(), it.hits).is_allowed());
+            Outcome { decision, over }
+        })
+        .collect()
+}
+
+/// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
+fn charge_alone(it: &Item<'_>) -> Vec<Outcome> {
+    let gates: Vec<(&Lim, &str)> = it.checks.iter().map(|c| (c.lim, it.key.as_str())).collect();
+    let list: Vec<(&dyn RateLimiter, u32)> = gates
+        .iter()
+        .map(|g| (g as &dyn RateLimiter, it.hits))
+        .collect();
+    let mut decisions = vec![Decision::NONE; list.len()];
+    let denied = check_all_in(&list, &mut decisions);
+    decisions
+        .into_iter()
+        .enumerate()
+        .map(|(i, decision)| Outcome {
+            decision,
+            over: denied == Some(i),
+        })
+        .collect()
+}
+
+/// The stats of a descriptor always over its limit.
+fn over_stats(it: &Item<'_>) -> StatHits {
+    let n = u64::from(it.hits);
+    StatHits {
+        key: Arc::clone(&it.stat_key),
+        total_hits: n,
+        over_limit: n,
+        shadow_mode: if it.shadow { n } else { 0 },
+        ..StatHits::default()
+    }
+}
+
+/// ratelimit's near-limit count: of the `n` units just admitted, those past
+/// `floor(limit * ratio)`.
+pub(crate) fn near_limit(d: &Decision, n: u32, ratio: f64) -> u64 {
+    let limit = u64::from(d.limit());
+    let threshold = (limit as f64 * ratio).floor().max(0.0) as u64;
+    let after = limit.saturating_sub(u64::from(d.remaining()));
+    let before = after.saturating_sub(u64::from(n));
+    if after <= threshold {
+        0
+    } else if before >= threshold {
+        u64::from(n)
+    } else {
+        after - threshold
+    }
+}
+
+/// The limiters' key for a descriptor: its values, each prefixed with its length so that no
+/// two value lists write the same key.
+pub(crate) fn values_key<'e>(parts: impl IntoIterator<Item = &'e str>) -> String {
+    let mut key = String::new();
+    for part in parts {
+        let _ = write!(key, "{}:{part}", part.len());
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn after(limit: u32, used: u32) -> Decision {
+        Decision::admitted(limit, limit - used, Duration::from_secs(1))
+    }
+
+    #[test]
+    fn near_limit_counts_only_the_units_past_the_threshold() {
+        // limit 10, ratio 0.8: the threshold is 8.
+        assert_eq!(near_limit(&after(10, 8), 8, 0.8), 0);
+        assert_eq!(near_limit(&after(10, 9), 3, 0.8), 1);
+        assert_eq!(near_limit(&after(10, 10), 1, 0.8), 1);
+        assert_eq!(near_limit(&after(10, 10), 10, 0.8), 2);
+        assert_eq!(near_limit(&after(10, 10), 10, 0.0), 10);
+        assert_eq!(near_limit(&after(10, 10), 10, 1.0), 0);
+    }
+
+    #[test]
+    fn value_keys_are_unambiguous() {
+        assert_ne!(values_key(["ab", "c"]), values_key(["a", "bc"]));
+        assert_ne!(values_key(["1:a"]), values_key(["1", "a"]));
+        assert_eq!(values_key(["x", ""]), "1:x0:");
+    }
+}

@@ -1,0 +1,223 @@
+//! The Prometheus metrics served on `GET /metrics`, under the names envoyproxy/ratelimit's
+//! Prometheus mapping gives its statsd counters.
+//!
+//! ratelimit exports `ratelimit_service_rate_limit_total_hits{domain,key1[,key2]}` and its
+//! siblings without the OpenMetrics `_total` suffix. prometheus-client appends that suffix to
+//! every counter, so the counters here are encoded as metrics of type `unknown` under their exact
+//! names: dashboards and alerts written for ratelimit keep working unchanged.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+use crate::api::StatHits;
+use crate::sync::BoundedSet;
+
+/// A monotonic count encoded under its exact name (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Count(Counter);
+
+impl Count {
+    /// Adds `n`.
+    pub(crate) fn add(&self, n: u64) {
+        self.0.inc_by(n);
+    }
+}
+
+impl TypedMetric for Count {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl EncodeMetric for Count {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        // `unknown` metrics are encoded like gauges: the value under the bare name.
+        let v = i64::try_from(self.0.get()).unwrap_or(i64::MAX);
+        encoder.encode_gauge(&v)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Unknown
+    }
+}
+
+type Labels = Vec<(&'static str, Arc<str>)>;
+
+/// Every metric of the server.
+pub(crate) struct Metrics {
+    registry: Registry,
+    total_hits: Family<Labels, Count>,
+    over_limit: Family<Labels, Count>,
+    near_limit: Family<Labels, Count>,
+    within_limit: Family<Labels, Count>,
+    shadow_mode: Family<Labels, Count>,
+    pub(crate) config_load_success: Count,
+    pub(crate) config_load_error: Count,
+    request_errors: Family<Vec<(&'static str, &'static str)>, Count>,
+    series_dropped: Count,
+    live_keys: Gauge,
+    series: BoundedSet<Arc<str>>,
+}
+
+impl Metrics {
+    /// The metrics, with at most `max_series` distinct descriptor keys.
+    pub(crate) fn new(max_series: usize) -> Self {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            total_hits: Family::default(),
+            over_limit: Family::default(),
+            near_limit: Family::default(),
+            within_limit: Family::default(),
+            shadow_mode: Family::default(),
+            config_load_success: Count::default(),
+            config_load_error: Count::default(),
+            request_errors: Family::default(),
+            series_dropped: Count::default(),
+            live_keys: Gauge::default(),
+            series: BoundedSet::new(max_series),
+        };
+        let hits = [
+            ("total_hits", "Units asked for", &m.total_hits),
+            ("over_limit", "Units refused", &m.over_limit),
+            (
+                "near_limit",
+                "Units admitted past the near-limit ratio",
+                &m.near_limit,
+            ),
+            ("within_limit", "Units admitted", &m.within_limit),
+            (
+                "shadow_mode",
+                "Units over a shadow-mode limit, admitted",
+                &m.shadow_mode,
+            ),
+        ];
+        for (name, help, family) in hits {
+            registry.register(
+                format!("ratelimit_service_rate_limit_{name}"),
+                help,
+                family.clone(),
+            );
+        }
+        registry.register(
+            "ratelimit_service_config_load_success",
+            "Configurations loaded",
+            m.config_load_success.clone(),
+        );
+        registry.register(
+            "ratelimit_service_config_load_error",
+            "Configurations refused (the previous one stays in force)",
+            m.config_load_error.clone(),
+        );
+        registry.register(
+            "ratelimit_service_should_rate_limit_error",
+            "Requests refused as malformed",
+            m.request_errors.clone(),
+        );
+        registry.register(
+            "cellgate_metric_series_dropped",
+            "Descriptor hits not counted because the series cap was reached",
+            m.series_dropped.clone(),
+        );
+        registry.register(
+            "cellgate_live_keys",
+            "Limiter keys held, over all limits",
+            m.live_keys.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts one descriptor's hits; `domain` is the request's.
+    pub(crate) fn record(&self, domain: &str, hits: &StatHits) {
+        if !self.series.admit(&hits.key) {
+            self.series_dropped.add(1);
+            return;
+        }
+        let labels = labels(domain, &hits.key);
+        self.total_hits.get_or_create(&labels).add(hits.total_hits);
+        let pairs = [
+            (&self.over_limit, hits.over_limit),
+            (&self.near_limit, hits.near_limit),
+            (&self.within_limit, hits.within_limit),
+            (&self.shadow_mode, hits.shadow_mode),
+        ];
+        for (family, n) in pairs {
+            if n > 0 {
+                family.get_or_create(&labels).add(n);
+            }
+        }
+    }
+
+    /// Counts one request refused as malformed.
+    pub(crate) fn request_error(&self) {
+        self.request_errors
+            .get_or_create(&vec![("err_type", "service_error")])
+            .add(1);
+    }
+
+    /// The metrics in the Prometheus text format, with `live_keys` as the live-keys gauge.
+    pub(crate) fn encode(&self, live_keys: usize) -> String {
+        self.live_keys
+            .set(i64::try_from(live_keys).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        // Writing to a String cannot fail; an error here would be a bug in the encoder.
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// The labels ratelimit's mapping derives from a stat key `domain.key1[.key2[...]]`: the domain,
+/// the first descriptor entry and the second (deeper entries are not labelled, as there).
+fn labels(domain: &str, key: &str) -> Labels {
+    let rest = key
+        .strip_prefix(domain)
+        .and_then(|r| r.strip_prefix('.'))
+        .unwrap_or(key);
+    let mut parts = rest.splitn(3, '.');
+    let mut labels: Labels = vec![("domain", Arc::from(domain))];
+    if let Some(k1) = parts.next() {
+        labels.push(("key1", Arc::from(k1)));
+    }
+    if let Some(k2) = parts.next() {
+        labels.push(("key2", Arc::from(k2)));
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_ratelimits_mapping() {
+        let l = labels("shop.eu", "shop.eu.path_/api.user.deep");
+        let names: Vec<_> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(names, ["domain=shop.eu", "key1=path_/api", "key2=user"]);
+    }
+
+    #[test]
+    fn counts_are_encoded_under_exact_names_and_series_are_capped() {
+        let m = Metrics::new(1);
+        let hits = |key: &str| StatHits {
+            key: key.into(),
+            total_hits: 2,
+            over_limit: 1,
+            within_limit: 1,
+            ..StatHits::default()
+        };
+        m.record("d", &hits("d.k"));
+        m.record("d", &hits("d.other"));
+        let text = m.encode(7);
+        assert!(text.contains("ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"k\"} 2"));
+        assert!(text.contains("ratelimit_service_rate_limit_over_limit{domain=\"d\",key1=\"k\"} 1"));
+        assert!(!text.contains("other"));
+        assert!(text.contains("cellgate_metric_series_dropped 1"));
+        assert!(text.contains("cellgate_live_keys 7"));
+    }
+}

@@ -1,0 +1,368 @@
+//! The running server: binds the listeners, serves them until shutdown, then drains.
+
+pub(crate) mod conn;
+pub(crate) mod service;
+
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{self, Config, ConfigError};
+use crate::engine::{Engine, EngineOptions};
+use crate::metrics::Metrics;
+use conn::CappedListener;
+pub use service::HeaderNames;
+use service::Service;
+
+/// Bounds on what clients can make the server hold; each has a flag.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate_server::server::Limits;
+/// assert!(Limits::default().max_request_bytes >= 4096);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of one gRPC message or one HTTP body.
+    pub max_request_bytes: usize,
+    /// Connections held open per listener.
+    pub max_connections: usize,
+    /// Concurrent HTTP/2 streams (requests in flight) per gRPC connection.
+    pub max_streams_per_connection: u32,
+    /// Time a connection may stay silent (nothing read or written) before it is closed.
+    pub idle_timeout: Duration,
+    /// Time to answer one request (gRPC: `CANCELLED`, as tonic reports it; HTTP: 408).
+    pub request_timeout: Duration,
+    /// Distinct descriptor metric series (past it, hits are counted as dropped).
+    pub max_metric_series: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: 64 * 1024,
+            max_connections: 1024,
+            max_streams_per_connection: 128,
+            idle_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(5),
+            max_metric_series: 10_000,
+        }
+    }
+}
+
+/// Everything the server runs with (the binary builds it from its flags and environment).
+///
+/// # Examples
+///
+/// ```
+/// use cellgate_server::server::Settings;
+/// let s = Settings::default();
+/// assert!(s.grpc.is_none() && s.config.is_none());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// The configuration file or directory (none: no domain is configured).
+    pub config: Option<PathBuf>,
+    /// The gRPC listener's address (`None`: off).
+    pub grpc: Option<String>,
+    /// The HTTP listener's address (`None`: off).
+    pub http: Option<String>,
+    /// The engine's options.
+    pub engine: EngineOptions,
+    /// Bounds on input.
+    pub limits: Limits,
+    /// Response header names, when ratelimit's headers are enabled.
+    pub headers: Option<HeaderNames>,
+}
+
+/// Why the server could not start.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate_server::server::StartError;
+/// let e = StartError::Bind { what: "grpc", addr: "x".into(), error: std::io::Error::other("no") };
+/// assert!(e.to_string().contains("grpc"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// A listener could not be bound.
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "invalid configuration: {e}"),
+            StartError::Bind { what, addr, error } => {
+                write!(f, "cannot listen ({what}) on {addr}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A server whose listeners are bound, not yet serving.
+///
+/// # Examples
+///
+/// ```no_run
+/// use cellgate_server::server::{Server, Settings};
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let settings = Settings { grpc: Some("127.0.0.1:0".into()), ..Settings::default() };
+/// let server = Server::bind(settings).await?;
+/// server.serve(async { let _ = tokio::signal::ctrl_c().await; }).await;
+/// # Ok(()) }
+/// ```
+pub struct Server {
+    settings: Settings,
+    service: Arc<Service>,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+/// Loads the configuration at `path`.
+///
+/// # Errors
+///
+/// The configuration's first problem.
+///
+/// # Examples
+///
+/// ```
+/// assert!(cellgate_server::server::load_config(None).is_ok());
+/// ```
+pub fn load_config(path: Option<&std::path::Path>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => config::load(p),
+        None => Ok(Config::default()),
+    }
+}
+
+async fn bind(
+    what: &'static str,
+    addr: &Option<String>,
+) -> Result<Option<TcpListener>, StartError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let l = TcpListener::bind(addr.as_str())
+        .await
+        .map_err(|error| StartError::Bind {
+            what,
+            addr: addr.clone(),
+            error,
+        })?;
+    Ok(Some(l))
+}
+
+/// Prints `listening WHAT ADDR` on stdout and flushes it (tests and scripts read these lines to
+/// find ephemeral ports).
+///
+/// # Examples
+///
+/// ```
+/// cellgate_server::server::announce("grpc", "127.0.0.1:8081".parse().unwrap());
+/// ```
+pub fn announce(what: &str, addr: SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening {what} {addr}");
+    let _ = out.flush();
+}
+
+impl Server {
+    /// Loads the configuration and binds the listeners, announcing each.
+    ///
+    /// # Errors
+    ///
+    /// An invalid configuration or an address that cannot be bound.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cellgate_server::server::{Server, Settings};
+    /// # async fn f() -> Result<(), cellgate_server::server::StartError> {
+    /// let s = Server::bind(Settings { http: Some("127.0.0.1:0".into()), ..Settings::default() })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn bind(settings: Settings) -> Result<Server, StartError> {
+        let config = load_config(settings.config.as_deref()).map_err(StartError::Config)?;
+        let metrics = Arc::new(Metrics::new(settings.limits.max_metric_series));
+        if settings.config.is_some() {
+            metrics.config_load_success.add(1);
+        }
+        let service = Arc::new(Service {
+            engine: Arc::new(Engine::new(config, settings.engine)),
+            metrics,
+            headers: settings.headers.clone(),
+        });
+        let grpc = bind("grpc", &settings.grpc).await?;
+        let http = bind("http", &settings.http).await?;
+        let (shutdown_tx, _) = watch::channel(false);
+        // Watching starts before the listeners are announced, so that no change made after a
+        // client sees them is missed.
+        if let Some(path) = settings.config.clone() {
+            let r = crate::reload::spawn(
+                path,
+                Arc::clone(&service.engine),
+                Arc::clone(&service.metrics),
+                shutdown_tx.subscribe(),
+            );
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
+            }
+        }
+        for (what, l) in [("grpc", &grpc), ("http", &http)] {
+            if let Some(addr) = l.as_ref().and_then(|l| l.local_addr().ok()) {
+                announce(what, addr);
+            }
+        }
+        Ok(Server {
+            settings,
+            service,
+            grpc,
+            http,
+            shutdown_tx,
+        })
+    }
+
+    /// The engine every listener asks (for another listener, such as RESP, to share).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(s: cellgate_server::server::Server) { let _ = s.engine().len(); }
+    /// ```
+    pub fn engine(&self) -> Arc<Engine> {
+        Arc::clone(&self.service.engine)
+    }
+
+    /// A future that completes when the server begins shutting down (for other listeners).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(s: cellgate_server::server::Server) { tokio::spawn(s.shutdown_signal()); }
+    /// ```
+    pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown_tx.subscribe();
+        async move {
+            let _ = rx.wait_for(|&stop| stop).await;
+        }
+    }
+
+    /// Serves until `signal` completes, then stops accepting, finishes the requests in flight,
+    /// and returns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use cellgate_server::server::{Server, Settings};
+    /// # async fn f() -> Result<(), cellgate_server::server::StartError> {
+    /// let s = Server::bind(Settings { grpc: Some("127.0.0.1:0".into()), ..Settings::default() })
+    ///     .await?;
+    /// s.serve(async {
+    ///     let _ = tokio::signal::ctrl_c().await;
+    /// })
+    /// .await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve(self, signal: impl Future<Output = ()>) {
+        let Server {
+            settings,
+            service,
+            grpc,
+            http,
+            shutdown_tx,
+        } = self;
+        let limits = settings.limits;
+        let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+        if let Some(l) = grpc {
+            tasks.push(tokio::spawn(serve_grpc(
+                l,
+                Arc::clone(&service),
+                limits,
+                stopped(&shutdown_tx),
+            )));
+        }
+        if let Some(l) = http {
+            tasks.push(tokio::spawn(serve_http(
+                l,
+                Arc::clone(&service),
+                limits,
+                stopped(&shutdown_tx),
+            )));
+        }
+        signal.await;
+        tracing::info!("shutting down: draining requests in flight");
+        shutdown_tx.send_replace(true);
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+fn stopped(tx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = tx.subscribe();
+    async move {
+        let _ = rx.wait_for(|&stop| stop).await;
+    }
+}
+
+async fn serve_grpc(
+    listener: TcpListener,
+    service: Arc<Service>,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+) {
+    let incoming =
+        CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
+    let r = tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
+        .max_concurrent_streams(limits.max_streams_per_connection)
+        .timeout(limits.request_timeout)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(crate::grpc::Rls::server(service, limits.max_request_bytes))
+        .serve_with_incoming_shutdown(incoming, stop)
+        .await;
+    if let Err(e) = r {
+        tracing::error!(error = %e, "gRPC listener failed");
+    }
+}
+
+async fn serve_http(
+    listener: TcpListener,
+    service: Arc<Service>,
+    limits: Limits,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let router = crate::http::router(service, limits.max_request_bytes, limits.request_timeout);
+    let listener = CappedListener::new(listener, limits.max_connections, limits.idle_timeout);
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "HTTP listener failed");
+    }
+}

@@ -1,0 +1,62 @@
+//! Every lock and atomic of this crate, in one place.
+//!
+//! The rest of the crate uses these types instead of `std::sync` primitives directly, so that
+//! each ordering and each lock is chosen (and justified) once.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::RwLock;
+
+/// A set that admits at most `cap` distinct members, then refuses new ones.
+///
+/// Used to bound the number of metric series a client can create through `detailed_metric`
+/// descriptors, whose values come from requests.
+pub(crate) struct BoundedSet<T> {
+    cap: usize,
+    members: RwLock<HashSet<T>>,
+}
+
+impl<T: Eq + Hash + Clone> BoundedSet<T> {
+    /// An empty set admitting at most `cap` members.
+    pub(crate) fn new(cap: usize) -> Self {
+        BoundedSet {
+            cap,
+            members: RwLock::new(HashSet::new()),
+        }
+    }
+
+    /// Whether `value` is (now) a member: true if it already was or there was room for it.
+    pub(crate) fn admit(&self, value: &T) -> bool {
+        // A poisoned lock only means a panic elsewhere while holding it; the set itself is
+        // always consistent (insert is the only mutation), so its contents are still usable.
+        {
+            let members = self.members.read().unwrap_or_else(|e| e.into_inner());
+            if members.contains(value) {
+                return true;
+            }
+        }
+        let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
+        if members.contains(value) {
+            return true;
+        }
+        if members.len() >= self.cap {
+            return false;
+        }
+        members.insert(value.clone());
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BoundedSet;
+
+    #[test]
+    fn bounded_set_refuses_past_its_cap_but_keeps_members() {
+        let s: BoundedSet<&str> = BoundedSet::new(2);
+        assert!(s.admit(&"a"));
+        assert!(s.admit(&"b"));
+        assert!(!s.admit(&"c"));
+        assert!(s.admit(&"a"));
+    }
+}

@@ -1,0 +1,207 @@
+//! Decisions on the fixtures modelled on ratelimit's README (nested descriptors, wildcards)
+//! and on cellgate's extensions (several limits, GCRA, sliding window, stock), on a manual
+//! clock.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cellgate::clock::ManualClock;
+use cellgate_server::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, Unit};
+use cellgate_server::config::load;
+use cellgate_server::engine::{Engine, EngineOptions};
+
+/// A Unix time on a day boundary.
+const MIDNIGHT: Duration = Duration::from_secs(1_700_006_400);
+
+fn engine(fixture: &str, options: EngineOptions) -> (Engine, ManualClock) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture);
+    let config = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new();
+    clock.set(MIDNIGHT);
+    (Engine::with_clock(config, options, clock.clone()), clock)
+}
+
+fn ask(e: &Engine, domain: &str, entries: &[(&str, &str)], hits: u64) -> RateLimitResponse {
+    let req = RateLimitRequest {
+        domain: domain.into(),
+        descriptors: vec![Descriptor::new(entries.iter().copied())],
+        hits_addend: hits,
+    };
+    e.decide(&req).unwrap_or_else(|err| panic!("{err}"))
+}
+
+fn admitted(e: &Engine, domain: &str, entries: &[(&str, &str)]) -> usize {
+    (0..50)
+        .take_while(|_| ask(e, domain, entries, 1).overall == Code::Ok)
+        .count()
+}
+
+#[test]
+fn nested_descriptors_match_as_ratelimit_does() {
+    let (e, _clock) = engine("nested", EngineOptions::default());
+    let d = "mongo_cps";
+    let r = ask(&e, d, &[("to_number", "1"), ("from_number", "2")], 1);
+    let s = &r.statuses[0];
+    assert_eq!(s.current_limit.as_ref().unwrap().unit, Unit::Day);
+    assert_eq!(
+        s.stats.as_ref().unwrap().key.as_ref(),
+        "mongo_cps.to_number.from_number"
+    );
+    assert_eq!(
+        admitted(&e, d, &[("to_number", "1"), ("from_number", "2")]),
+        9
+    );
+    // Another caller of the same number has its own 10.
+    assert_eq!(
+        admitted(&e, d, &[("to_number", "1"), ("from_number", "3")]),
+        10
+    );
+    // key1=value1 alone has no limit: its limits are one level down.
+    assert!(ask(&e, d, &[("key1", "value1")], 1).statuses[0]
+        .current_limit
+        .is_none());
+    // The default subkey, with detailed metrics: the key carries the request's values.
+    let r = ask(&e, d, &[("key1", "value1"), ("subkey1", "other")], 1);
+    let s = &r.statuses[0];
+    assert_eq!(s.current_limit.as_ref().unwrap().requests_per_unit, 3);
+    assert_eq!(
+        s.stats.as_ref().unwrap().key.as_ref(),
+        "mongo_cps.key1_value1.subkey1_other"
+    );
+    let r = ask(&e, d, &[("key1", "value1"), ("subkey1", "subvalue1")], 1);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        10
+    );
+    assert_eq!(
+        r.statuses[0].stats.as_ref().unwrap().key.as_ref(),
+        "mongo_cps.key1_value1.subkey1_subvalue1"
+    );
+}
+
+#[test]
+fn wildcards_match_by_prefix_after_exact_values() {
+    let (e, _clock) = engine("wildcards", EngineOptions::default());
+    let rpu = |v: &str| {
+        ask(&e, "example", &[("foo", v)], 0).statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit)
+    };
+    assert_eq!(rpu("bar"), Some(20));
+    assert_eq!(rpu("foo1"), Some(10));
+    assert_eq!(rpu("foo"), Some(10));
+    assert_eq!(rpu("baz"), Some(1));
+    // The metric key names the wildcard, not the value.
+    let r = ask(&e, "example", &[("foo", "foo42")], 1);
+    assert_eq!(
+        r.statuses[0].stats.as_ref().unwrap().key.as_ref(),
+        "example.foo_foo*"
+    );
+    // Each value has its own count under the wildcard's limit.
+    assert_eq!(admitted(&e, "example", &[("foo", "foo42")]), 9);
+    assert_eq!(admitted(&e, "example", &[("foo", "foo43")]), 10);
+}
+
+#[test]
+fn several_limits_all_must_admit_and_the_strictest_is_reported() {
+    let (e, clock) = engine("extensions", EngineOptions::default());
+    // GCRA burst 2 at 10/s; sliding window 3 per 5 minutes.
+    assert_eq!(admitted(&e, "shop", &[("sku", "1")]), 2);
+    clock.advance(Duration::from_secs(1));
+    let r = ask(&e, "shop", &[("sku", "1")], 1);
+    assert_eq!(r.overall, Code::Ok);
+    let limit = r.statuses[0].current_limit.clone().unwrap();
+    assert_eq!(
+        (
+            limit.requests_per_unit,
+            limit.unit,
+            r.statuses[0].limit_remaining
+        ),
+        (3, Unit::Unknown, 0)
+    );
+    clock.advance(Duration::from_secs(1));
+    let r = ask(&e, "shop", &[("sku", "1")], 1);
+    assert_eq!(r.overall, Code::OverLimit);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        3
+    );
+    // The GCRA limit was not charged by the refused request: 2 fit at once once the window
+    // has slid by.
+    clock.advance(Duration::from_secs(600));
+    let r = ask(&e, "shop", &[("sku", "1")], 2);
+    assert_eq!(r.overall, Code::Ok);
+}
+
+#[test]
+fn a_stock_sells_exactly_its_units_and_never_resets() {
+    let (e, clock) = engine("extensions", EngineOptions::default());
+    assert_eq!(admitted(&e, "shop", &[("item", "iphone")]), 2);
+    clock.advance(Duration::from_secs(86_400 * 30));
+    let r = ask(&e, "shop", &[("item", "iphone")], 1);
+    assert_eq!(r.overall, Code::OverLimit);
+    assert_eq!(r.statuses[0].duration_until_reset, None);
+    // Another item has not been configured as a stock: no limit.
+    assert!(ask(&e, "shop", &[("item", "ipad")], 1).statuses[0]
+        .current_limit
+        .is_none());
+}
+
+#[test]
+fn a_period_that_is_not_a_unit_is_aligned_to_unix_time() {
+    let (e, clock) = engine("extensions", EngineOptions::default());
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(admitted(&e, "shop", &[("half", "x")]), 1);
+    let r = ask(&e, "shop", &[("half", "x")], 1);
+    assert_eq!(
+        r.statuses[0].duration_until_reset,
+        Some(Duration::from_millis(200))
+    );
+    clock.advance(Duration::from_millis(200));
+    assert_eq!(admitted(&e, "shop", &[("half", "x")]), 1);
+}
+
+#[test]
+fn near_limit_counts_the_hits_admitted_past_the_ratio() {
+    let (e, _clock) = engine("wildcards", EngineOptions::default());
+    // limit 20, ratio 0.8: the threshold is 16.
+    let near = |hits| {
+        let r = ask(&e, "example", &[("foo", "bar")], hits);
+        r.statuses[0].stats.clone().unwrap()
+    };
+    assert_eq!(near(15).near_limit, 0);
+    let s = near(3); // 15 -> 18: two past 16
+    assert_eq!((s.near_limit, s.within_limit), (2, 3));
+    assert_eq!(near(2).near_limit, 2); // 18 -> 20
+    let s = near(1);
+    assert_eq!((s.over_limit, s.near_limit, s.within_limit), (1, 0, 0));
+}
+
+#[test]
+fn global_shadow_mode_counts_without_refusing() {
+    let options = EngineOptions {
+        shadow_mode: true,
+        ..EngineOptions::default()
+    };
+    let (e, _clock) = engine("wildcards", options);
+    for _ in 0..3 {
+        let r = ask(&e, "example", &[("foo", "x")], 1);
+        assert_eq!(r.overall, Code::Ok);
+    }
+    let s = ask(&e, "example", &[("foo", "x")], 1).statuses[0]
+        .stats
+        .clone()
+        .unwrap();
+    assert_eq!((s.over_limit, s.shadow_mode), (1, 1));
+}
