@@ -248,7 +248,10 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 300}
   - key: thread
     rate_limit: {unit: hour, requests_per_unit: 1000}
+  - key: other
+    rate_limit: {unit: hour, requests_per_unit: 1}
 "#;
+    let variant = yaml.replace("requests_per_unit: 1}", "requests_per_unit: 2}");
     let (e, _clock) = engine(yaml);
     let admitted: u32 = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4)
@@ -266,12 +269,16 @@ descriptors:
                 })
             })
             .collect();
-        // Reloads of an unchanged config while the requests run keep every count.
-        s.spawn(|| {
-            for _ in 0..20 {
-                e.reload(Config::from_yaml("test.yaml", yaml).unwrap());
-            }
-        });
+        // Racing reloads that change another limit, while the requests run, keep every
+        // count of the limits they do not change.
+        for text in [yaml, variant.as_str()] {
+            let e = &e;
+            s.spawn(move || {
+                for _ in 0..20 {
+                    e.reload(Config::from_yaml("test.yaml", text).unwrap());
+                }
+            });
+        }
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     });
     assert_eq!(admitted, 300);

@@ -311,17 +311,18 @@ impl Engine {
     /// e.reload(Config::default());
     /// ```
     pub fn reload(&self, config: Config) {
-        let old = self.state.load();
-        let limiters = Limiters::new(
-            &config,
-            Some((&old.config, &old.limiters)),
-            &self.clock,
-            self.options.max_keys,
-        );
-        self.state.store(Arc::new(Snapshot {
-            config: Arc::new(config),
-            limiters,
-        }));
+        let config = Arc::new(config);
+        // Built from the snapshot it replaces, and built again if another reload got in
+        // first: two racing reloads never drop the state the first one carried over.
+        self.state.rcu(|old| Snapshot {
+            config: Arc::clone(&config),
+            limiters: Limiters::new(
+                &config,
+                Some((&old.config, &old.limiters)),
+                &self.clock,
+                self.options.max_keys,
+            ),
+        });
     }
 
     /// The config in force.
