@@ -13,9 +13,15 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub mod engine;
+#[cfg(feature = "server")]
 mod grpc;
+#[cfg(feature = "server")]
 mod http;
+#[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "server")]
 mod reload;
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
 mod sync;
