@@ -7,3 +7,4 @@
 pub mod api;
 pub mod config;
 pub mod engine;
+pub mod resp;
