@@ -15,7 +15,9 @@ fn python() -> Option<String> {
     if ok {
         Some(py)
     } else {
-        skip(&format!("{py} cannot import redis (set CELLGATE_PYTHON to a venv with redis)"));
+        skip(&format!(
+            "{py} cannot import redis (set CELLGATE_PYTHON to a venv with redis)"
+        ));
         None
     }
 }

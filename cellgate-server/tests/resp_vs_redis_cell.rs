@@ -90,7 +90,7 @@ fn random_call(rng: &mut Rng, keys: &[String]) -> Vec<String> {
         0 => call.push(rng.below(20).to_string()), // 0, within, and beyond the limit
         1 => call.push("2".into()),
         2 if rng.below(4) == 0 => call[3] = "x1".into(), // redis-cell's parse error
-        3 if rng.below(4) == 0 => call.truncate(3),       // redis-cell's usage error
+        3 if rng.below(4) == 0 => call.truncate(3),      // redis-cell's usage error
         _ => {}
     }
     call
@@ -102,7 +102,9 @@ fn random_sequences_match_redis_cell() {
         eprintln!("SKIPPED: CELLGATE_REDIS_CELL_SO is not set (tests/tools/build-redis-cell.sh)");
         return;
     };
-    let Some(redis_server) = tool("redis-server") else { return };
+    let Some(redis_server) = tool("redis-server") else {
+        return;
+    };
     let reference = RedisServer::start(&redis_server, &[so.to_str().expect("utf-8 path")]);
     let ours = Server::start(&[]);
     let mut theirs = Conn::new(reference.port);
@@ -112,7 +114,10 @@ fn random_sequences_match_redis_cell() {
     let (mut rounds, mut attempts, mut calls) = (0, 0, 0);
     while rounds < 60 {
         attempts += 1;
-        assert!(attempts < 600, "too many rounds over 500 ms: the machine is too slow");
+        assert!(
+            attempts < 600,
+            "too many rounds over 500 ms: the machine is too slow"
+        );
         let keys: Vec<String> = (0..3).map(|i| format!("a{attempts}:k{i}")).collect();
         let started = Instant::now();
         let mut transcript = Vec::new();
@@ -127,7 +132,8 @@ fn random_sequences_match_redis_cell() {
         }
         for (i, (call, want, got)) in transcript.iter().enumerate() {
             assert_eq!(
-                got, want,
+                got,
+                want,
                 "seed {seed:#x}, attempt {attempts}, call {i}: {call:?}\nhistory: {:#?}",
                 &transcript[..i]
             );

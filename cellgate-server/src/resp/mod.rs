@@ -55,7 +55,6 @@ mod throttle;
 /// assert_eq!(config.max_args, 1024);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct RespConfig {
     /// Most connections served at once; the next one gets `ERR max number of clients reached`
     /// and is closed. Default 10 000.
