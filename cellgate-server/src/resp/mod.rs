@@ -39,6 +39,8 @@ use tokio::sync::{watch, Semaphore};
 
 mod conn;
 mod decode;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inline;
 mod introspect;
 mod reply;
