@@ -7,6 +7,7 @@ use clap::builder::BoolishValueParser;
 use clap::Parser;
 
 use cellgate_server::engine::{EngineOptions, InputLimits};
+use cellgate_server::resp::RespConfig;
 use cellgate_server::server::{HeaderNames, Limits, Settings};
 
 // Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
@@ -94,6 +95,24 @@ pub(crate) struct Cli {
     /// Distinct descriptor series in /metrics (detailed_metric values come from requests).
     #[arg(long, default_value_t = 10_000)]
     pub max_metric_series: usize,
+    /// RESP: connections served at once (the next gets Redis's "max number of clients").
+    #[arg(long, default_value_t = RespConfig::default().max_connections)]
+    pub resp_max_connections: usize,
+    /// RESP: arguments in one command, its name included.
+    #[arg(long, default_value_t = RespConfig::default().max_args)]
+    pub resp_max_args: usize,
+    /// RESP: bytes of one argument (bulk string), and of an inline command or header line.
+    #[arg(long, default_value_t = RespConfig::default().max_bulk_len)]
+    pub resp_max_bulk_bytes: usize,
+    /// RESP: bytes of unanswered input held per connection.
+    #[arg(long, default_value_t = RespConfig::default().max_query_bytes)]
+    pub resp_max_query_bytes: usize,
+    /// RESP: milliseconds a started command may take to arrive, and a reply to be written.
+    #[arg(long, default_value_t = 30_000)]
+    pub resp_command_timeout_ms: u64,
+    /// RESP: milliseconds an idle connection is kept (0: forever, as Redis).
+    #[arg(long, default_value_t = 0)]
+    pub resp_idle_timeout_ms: u64,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -126,6 +145,21 @@ impl Cli {
         }
         p.push(env("RUNTIME_APPDIRECTORY").unwrap_or_else(|| "config".into()));
         Some(p)
+    }
+
+    /// The RESP listener's bounds.
+    pub(crate) fn resp_config(&self) -> RespConfig {
+        RespConfig {
+            max_connections: self.resp_max_connections,
+            max_args: self.resp_max_args,
+            max_bulk_len: self.resp_max_bulk_bytes,
+            max_inline_len: self.resp_max_bulk_bytes,
+            max_query_bytes: self.resp_max_query_bytes,
+            command_timeout: Duration::from_millis(self.resp_command_timeout_ms),
+            idle_timeout: (self.resp_idle_timeout_ms > 0)
+                .then(|| Duration::from_millis(self.resp_idle_timeout_ms)),
+            max_keys: self.max_keys,
+        }
     }
 
     /// The RESP listener's address (`None`: off).

@@ -21,7 +21,7 @@ mod http;
 mod metrics;
 #[cfg(feature = "server")]
 mod reload;
+pub mod resp;
 #[cfg(feature = "server")]
 pub mod server;
-#[cfg(feature = "server")]
 mod sync;

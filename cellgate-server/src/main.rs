@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use cellgate_server::server::{load_config, Server};
+use cellgate_server::resp;
+use cellgate_server::server::{announce, load_config, Server};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -56,13 +57,30 @@ async fn run(cli: cli::Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(addr) = cli.resp_addr() {
-        // RESP listener (CL.THROTTLE): wired in here once `cellgate_server::resp::serve` exists:
-        // bind `addr`, `announce("resp", local_addr)`, then spawn
-        // `resp::serve(listener, <its config over server.engine()>, server.shutdown_signal())`.
-        tracing::debug!(addr, "RESP listener not wired yet");
-    }
+    let resp = match cli.resp_addr() {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                if let Ok(local) = listener.local_addr() {
+                    announce("resp", local);
+                }
+                let task = resp::serve(listener, cli.resp_config(), server.shutdown_signal());
+                Some(tokio::spawn(task))
+            }
+            Err(e) => {
+                eprintln!("error: cannot listen for RESP on {addr}: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     server.serve(shutdown_signal()).await;
+    if let Some(task) = resp {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "RESP listener failed"),
+            Err(e) => tracing::error!(error = %e, "RESP listener panicked"),
+        }
+    }
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }

@@ -3,19 +3,25 @@
 //! The rest of the crate uses these types instead of `std::sync` primitives directly, so that
 //! each ordering and each lock is chosen (and justified) once.
 
+#[cfg(feature = "server")]
 use std::collections::HashSet;
+#[cfg(feature = "server")]
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "server")]
 use std::sync::RwLock;
 
 /// A set that admits at most `cap` distinct members, then refuses new ones.
 ///
 /// Used to bound the number of metric series a client can create through `detailed_metric`
 /// descriptors, whose values come from requests.
+#[cfg(feature = "server")]
 pub(crate) struct BoundedSet<T> {
     cap: usize,
     members: RwLock<HashSet<T>>,
 }
 
+#[cfg(feature = "server")]
 impl<T: Eq + Hash + Clone> BoundedSet<T> {
     /// An empty set admitting at most `cap` members.
     pub(crate) fn new(cap: usize) -> Self {
@@ -47,7 +53,23 @@ impl<T: Eq + Hash + Clone> BoundedSet<T> {
     }
 }
 
-#[cfg(test)]
+/// Hands out connection ids (`CLIENT ID`, `HELLO`'s `id`): unique, increasing from 1.
+#[derive(Debug)]
+pub(crate) struct ClientIds(AtomicU64);
+
+impl ClientIds {
+    pub(crate) const fn new() -> Self {
+        Self(AtomicU64::new(1))
+    }
+
+    pub(crate) fn next(&self) -> u64 {
+        // Relaxed: an id only has to be unique, which the read-modify-write guarantees under
+        // any ordering; no other memory is published with it.
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::BoundedSet;
 
