@@ -162,7 +162,7 @@ fn redis_counters(urls: &str) -> (u64, u64) {
             .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
             .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
             .sum();
-        total.0 += cellgate_redis::script_calls(info);
+        total.0 += cellgate_redis::wire::script_calls(info);
         total.1 += (secs * 1e6) as u64;
     });
     total
@@ -173,8 +173,8 @@ fn redis_counters(urls: &str) -> (u64, u64) {
 fn all_commands(urls: &str) -> (u64, u64) {
     let mut total = (0, 0);
     each_node(urls, |_, info| {
-        total.0 += cellgate_redis::command_calls(info, "cmdstat_");
-        total.1 += cellgate_redis::command_calls(info, "cmdstat_wait:");
+        total.0 += cellgate_redis::wire::command_calls(info, "cmdstat_");
+        total.1 += cellgate_redis::wire::command_calls(info, "cmdstat_wait:");
     });
     total
 }

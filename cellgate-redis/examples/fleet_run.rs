@@ -17,7 +17,7 @@ use std::time::Instant;
 fn script_calls(url: &str) -> Result<u64, redis::RedisError> {
     let mut c = redis::Client::open(url)?.get_connection()?;
     let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c)?;
-    Ok(cellgate_redis::script_calls(&info))
+    Ok(cellgate_redis::wire::script_calls(&info))
 }
 
 fn main() -> ExitCode {

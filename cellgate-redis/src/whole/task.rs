@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::client::{Kind, LeaseClient, Op, Reply};
 use crate::book::Book;
-use crate::client::{Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
 use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
