@@ -54,6 +54,13 @@ impl Conn {
     /// outage), else the first connection is made now.
     pub(crate) async fn open(url: &str, timeout: Duration, lazy: bool) -> Result<Self, FleetError> {
         let bad = |e: redis::RedisError| FleetError::Config(format!("redis url {url:?}: {e}"));
+        if !cfg!(feature = "tls") && url.split(',').any(|u| u.trim().starts_with("rediss://")) {
+            // redis-rs's own message does not say which switch of this crate turns TLS on.
+            return Err(FleetError::Config(format!(
+                "redis url {url:?}: rediss:// (TLS) needs cellgate-redis's `tls` feature \
+                 (cellgate-redis = {{ version = \"0.1\", features = [\"tls\"] }})"
+            )));
+        }
         // Connecting may take longer than a command (a loaded machine, a TLS handshake); the
         // reconnects run in the background, and each command stays bounded by `timeout`.
         let connect_timeout = timeout.max(Duration::from_secs(1));
@@ -386,4 +393,21 @@ pub(crate) fn process_id() -> String {
         .map_or(0, |d| d.as_nanos());
     let n = crate::sync::next_sequence();
     format!("{:x}-{:x}-{n}", std::process::id(), nanos)
+}
+
+#[cfg(all(test, not(feature = "tls")))]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn rediss_without_the_tls_feature_names_the_feature() {
+        let url = "rediss://127.0.0.1:1";
+        let whole = crate::Fleet::stock("t", 1).start(url).unwrap_err();
+        assert!(whole.to_string().contains("`tls` feature"), "{whole}");
+        let seeds = "redis://127.0.0.1:1,rediss://127.0.0.1:2";
+        let keyed = crate::KeyedFleet::rate("t", 1, Duration::from_secs(1))
+            .start(seeds)
+            .unwrap_err();
+        assert!(keyed.to_string().contains("`tls` feature"), "{keyed}");
+    }
 }
