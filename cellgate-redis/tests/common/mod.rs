@@ -513,7 +513,9 @@ impl Node {
         let deadline = Instant::now() + Duration::from_secs(5);
         let text = loop {
             let t = self.stderr.lock().unwrap().clone();
-            if !t.is_empty() || Instant::now() > deadline {
+            // State changes come first: wait for the closing counters.
+            let closed = t.lines().any(|l| l.starts_with("fleet_node: state"));
+            if closed || Instant::now() > deadline {
                 break t;
             }
             std::thread::sleep(Duration::from_millis(10));
