@@ -103,8 +103,8 @@ impl KeyedFleet {
     /// key's stock in Redis beforehand.
     ///
     /// A stock never falls back: a cold check Redis does not answer within `max_wait` is
-    /// denied (fail closed, [`Via::Fallback`]), while a hot key goes on selling what it holds
-    /// leased. A process killed with `kill -9` takes its leases with it: each key then sells
+    /// denied (fail closed, [`Via::Fallback`](super::Via::Fallback)), while a hot key goes on
+    /// selling what it holds leased. A process killed with `kill -9` takes its leases with it: each key then sells
     /// at most `1.5 × max_lease` units short (the rest of one lease and the next one it was
     /// asking for), never more than its stock. Unused leased units go back to Redis within
     /// 3/4 of [`lease_lifetime`](KeyedFleetBuilder::lease_lifetime), when the key is idle for
@@ -390,7 +390,7 @@ impl KeyedFleetBuilder {
     /// can boot while Redis is down. A per-key stock on a cluster sells nothing until every
     /// shard has answered once with the limit's epoch, as `connect` checks before it returns:
     /// shards that disagree (a part of the limit Redis lost) make the whole limit
-    /// [`FleetState::Forgotten`].
+    /// [`FleetState::Forgotten`](crate::FleetState::Forgotten).
     ///
     /// # Errors
     ///
