@@ -369,6 +369,7 @@ impl FleetBuilder {
             live,
             fallback_burst,
             to_give: 0,
+            to_strand: 0,
             charged: 0,
             want: self.min_lease,
             next_grant: now,

@@ -48,6 +48,10 @@ pub enum Op {
     Give,
     /// Debit `n` units admitted without a lease (during an outage), whatever the room.
     Charge,
+    /// A stock: record `n` units this holder took and will never sell (their grant was not
+    /// acknowledged by a replica) in the limit's `stranded` field, out of what it holds. A
+    /// rate ignores it.
+    Strand,
 }
 
 impl Op {
@@ -56,6 +60,7 @@ impl Op {
             Op::Grant => "grant",
             Op::Give => "give",
             Op::Charge => "charge",
+            Op::Strand => "strand",
         }
     }
 }
