@@ -13,7 +13,23 @@ use cellgate::clock::ManualClock;
 use cellgate::nginx::LimitReq;
 use cellgate::{check_all, ConfigError, KeyedLimiter, Limiter, Quota};
 
+const USAGE: &str = "\
+admission: a tour of cellgate's admission semantics on a manual clock, printing what each call
+decides: a queue (delay instead of reject), nginx's limit_req, reservations and their
+cancellation, refunds, all-or-nothing checks across limiters, per-call and runtime quotas, and
+warm-up. It takes no flags and runs in well under a second.
+
+USAGE: cargo run --example admission [-- --help]";
+
 fn main() -> Result<(), ConfigError> {
+    if let Some(arg) = std::env::args().nth(1) {
+        if arg == "--help" || arg == "-h" {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        eprintln!("admission: unknown argument {arg:?}\n\n{USAGE}");
+        std::process::exit(2);
+    }
     let clock = ManualClock::new();
     let ms = Duration::from_millis;
 

@@ -5,9 +5,21 @@
 //! ```sh
 //! cargo run --release --example flash_sale                  # ~15 s on every core
 //! cargo run --release --example flash_sale -- --duration 2  # a quick run
+//! cargo run --release --example flash_sale -- --rush        # sold out within a second
 //! ```
 //!
 //! # What it simulates
+//!
+//! A flash sale: a shop puts `--skus` products (SKUs) on sale at the same instant, `--stock`
+//! units of each, and a crowd of `--users` buyers rushes in. The shop's rules: never sell a
+//! unit that is not in stock, sell each SKU at a steady pace (`--sku-rate` a second, so the
+//! sale lasts and is fair to late arrivals), let no buyer hammer the shop (`--user-rate`),
+//! sell at most one unit to each buyer, and stay within the shop's hourly order budget.
+//!
+//! By default each SKU is paced to sell its stock over about 14 s, so a 15 s run measures a
+//! sale that is still selling for nearly all of it, and prints its progress every second.
+//! `--rush` paces the SKUs fast enough that everything sells out within the first second:
+//! the rest of the run measures the sold-out rush (buyers still pounding on empty shelves).
 //!
 //! Every worker thread loops as fast as it can, each iteration one *buyer attempt*: pick a user
 //! uniformly among `--users` (a flash-sale crowd is mostly bots retrying), pick a SKU (with
@@ -56,8 +68,9 @@
 //! | `--duration S` | 15 | seconds to run (fractions allowed) |
 //! | `--user-rate R` | 5 | requests per user per second (fractions allowed) |
 //! | `--user-burst B` | 5 | requests a fresh user may make at once |
-//! | `--sku-rate R` | 2000 | purchases per SKU per second (fractions allowed) |
-//! | `--sku-burst B` | 200 | purchases a fresh SKU may take at once |
+//! | `--sku-rate R` | 35 | purchases per SKU per second (fractions allowed) |
+//! | `--sku-burst B` | 20 | purchases a fresh SKU may take at once |
+//! | `--rush` | | the sold-out rush: `--sku-rate 2000 --sku-burst 200` unless given |
 //! | `--hot-fraction F` | 0.5 | share of attempts aimed at the hot SKUs, in `[0, 1]` |
 //! | `--hot-set F` | 0.01 | share of the catalogue that is hot, in `(0, 1]` |
 //! | `--global-budget N` | 1000000 | purchases the whole server admits per hour |
@@ -76,8 +89,12 @@ use cellgate::{
 };
 
 const USAGE: &str = "\
-flash_sale: the model seckill: every purchase admitted all or nothing by one check_all over the
-SKU's striped stock, the SKU's rate, the user's rate, a per-user cap of one and a global budget
+flash_sale: a simulated flash sale. A shop puts SKUs on sale at once, a few hundred units each,
+and a crowd of buyers (mostly bots retrying) rushes in on every core. Each buyer attempt is
+admitted all or nothing by one check_all over five limits: the SKU's stock (never oversell), the
+SKU's pace, the buyer's request rate, one purchase per buyer, and the shop's hourly budget.
+By default the SKUs are paced to sell out after about 14 s, so a 15 s run is a sale that is
+still selling; --rush sells everything within a second and measures the sold-out rush.
 
 USAGE: cargo run --release --example flash_sale -- [FLAGS]
 
@@ -89,14 +106,16 @@ FLAGS:
   --duration S       seconds to run, fractions allowed             [default: 15]
   --user-rate R      requests per user per second                  [default: 5]
   --user-burst B     requests a fresh user may make at once        [default: 5]
-  --sku-rate R       purchases per SKU per second                  [default: 2000]
-  --sku-burst B      purchases a fresh SKU may take at once        [default: 200]
+  --sku-rate R       purchases per SKU per second                  [default: 35]
+  --sku-burst B      purchases a fresh SKU may take at once        [default: 20]
+  --rush             the sold-out rush: --sku-rate 2000 --sku-burst 200 unless given
   --hot-fraction F   share of attempts aimed at the hot SKUs       [default: 0.5]
   --hot-set F        share of the catalogue that is hot (min 1)    [default: 0.01]
   --global-budget N  purchases the whole server admits per hour    [default: 1000000]
   --seed N           PRNG seed                                     [default: 1]
   --help             print this and exit
 
+While it runs: a line a second (attempts a second, units sold, SKUs sold out).
 At the end: oversold 0 and nothing admitted after a SKU sold out, every striped stock agreeing
 with the sales tally, no user buying twice, and the global budget charged exactly the purchases
 made; exit status 1 if any check fails.";
@@ -135,18 +154,24 @@ impl Config {
             duration: Duration::from_secs(15),
             user_rate: 5.0,
             user_burst: 5,
-            sku_rate: 2000.0,
-            sku_burst: 200,
+            sku_rate: 35.0,
+            sku_burst: 20,
             hot_fraction: 0.5,
             hot_set: 0.01,
             seed: 1,
             global_budget: 1_000_000,
         };
         let mut args = std::env::args().skip(1);
+        // `--rush` sets the SKUs' pace unless a flag sets it.
+        let (mut rush, mut paced) = (false, false);
         while let Some(arg) = args.next() {
             if arg == "--help" || arg == "-h" {
                 println!("{USAGE}");
                 std::process::exit(0);
+            }
+            if arg == "--rush" {
+                rush = true;
+                continue;
             }
             let (flag, inline) = match arg.split_once('=') {
                 Some((f, v)) => (f.to_string(), Some(v.to_string())),
@@ -192,9 +217,13 @@ impl Config {
                 "--user-burst" => {
                     cfg.user_burst = parse_int(&flag, &value, 1, u64::from(u32::MAX))? as u32;
                 }
-                "--sku-rate" => cfg.sku_rate = parse_rate(&flag, &value)?,
+                "--sku-rate" => {
+                    cfg.sku_rate = parse_rate(&flag, &value)?;
+                    paced = true;
+                }
                 "--sku-burst" => {
                     cfg.sku_burst = parse_int(&flag, &value, 1, u64::from(u32::MAX))? as u32;
+                    paced = true;
                 }
                 "--hot-fraction" => {
                     let f = parse_float(&flag, &value)?;
@@ -220,6 +249,10 @@ impl Config {
                 }
                 _ => return Err(format!("unknown flag {arg}")),
             }
+        }
+        if rush && !paced {
+            cfg.sku_rate = 2000.0;
+            cfg.sku_burst = 200;
         }
         Ok(cfg)
     }
@@ -310,13 +343,13 @@ struct Shop {
     global: Limiter<ManualClock>,
 }
 
-/// Limit names, in `check_all` order.
+/// What each limit's refusal means to a buyer, in `check_all` order.
 const GATES: [&str; 5] = [
-    "sku stock",
-    "sku rate",
-    "user rate",
-    "user cap",
-    "global budget",
+    "sold out (the SKU's stock)",
+    "the SKU's pace (its rate)",
+    "buyer too fast (the user's rate)",
+    "buyer already bought one (the user's cap)",
+    "the shop's hourly budget",
 ];
 
 /// What one thread saw.
@@ -404,14 +437,26 @@ fn main() {
         cfg.threads,
         cfg.duration.as_secs_f64()
     );
+    let pace = (f64::from(cfg.stock) - f64::from(cfg.sku_burst)).max(0.0) / cfg.sku_rate;
+    println!(
+        "  {} threads play a crowd of {} buyers; each attempt picks a buyer and a SKU and is admitted\n  \
+         only if all five limits agree: the SKU's stock, its pace ({} a second after {} at once:\n  \
+         a SKU sells out after about {pace:.1} s), the buyer's rate ({} a second), one purchase\n  \
+         per buyer, and the shop's budget ({} an hour).",
+        cfg.threads, cfg.users, cfg.sku_rate, cfg.sku_burst, cfg.user_rate, cfg.global_budget
+    );
+    println!("  every second: time, attempts a second, units sold so far, SKUs sold out");
 
     let stop = AtomicBool::new(false);
     let barrier = Barrier::new(cfg.threads + 1);
+    // Each thread's attempts so far, published every batch for the progress lines.
+    let progress: Vec<AtomicU64> = (0..cfg.threads).map(|_| AtomicU64::new(0)).collect();
     let mut start = Instant::now();
     let tallies: Vec<Tally> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..cfg.threads)
             .map(|t| {
                 let (shop, sales, stop, barrier, cfg) = (&shop, &sales, &stop, &barrier, &cfg);
+                let done = &progress[t];
                 s.spawn(move || {
                     let mut rng = SplitMix64(cfg.seed ^ (t as u64).wrapping_mul(0x9E37_79B9));
                     let mut tally = Tally::default();
@@ -422,6 +467,7 @@ fn main() {
                         for _ in 0..BATCH {
                             attempt(cfg, shop, sales, &mut rng, hot, t0, &mut tally);
                         }
+                        done.store(tally.attempts, Ordering::Relaxed);
                     }
                     tally
                 })
@@ -429,7 +475,7 @@ fn main() {
             .collect();
         start = Instant::now();
         barrier.wait();
-        std::thread::sleep(cfg.duration);
+        show_progress(&cfg, &sales, &progress, start);
         stop.store(true, Ordering::Relaxed);
         workers
             .into_iter()
@@ -438,6 +484,46 @@ fn main() {
     });
     let elapsed = start.elapsed();
     std::process::exit(report(&cfg, &shop, &sales, &tallies, elapsed));
+}
+
+/// Until the run's end, a line a second: the time, the attempts a second since the last
+/// line, the units sold so far (and what share of the whole stock), the SKUs sold out.
+fn show_progress(cfg: &Config, sales: &Sales, progress: &[AtomicU64], start: Instant) {
+    let end = start + cfg.duration;
+    let total_stock = u64::from(cfg.stock) * u64::from(cfg.skus);
+    let (mut last_at, mut last_attempts) = (start, 0u64);
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_secs(1)));
+        let now = Instant::now();
+        if now >= end {
+            // The final report follows at once: no partial line.
+            return;
+        }
+        let attempts: u64 = progress.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        let sold: u64 = sales.sold.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+        let sold_out = sales
+            .sold_out_at
+            .iter()
+            .filter(|a| a.load(Ordering::Relaxed) > 0)
+            .count();
+        let rate = (attempts - last_attempts) as f64 / (now - last_at).as_secs_f64();
+        let share = if total_stock == 0 {
+            0.0
+        } else {
+            sold as f64 * 100.0 / total_stock as f64
+        };
+        println!(
+            "  {:>5.1} s  {:>6.2} M attempts/s  {sold:>9} sold ({share:>5.1}% of the stock)  {sold_out:>5} of {} SKUs sold out",
+            (now - start).as_secs_f64(),
+            rate / 1e6,
+            cfg.skus
+        );
+        (last_at, last_attempts) = (now, attempts);
+    }
 }
 
 /// One buyer attempt.
@@ -492,16 +578,20 @@ fn report(cfg: &Config, shop: &Shop, sales: &Sales, tallies: &[Tally], elapsed: 
     let attempts: u64 = tallies.iter().map(|t| t.attempts).sum();
     let purchases: u64 = tallies.iter().map(|t| t.purchases).sum();
     let secs = elapsed.as_secs_f64();
+    println!();
     println!(
         "attempts {attempts} in {secs:.2} s ({:.2} M/s), purchases {purchases}",
         attempts as f64 / secs / 1e6
     );
-    let mut line = String::from("refused by:");
+    println!(
+        "  an attempt is one buyer asking for one unit (one check_all over the five limits);\n  \
+         a purchase is an attempt that every limit admitted. Refused attempts, by the first\n  \
+         limit that said no (the limits before it gave back what they had taken):"
+    );
     for (g, name) in GATES.iter().enumerate() {
         let n: u64 = tallies.iter().map(|t| t.denied_by[g]).sum();
-        line += &format!(" {name} {n},");
+        println!("  {n:>12}  {name}");
     }
-    println!("{}", line.trim_end_matches(','));
     let reasons = [
         "rate limited",
         "never fits",
@@ -509,7 +599,7 @@ fn report(cfg: &Config, shop: &Shop, sales: &Sales, tallies: &[Tally], elapsed: 
         "store full",
         "other",
     ];
-    let mut line = String::from("refused because:");
+    let mut line = String::from("the same refusals by the reason the limiter gave:");
     for (r, name) in reasons.iter().enumerate() {
         let n: u64 = tallies.iter().map(|t| t.why[r]).sum();
         if n > 0 {
@@ -517,6 +607,10 @@ fn report(cfg: &Config, shop: &Shop, sales: &Sales, tallies: &[Tally], elapsed: 
         }
     }
     println!("{}", line.trim_end_matches(','));
+    println!(
+        "  (\"sold out\" is a stock's answer: a SKU's, or a buyer's cap of one, already bought;\n  \
+         \"rate limited\" a rate's: the SKU's pace or the buyer's rate)"
+    );
 
     // The stock.
     let stock = u64::from(cfg.stock);
@@ -554,18 +648,27 @@ fn report(cfg: &Config, shop: &Shop, sales: &Sales, tallies: &[Tally], elapsed: 
                 last.0 as f64 / 1e9,
             );
             if sold_out.len() == cfg.skus as usize {
+                let selling = (last.0 as f64 / 1e9).min(secs);
                 println!(
-                    "  everything sold out: the last {:.2} s of the run measured the sold-out rush",
-                    (secs - last.0 as f64 / 1e9).max(0.0)
+                    "  everything sold out: the sale was selling for {selling:.2} s ({:.0}% of the run), \
+                     the last {:.2} s measured the sold-out rush",
+                    selling * 100.0 / secs,
+                    secs - selling
                 );
             } else {
                 println!(
-                    "  {} SKUs still on sale at the end",
+                    "  {} SKUs still on sale at the end: the sale was selling for the whole run",
                     cfg.skus as usize - sold_out.len()
                 );
             }
         }
-        _ => println!("sold out: none of {} SKUs", cfg.skus),
+        _ if cfg.stock == 0 => {
+            println!("nothing on sale (--stock 0): the whole run measured the sold-out rush");
+        }
+        _ => println!(
+            "sold out: none of {} SKUs: the sale was selling for the whole run",
+            cfg.skus
+        ),
     }
     println!(
         "admitted after sold out: {after_sold_out} (must be 0); oversold: {oversold} (must be 0)"

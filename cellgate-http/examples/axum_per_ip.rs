@@ -14,18 +14,37 @@
 //! for the whole app. `/health` is not limited.
 
 use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
 
 use axum::routing::get;
 use axum::Router;
 use cellgate::{KeyedLimiter, Limiter, Quota};
 use cellgate_http::{Global, Limit, RateLimitLayer, TrustedProxies};
 
+const USAGE: &str = "\
+axum_per_ip: an axum app behind a reverse proxy, limited per client IP (5 a second, burst 10)
+and as a whole (1,000 a second), all or nothing; /health is not limited. Requests from
+127.0.0.0/8 and 10.0.0.0/8 (the proxies) are keyed by X-Forwarded-For.
+
+USAGE: cargo run -p cellgate-http --example axum_per_ip -- [ADDR]
+
+  ADDR     the address to listen on  [default: 127.0.0.1:3000]
+  --help   print this and exit";
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: SocketAddr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:3000".to_owned())
-        .parse()?;
+async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let arg = std::env::args().nth(1);
+    if matches!(arg.as_deref(), Some("--help" | "-h")) {
+        println!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let addr: SocketAddr = match arg.unwrap_or_else(|| "127.0.0.1:3000".to_owned()).parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("axum_per_ip: {e}\n\n{USAGE}");
+            return Ok(ExitCode::from(2));
+        }
+    };
 
     // Your proxies' addresses: a load balancer's subnet, a sidecar on loopback.
     let client_ip = TrustedProxies::new(["127.0.0.0/8", "10.0.0.0/8"])?;
@@ -55,5 +74,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .await?;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -52,7 +52,8 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
-            return Err(USAGE.to_owned());
+            println!("{USAGE}");
+            std::process::exit(0);
         }
         let value = it
             .next()

@@ -289,10 +289,26 @@ fn wait_cost(bench: &PathBuf, pass: &[String]) {
     }
 }
 
+const USAGE: &str = "\
+bench_cluster: cold keyed decisions made in Redis a second on one node, a one-master cluster and
+a cluster of three masters with a replica each, all started here on loopback (redis-server and
+redis-cli on the PATH), each measured by bench_vs_lua (found next to this program).
+
+USAGE: bench_cluster [--wait-cost 1] [BENCH_VS_LUA_FLAGS...]
+
+  --wait-cost 1   measure instead what waiting for a replica costs (stock rows, with and
+                  without --replication off, run by run)
+  --help          print this and exit
+  Every other flag goes to bench_vs_lua (--seconds, --runs, --threads, --concurrency, ...).";
+
 fn main() {
     // Everything is passed on to bench_vs_lua (--seconds, --runs, --threads, --concurrency),
     // but `--wait-cost 1`, which selects the replica-wait measurement.
     let mut pass: Vec<String> = std::env::args().skip(1).collect();
+    if pass.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let wait = pass.iter().position(|a| a == "--wait-cost");
     let wait = wait.map(|i| pass.drain(i..(i + 2).min(pass.len())).nth(1).as_deref() == Some("1"));
     let bench = std::env::current_exe()

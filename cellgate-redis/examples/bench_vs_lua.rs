@@ -60,6 +60,28 @@ use std::time::{Duration, Instant};
 
 use cellgate_redis::{Fleet, FleetBuilder, KeyedFleet, Replication, Via};
 
+/// What `--help` prints.
+const USAGE: &str = "\
+bench_vs_lua: the per-request Lua pattern against the fleet mode, against one redis-server:
+decisions a second of one process, and Redis script calls per decision, row by row.
+
+USAGE: bench_vs_lua [FLAGS]
+
+  --redis URL             the Redis to measure against [default: redis://127.0.0.1:6379]
+  --seconds S             seconds per run                        [default: 3]
+  --runs N                runs of each row                       [default: 3]
+  --threads N             checking threads                       [default: 1]
+  --concurrency N         requests in flight per thread          [default: 32]
+  --only LABEL            one row only (e.g. \"keyed cold\")
+  --replication MODE      auto | off | required (stock rows)     [default: auto]
+  --commands 1            count every command Redis ran, not only script calls
+  --fleets N              limiter instances per process          [default: 1]
+  --max-wait MS           a cold keyed check's longest wait
+  --command-timeout MS    the limiters' command timeout
+  --help                  print this and exit
+
+The module docs of examples/bench_vs_lua.rs describe each row.";
+
 /// A token bucket per request: tokens refill at `rate`/s up to `burst`; integer µs time. With
 /// `ARGV[3]` = 1 the key expires when its bucket is full again, as a limiter with many keys
 /// needs to bound its memory.
@@ -162,7 +184,7 @@ fn redis_counters(urls: &str) -> (u64, u64) {
             .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
             .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
             .sum();
-        total.0 += cellgate_redis::script_calls(info);
+        total.0 += cellgate_redis::wire::script_calls(info);
         total.1 += (secs * 1e6) as u64;
     });
     total
@@ -173,8 +195,8 @@ fn redis_counters(urls: &str) -> (u64, u64) {
 fn all_commands(urls: &str) -> (u64, u64) {
     let mut total = (0, 0);
     each_node(urls, |_, info| {
-        total.0 += cellgate_redis::command_calls(info, "cmdstat_");
-        total.1 += cellgate_redis::command_calls(info, "cmdstat_wait:");
+        total.0 += cellgate_redis::wire::command_calls(info, "cmdstat_");
+        total.1 += cellgate_redis::wire::command_calls(info, "cmdstat_wait:");
     });
     total
 }
@@ -529,6 +551,10 @@ fn main() {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        if a == "--help" || a == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         let v = args.next().unwrap_or_default();
         match a.as_str() {
             "--redis" => o.url = v,

@@ -5,7 +5,26 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::Fleet;
+use cellgate_redis::{Fleet, FleetState};
+
+const USAGE: &str = "\
+fleet_node: one process of a fleet sharing one limit through Redis. It checks the limit as fast
+as --threads threads can for --seconds and prints `ready`, then `admitted N` (this process's
+running total) every 100 ms and once more at the end. On stderr: each change of the limiter's
+state when it happens, with its cause, and its counters at exit.
+
+USAGE: fleet_node --redis URL --name NAME (--stock UNITS | --rate COUNT/SECONDS [--burst B])
+                  [--seconds S] [--threads T]
+
+  --redis URL            redis://host:port, rediss://... (feature tls), or the comma-separated
+                         seed URLs of a Redis Cluster
+  --name NAME            the limit's name (every process with the same name shares it)
+  --stock UNITS          a stock: across the fleet at most UNITS are admitted, ever
+  --rate COUNT/SECONDS   a rate: COUNT per SECONDS across the fleet
+  --burst B              the rate's burst                        [default: COUNT]
+  --seconds S            how long to check, fractions allowed    [default: 0]
+  --threads T            checking threads                        [default: 1]
+  --help                 print this and exit";
 
 struct Args {
     redis: String,
@@ -29,6 +48,10 @@ fn parse() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let bad = |what: &str| format!("{flag} {value:?}: {what}");
         match flag.as_str() {
@@ -67,7 +90,7 @@ fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("fleet_node: {e}");
+            eprintln!("fleet_node: {e}\n\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -118,7 +141,10 @@ fn main() -> ExitCode {
         .collect();
     let total = || counts.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
     let end = Instant::now() + args.seconds;
+    // A limiter connects connected: any other state is a change worth telling at once.
+    let mut state = FleetState::Connected;
     loop {
+        state = tell_change(&fleet, state);
         let now = Instant::now();
         if now >= end {
             break;
@@ -142,8 +168,24 @@ fn main() -> ExitCode {
         s.charged_back,
         s.live
     );
-    if let Some(e) = fleet.last_error() {
+    // An error Redis has recovered from since is history, told when it happened.
+    if let Some(e) = fleet.last_error().filter(|_| state != FleetState::Connected) {
         eprintln!("fleet_node: last error: {}", e.error);
     }
     ExitCode::SUCCESS
+}
+
+/// Prints on stderr a change of the limiter's state since `was`, with its cause (the last
+/// error when it left `Connected`); returns the state now.
+fn tell_change(fleet: &Fleet, was: FleetState) -> FleetState {
+    let now = fleet.state();
+    if now != was {
+        let cause = match (now, fleet.last_error()) {
+            (FleetState::Connected, _) => "Redis answers again".to_owned(),
+            (_, Some(e)) => e.error.to_string(),
+            (_, None) => "no error recorded".to_owned(),
+        };
+        eprintln!("fleet_node: now {now:?} (was {was:?}): {cause}");
+    }
+    now
 }

@@ -1,11 +1,12 @@
 -- cellgate fleet lease script: one limit's whole server side, run atomically by Redis.
 --
--- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost, epoch, slot,
+-- KEYS[1] state hash    {name}: mode, c1, c2, rem (stock) or tat (rate), lost, stranded,
+--                       epoch, slot,
 --                       r:<pid> -> "seq value live fb info leasable wait" (the answer to the
 --                       process's newest sequence; in the state hash so that one read and one
 --                       write of it serve the whole call)
 -- KEYS[2] holders hash  s:<pid> last seen (us), f:<pid> fallback burst, n:<pid> net units held
--- ARGV: op (grant | give | charge), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us),
+-- ARGV: op (grant | give | charge | strand), pid, seq, n, mode (stock | rate), c1, c2, holder ttl (us),
 --       known epoch (0: none yet), fresh epoch (this process's, used if it creates the limit),
 --       short lease (rate: the units a request should carry when the fleet is short: the
 --       client's minimum lease or its short spacing of the rate, whichever is more)
@@ -46,7 +47,7 @@ local FORGOTTEN = 'CELLGATE_FORGOTTEN redis lost this limit (restarted without p
 -- with this holder's last reply, one read of the holders, one write of the state with the
 -- reply, and a write of the holders only when a holder's fields change.
 local st = redis.call('HMGET', S, 'mode', 'c1', 'c2', 'epoch', 'forgotten', 'rem', 'tat', 'slot', 'lost',
-  'r:' .. pid)
+  'r:' .. pid, 'stranded')
 local m = st[1]
 local found_epoch = tonumber(st[4] or '0') or 0
 local recreated = (not m) and known ~= 0
@@ -160,8 +161,17 @@ if mode == 'stock' then
     rem = rem + n
     hset[#hset + 1] = 'n:' .. pid
     hset[#hset + 1] = int((held[pid] or 0) - n)
+  elseif op == 'strand' then
+    -- Units this holder took and will never sell (no replica acknowledged their grant): moved
+    -- from what it holds to the limit's `stranded` count, never back on sale, so an operator
+    -- sees the undersell and can reconcile it.
+    v = math.max(0, math.min(n, held[pid] or 0))
+    hset[#hset + 1] = 'n:' .. pid
+    hset[#hset + 1] = int((held[pid] or 0) - v)
+    sset = { 'stranded', int((tonumber(st[11] or '0') or 0) + v) }
   end
-  sset = { 'rem', int(rem) }
+  sset[#sset + 1] = 'rem'
+  sset[#sset + 1] = int(rem)
   info = rem
 else
   -- GCRA over the fleet: tat in microseconds, leases debit n emission intervals up front.

@@ -15,7 +15,7 @@
 //! | [`KeyedFleet`] | a rate per key (per user, token, IP) or a stock per key (per SKU): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key); a [`cellgate::RateLimiter<str>`](cellgate::RateLimiter) |
 //! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only), forgotten (Redis lost the stock) |
 //! | [`LastError`], [`FleetError`] | the last failure and when; every known Redis error says what to fix |
-//! | [`LeaseClient`] | the wire protocol alone (for tests and tools) |
+//! | [`wire`] | the wire protocols alone, and helpers that count Redis round trips (for tests and tools) |
 //!
 //! ## The protocol
 //!
@@ -57,10 +57,8 @@
 #![warn(missing_docs)]
 
 mod book;
-mod builder;
-mod client;
+mod conn;
 mod error;
-mod fleet;
 pub mod keyed;
 mod limiter;
 mod local;
@@ -71,12 +69,12 @@ mod report;
 mod setters;
 mod shared;
 mod sync;
-mod task;
+mod whole;
+pub mod wire;
 
-pub use builder::FleetBuilder;
-pub use client::{command_calls, keys, script_calls, Kind, LeaseClient, Op, Reply};
 pub use error::{FleetError, ACL_COMMANDS};
-pub use fleet::Fleet;
-pub use keyed::{KeyDecision, KeyedClient, KeyedFleet, KeyedFleetBuilder, Via};
+pub use keyed::{KeyDecision, KeyedFleet, KeyedFleetBuilder, Via};
 pub use replica::Replication;
 pub use report::{FleetState, FleetStats, KeyedStats, LastError, ShardState};
+pub use whole::builder::FleetBuilder;
+pub use whole::Fleet;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
 
-use crate::fleet::Fleet;
 use crate::keyed::{KeyedFleet, Via};
+use crate::whole::Fleet;
 
 /// The fleet limiter as a `cellgate` limiter (for the HTTP layer and `check_all`): `charge`
 /// and `cancel` act on the leased pool; `reserve` cannot schedule ahead and decides as

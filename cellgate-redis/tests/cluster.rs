@@ -9,13 +9,13 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::keyed::KeyedClient;
+use cellgate_redis::wire::KeyedClient;
 use cellgate_redis::{Fleet, KeyedFleet};
 use common::RedisServer;
 
 /// The cluster's slot of limit `name` (its keys share the hash tag `{name}`).
 fn slot(node: &RedisServer, name: &str) -> u16 {
-    node.cmd(&["CLUSTER", "KEYSLOT", &cellgate_redis::keys(name)[0]])
+    node.cmd(&["CLUSTER", "KEYSLOT", &cellgate_redis::wire::keys(name)[0]])
 }
 
 /// One line of `CLUSTER NODES`: (id, port, is master, master id, slot ranges).
@@ -234,7 +234,7 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
     let keys: Vec<String> = (0..60).map(|k| format!("sku{k}")).collect();
     // Where each key lives: the key names the client would use, their slots, their masters.
     let (_rt, probe) = probe(&seeds, "spread-keys", units);
-    assert_eq!(probe.shards(), cellgate_redis::keyed::CLUSTER_SHARDS);
+    assert_eq!(probe.shards(), cellgate_redis::wire::CLUSTER_SHARDS);
     let mut masters = std::collections::HashMap::new();
     for k in &keys {
         let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(k)]);
@@ -292,10 +292,10 @@ fn sell_out(fleet: &KeyedFleet, key: &str) -> usize {
 
 /// A key of a keyed limit on the cluster in shard 0 (`in_shard_0`) or in another shard.
 fn key_in(in_shard_0: bool) -> String {
-    let shards = cellgate_redis::keyed::CLUSTER_SHARDS;
+    let shards = cellgate_redis::wire::CLUSTER_SHARDS;
     (0..)
         .map(|k| format!("sku{k}"))
-        .find(|k| (cellgate_redis::keyed::shard_of(k, shards) == 0) == in_shard_0)
+        .find(|k| (cellgate_redis::wire::shard_of(k, shards) == 0) == in_shard_0)
         .unwrap()
 }
 

@@ -97,7 +97,7 @@ fn a_key_of_another_type_and_disabled_scripting_are_named() {
     let Some(r) = common::redis_with(&[]) else {
         return;
     };
-    r.cmd::<()>(&["SET", &cellgate_redis::keys("taken")[0], "x"]);
+    r.cmd::<()>(&["SET", &cellgate_redis::wire::keys("taken")[0], "x"]);
     let wrong_type = refusal(&r.url(), "taken");
     assert!(wrong_type.contains("holds another type"), "{wrong_type}");
 }

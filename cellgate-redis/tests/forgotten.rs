@@ -8,7 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{Fleet, FleetError, FleetState, Kind, LeaseClient, Op};
+use cellgate_redis::wire::{Kind, LeaseClient, Op};
+use cellgate_redis::{Fleet, FleetError, FleetState};
 
 /// The server keeps nothing across a restart: no AOF, no RDB snapshot (`--save ""`).
 const NO_PERSISTENCE: &[&str] = &["--appendonly", "no"];
@@ -55,7 +56,7 @@ fn a_stock_redis_forgot_mid_sale_is_not_sold_afresh() {
     }
     let mut c = r.connection().unwrap();
     redis::cmd("DEL")
-        .arg(&cellgate_redis::keys("forget")[..])
+        .arg(&cellgate_redis::wire::keys("forget")[..])
         .query::<u64>(&mut c)
         .unwrap();
     let rest = Fleet::stock("forget", stock - sold)

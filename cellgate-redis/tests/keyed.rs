@@ -201,7 +201,7 @@ fn a_sick_redis_never_holds_a_cold_check_past_its_wait() {
     let (secs, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let now = secs * 1_000_000 + us;
     let tat: u64 = redis::cmd("GET")
-        .arg(cellgate_redis::keyed::key_of("sick", "k1"))
+        .arg(cellgate_redis::wire::key_of("sick", "k1"))
         .query(&mut c)
         .unwrap();
     assert!(tat > now, "k1's charges are not in Redis");

@@ -25,7 +25,7 @@ use common::{fate, Fate};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cellgate_redis::keyed::{BatchReply, KeyOp, KeyedClient};
+use cellgate_redis::wire::{BatchReply, KeyOp, KeyedClient};
 use proptest::prelude::*;
 
 const T_US: u64 = 200_000;

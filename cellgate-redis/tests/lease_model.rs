@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cellgate_redis::{keys, Kind, LeaseClient, Op, Reply};
+use cellgate_redis::wire::{keys, Kind, LeaseClient, Op, Reply};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@ use redis::Script;
 
 use std::sync::Arc;
 
-use crate::client::{check_name, Args, Conn, DEFAULT_HOLDER_TTL};
+use crate::conn::{check_name, Args, Conn, DEFAULT_HOLDER_TTL};
 use crate::error::FleetError;
 use crate::replica::{Replication, ShardWatch, Watch, DEFAULT_REPLICA_WAIT};
 use crate::sync::Lock;
@@ -29,7 +29,7 @@ const _: () = assert!(CLUSTER_SHARDS <= crate::shared::MAX_SHARDS);
 /// One operation on one key of a keyed limit (see [`KeyedClient::batch`]).
 ///
 /// ```
-/// use cellgate_redis::keyed::KeyOp;
+/// use cellgate_redis::wire::KeyOp;
 /// let ops = [("alice".to_owned(), KeyOp::Check, 1), ("bob".to_owned(), KeyOp::Lease, 8)];
 /// assert_eq!(ops.len(), 2);
 /// ```
@@ -103,7 +103,7 @@ pub struct BatchReply {
 /// ```no_run
 /// # async fn run() -> Result<(), cellgate_redis::FleetError> {
 /// use std::time::Duration;
-/// use cellgate_redis::keyed::{KeyOp, KeyedClient};
+/// use cellgate_redis::wire::{KeyOp, KeyedClient};
 ///
 /// // 10 per second per key, burst 5.
 /// let mut c = KeyedClient::connect(
@@ -153,7 +153,7 @@ impl std::fmt::Debug for KeyedClient {
 /// ([`KeyedClient::redis_key`]).
 ///
 /// ```
-/// assert_eq!(cellgate_redis::keyed::key_of("users", "alice"), "cellgate:{users}:k:alice");
+/// assert_eq!(cellgate_redis::wire::key_of("users", "alice"), "cellgate:{users}:k:alice");
 /// ```
 pub fn key_of(name: &str, key: &str) -> String {
     format!("cellgate:{{{name}}}:k:{key}")
@@ -163,7 +163,7 @@ pub fn key_of(name: &str, key: &str) -> String {
 /// version), modulo the count.
 ///
 /// ```
-/// use cellgate_redis::keyed::shard_of;
+/// use cellgate_redis::wire::shard_of;
 /// assert_eq!(shard_of("alice", 1), 0);
 /// assert!(shard_of("alice", 16) < 16);
 /// assert_eq!(shard_of("alice", 16), shard_of("alice", 16));
@@ -233,7 +233,7 @@ impl KeyedClient {
             interval_us,
             burst,
             epochs: vec![0; shards],
-            fresh: crate::client::fresh_epoch(),
+            fresh: crate::conn::fresh_epoch(),
             replication: Replication::Auto,
             replica_wait: DEFAULT_REPLICA_WAIT,
             watches: Arc::new(Lock::new(vec![Watch::default(); shards])),
@@ -348,48 +348,7 @@ impl KeyedClient {
         ops: &[(String, KeyOp, u64)],
         touch: bool,
     ) -> Result<BatchReply, FleetError> {
-        if ops.len() > MAX_BATCH {
-            return Err(FleetError::Config(format!(
-                "{} operations in one batch (at most {MAX_BATCH})",
-                ops.len()
-            )));
-        }
-        if shard >= self.shards || ops.iter().any(|(k, _, _)| self.shard(k) != shard) {
-            return Err(FleetError::Config(format!(
-                "a batch for shard {shard} of {} holds a key of another shard",
-                self.shards
-            )));
-        }
-        let fresh = if shard == 0 {
-            self.fresh
-        } else if self.epochs[0] != 0 {
-            self.epochs[0]
-        } else {
-            return Err(FleetError::Protocol(format!(
-                "shard {shard} before shard 0 answered"
-            )));
-        };
-        let ttl_us = u64::try_from(DEFAULT_HOLDER_TTL.as_micros()).unwrap_or(u64::MAX);
-        let t = tag(&self.name, shard, self.shards);
-        let mut keys: Vec<String> = ["kconf", "kholders", "kreplies"]
-            .iter()
-            .map(|base| format!("cellgate:{{{t}}}:{base}"))
-            .collect();
-        for (key, _, _) in ops {
-            keys.push(format!("cellgate:{{{t}}}:k:{key}"));
-        }
-        let mut inv = Args::default();
-        inv.arg(&self.pid)
-            .arg(seq)
-            .arg(self.interval_us)
-            .arg(self.burst)
-            .arg(ttl_us)
-            .arg(u8::from(touch))
-            .arg(self.epochs[shard])
-            .arg(fresh);
-        for (_, op, n) in ops {
-            inv.arg(op.wire()).arg(*n);
-        }
+        let (keys, args) = self.prepare(shard, seq, ops, touch)?;
         // A stock's batches wait for a replica; a rate's never do.
         let replicas = (self.interval_us == 0).then_some((self.replication, self.replica_wait));
         let (reply, replicated) = self
@@ -397,7 +356,7 @@ impl KeyedClient {
             .invoke_replicated(
                 &self.script,
                 &keys,
-                &inv.0,
+                &args.0,
                 replicas,
                 &mut ShardWatch(&self.watches, shard),
             )
@@ -441,5 +400,58 @@ impl KeyedClient {
             results,
             unreplicated: replicated.unsold(flag == 1),
         })
+    }
+
+    /// Checks a batch for shard `shard` and lays out its keys and arguments.
+    fn prepare(
+        &self,
+        shard: usize,
+        seq: u64,
+        ops: &[(String, KeyOp, u64)],
+        touch: bool,
+    ) -> Result<(Vec<String>, Args), FleetError> {
+        if ops.len() > MAX_BATCH {
+            return Err(FleetError::Config(format!(
+                "{} operations in one batch (at most {MAX_BATCH})",
+                ops.len()
+            )));
+        }
+        if shard >= self.shards || ops.iter().any(|(k, _, _)| self.shard(k) != shard) {
+            return Err(FleetError::Config(format!(
+                "a batch for shard {shard} of {} holds a key of another shard",
+                self.shards
+            )));
+        }
+        let fresh = if shard == 0 {
+            self.fresh
+        } else if self.epochs[0] != 0 {
+            self.epochs[0]
+        } else {
+            return Err(FleetError::Protocol(format!(
+                "shard {shard} before shard 0 answered"
+            )));
+        };
+        let ttl_us = u64::try_from(DEFAULT_HOLDER_TTL.as_micros()).unwrap_or(u64::MAX);
+        let t = tag(&self.name, shard, self.shards);
+        let mut keys: Vec<String> = ["kconf", "kholders", "kreplies"]
+            .iter()
+            .map(|base| format!("cellgate:{{{t}}}:{base}"))
+            .collect();
+        for (key, _, _) in ops {
+            keys.push(format!("cellgate:{{{t}}}:k:{key}"));
+        }
+        let mut args = Args::default();
+        args.arg(&self.pid)
+            .arg(seq)
+            .arg(self.interval_us)
+            .arg(self.burst)
+            .arg(ttl_us)
+            .arg(u8::from(touch))
+            .arg(self.epochs[shard])
+            .arg(fresh);
+        for (_, op, n) in ops {
+            args.arg(op.wire()).arg(*n);
+        }
+        Ok((keys, args))
     }
 }

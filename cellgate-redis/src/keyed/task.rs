@@ -9,7 +9,7 @@
 //! checks it carried are decided by the fallback at their deadline (at once when it failed),
 //! and units it granted to a check already decided are given back.
 //!
-//! [`CLUSTER_SHARDS`]: super::CLUSTER_SHARDS
+//! [`CLUSTER_SHARDS`]: super::client::CLUSTER_SHARDS
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -21,11 +21,13 @@ use std::time::{Duration, Instant};
 use cellgate::{KeyedLimiter, Quota};
 use tokio::sync::mpsc;
 
+mod reply;
+
 use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
 use super::{Forget, KeyDecision, KeyedFleetBuilder, Request, Via};
 use crate::book::Book;
 use crate::error::FleetError;
-use crate::shared::{KeyedShared, ARMED, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
+use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
@@ -152,7 +154,7 @@ impl Task {
             .enable_all()
             .build()
             .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
-        let pid = crate::client::process_id();
+        let pid = crate::conn::process_id();
         let timeout = cfg.command_timeout;
         let (client, live) = runtime.block_on(async {
             let mut c =
@@ -161,23 +163,7 @@ impl Task {
             if lazy {
                 return Ok((c, cfg.outage_processes));
             }
-            // Registration: shard 0 first (it fixes the limit's epoch), then every other shard
-            // (created with that epoch), each batch 1 of its shard.
-            let mut live = 1;
-            for shard in 0..c.shards() {
-                let mut tries = 0;
-                let r = loop {
-                    match c.batch_on(shard, 1, &[], true).await {
-                        Ok(r) => break r,
-                        Err(FleetError::Timeout) if tries < 4 => tries += 1,
-                        Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
-                        Err(e) => return Err(e),
-                    }
-                };
-                if shard == 0 {
-                    live = r.live.max(1);
-                }
-            }
+            let live = register(&mut c).await?;
             agree_on_epoch(&mut c, interval_us == 0).await?;
             Ok::<_, FleetError>((c, live))
         })?;
@@ -322,7 +308,7 @@ impl Task {
     /// costs about ten lease operations a second, whatever its rate), but no more than one
     /// lease can hold (`B / (2·live)`), so a small burst is not left to fill unused.
     fn short_lease(&self) -> u64 {
-        let spacing = u64::try_from(crate::client::DEFAULT_SHORT_SPACING.as_micros())
+        let spacing = u64::try_from(crate::whole::client::DEFAULT_SHORT_SPACING.as_micros())
             .unwrap_or(u64::MAX)
             .div_ceil(self.interval_us.max(1));
         let cap = (self.burst / (2 * self.live.max(1))).max(1);
@@ -594,23 +580,7 @@ impl Task {
     /// epoch is the limit's).
     fn maybe_send(&mut self, now: Instant) {
         let shards = self.inflight.len();
-        let mut free = vec![false; shards];
-        for (shard, slot) in self.inflight.iter_mut().enumerate() {
-            match slot {
-                Some(f) => {
-                    if f.call.is_none() && now >= f.retry_at {
-                        f.call = Some(call(
-                            &self.client,
-                            &self.shared,
-                            (shard, f.seq),
-                            f.ops.clone(),
-                            f.touch,
-                        ));
-                    }
-                }
-                None => free[shard] = shard == 0 || self.client.epoch(0) != 0,
-            }
-        }
+        let free = self.retry_due(now);
         if !free.contains(&true) {
             return;
         }
@@ -644,24 +614,7 @@ impl Task {
             .map(|s| free[s] && self.shared.shard_state(s) == CONNECTED)
             .collect();
         if !self.closing {
-            let cap = self.cfg.lease_cap(self.burst);
-            for (key, h) in &mut self.hot {
-                if !answers[h.shard] || ops[h.shard].len() >= MAX_BATCH {
-                    continue;
-                }
-                let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
-                if h.dried {
-                    want = want.max(h.want.saturating_mul(2));
-                }
-                let want = want.min(cap);
-                if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
-                    h.asking = true;
-                    h.want = want;
-                    h.dried = false;
-                    ops[h.shard].push((key.clone(), KeyOp::Lease, want));
-                    waiters[h.shard].push(None);
-                }
-            }
+            self.ask_leases(&answers, &mut ops, &mut waiters, now);
             for shard in (0..shards).filter(|&s| answers[s]) {
                 while ops[shard].len() < MAX_BATCH {
                     let Some(r) = self.queues[shard].pop_front() else {
@@ -711,170 +664,55 @@ impl Task {
         }
     }
 
-    fn on_reply(&mut self, shard: usize, r: Result<BatchReply, FleetError>) {
-        let Some(mut f) = self.inflight[shard].take() else {
-            return;
-        };
-        let now = Instant::now();
-        let reply = match r {
-            Ok(reply) if !reply.stale => reply,
-            other => {
-                // Not answered (or, impossibly, superseded): decide its checks now and send it
-                // again later, the same sequence.
-                let e = other
-                    .err()
-                    .unwrap_or_else(|| FleetError::Protocol("a stale batch".into()));
-                self.shared.counters.backend_errors.add(1);
-                self.failures[shard] = self.failures[shard].saturating_add(1);
-                let state = if matches!(e, FleetError::Forgotten) {
-                    FORGOTTEN
-                } else {
-                    self.outage_state()
-                };
-                // Not confirmed: the forget stays in the batch, applied when it is answered.
-                for (_, forget) in f.forgets.drain(..) {
-                    let _ = forget.reply.send(Err(e.clone()));
+    /// Sends each failed batch again whose backoff has passed; returns the shards free for a
+    /// new batch (none in flight; a shard other than 0 once shard 0 has answered).
+    fn retry_due(&mut self, now: Instant) -> Vec<bool> {
+        let mut free = vec![false; self.inflight.len()];
+        for (shard, slot) in self.inflight.iter_mut().enumerate() {
+            match slot {
+                Some(f) => {
+                    if f.call.is_none() && now >= f.retry_at {
+                        f.call = Some(call(
+                            &self.client,
+                            &self.shared,
+                            (shard, f.seq),
+                            f.ops.clone(),
+                            f.touch,
+                        ));
+                    }
                 }
-                let lost = state == FORGOTTEN && self.starting.is_some();
-                self.transition(shard, state, Some(e));
-                if lost {
-                    // A lazily started stock found a shard forgotten before selling: as
-                    // `connect` would, it gives up the whole limit.
-                    self.forget_all();
-                } else if let Some(answered) = &mut self.starting {
-                    answered[shard] = answered[shard].map(|_| false);
-                }
-                // This shard's checks: the others' masters may well answer.
-                let queued = std::mem::take(&mut self.queues[shard]);
-                for r in f.waiters.iter_mut().filter_map(Option::take).chain(queued) {
-                    self.decide_by_fallback(r);
-                }
-                f.call = None;
-                f.retry_at = now + Duration::from_millis(10 << self.failures[shard].min(5));
-                self.inflight[shard] = Some(f);
-                return;
+                None => free[shard] = shard == 0 || self.client.epoch(0) != 0,
             }
-        };
-        self.failures[shard] = 0;
-        self.client.learn(shard, reply.epoch);
-        let settled = self.settle(shard, !reply.unreplicated);
-        if reply.unreplicated {
-            // Executed, but no replica acknowledged it: a failover could lose its debits, so
-            // what its checks and leases took is not sold (an undersell), and the shard's
-            // checks are decided at once (a stock: denied) until a batch there is
-            // acknowledged again (the shard's next heartbeat, within a second).
-            self.transition(shard, PARTITIONED, Some(FleetError::NotReplicated));
-        } else if settled {
-            self.transition(shard, CONNECTED, None);
         }
-        if reply.live > 0 {
-            // The batch touched (it is 0 otherwise).
-            self.last_touch[shard] = f.first_sent;
-        }
-        // The live holders as shard 0 counts them: every process touches it every heartbeat
-        // (another shard counts only the processes that used it lately).
-        if shard == 0 && reply.live > 0 && reply.live != self.live {
-            self.live = reply.live;
-            self.shared.counters.live.set(self.live);
-            self.shared
-                .lease_max
-                .set(lease_max(&self.cfg, self.burst, self.live));
-            let _ = self
-                .fallback
-                .set_quota(share(self.interval_us.max(1), self.live));
-        }
-        for (i, forget) in f.forgets {
-            let held = reply.results.get(i).is_some_and(|r| r.value > 0);
-            let _ = forget.reply.send(Ok(held));
-        }
-        let deadline = f.first_sent + self.cfg.lease_lifetime * 3 / 4;
-        let c = &self.shared.counters;
-        let mut refused = Vec::new();
-        let dropped = f.dropped;
-        let give_back = |key: &String| !dropped.contains(key);
-        for (((key, op, n), waiter), res) in f.ops.into_iter().zip(f.waiters).zip(reply.results) {
-            if reply.unreplicated && matches!(op, KeyOp::Check | KeyOp::Lease) {
-                refused.extend(waiter);
-                if let Some(h) = self.hot.get_mut(&key).filter(|_| op == KeyOp::Lease) {
-                    h.asking = false;
-                    h.next_ask = now + HEARTBEAT;
-                }
+        free
+    }
+
+    /// Queues a lease for each hot key (on a shard that answers, with room in its batch) whose
+    /// holding is down to half of what it would ask, once its rules allow.
+    fn ask_leases(
+        &mut self,
+        answers: &[bool],
+        ops: &mut [Vec<(String, KeyOp, u64)>],
+        waiters: &mut [Vec<Option<Request>>],
+        now: Instant,
+    ) {
+        let cap = self.cfg.lease_cap(self.burst);
+        for (key, h) in &mut self.hot {
+            if !answers[h.shard] || ops[h.shard].len() >= MAX_BATCH {
                 continue;
             }
-            match op {
-                KeyOp::Check => match waiter {
-                    Some(w) => {
-                        let allowed = res.value == n;
-                        let retry = u64::try_from(-res.info)
-                            .ok()
-                            .filter(|&us| us > 1 || res.info < -1)
-                            .map(Duration::from_micros);
-                        let _ = w.reply.send(KeyDecision::new(allowed, Via::Redis, retry));
-                    }
-                    // Decided by the fallback meanwhile: the grant is not used.
-                    None if res.value > 0 && give_back(&key) => {
-                        *self.gives[shard].entry(key).or_insert(0) += res.value;
-                    }
-                    None => {}
-                },
-                KeyOp::Lease => {
-                    c.lease_requests.add(1);
-                    let short_lease = self.short_lease();
-                    match self.hot.get_mut(&key) {
-                        Some(h) => {
-                            h.asking = false;
-                            if res.value == 0 && self.cfg.stock {
-                                // Sold out: only give-backs elsewhere (within 3/4 of a lease
-                                // lifetime) bring units back. Its checks are denied here,
-                                // without asking Redis, until a lease is asked again
-                                // (conservative: it may undersell until then).
-                                h.next_ask = now + self.cfg.lease_lifetime / 4;
-                                h.dry_until = h.next_ask;
-                            } else if res.value < n {
-                                // The key is short: come back once the fleet has accrued about
-                                // a short lease per holder (within half a lease lifetime), and
-                                // not before its next unit.
-                                let us = self
-                                    .interval_us
-                                    .saturating_mul(short_lease)
-                                    .saturating_mul(self.live);
-                                let mut back =
-                                    Duration::from_micros(us).min(self.cfg.lease_lifetime / 2);
-                                if res.value == 0 {
-                                    let dry = Duration::from_micros(res.info.unsigned_abs());
-                                    h.dry_until = now + dry;
-                                    back = back.max(dry);
-                                }
-                                h.next_ask = now + back;
-                            }
-                            if res.value > 0 {
-                                // The pool is a stock: restock cannot fail but on a full
-                                // table, in which case the units go back.
-                                if self.shared.pool.restock(key.as_str(), res.value).is_ok() {
-                                    h.book.add(Some(deadline), res.value);
-                                } else {
-                                    *self.gives[shard].entry(key.clone()).or_insert(0) += res.value;
-                                }
-                            }
-                            // After the units are in the pool: the next check that finds the
-                            // lease spent signals again (once). A full marks table leaves the
-                            // key's checks to the task, as a cold key's.
-                            let _ = self.shared.marks.set_stock(key.as_str(), ARMED);
-                        }
-                        None if res.value > 0 && give_back(&key) => {
-                            *self.gives[shard].entry(key).or_insert(0) += res.value;
-                        }
-                        None => {}
-                    }
-                }
-                KeyOp::Give | KeyOp::Forget => {}
-                KeyOp::Charge => {
-                    c.charged_back.add(res.value);
-                }
+            let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
+            if h.dried {
+                want = want.max(h.want.saturating_mul(2));
             }
-        }
-        for w in refused {
-            self.decide_by_fallback(w);
+            let want = want.min(cap);
+            if !h.asking && h.book.level() <= want / 2 && now >= h.next_ask {
+                h.asking = true;
+                h.want = want;
+                h.dried = false;
+                ops[h.shard].push((key.clone(), KeyOp::Lease, want));
+                waiters[h.shard].push(None);
+            }
         }
     }
 
@@ -949,6 +787,28 @@ fn call(
     shared.counters.batches.add(1);
     let mut client = client.clone();
     Box::pin(async move { client.batch_on(shard, seq, &ops, touch).await })
+}
+
+/// Registers on every shard: shard 0 first (it fixes the limit's epoch), then every other
+/// shard (created with that epoch), each batch 1 of its shard, a timeout retried a few times.
+/// Returns the live holders shard 0 counts.
+async fn register(c: &mut KeyedClient) -> Result<u64, FleetError> {
+    let mut live = 1;
+    for shard in 0..c.shards() {
+        let mut tries = 0;
+        let r = loop {
+            match c.batch_on(shard, 1, &[], true).await {
+                Ok(r) => break r,
+                Err(FleetError::Timeout) if tries < 4 => tries += 1,
+                Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        if shard == 0 {
+            live = r.live.max(1);
+        }
+    }
+    Ok(live)
 }
 
 /// After registering on every shard: on a cluster each shard must carry the epoch of shard 0

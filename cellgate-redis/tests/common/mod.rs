@@ -351,7 +351,7 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.connection().unwrap())
             .unwrap();
-        cellgate_redis::script_calls(&info)
+        cellgate_redis::wire::script_calls(&info)
     }
 
     /// Every command Redis has executed, from `INFO commandstats`: round trips and the
@@ -361,13 +361,13 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.connection().unwrap())
             .unwrap();
-        cellgate_redis::command_calls(&info, "cmdstat_")
+        cellgate_redis::wire::command_calls(&info, "cmdstat_")
     }
 
     /// What the keyed limit `name` has taken of `key` (a stock's units sold or leased).
     pub fn taken(&self, name: &str, key: &str) -> u64 {
         let v: Option<u64> = redis::cmd("GET")
-            .arg(cellgate_redis::keyed::key_of(name, key))
+            .arg(cellgate_redis::wire::key_of(name, key))
             .query(&mut self.connection().unwrap())
             .unwrap();
         v.unwrap_or(0)
@@ -513,7 +513,9 @@ impl Node {
         let deadline = Instant::now() + Duration::from_secs(5);
         let text = loop {
             let t = self.stderr.lock().unwrap().clone();
-            if !t.is_empty() || Instant::now() > deadline {
+            // State changes come first: wait for the closing counters.
+            let closed = t.lines().any(|l| l.starts_with("fleet_node: state"));
+            if closed || Instant::now() > deadline {
                 break t;
             }
             std::thread::sleep(Duration::from_millis(10));

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::client::{Kind, LeaseClient, Op, Reply};
 use crate::book::Book;
-use crate::client::{Kind, LeaseClient, Op, Reply};
 use crate::error::FleetError;
 use crate::shared::{Shared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
@@ -48,6 +48,8 @@ pub(crate) struct Task {
     pub(crate) fallback_burst: u64,
     /// Units withdrawn from the pool, to give back.
     pub(crate) to_give: u64,
+    /// Units of unacknowledged grants to record as stranded (a stock).
+    pub(crate) to_strand: u64,
     /// Fallback admissions charged so far.
     pub(crate) charged: u64,
     pub(crate) want: u64,
@@ -226,6 +228,8 @@ impl Task {
     fn next_command(&mut self, now: Instant) -> Option<Pending> {
         let op_n = if self.to_give > 0 {
             Some((Op::Give, std::mem::take(&mut self.to_give)))
+        } else if self.to_strand > 0 {
+            Some((Op::Strand, std::mem::take(&mut self.to_strand)))
         } else if self.debt() > 0 {
             Some((Op::Charge, self.debt()))
         } else if self.unreplicated {
@@ -363,12 +367,16 @@ impl Task {
         }
         match p.op {
             Op::Grant if r.unreplicated => {
-                // Debited, and maybe lost in a failover: never sold. The units stay debited to
-                // this holder (an undersell: giving them back could be replayed on a replica
-                // that never had the debit, which would then sell them twice).
+                // Debited, and maybe lost in a failover: never sold. The units stay debited
+                // (an undersell: giving them back could be replayed on a replica that never
+                // had the debit, which would then sell them twice); a stock records them as
+                // stranded in Redis, where an operator sees them.
                 if r.value > 0 && !r.stale {
                     tracing::warn!(limit = %self.name, units = r.value, "no replica acknowledged a lease in time: its units are not sold");
                     self.shared.lease_requests.add(1);
+                    if matches!(self.kind, Kind::Stock { .. }) {
+                        self.to_strand += r.value;
+                    }
                 }
                 self.unreplicated = true;
                 self.replica_backoff = (self.replica_backoff * 2)
@@ -418,7 +426,7 @@ impl Task {
                     }
                 };
             }
-            Op::Give => {}
+            Op::Give | Op::Strand => {}
             Op::Charge => {
                 if r.stale {
                     // Not executed: the debt stays and is charged by a later command.
@@ -483,6 +491,8 @@ impl Task {
         let debt = self.debt();
         let (op, n) = if self.to_give > 0 {
             (Op::Give, std::mem::take(&mut self.to_give))
+        } else if self.to_strand > 0 {
+            (Op::Strand, std::mem::take(&mut self.to_strand))
         } else if debt > 0 {
             (Op::Charge, debt)
         } else {

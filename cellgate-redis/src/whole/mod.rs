@@ -1,4 +1,7 @@
-//! The fleet limiter: a local pool of pre-debited units, kept topped up by a background task.
+//! One limit for the whole fleet ([`Fleet`]): a local pool of pre-debited units, kept topped up
+//! by a background task. The facade is here; [`FleetBuilder`](builder::FleetBuilder) configures
+//! and starts it (`builder.rs`), `client.rs` speaks the lease protocol, `task.rs` is the
+//! background task.
 //!
 //! # Implementation details
 //!
@@ -14,6 +17,10 @@
 //! charged to Redis once it answers again. The fallback ends when the server may have
 //! reconciled this holder (its ttl since the last command known to have reached Redis); from
 //! then on, and for a stock always, only leased units are sold.
+
+pub(crate) mod builder;
+pub(crate) mod client;
+mod task;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;

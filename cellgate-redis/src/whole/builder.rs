@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 use cellgate::{Limiter, Quota, StripedLimiter};
 use tokio::sync::Notify;
 
+use super::client::{Kind, LeaseClient, Op, Reply};
+use super::task::{Settings, Task};
+use super::Fleet;
 use crate::book::Book;
-use crate::client::{check_name, Kind, LeaseClient, Op, Reply};
+use crate::conn::check_name;
 use crate::error::FleetError;
-use crate::fleet::Fleet;
 use crate::replica::Replication;
 use crate::shared::{Shared, CONNECTED, FALLBACK, PARTITIONED};
 use crate::sync::{Counter, Dry, Link, Lock, Stop};
-use crate::task::{Settings, Task};
 
 /// Configures a [`Fleet`]; see [`Fleet::stock`] and [`Fleet::rate`].
 ///
@@ -90,8 +91,8 @@ impl FleetBuilder {
             command_timeout: Duration::from_millis(200),
             lease_lifetime: Duration::from_secs(1),
             idle: Duration::from_secs(1),
-            min_lease: crate::client::DEFAULT_MIN_LEASE,
-            short_spacing: crate::client::DEFAULT_SHORT_SPACING,
+            min_lease: super::client::DEFAULT_MIN_LEASE,
+            short_spacing: super::client::DEFAULT_SHORT_SPACING,
             max_lease: None,
             horizon: Duration::from_millis(200),
             outage_processes: 1,
@@ -202,7 +203,7 @@ impl FleetBuilder {
     pub fn connect(self, url: &str) -> Result<Fleet, FleetError> {
         let (kind, descriptor) = self.validate()?;
         let runtime = runtime()?;
-        let pid = crate::client::process_id();
+        let pid = crate::conn::process_id();
         let timeout = self.command_timeout;
         let (client, first) = runtime.block_on(async {
             let mut c = LeaseClient::connect(url, &self.name, kind, &pid, timeout).await?;
@@ -250,7 +251,7 @@ impl FleetBuilder {
     pub fn start(self, url: &str) -> Result<Fleet, FleetError> {
         let (kind, descriptor) = self.validate()?;
         let runtime = runtime()?;
-        let pid = crate::client::process_id();
+        let pid = crate::conn::process_id();
         let mut client = runtime.block_on(LeaseClient::open(
             url,
             &self.name,
@@ -323,7 +324,7 @@ impl FleetBuilder {
         };
         let fallback = match kind {
             Kind::Rate { interval_us, .. } if fallback_burst > 0 => Some(
-                Limiter::gcra(crate::task::share(interval_us, live, fallback_burst))
+                Limiter::gcra(super::task::share(interval_us, live, fallback_burst))
                     .build()
                     .map_err(|e| FleetError::Config(e.to_string()))?,
             ),
@@ -368,6 +369,7 @@ impl FleetBuilder {
             live,
             fallback_burst,
             to_give: 0,
+            to_strand: 0,
             charged: 0,
             want: self.min_lease,
             next_grant: now,
