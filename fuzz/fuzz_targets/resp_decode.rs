@@ -32,7 +32,10 @@ fn well_formed(out: &[u8]) {
     while !rest.is_empty() {
         match redis_protocol::resp3::decode::complete::decode(rest) {
             Ok(Some((_, used))) if used > 0 => rest = &rest[used..],
-            other => panic!("malformed reply at {:?}: {other:?}", String::from_utf8_lossy(rest)),
+            other => panic!(
+                "malformed reply at {:?}: {other:?}",
+                String::from_utf8_lossy(rest)
+            ),
         }
     }
 }
