@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::algorithm::gcra::{decision_after, Outcome};
+use crate::algorithm::{decision_after, Outcome};
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
