@@ -31,6 +31,7 @@
 //! | `striped_manual_relaxed` | the same with `.relaxed_clock()` (admissions do not raise the shared high-water mark) |
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
 //! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
+//! | `fixed1k_manual` | `sliding1k_manual` with a fixed window (200 per 1 ms) |
 //! | `floor` | the bare work under a keyed check, no limiter: a raw counter read (quanta's `raw`, no conversion to ns), a load and a compare-and-swap on one of 1000 cells of an array, in the same shuffled order as `table1k`'s keys, no hashing |
 //!
 //! Several names, comma-separated (`probe floor,table1k,gov1k 30000000`), run one after the
@@ -516,9 +517,15 @@ fn workload(name: &str, checks: usize) -> f64 {
             start = Instant::now();
             run_sliding_manual(&l, &clock, checks)
         }
-        "sliding1k_manual" => {
+        "sliding1k_manual" | "fixed1k_manual" => {
             let clock = ManualClock::new();
-            let l = KeyedLimiter::<u64>::sliding_window(200, Duration::from_millis(1))
+            let window = Duration::from_millis(1);
+            let b = if name == "fixed1k_manual" {
+                KeyedLimiter::<u64>::fixed_window(200, window)
+            } else {
+                KeyedLimiter::<u64>::sliding_window(200, window)
+            };
+            let l = b
                 .clock(clock.clone())
                 .max_keys(1_000)
                 .build()
