@@ -125,6 +125,19 @@ impl FixedWindow {
         )
     }
 
+    /// The decision of an admission that [`step`](Self::step) made at `now` by writing
+    /// `written`: the same decision `step` returned with that write (the window and the count
+    /// after it are in the word), without a second run of the step.
+    #[inline(never)]
+    pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        let (k, after) = self.layout.unpack(written);
+        // As in `step`: the end of window k, in u128; k is at least now's window.
+        let end = (u128::from(k) + 1) * u128::from(self.window.get());
+        let to_end = clamp_ns(end.saturating_sub(u128::from(now)));
+        let remaining = u64::from(self.limit).saturating_sub(after);
+        Decision::allow(self.limit, remaining, NonZeroU64::MIN, to_end)
+    }
+
     /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key may have used
     /// the whole limit in the window before the sweep's.
     pub(crate) fn swept_word(&self, swept: u64) -> u64 {

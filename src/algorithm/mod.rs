@@ -282,8 +282,8 @@ impl Algorithm {
 }
 
 /// The decision of a check of `n` units at `now` whose step, run on `word`, asked to write
-/// `next`: what [`Algorithm::decide`] gives on `word`, without running a GCRA admission's step
-/// a second time (the checks' compare-and-swap loops carry only the words; see
+/// `next`: what [`Algorithm::decide`] gives on `word`, without running an admission's step a
+/// second time (the checks' compare-and-swap loops carry only the words; see
 /// `Algorithm::decide`).
 #[inline(always)]
 pub(crate) fn decision_after(
@@ -296,14 +296,15 @@ pub(crate) fn decision_after(
     Outcome::of(algorithm, word, next).decision(algorithm, now, n)
 }
 
-/// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (a GCRA
-/// admission's new TAT, otherwise the word the step was run on) and whether it is such a new
-/// TAT. The growing table's check carries this out of its probe instead of the word and the
-/// step's `Option<u64>`: small enough to come back in two registers.
+/// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (the word
+/// an admission of GCRA or a window counter wrote, otherwise the word the step was run on) and
+/// whether it is such a written word. The growing table's check carries this out of its probe
+/// instead of the word and the step's `Option<u64>`: small enough to come back in two
+/// registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outcome {
     word: u64,
-    new_tat: bool,
+    written: bool,
 }
 
 impl Outcome {
@@ -311,23 +312,77 @@ impl Outcome {
     #[inline(always)]
     pub(crate) fn of(algorithm: &Algorithm, word: u64, next: Option<u64>) -> Self {
         match (algorithm, next) {
-            (Algorithm::Gcra(_), Some(new_tat)) => Self {
-                word: new_tat,
-                new_tat: true,
+            (
+                Algorithm::Gcra(_) | Algorithm::FixedWindow(_) | Algorithm::SlidingWindow(_),
+                Some(written),
+            ) => Self {
+                word: written,
+                written: true,
             },
             _ => Self {
                 word,
-                new_tat: false,
+                written: false,
             },
         }
     }
 
-    /// [`decision_after`] the step.
+    /// [`decision_after`] the step. An admission's decision comes from the word it wrote, in a
+    /// few instructions; the window counters' out of line, so that GCRA's check stays as it was
+    /// laid out.
     #[inline(always)]
     pub(crate) fn decision(self, algorithm: &Algorithm, now: u64, n: u32) -> Decision {
         match algorithm {
-            Algorithm::Gcra(g) if self.new_tat => g.admitted(self.word, now),
+            Algorithm::Gcra(g) if self.written => g.admitted(self.word, now),
+            Algorithm::FixedWindow(f) if self.written => f.admitted(self.word, now),
+            Algorithm::SlidingWindow(s) if self.written => s.admitted(self.word, now),
             _ => algorithm.decide(self.word, now, n),
+        }
+    }
+}
+
+/// An admission's decision from the word it wrote equals the step's own, for every algorithm
+/// whose [`Outcome`] takes that shortcut.
+#[cfg(test)]
+mod decision_props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    fn algorithm(kind: u8, limit: u32, window_ns: u64) -> Algorithm {
+        let w = Duration::from_nanos(window_ns);
+        match kind {
+            0 => FixedWindow::new(limit, w).map(Algorithm::FixedWindow),
+            1 => SlidingWindow::new(limit, w).map(Algorithm::SlidingWindow),
+            _ => crate::Quota::new(limit, w)
+                .gcra_params()
+                .map(|p| Algorithm::Gcra(Gcra::new(p))),
+        }
+        .unwrap_or_else(|_| Algorithm::FixedWindow(FixedWindow::new(1, w).unwrap()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn an_admissions_decision_is_the_steps(
+            kind in 0u8..3,
+            limit in prop_oneof![1u32..8, 1u32..1_000_000],
+            window_ns in prop_oneof![1u64..10_000, 1_000u64..1_000_000_000_000, 1u64..],
+            swept in prop_oneof![Just(None), any::<u64>().prop_map(Some)],
+            start in prop_oneof![0u64..1_000_000, any::<u64>()],
+            moves in proptest::collection::vec((-1_000i64..100_000, 0u32..4), 1..40),
+        ) {
+            let a = algorithm(kind, limit, window_ns);
+            // A fresh key, or one back from a sweep (the words a store starts a key from).
+            let mut word = swept.map_or(Algorithm::FRESH, |at| a.swept_word(at));
+            let mut now = start;
+            for (dt, n) in moves {
+                now = now.saturating_add_signed(dt);
+                let (decision, next) = a.step(word, now, n);
+                prop_assert_eq!(decision_after(&a, word, next, now, n), decision);
+                if let Some(w) = next {
+                    word = w;
+                }
+            }
         }
     }
 }

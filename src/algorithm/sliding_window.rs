@@ -306,6 +306,24 @@ impl SlidingWindow {
         )
     }
 
+    /// The decision of an admission that [`step`](Self::step) made at `now` by writing
+    /// `written`: the same decision `step` returned with that write, without a second run of
+    /// the step. The written word seen at `now` is the step's view with the admitted units
+    /// counted (its window is the view's), so the remaining units and the reset follow from it
+    /// as in `step`.
+    #[inline(never)]
+    pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        let v = self.view(written, now);
+        let w = u128::from(self.window.get());
+        let prev_units = self.div_ceil(u128::from(v.prev) * (w - u128::from(v.e)));
+        let remaining = u64::from(self.limit)
+            .saturating_sub(prev_units)
+            .saturating_sub(v.curr);
+        // An admission counted units in window `v.k`: they weigh until two windows on.
+        let reset = (u128::from(v.k) * w + 2 * w).saturating_sub(u128::from(now));
+        Decision::allow(self.limit, remaining, NonZeroU64::MIN, clamp_ns(reset))
+    }
+
     /// `ceil(x / W)`, clamped to `u64`: by the reciprocal when `x` fits in 64 bits (a
     /// previous count times at most `W`, as a rule), by a 128-bit division otherwise.
     #[inline]

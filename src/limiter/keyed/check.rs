@@ -74,7 +74,12 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_at(algorithm, key, &Now::lazy(|| self.setting.now(&self.clock)), n)
+        self.check_at(
+            algorithm,
+            key,
+            &Now::lazy(|| self.setting.now(&self.clock)),
+            n,
+        )
     }
 
     /// [`check_on`](Self::check_on) at the instant `now` gives.
