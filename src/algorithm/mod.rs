@@ -282,9 +282,11 @@ impl Algorithm {
 }
 
 /// The decision of a check of `n` units at `now` whose step, run on `word`, asked to write
-/// `next`: what [`Algorithm::decide`] gives on `word`, without running an admission's step a
-/// second time (the checks' compare-and-swap loops carry only the words; see
-/// `Algorithm::decide`).
+/// `next`: what [`Algorithm::decide`] gives on `word`, without running a GCRA admission's step
+/// a second time (the checks' compare-and-swap loops carry only the words; see
+/// `Algorithm::decide`). GCRA's shortcut only: this serves the charges (`check_all`) and the
+/// direct limiter, whose checks grew with the window counters' shortcut too (`probe all3_1k`);
+/// the keyed check takes an [`Outcome`], which has both.
 #[inline(always)]
 pub(crate) fn decision_after(
     algorithm: &Algorithm,
@@ -293,10 +295,13 @@ pub(crate) fn decision_after(
     now: u64,
     n: u32,
 ) -> Decision {
-    Outcome::of(algorithm, word, next).decision(algorithm, now, n)
+    match (algorithm, next) {
+        (Algorithm::Gcra(g), Some(new_tat)) => g.admitted(new_tat, now),
+        _ => algorithm.decide(word, now, n),
+    }
 }
 
-/// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (the word
+/// What a keyed check needs of its step to decide, in 16 bytes: the word to decide on (the word
 /// an admission of GCRA or a window counter wrote, otherwise the word the step was run on) and
 /// whether it is such a written word. The growing table's check carries this out of its probe
 /// instead of the word and the step's `Option<u64>`: small enough to come back in two
@@ -326,9 +331,9 @@ impl Outcome {
         }
     }
 
-    /// [`decision_after`] the step. An admission's decision comes from the word it wrote, in a
-    /// few instructions; the window counters' out of line, so that GCRA's check stays as it was
-    /// laid out.
+    /// The decision after the step, as [`decision_after`] gives it. An admission's decision
+    /// comes from the word it wrote, in a few instructions; the window counters' out of line,
+    /// so that GCRA's check stays as it was laid out.
     #[inline(always)]
     pub(crate) fn decision(self, algorithm: &Algorithm, now: u64, n: u32) -> Decision {
         match algorithm {
@@ -379,6 +384,7 @@ mod decision_props {
                 now = now.saturating_add_signed(dt);
                 let (decision, next) = a.step(word, now, n);
                 prop_assert_eq!(decision_after(&a, word, next, now, n), decision);
+                prop_assert_eq!(Outcome::of(&a, word, next).decision(&a, now, n), decision);
                 if let Some(w) = next {
                     word = w;
                 }
