@@ -31,6 +31,13 @@
 //! | `striped_manual_relaxed` | the same with `.relaxed_clock()` (admissions do not raise the shared high-water mark) |
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
 //! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
+//! | `fixed1k_manual` | `sliding1k_manual` with a fixed window (200 per 1 ms) |
+//! | `floor` | the bare work under a keyed check, no limiter: a raw counter read (quanta's `raw`, no conversion to ns), a load and a compare-and-swap on one of 1000 cells of an array, in the same shuffled order as `table1k`'s keys, no hashing |
+//!
+//! Several names, comma-separated (`probe floor,table1k,gov1k 30000000`), run one after the
+//! other in one process, and each row after a `floor` row also prints its ratio to that floor:
+//! the floor and the ratio in one run. Under callgrind, run one name at a time (the collected
+//! `run*` functions of every name are summed).
 //!
 //! The quota (interval 1000 s, burst 10^7) admits every check and keeps every key live. Without
 //! valgrind, the program also prints its wall time per check (noisy; only a sanity check).
@@ -38,6 +45,8 @@
 mod keys;
 
 use std::hint::black_box;
+// The floor's cells: the bare atomics a check is measured against, not the library's.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cellgate::clock::{Clock, CoarseClock, ManualClock};
@@ -147,6 +156,31 @@ fn run_denied(
         allowed += usize::from(black_box(d).is_allowed());
         i += 1;
         if i == keys.len() {
+            i = 0;
+        }
+    }
+    allowed
+}
+
+/// The floor under a keyed check: per check, a raw counter read, a load of one of `cells`
+/// (indices from `order`, in turn) and a compare-and-swap of it, as a check that admits does;
+/// `checks` in all.
+#[inline(never)]
+fn run_floor(clock: &quanta::Clock, cells: &[AtomicU64], order: &[usize], checks: usize) -> usize {
+    let mut allowed = 0;
+    let mut i = 0;
+    for _ in 0..checks {
+        let now = clock.raw();
+        let cell = &cells[black_box(order[i])];
+        // Relaxed, as a keyed check's load and CAS: the word is self-contained.
+        let old = cell.load(Ordering::Relaxed);
+        let next = old.max(now).wrapping_add(1);
+        allowed += usize::from(
+            cell.compare_exchange_weak(old, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok(),
+        );
+        i += 1;
+        if i == order.len() {
             i = 0;
         }
     }
@@ -283,11 +317,24 @@ fn three_or_all<C: Clock>(
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let name = args.get(1).map_or("table1k", String::as_str);
+    let names = args.get(1).map_or("table1k", String::as_str);
     let checks: usize = args
         .get(2)
         .map_or(1_000_000, |s| s.parse().expect("a number of checks"));
+    let mut floor = None;
+    for name in names.split(',') {
+        let ns = workload(name, checks);
+        match floor {
+            Some(f) => println!("  {name}: {:.2}x the floor", ns / f),
+            None if name == "floor" => floor = Some(ns),
+            None => {}
+        }
+    }
+}
 
+/// Runs the workload `name` for `checks` checks, prints its line and returns its wall time
+/// per check, in ns.
+fn workload(name: &str, checks: usize) -> f64 {
     let start;
     let allowed = match name {
         "table1k" | "fixed1k" | "map1k" | "table1k_changed" | "batch1k_16" => {
@@ -470,9 +517,15 @@ fn main() {
             start = Instant::now();
             run_sliding_manual(&l, &clock, checks)
         }
-        "sliding1k_manual" => {
+        "sliding1k_manual" | "fixed1k_manual" => {
             let clock = ManualClock::new();
-            let l = KeyedLimiter::<u64>::sliding_window(200, Duration::from_millis(1))
+            let window = Duration::from_millis(1);
+            let b = if name == "fixed1k_manual" {
+                KeyedLimiter::<u64>::fixed_window(200, window)
+            } else {
+                KeyedLimiter::<u64>::sliding_window(200, window)
+            };
+            let l = b
                 .clock(clock.clone())
                 .max_keys(1_000)
                 .build()
@@ -482,6 +535,21 @@ fn main() {
             start = Instant::now();
             run_single(&l, &ks, checks, || clock.advance_ns(4_000))
         }
+        "floor" => {
+            // The indices of 1000 cells in the order `table1k` checks its keys.
+            let ks = u64_keys(1_000, 1);
+            let mut sorted = ks.clone();
+            sorted.sort_unstable();
+            let order: Vec<usize> = ks
+                .iter()
+                .map(|k| sorted.binary_search(k).expect("a key"))
+                .collect();
+            let cells: Vec<AtomicU64> = (0..order.len()).map(|_| AtomicU64::new(0)).collect();
+            let clock = quanta::Clock::new();
+            run_floor(&clock, &cells, &order, order.len());
+            start = Instant::now();
+            run_floor(&clock, &cells, &order, checks)
+        }
         other => {
             eprintln!("unknown workload {other}");
             std::process::exit(2);
@@ -489,4 +557,5 @@ fn main() {
     };
     let ns = start.elapsed().as_nanos() as f64 / checks as f64;
     println!("{name}: {checks} checks, {allowed} allowed, {ns:.1} ns/check (wall, noisy)");
+    ns
 }

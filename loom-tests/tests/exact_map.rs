@@ -1,6 +1,6 @@
 //! Loom models of the exact keyed store: the real `cellgate::KeyedLimiter` built with
 //! `exact_keys()` (with or without `max_keys`), shared by loom threads. Its store is the growing
-//! table (`src/store/grow_table.rs`) with each key kept beside its slot (`Keys` in
+//! table (`src/store/grow_table/`) with each key kept beside its slot (`Keys` in
 //! `src/sync/grow.rs`) and compared on every probe that meets the key's fingerprint, so the
 //! models explore the lock-free probe, the state CAS, the inserts under the shard's lock and the
 //! rebuilds (freeze, copy of states and keys, publish) with keys compared exactly. Under

@@ -1,5 +1,6 @@
-//! Loom models of the growing table (`src/store/grow_table.rs`, `src/sync/grow.rs`): the real
-//! `cellgate::KeyedLimiter` with its default store, shared by loom threads.
+//! Loom models of the growing table (`src/store/grow_table/`, `src/sync/grow.rs`,
+//! `src/sync/published.rs`): the real `cellgate::KeyedLimiter` with its default store, shared
+//! by loom threads.
 //!
 //! Under `cfg(loom)` the table has one shard whose smallest array has two slots (so a second
 //! key grows it and a sweep of one of two keys shrinks it), its slots and frozen flags are loom

@@ -24,7 +24,7 @@
 
 use std::num::NonZeroU64;
 
-use super::window::clamp_ns;
+use super::window::{clamp_ns, Reciprocal};
 use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
@@ -65,6 +65,8 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FixedWindow {
     window: NonZeroU64,
+    /// Divides by `window`: a time's window index (see [`Reciprocal`]).
+    index: Reciprocal,
     limit: u32,
     layout: Layout,
 }
@@ -75,6 +77,7 @@ impl FixedWindow {
             super::window::validate(limit, window, |w| Layout::for_window(w).count_mask())?;
         Ok(Self {
             window: w,
+            index: Reciprocal::new(w),
             limit,
             layout: Layout::for_window(w),
         })
@@ -99,7 +102,7 @@ impl FixedWindow {
     #[inline]
     pub(crate) fn step(&self, word: u64, now: u64, n: u32) -> Step {
         let w = self.window.get();
-        let (k, count) = self.current(word, now / w);
+        let (k, count) = self.current(word, self.index.div(now));
         let limit = u64::from(self.limit);
         // The end of window k, in u128: (k + 1) * W can be 2^64 or more for the last window.
         let end = (u128::from(k) + 1) * u128::from(w);
@@ -122,10 +125,23 @@ impl FixedWindow {
         )
     }
 
+    /// The decision of an admission that [`step`](Self::step) made at `now` by writing
+    /// `written`: the same decision `step` returned with that write (the window and the count
+    /// after it are in the word), without a second run of the step.
+    #[inline(never)]
+    pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        let (k, after) = self.layout.unpack(written);
+        // As in `step`: the end of window k, in u128; k is at least now's window.
+        let end = (u128::from(k) + 1) * u128::from(self.window.get());
+        let to_end = clamp_ns(end.saturating_sub(u128::from(now)));
+        let remaining = u64::from(self.limit).saturating_sub(after);
+        Decision::allow(self.limit, remaining, NonZeroU64::MIN, to_end)
+    }
+
     /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key may have used
     /// the whole limit in the window before the sweep's.
     pub(crate) fn swept_word(&self, swept: u64) -> u64 {
-        match (swept / self.window.get()).checked_sub(1) {
+        match self.index.div(swept).checked_sub(1) {
             Some(k) => self.layout.pack(k, u64::from(self.limit)),
             None => 0,
         }
@@ -136,7 +152,7 @@ impl FixedWindow {
         // A stored window later than now's (the clock went back) is never idle, even with a
         // zero count (a refund can empty it): checks at `now` would still count in that later
         // window, which a fresh key would not.
-        let k = now / self.window.get();
+        let k = self.index.div(now);
         let (ks, c) = self.layout.unpack(word);
         ks < k || (ks == k && c == 0)
     }
@@ -145,14 +161,14 @@ impl FixedWindow {
     /// over: a new window starts full anyway). Never below zero.
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let (ks, c) = self.layout.unpack(word);
-        (ks >= now / self.window.get()).then(|| self.uncount(ks, c, n))?
+        (ks >= self.index.div(now)).then(|| self.uncount(ks, c, n))?
     }
 
     /// Undoes an admission of `n` that wrote `after`: its units are taken off the count if
     /// that window is still the stored one and still counts at `now`.
     pub(crate) fn cancel(&self, word: u64, now: u64, n: u32, after: u64) -> Option<u64> {
         let (ks, c) = self.layout.unpack(word);
-        let current = ks >= now / self.window.get();
+        let current = ks >= self.index.div(now);
         (current && ks == self.layout.unpack(after).0).then(|| self.uncount(ks, c, n))?
     }
 

@@ -31,7 +31,6 @@
 use std::num::NonZeroU64;
 
 use super::Step;
-use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::quota::GcraParams;
 
@@ -259,61 +258,10 @@ impl Gcra {
     }
 }
 
-/// The decision of a check of `n` units at `now` whose step, run on `word`, asked to write
-/// `next`: what [`Algorithm::decide`] gives on `word`, without running a GCRA admission's step
-/// a second time (the checks' compare-and-swap loops carry only the words; see
-/// `Algorithm::decide`).
-#[inline(always)]
-pub(crate) fn decision_after(
-    algorithm: &Algorithm,
-    word: u64,
-    next: Option<u64>,
-    now: u64,
-    n: u32,
-) -> Decision {
-    Outcome::of(algorithm, word, next).decision(algorithm, now, n)
-}
-
-/// What [`decision_after`] needs of a check's step, in 16 bytes: the word to decide on (a GCRA
-/// admission's new TAT, otherwise the word the step was run on) and whether it is such a new
-/// TAT. The growing table's check carries this out of its probe instead of the word and the
-/// step's `Option<u64>`: small enough to come back in two registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    word: u64,
-    new_tat: bool,
-}
-
-impl Outcome {
-    /// The outcome of a step run on `word` that asked to write `next`.
-    #[inline(always)]
-    pub(crate) fn of(algorithm: &Algorithm, word: u64, next: Option<u64>) -> Self {
-        match (algorithm, next) {
-            (Algorithm::Gcra(_), Some(new_tat)) => Self {
-                word: new_tat,
-                new_tat: true,
-            },
-            _ => Self {
-                word,
-                new_tat: false,
-            },
-        }
-    }
-
-    /// [`decision_after`] the step.
-    #[inline(always)]
-    pub(crate) fn decision(self, algorithm: &Algorithm, now: u64, n: u32) -> Decision {
-        match algorithm {
-            Algorithm::Gcra(g) if self.new_tat => g.admitted(self.word, now),
-            _ => algorithm.decide(self.word, now, n),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::run;
+    use crate::algorithm::{decision_after, run, Algorithm, Outcome};
     use crate::quota::Quota;
     use std::time::Duration;
 

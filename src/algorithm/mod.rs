@@ -281,6 +281,118 @@ impl Algorithm {
     }
 }
 
+/// The decision of a check of `n` units at `now` whose step, run on `word`, asked to write
+/// `next`: what [`Algorithm::decide`] gives on `word`, without running a GCRA admission's step
+/// a second time (the checks' compare-and-swap loops carry only the words; see
+/// `Algorithm::decide`). GCRA's shortcut only: this serves the charges (`check_all`) and the
+/// direct limiter, whose checks grew with the window counters' shortcut too (`probe all3_1k`);
+/// the keyed check takes an [`Outcome`], which has both.
+#[inline(always)]
+pub(crate) fn decision_after(
+    algorithm: &Algorithm,
+    word: u64,
+    next: Option<u64>,
+    now: u64,
+    n: u32,
+) -> Decision {
+    match (algorithm, next) {
+        (Algorithm::Gcra(g), Some(new_tat)) => g.admitted(new_tat, now),
+        _ => algorithm.decide(word, now, n),
+    }
+}
+
+/// What a keyed check needs of its step to decide, in 16 bytes: the word to decide on (the word
+/// an admission of GCRA or a window counter wrote, otherwise the word the step was run on) and
+/// whether it is such a written word. The growing table's check carries this out of its probe
+/// instead of the word and the step's `Option<u64>`: small enough to come back in two
+/// registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    word: u64,
+    written: bool,
+}
+
+impl Outcome {
+    /// The outcome of a step run on `word` that asked to write `next`.
+    #[inline(always)]
+    pub(crate) fn of(algorithm: &Algorithm, word: u64, next: Option<u64>) -> Self {
+        match (algorithm, next) {
+            (
+                Algorithm::Gcra(_) | Algorithm::FixedWindow(_) | Algorithm::SlidingWindow(_),
+                Some(written),
+            ) => Self {
+                word: written,
+                written: true,
+            },
+            _ => Self {
+                word,
+                written: false,
+            },
+        }
+    }
+
+    /// The decision after the step, as [`decision_after`] gives it. An admission's decision
+    /// comes from the word it wrote, in a few instructions; the window counters' out of line,
+    /// so that GCRA's check stays as it was laid out.
+    #[inline(always)]
+    pub(crate) fn decision(self, algorithm: &Algorithm, now: u64, n: u32) -> Decision {
+        match algorithm {
+            Algorithm::Gcra(g) if self.written => g.admitted(self.word, now),
+            Algorithm::FixedWindow(f) if self.written => f.admitted(self.word, now),
+            Algorithm::SlidingWindow(s) if self.written => s.admitted(self.word, now),
+            _ => algorithm.decide(self.word, now, n),
+        }
+    }
+}
+
+/// An admission's decision from the word it wrote equals the step's own, for every algorithm
+/// whose [`Outcome`] takes that shortcut.
+#[cfg(test)]
+mod decision_props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    fn algorithm(kind: u8, limit: u32, window_ns: u64) -> Algorithm {
+        let w = Duration::from_nanos(window_ns);
+        match kind {
+            0 => FixedWindow::new(limit, w).map(Algorithm::FixedWindow),
+            1 => SlidingWindow::new(limit, w).map(Algorithm::SlidingWindow),
+            _ => crate::Quota::new(limit, w)
+                .gcra_params()
+                .map(|p| Algorithm::Gcra(Gcra::new(p))),
+        }
+        .unwrap_or_else(|_| Algorithm::FixedWindow(FixedWindow::new(1, w).unwrap()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn an_admissions_decision_is_the_steps(
+            kind in 0u8..3,
+            limit in prop_oneof![1u32..8, 1u32..1_000_000],
+            window_ns in prop_oneof![1u64..10_000, 1_000u64..1_000_000_000_000, 1u64..],
+            swept in prop_oneof![Just(None), any::<u64>().prop_map(Some)],
+            start in prop_oneof![0u64..1_000_000, any::<u64>()],
+            moves in proptest::collection::vec((-1_000i64..100_000, 0u32..4), 1..40),
+        ) {
+            let a = algorithm(kind, limit, window_ns);
+            // A fresh key, or one back from a sweep (the words a store starts a key from).
+            let mut word = swept.map_or(Algorithm::FRESH, |at| a.swept_word(at));
+            let mut now = start;
+            for (dt, n) in moves {
+                now = now.saturating_add_signed(dt);
+                let (decision, next) = a.step(word, now, n);
+                prop_assert_eq!(decision_after(&a, word, next, now, n), decision);
+                prop_assert_eq!(Outcome::of(&a, word, next).decision(&a, now, n), decision);
+                if let Some(w) = next {
+                    word = w;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,7 +75,7 @@
 
 use std::num::NonZeroU64;
 
-use super::window::clamp_ns;
+use super::window::{clamp_ns, Reciprocal};
 use super::Step;
 use crate::decision::Decision;
 use crate::error::ConfigError;
@@ -187,6 +187,8 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SlidingWindow {
     window: NonZeroU64,
+    /// Divides by `window`: a time's window index (see [`Reciprocal`]).
+    index: Reciprocal,
     limit: u32,
     layout: Layout,
     /// The last window index the layout holds (see [`Layout::last_index`]): a `now` in a later
@@ -210,6 +212,7 @@ impl SlidingWindow {
         let layout = Layout::for_limit(limit);
         Ok(Self {
             window: w,
+            index: Reciprocal::new(w),
             limit,
             layout,
             last: layout.last_index(w),
@@ -231,13 +234,13 @@ impl SlidingWindow {
     /// Whether `now` is past the horizon: in a window the layout cannot hold.
     #[inline]
     fn past_horizon(&self, now: u64) -> bool {
-        now / self.window.get() > self.last
+        self.index.div(now) > self.last
     }
 
     #[inline]
     fn view(&self, word: u64, now: u64) -> View {
         let w = self.window.get();
-        let k = now / w;
+        let k = self.index.div(now);
         let (ks, p, c) = self.layout.unpack(word);
         if ks > k {
             View {
@@ -271,7 +274,7 @@ impl SlidingWindow {
         let counted = if allowed { curr } else { v.curr };
         // remaining = floor((limit*W - prev_weight) / W) - counted
         //           = limit - ceil(prev_weight / W) - counted
-        let prev_units = u64::try_from(prev_weight.div_ceil(w)).unwrap_or(u64::MAX);
+        let prev_units = self.div_ceil(prev_weight);
         let remaining = limit.saturating_sub(prev_units).saturating_sub(counted);
         let start = u128::from(v.k) * w;
         let reset = if counted > 0 {
@@ -303,6 +306,39 @@ impl SlidingWindow {
         )
     }
 
+    /// The decision of an admission that [`step`](Self::step) made at `now` by writing
+    /// `written`: the same decision `step` returned with that write, without a second run of
+    /// the step. The written word seen at `now` is the step's view with the admitted units
+    /// counted (its window is the view's), so the remaining units and the reset follow from it
+    /// as in `step`.
+    #[inline(never)]
+    pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        let v = self.view(written, now);
+        let w = u128::from(self.window.get());
+        let prev_units = self.div_ceil(u128::from(v.prev) * (w - u128::from(v.e)));
+        let remaining = u64::from(self.limit)
+            .saturating_sub(prev_units)
+            .saturating_sub(v.curr);
+        // An admission counted units in window `v.k`: they weigh until two windows on.
+        let reset = (u128::from(v.k) * w + 2 * w).saturating_sub(u128::from(now));
+        Decision::allow(self.limit, remaining, NonZeroU64::MIN, clamp_ns(reset))
+    }
+
+    /// `ceil(x / W)`, clamped to `u64`: by the reciprocal when `x` fits in 64 bits (a
+    /// previous count times at most `W`, as a rule), by a 128-bit division otherwise.
+    #[inline]
+    fn div_ceil(&self, x: u128) -> u64 {
+        let w = self.window.get();
+        match u64::try_from(x) {
+            Ok(x) => {
+                let q = self.index.div(x);
+                // `q * W <= x`: no overflow.
+                q + u64::from(q * w != x)
+            }
+            Err(_) => u64::try_from(x.div_ceil(u128::from(w))).unwrap_or(u64::MAX),
+        }
+    }
+
     /// The decision past the horizon: denied, nothing remaining, no wait helps, and no state
     /// (every word decides the same from here on).
     #[cold]
@@ -321,7 +357,7 @@ impl SlidingWindow {
             return None;
         }
         let (ks, p, c) = self.layout.unpack(word);
-        let k = now / self.window.get();
+        let k = self.index.div(now);
         let n = u64::from(n);
         if ks >= k {
             let from_c = c.min(n);
@@ -342,7 +378,7 @@ impl SlidingWindow {
         let (ks, p, c) = self.layout.unpack(word);
         let ka = self.layout.unpack(after).0;
         let n = u64::from(n);
-        if self.past_horizon(now) || ks.saturating_add(1) < now / self.window.get() {
+        if self.past_horizon(now) || ks.saturating_add(1) < self.index.div(now) {
             // Both stored windows are over: nothing counts any more.
             None
         } else if ks == ka && c > 0 {
@@ -391,7 +427,7 @@ impl SlidingWindow {
         if self.past_horizon(swept) {
             return self.layout.pack(self.last, limit, limit);
         }
-        match (swept / self.window.get()).checked_sub(1) {
+        match self.index.div(swept).checked_sub(1) {
             Some(k) => self.layout.pack(k, limit, 0),
             None => 0,
         }
@@ -412,7 +448,7 @@ impl SlidingWindow {
         // is made before it starts, and its emptied word is the fresh word (a key charged and
         // rolled back in window 0 holds exactly what a new key starts from).
         let k = self.layout.unpack(word).0;
-        let current = k > 0 && k >= now / self.window.get();
+        let current = k > 0 && k >= self.index.div(now);
         let v = self.view(word, now);
         !current && v.prev == 0 && v.curr == 0
     }

@@ -12,6 +12,16 @@
 //! sizes its counts by the limit instead and, when the index field left is narrower than the
 //! `u64` time range needs, has a *horizon*: the first window its index cannot hold, checked on
 //! every step, from which every request is denied (see `sliding_window`'s module docs).
+//!
+//! # Why the window index is a multiplication
+//!
+//! Every window check needs the index of `now`'s window, `now / W`. A 64-bit hardware division
+//! costs tens of cycles on common x86-64 cores, more than the rest of a check's arithmetic, so
+//! each window counter divides by its `W` through a [`Reciprocal`] computed once, at build: a
+//! multiply-high, a subtraction, an addition and two shifts, exact for every `u64` `now`.
+//! Hand-written rather than taken from a crate: it is a dozen lines of one published method,
+//! with one multiply and no branch per division, and its exactness over the whole `u64` range
+//! is tested here against the hardware division.
 
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -24,6 +34,47 @@ use crate::error::ConfigError;
 #[inline]
 pub(crate) const fn index_bits(window: NonZeroU64) -> u32 {
     u64::BITS - (u64::MAX / window.get()).leading_zeros()
+}
+
+/// Division of any `u64` by a divisor fixed at build, by a multiplication: Granlund and
+/// Montgomery's method for unsigned division by an invariant integer ("Division by Invariant
+/// Integers using Multiplication", PLDI 1994, figure 4.1), whose theorem 4.2 proves that
+/// [`div`](Self::div) equals `n / d` for **every** `n` in `[0, 2^64)` and every `d` in
+/// `[1, 2^64)`. With `l = ceil(log2 d)` and `m = floor(2^64 * (2^l - d) / d) + 1` (which fits in
+/// 64 bits), `n / d = (t + ((n - t) >> min(l, 1))) >> max(l - 1, 0)` where `t` is the high word
+/// of `m * n`. The tests below check it against the hardware division over the whole range of
+/// `n` and many `d`, and at the edges of every window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reciprocal {
+    /// `m` above.
+    multiplier: u64,
+    /// `min(l, 1)`.
+    shift1: u32,
+    /// `max(l - 1, 0)`.
+    shift2: u32,
+}
+
+impl Reciprocal {
+    /// The reciprocal of `d`.
+    pub(crate) const fn new(d: NonZeroU64) -> Self {
+        let d = d.get();
+        // `l = ceil(log2 d)`: 0 for d = 1, else the bits of `d - 1`.
+        let l = u64::BITS - (d - 1).leading_zeros();
+        // `2^l - d < d`, so `2^64 * (2^l - d) < 2^128` and the quotient is below `2^64`.
+        let m = (((1u128 << l) - d as u128) << 64) / d as u128 + 1;
+        Self {
+            multiplier: m as u64,
+            shift1: if l < 1 { l } else { 1 },
+            shift2: l.saturating_sub(1),
+        }
+    }
+
+    /// `n / d`, exactly.
+    #[inline(always)]
+    pub(crate) const fn div(self, n: u64) -> u64 {
+        let t = ((self.multiplier as u128 * n as u128) >> 64) as u64;
+        (t + ((n - t) >> self.shift1)) >> self.shift2
+    }
 }
 
 /// `window` in nanoseconds, validated: non-zero and representable.
@@ -88,6 +139,49 @@ pub(crate) fn clamp_ns(ns: u128) -> u64 {
 mod tests {
     use super::*;
 
+    /// `Reciprocal::div` against the hardware division at the values where an inexact
+    /// reciprocal fails first: the ends of windows (`k*d - 1`, `k*d`) near 0 and near
+    /// `u64::MAX`, and `u64::MAX` itself.
+    fn check_edges(d: u64) {
+        let r = Reciprocal::new(NonZeroU64::new(d).unwrap());
+        let top = u64::MAX / d;
+        for k in [0, 1, 2, 3, top / 2, top.saturating_sub(2), top - 1, top] {
+            let Some(start) = k.checked_mul(d) else {
+                continue; // k is past the last window (d > u64::MAX / 2)
+            };
+            for n in [start, start.saturating_sub(1), start.saturating_add(1)] {
+                assert_eq!(r.div(n), n / d, "n = {n}, d = {d}");
+            }
+            let last = start.saturating_add(d - 1);
+            assert_eq!(r.div(last), last / d, "n = {last}, d = {d}");
+        }
+        for n in [u64::MAX, u64::MAX - 1, u64::MAX - d + 1, d - 1, d] {
+            assert_eq!(r.div(n), n / d, "n = {n}, d = {d}");
+        }
+    }
+
+    #[test]
+    fn the_reciprocal_divides_exactly_at_the_edges() {
+        let mut ds = vec![1, 2, 3, 5, 7, 10, 1000, 1_000_000, 1_000_000_007, u64::MAX];
+        for b in 1..64 {
+            let p = 1u64 << b;
+            ds.extend([p - 1, p, p + 1]);
+        }
+        // Window lengths as configured: whole ms, s, min, h, days.
+        for unit in [
+            1_000_000u64,
+            1_000_000_000,
+            60_000_000_000,
+            3_600_000_000_000,
+        ] {
+            ds.extend([unit, 7 * unit, 24 * unit, 1000 * unit]);
+        }
+        ds.extend([u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX / 3, u64::MAX - 1]);
+        for d in ds {
+            check_edges(d);
+        }
+    }
+
     #[test]
     fn index_bits_holds_the_largest_index() {
         for w in [
@@ -112,6 +206,38 @@ mod tests {
         }
         assert_eq!(index_bits(NonZeroU64::new(1).unwrap()), 64);
         assert_eq!(index_bits(NonZeroU64::new(u64::MAX).unwrap()), 1);
+    }
+}
+
+/// The reciprocal against the hardware division, over the whole `u64` range.
+#[cfg(test)]
+mod reciprocal_props {
+    use super::Reciprocal;
+    use proptest::prelude::*;
+    use std::num::NonZeroU64;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        /// `Reciprocal::div` equals the hardware division over the whole `u64` range of `n`,
+        /// for divisors of every size (small ones, near powers of two, any at all).
+        #[test]
+        fn the_reciprocal_divides_exactly(
+            n in prop_oneof![any::<u64>(), 0u64..1 << 32],
+            d in prop_oneof![
+                1u64..10_000,
+                (1u32..64, -2i64..=2).prop_map(|(b, o)| (1u64 << b).wrapping_add_signed(o).max(1)),
+                1u64..,
+            ],
+            near in any::<bool>(),
+        ) {
+            let r = Reciprocal::new(NonZeroU64::new(d).unwrap());
+            prop_assert_eq!(r.div(n), n / d);
+            // Also right at a multiple of `d` near `n` (the end of `n`'s window), where a
+            // reciprocal that is too small shows first.
+            let m = (n / d) * d;
+            let at = if near { m } else { m.wrapping_sub(1) };
+            prop_assert_eq!(r.div(at), at / d);
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use crate::algorithm::gcra::decision_after;
+use crate::algorithm::decision_after;
 use crate::algorithm::{Algorithm, Gcra};
 use crate::decision::Decision;
 use crate::error::ConfigError;

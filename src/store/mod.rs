@@ -27,6 +27,17 @@ pub(crate) fn hash<Q: std::hash::Hash + ?Sized, S: std::hash::BuildHasher>(
     hasher.hash_one(key)
 }
 
+/// The fingerprint of a key with hash `h`, as both fingerprint tables keep it: never 0 or 1
+/// (the fixed table's EMPTY and TOMB; the growing table's EMPTY is 0).
+#[inline]
+pub(crate) fn fingerprint(h: u64) -> u64 {
+    if h < 2 {
+        h + 2
+    } else {
+        h
+    }
+}
+
 /// The shard of hash `h` in a table of `1 << bits` shards (`bits` at most 16): the top `bits`
 /// bits, that is, of the top 16 bits, drop the low `16 - bits` (all 16 when there is one
 /// shard: index 0). Two plain shifts, never by 64 or more.

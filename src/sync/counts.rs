@@ -10,7 +10,7 @@ use std::cell::Cell;
 pub(crate) enum Event {
     /// A [`Lock`](super::Lock) taken.
     Lock,
-    /// A growing table's entry in a thread's cache renewed (`grow::Published::refresh`).
+    /// A growing table's entry in a thread's cache renewed (`published::Published::refresh`).
     Refresh,
     /// A high-water mark written (`high_water::HighWater::raise`).
     Raise,

@@ -6,7 +6,9 @@
 //! - [`cell::Cell`]: one key's packed word and the compare-and-swap loop that updates it;
 //! - [`Slot`]: the fixed table's 16-byte slot (fingerprint and word);
 //! - [`grow`]: the growing table's slot of two 64-bit words, its swappable slot arrays and
-//!   freeze, and the per-thread cache through which checks reach a table's current arrays;
+//!   freeze;
+//! - [`published`]: the per-thread cache through which checks reach a growing table's current
+//!   arrays, and the rebuilds' publication of new ones;
 //! - [`map`]: the exact stores' sharded map (dashmap, or a loom-visible stand-in);
 //! - [`SeqLock`] and [`Flag`]: a runtime-changed quota, read without a lock;
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
@@ -27,6 +29,7 @@ pub(crate) mod grow;
 pub(crate) mod high_water;
 mod lock;
 pub(crate) mod map;
+pub(crate) mod published;
 mod seqlock;
 mod slot;
 pub(crate) mod sweep_gate;

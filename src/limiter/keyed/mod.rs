@@ -5,7 +5,6 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::algorithm::gcra::{decision_after, Outcome};
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Stock, WarmUp};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::Decision;
@@ -25,6 +24,7 @@ use crate::sync::sweep_gate::SweepGate;
 use crate::sync::Counter;
 
 mod builder;
+mod check;
 mod lifecycle;
 mod tables;
 
@@ -139,116 +139,6 @@ pub struct KeyedLimiter<K, C = DefaultClock> {
 const BATCH: usize = 16;
 
 impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
-    /// Checks one request for `key`.
-    #[inline(always)]
-    pub fn check<Q>(&self, key: &Q) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.check_n(key, 1)
-    }
-
-    /// Checks a request for `n` units on `key`: all admitted or none.
-    ///
-    /// `n = 0` consumes nothing; `n` above the limit is denied with no `retry_after`. Neither
-    /// creates a key.
-    ///
-    /// ```
-    /// use cellgate::{KeyedLimiter, Quota};
-    /// use cellgate::clock::ManualClock;
-    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5)).clock(ManualClock::new()).build()?;
-    /// assert!(l.check_n(&1, 5).is_allowed());
-    /// assert!(!l.check_n(&2, 6).is_allowed());
-    /// assert_eq!(l.len(), 1);
-    /// # Ok::<(), cellgate::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
-        // current algorithm is read and checked by a second, out-of-line copy of the check.
-        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
-        // inlining this function into its callers, and the call (the arguments, the 40-byte
-        // decision returned through memory) was all of the difference from a limiter with no
-        // runtime change at all; inlined, the flag costs a load and a predicted branch.
-        match self.setting.unchanged() {
-            Some(algorithm) => self.check_on(algorithm, key, n),
-            None => self.check_changed(key, n),
-        }
-    }
-
-    /// [`check_n`](Self::check_n) after a runtime quota change.
-    #[cold]
-    #[inline(never)]
-    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.check_on(&self.setting.load(), key, n)
-    }
-
-    #[inline(always)]
-    fn check_on<Q>(&self, algorithm: &Algorithm, key: &Q, n: u32) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.check_at(algorithm, key, &Now::lazy(|| self.now()), n)
-    }
-
-    /// [`check_on`](Self::check_on) at the instant `now` gives.
-    #[inline(always)]
-    fn check_at<Q>(
-        &self,
-        algorithm: &Algorithm,
-        key: &Q,
-        now: &Now<impl Fn() -> u64>,
-        n: u32,
-    ) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        // Every path runs its compare-and-swap loop on the word alone and returns the word the
-        // decision is taken on; the decision is built once, at the end (see
-        // `Algorithm::decide`; a GCRA admission's decision comes from its write, see
-        // `decision_after`). Each path gets its own closure, called from exactly one place,
-        // so that LLVM inlines the step into the loop. The closures are `move`: they hold
-        // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
-        // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
-        // "Instruction counts").
-        match &self.store {
-            Store::Table(table, hasher) => self.check_hashed(
-                table,
-                crate::store::hash(hasher, key),
-                algorithm,
-                now.get(),
-                n,
-            ),
-            Store::Grow(table, hasher) => self.check_grow(
-                table,
-                crate::store::hash(hasher, key),
-                &ByFingerprint,
-                algorithm,
-                now,
-                n,
-            ),
-            Store::Exact(table, hasher, _) => self.check_grow(
-                table,
-                crate::store::hash(hasher, key),
-                &Exact::<K, Q>::new(key),
-                algorithm,
-                now,
-                n,
-            ),
-        }
-    }
-
     /// The decision for a new key that the full store cannot take: refused, or (under
     /// [`WhenFull::AdmitUntracked`]) `decide` on a fresh word, not stored.
     #[cold]
@@ -653,60 +543,6 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
 }
 
 crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
-
-/// The instant a check decides at: read from the clock at its first use, and the same at every
-/// use after it (so one read per check, counted by `clock::tests`). A check of a held key
-/// first uses it in its step, after the probe has loaded the key's slot. Read before the
-/// probe, a keyed check on the default clock was measurably slower (BENCHMARKS.md, "The
-/// clock's share of a check"), likely because the time-stamp counter read's latency added to
-/// the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`,
-/// `ManualClock`) gains nothing and pays the deferral, a call.
-pub(super) struct Now<F> {
-    read: F,
-    at: std::cell::Cell<Option<u64>>,
-}
-
-impl<F: Fn() -> u64> Now<F> {
-    /// Read from `read` at the first [`get`](Self::get).
-    #[inline(always)]
-    pub(super) fn lazy(read: F) -> Self {
-        Now {
-            read,
-            at: std::cell::Cell::new(None),
-        }
-    }
-
-    /// The instant.
-    #[inline(always)]
-    pub(super) fn get(&self) -> u64 {
-        match self.at.get() {
-            Some(now) => now,
-            None => self.first(),
-        }
-    }
-
-    /// The first use: reads the clock. Out of line: inlined, it made the check's step too
-    /// large for LLVM to inline into the compare-and-swap loop (`probe table1k`: 324
-    /// instructions a check against 295).
-    #[inline(never)]
-    fn first(&self) -> u64 {
-        let now = (self.read)();
-        self.at.set(Some(now));
-        now
-    }
-}
-
-impl Now<fn() -> u64> {
-    /// A given instant (`check_many`'s one reading for its whole batch); its `read` is never
-    /// called.
-    #[inline(always)]
-    pub(super) fn at(now: u64) -> Self {
-        Now {
-            read: || 0,
-            at: std::cell::Cell::new(Some(now)),
-        }
-    }
-}
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,75 +1,12 @@
-//! The fingerprint tables' check paths: one key by its hash (the fixed and the growing
-//! table), and [`check_many`](KeyedLimiter::check_many), which hashes and touches a group of
-//! keys before checking them.
+//! [`check_many`](KeyedLimiter::check_many): the fingerprint tables hash and touch a group of
+//! keys before checking them (one key's check is in `check.rs`).
 
+use super::check::Now;
 use super::lifecycle::Fingerprints;
 use super::*;
 use crate::store::Hasher;
 
 impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
-    /// The table store's check of the key with hash `h`.
-    #[inline(always)]
-    pub(super) fn check_hashed(
-        &self,
-        table: &Table,
-        h: u64,
-        algorithm: &Algorithm,
-        now: u64,
-        n: u32,
-    ) -> Decision {
-        if let Some(found) = table.find(h) {
-            let hit = Table::update(found, h, move |w| {
-                let next = algorithm.step(w, now, n).1;
-                ((w, next), next)
-            });
-            if let Ok((word, next)) = hit {
-                return decision_after(algorithm, word, next, now, n);
-            }
-        }
-        let step = move |w| {
-            let next = algorithm.step(w, now, n).1;
-            ((w, next), next)
-        };
-        match self.insert_hashed(table, h, &ByFingerprint, now, step, true, None) {
-            Some((word, next)) => decision_after(algorithm, word, next, now, n),
-            None => self.full(move |w| algorithm.decide(w, now, n)),
-        }
-    }
-
-    /// The growing table's check of `key`, with hash `h`.
-    #[inline(always)]
-    pub(super) fn check_grow(
-        &self,
-        table: &GrowTable,
-        h: u64,
-        key: &impl SlotKey,
-        algorithm: &Algorithm,
-        now: &Now<impl Fn() -> u64>,
-        n: u32,
-    ) -> Decision {
-        // The step gives an `Outcome` (two words) rather than the word and the step's
-        // `Option<u64>` (three): what comes back through the per-thread view's closures then
-        // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
-        // the key's slot.
-        let step = move |w| {
-            let next = algorithm.step(w, now.get(), n).1;
-            (Outcome::of(algorithm, w, next), next)
-        };
-        let decided = match table.try_update(h, key, step) {
-            Probe::Hit(outcome) => return outcome.decision(algorithm, now.get(), n),
-            Probe::Absent => match self.decide_absent(&step) {
-                Ok(outcome) => return outcome.decision(algorithm, now.get(), n),
-                Err(decided) => Some(decided),
-            },
-            Probe::Unsure => None,
-        };
-        let now = now.get();
-        match self.insert_hashed(table, h, key, now, step, true, decided) {
-            Some(outcome) => outcome.decision(algorithm, now, n),
-            None => self.full(move |w| algorithm.decide(w, now, n)),
-        }
-    }
-
     /// Checks one request for each key of `keys`, in order, and appends the decisions to `out`
     /// (one per key, in the same order). Each decision is the one [`check`](Self::check) would
     /// give for that key if called for the keys one after another, **all at one instant**: the

@@ -77,6 +77,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::store::fingerprint;
 use crate::sync::cell::{drive, Swap};
 use crate::sync::{Counter, Lock, Slot};
 
@@ -105,16 +106,6 @@ fn fp_of(slot: u128) -> u64 {
 #[inline]
 fn state_of(slot: u128) -> u64 {
     slot as u64
-}
-
-/// The fingerprint of a key with hash `h`: never EMPTY or TOMB.
-#[inline]
-pub(crate) fn fingerprint(h: u64) -> u64 {
-    if h < 2 {
-        h + 2
-    } else {
-        h
-    }
 }
 
 /// What the store's owner decides during an insert: the algorithm's view of fresh and idle

@@ -1,0 +1,249 @@
+//! The path of one keyed check, from [`check`](KeyedLimiter::check) to the store: the
+//! algorithm as built (or as last changed), the instant, the key's hash, then the store's own
+//! check: [`check_grow`](KeyedLimiter::check_grow) for the growing tables (the default and the
+//! exact store), [`check_hashed`](KeyedLimiter::check_hashed) for the fixed table. ARCHITECTURE.md
+//! draws the whole path, file by file, down to the compare-and-swap.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use super::{KeyedLimiter, Store};
+use crate::algorithm::{decision_after, Algorithm, Outcome};
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::store::grow_table::{ByFingerprint, Exact, GrowTable, Probe, SlotKey};
+use crate::store::table::Table;
+
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
+    /// Checks one request for `key`.
+    #[inline(always)]
+    pub fn check<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n(key, 1)
+    }
+
+    /// Checks a request for `n` units on `key`: all admitted or none.
+    ///
+    /// `n = 0` consumes nothing; `n` above the limit is denied with no `retry_after`. Neither
+    /// creates a key.
+    ///
+    /// ```
+    /// use cellgate::{KeyedLimiter, Quota};
+    /// use cellgate::clock::ManualClock;
+    /// let l = KeyedLimiter::<u64>::gcra(Quota::per_second(5)).clock(ManualClock::new()).build()?;
+    /// assert!(l.check_n(&1, 5).is_allowed());
+    /// assert!(!l.check_n(&2, 6).is_allowed());
+    /// assert_eq!(l.len(), 1);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    #[inline(always)]
+    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
+        // current algorithm is read and checked by a second, out-of-line copy of the check.
+        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
+        // inlining this function into its callers, and the call (the arguments, the 40-byte
+        // decision returned through memory) was all of the difference from a limiter with no
+        // runtime change at all; inlined, the flag costs a load and a predicted branch.
+        match self.setting.unchanged() {
+            Some(algorithm) => self.check_on(algorithm, key, n),
+            None => self.check_changed(key, n),
+        }
+    }
+
+    /// [`check_n`](Self::check_n) after a runtime quota change.
+    #[cold]
+    #[inline(never)]
+    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_on(&self.setting.load(), key, n)
+    }
+
+    #[inline(always)]
+    pub(super) fn check_on<Q>(&self, algorithm: &Algorithm, key: &Q, n: u32) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_at(
+            algorithm,
+            key,
+            &Now::lazy(|| self.setting.now(&self.clock)),
+            n,
+        )
+    }
+
+    /// [`check_on`](Self::check_on) at the instant `now` gives.
+    #[inline(always)]
+    pub(super) fn check_at<Q>(
+        &self,
+        algorithm: &Algorithm,
+        key: &Q,
+        now: &Now<impl Fn() -> u64>,
+        n: u32,
+    ) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // Every path runs its compare-and-swap loop on the word alone and returns the word the
+        // decision is taken on; the decision is built once, at the end (see
+        // `Algorithm::decide`; a GCRA admission's decision comes from its write, see
+        // `decision_after`). Each path gets its own closure, called from exactly one place,
+        // so that LLVM inlines the step into the loop. The closures are `move`: they hold
+        // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
+        // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
+        // "Instruction counts").
+        match &self.store {
+            Store::Table(table, hasher) => self.check_hashed(
+                table,
+                crate::store::hash(hasher, key),
+                algorithm,
+                now.get(),
+                n,
+            ),
+            Store::Grow(table, hasher) => self.check_grow(
+                table,
+                crate::store::hash(hasher, key),
+                &ByFingerprint,
+                algorithm,
+                now,
+                n,
+            ),
+            Store::Exact(table, hasher, _) => self.check_grow(
+                table,
+                crate::store::hash(hasher, key),
+                &Exact::<K, Q>::new(key),
+                algorithm,
+                now,
+                n,
+            ),
+        }
+    }
+
+    /// The table store's check of the key with hash `h`.
+    #[inline(always)]
+    pub(super) fn check_hashed(
+        &self,
+        table: &Table,
+        h: u64,
+        algorithm: &Algorithm,
+        now: u64,
+        n: u32,
+    ) -> Decision {
+        if let Some(found) = table.find(h) {
+            let hit = Table::update(found, h, move |w| {
+                let next = algorithm.step(w, now, n).1;
+                ((w, next), next)
+            });
+            if let Ok((word, next)) = hit {
+                return decision_after(algorithm, word, next, now, n);
+            }
+        }
+        let step = move |w| {
+            let next = algorithm.step(w, now, n).1;
+            ((w, next), next)
+        };
+        match self.insert_hashed(table, h, &ByFingerprint, now, step, true, None) {
+            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+
+    /// The growing table's check of `key`, with hash `h`.
+    #[inline(always)]
+    pub(super) fn check_grow(
+        &self,
+        table: &GrowTable,
+        h: u64,
+        key: &impl SlotKey,
+        algorithm: &Algorithm,
+        now: &Now<impl Fn() -> u64>,
+        n: u32,
+    ) -> Decision {
+        // The step gives an `Outcome` (two words) rather than the word and the step's
+        // `Option<u64>` (three): what comes back through the per-thread view's closures then
+        // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
+        // the key's slot.
+        let step = move |w| {
+            let next = algorithm.step(w, now.get(), n).1;
+            (Outcome::of(algorithm, w, next), next)
+        };
+        let decided = match table.try_update(h, key, step) {
+            Probe::Hit(outcome) => return outcome.decision(algorithm, now.get(), n),
+            Probe::Absent => match self.decide_absent(&step) {
+                Ok(outcome) => return outcome.decision(algorithm, now.get(), n),
+                Err(decided) => Some(decided),
+            },
+            Probe::Unsure => None,
+        };
+        let now = now.get();
+        match self.insert_hashed(table, h, key, now, step, true, decided) {
+            Some(outcome) => outcome.decision(algorithm, now, n),
+            None => self.full(move |w| algorithm.decide(w, now, n)),
+        }
+    }
+}
+
+/// The instant a check decides at: read from the clock at its first use, and the same at every
+/// use after it (so one read per check, counted by `clock::tests`). A check of a held key
+/// first uses it in its step, after the probe has loaded the key's slot. Read before the
+/// probe, a keyed check on the default clock was measurably slower (BENCHMARKS.md, "The
+/// clock's share of a check"), likely because the time-stamp counter read's latency added to
+/// the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`,
+/// `ManualClock`) gains nothing and pays the deferral, a call.
+pub(super) struct Now<F> {
+    read: F,
+    at: std::cell::Cell<Option<u64>>,
+}
+
+impl<F: Fn() -> u64> Now<F> {
+    /// Read from `read` at the first [`get`](Self::get).
+    #[inline(always)]
+    pub(super) fn lazy(read: F) -> Self {
+        Now {
+            read,
+            at: std::cell::Cell::new(None),
+        }
+    }
+
+    /// The instant.
+    #[inline(always)]
+    pub(super) fn get(&self) -> u64 {
+        match self.at.get() {
+            Some(now) => now,
+            None => self.first(),
+        }
+    }
+
+    /// The first use: reads the clock. Out of line: inlined, it made the check's step too
+    /// large for LLVM to inline into the compare-and-swap loop (`probe table1k`: 324
+    /// instructions a check against 295).
+    #[inline(never)]
+    fn first(&self) -> u64 {
+        let now = (self.read)();
+        self.at.set(Some(now));
+        now
+    }
+}
+
+impl Now<fn() -> u64> {
+    /// A given instant (`check_many`'s one reading for its whole batch); its `read` is never
+    /// called.
+    #[inline(always)]
+    pub(super) fn at(now: u64) -> Self {
+        Now {
+            read: || 0,
+            at: std::cell::Cell::new(Some(now)),
+        }
+    }
+}
