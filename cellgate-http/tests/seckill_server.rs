@@ -24,13 +24,19 @@ impl Drop for Server {
     }
 }
 
-/// Builds the example (a no-op when `cargo test` already did) and returns its path.
+/// Builds the example (a no-op when `cargo test --workspace --all-features` already did) and
+/// returns its path.
 fn example_binary() -> PathBuf {
     let release = !cfg!(debug_assertions);
     let mut cmd = Command::new(env!("CARGO"));
+    // The whole workspace with every feature: the feature set the README's test command builds
+    // the example with, so that this nested build finds its artifacts there instead of
+    // rebuilding the example's dependencies with another feature set.
     cmd.args([
         "build",
         "--quiet",
+        "--workspace",
+        "--all-features",
         "--example",
         "seckill_server",
         "--manifest-path",
@@ -38,14 +44,6 @@ fn example_binary() -> PathBuf {
     .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
     if release {
         cmd.arg("--release");
-    }
-    // The features this test was built with, so that the nested build reuses the same
-    // artifacts instead of rebuilding the crate with another feature set.
-    if !cfg!(feature = "axum") {
-        cmd.arg("--no-default-features");
-    }
-    if cfg!(feature = "metrics") {
-        cmd.args(["--features", "metrics"]);
     }
     assert!(
         cmd.status().expect("cargo runs").success(),
