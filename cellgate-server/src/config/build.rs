@@ -203,7 +203,7 @@ impl Builder {
                 requests_per_unit: rpu,
                 period,
             };
-            crate::engine::check_spec(&spec).map_err(|e| here.error("", e.to_string()))?;
+            super::check_spec(&spec).map_err(|e| here.error("", e.to_string()))?;
             self.slots.push(spec);
             rules.push(Rule {
                 slot: self.slots.len() - 1,

@@ -15,8 +15,11 @@
 mod build;
 mod dump;
 mod files;
+mod limiter;
 mod period;
 pub mod yaml;
+
+pub(crate) use limiter::{build, check_spec, Lim};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -23,8 +23,6 @@ use decide::{Check, Item, Kind};
 use limiters::Limiters;
 use overrides::{Overridden, Overrides};
 
-pub(crate) use limiters::check_spec;
-
 /// Bounds on what one request may hold; a request over any of them is a [`RequestError`].
 ///
 /// # Examples
