@@ -1,4 +1,4 @@
-//! The bounds on one request ([`InputLimits`](super::InputLimits)), checked before anything
+//! The bounds on one request ([`InputLimits`]), checked before anything
 //! is looked up or allocated for it.
 
 use super::InputLimits;
