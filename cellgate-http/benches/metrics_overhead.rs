@@ -48,7 +48,7 @@ fn layer(metrics: bool, admit: bool) -> RateLimitLayer {
 }
 
 /// Builds the limited service and returns a closure that serves one request.
-fn service(layer: &RateLimitLayer) -> impl FnMut() -> u16 {
+fn service(layer: &RateLimitLayer) -> impl FnMut() -> u16 + use<> {
     let mut svc = layer.layer(tower::service_fn(|_r: http::Request<()>| async {
         Ok::<_, Infallible>(http::Response::new(String::new()))
     }));
@@ -236,13 +236,13 @@ fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     if filter
         .as_deref()
-        .map_or(true, |f| "metrics_on_minus_off".contains(f))
+        .is_none_or(|f| "metrics_on_minus_off".contains(f))
     {
         on_minus_off();
     }
     if filter
         .as_deref()
-        .map_or(true, |f| "metrics_two_threads_on_over_off".contains(f))
+        .is_none_or(|f| "metrics_two_threads_on_over_off".contains(f))
     {
         two_threads_on_over_off();
     }

@@ -172,7 +172,7 @@ fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     if filter
         .as_deref()
-        .map_or(true, |f| "record_minus_check".contains(f))
+        .is_none_or(|f| "record_minus_check".contains(f))
     {
         record_minus_check();
     }

@@ -288,7 +288,8 @@ impl Conn {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("replication");
         let limit = self.timeout;
-        let r = match self.cluster().await.ok()? {
+
+        match self.cluster().await.ok()? {
             Some(c) => {
                 let route =
                     SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
@@ -310,8 +311,7 @@ impl Conn {
                 }
                 Link::Cluster { .. } => None,
             },
-        };
-        r
+        }
     }
 
     /// Runs one command (on a cluster: on whichever node redis-rs routes it to).

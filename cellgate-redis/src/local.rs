@@ -32,13 +32,13 @@ pub(crate) fn refused(
     fallback_admitted: &Counter,
     dry: &Dry,
 ) -> (Decision, bool) {
-    if link.get() == FALLBACK {
-        if let Some(f) = fallback {
-            let d = f.check_n(n);
-            if d.is_allowed() {
-                fallback_admitted.add(u64::from(n));
-                return (d, false);
-            }
+    if link.get() == FALLBACK
+        && let Some(f) = fallback
+    {
+        let d = f.check_n(n);
+        if d.is_allowed() {
+            fallback_admitted.add(u64::from(n));
+            return (d, false);
         }
     }
     (pool, dry.signal(n))

@@ -185,17 +185,17 @@ fn run(server: &mut common::RedisServer, kind: Kind, steps: &[Step]) -> Result<(
             }
             Step::Replay { p } => {
                 let pr = &mut procs[p];
-                if let Some((seq, k)) = pr.last_give {
-                    if seq < pr.seq {
-                        let r = rt.block_on(call(&mut pr.client, Op::Give, seq, k));
-                        // Stale, or the newest executed one repeated: executed again never.
-                        prop_assert!(
-                            r.stale || r.repeated,
-                            "a late replay of sequence {} ran: {:?}",
-                            seq,
-                            r
-                        );
-                    }
+                if let Some((seq, k)) = pr.last_give
+                    && seq < pr.seq
+                {
+                    let r = rt.block_on(call(&mut pr.client, Op::Give, seq, k));
+                    // Stale, or the newest executed one repeated: executed again never.
+                    prop_assert!(
+                        r.stale || r.repeated,
+                        "a late replay of sequence {} ran: {:?}",
+                        seq,
+                        r
+                    );
                 }
             }
             Step::Kill { p } => {

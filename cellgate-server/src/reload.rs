@@ -40,10 +40,10 @@ pub(crate) fn spawn(
         .flatten();
     let mut watcher = RecommendedWatcher::new(
         move |res: notify::Result<Event>| {
-            if let Ok(ev) = res {
-                if relevant(&ev, file_name.as_deref()) {
-                    let _ = tx.try_send(());
-                }
+            if let Ok(ev) = res
+                && relevant(&ev, file_name.as_deref())
+            {
+                let _ = tx.try_send(());
             }
         },
         notify::Config::default(),

@@ -218,7 +218,7 @@ impl Log {
     /// past any forgotten expiry.
     pub(crate) fn is_idle(&self, cfg: &LogConfig, now: u64) -> bool {
         now >= self.forgotten
-            && self.entries.back().map_or(true, |&(t, _)| {
+            && self.entries.back().is_none_or(|&(t, _)| {
                 u128::from(t) + u128::from(cfg.window.get()) <= u128::from(now)
             })
     }

@@ -76,7 +76,7 @@ impl Sweeper {
 
     /// Whether the thread has ended: it was stopped, or the limiter was dropped.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, JoinHandle::is_finished)
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     /// Stops the thread and waits for it to end (a sweep in progress finishes first).

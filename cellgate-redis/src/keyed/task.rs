@@ -235,13 +235,12 @@ impl Task {
                 tokio::select! {
                     (shard, r) = std::future::poll_fn(|cx| {
                         for (i, f) in inflight.iter_mut().enumerate() {
-                            if let Some(c) = f.as_mut().and_then(|f| f.call.as_mut()) {
-                                if let Poll::Ready(r) = c.as_mut().poll(cx) {
+                            if let Some(c) = f.as_mut().and_then(|f| f.call.as_mut())
+                                && let Poll::Ready(r) = c.as_mut().poll(cx) {
                                     // Answered: `on_reply` takes the call out before any
                                     // further poll.
                                     return Poll::Ready((i, r));
                                 }
-                            }
                         }
                         Poll::Pending
                     }) => Event::Reply(shard, r),

@@ -191,18 +191,18 @@ impl Task {
         // Outage admissions are charged before anything more is granted: a grant still
         // waiting from before the outage would otherwise take room they already used. Dropping
         // it is safe: if it ran and only its reply was lost, its units are never sold.
-        if let Some(Pending { op: Op::Grant, .. }) = self.pending {
-            if self.debt() > 0 {
-                self.pending = None;
-            }
+        if let Some(Pending { op: Op::Grant, .. }) = self.pending
+            && self.debt() > 0
+        {
+            self.pending = None;
         }
         if self.pending.is_none() {
             self.pending = self.next_command(now);
         }
-        if let Some(p) = self.pending {
-            if now >= self.retry_at {
-                self.send(p).await;
-            }
+        if let Some(p) = self.pending
+            && now >= self.retry_at
+        {
+            self.send(p).await;
         }
         self.publish();
     }
@@ -359,10 +359,10 @@ impl Task {
             self.live = r.live.max(1);
             self.fallback_burst = r.fallback_burst;
             self.shared.live.set(self.live);
-            if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind) {
-                if r.fallback_burst > 0 {
-                    let _ = f.set_quota(share(interval_us, self.live, r.fallback_burst));
-                }
+            if let (Some(f), Kind::Rate { interval_us, .. }) = (&self.shared.fallback, self.kind)
+                && r.fallback_burst > 0
+            {
+                let _ = f.set_quota(share(interval_us, self.live, r.fallback_burst));
             }
         }
         match p.op {

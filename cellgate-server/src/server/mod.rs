@@ -265,7 +265,7 @@ impl Server {
     /// ```no_run
     /// # async fn f(s: cellgate_server::server::Server) { tokio::spawn(s.shutdown_signal()); }
     /// ```
-    pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
         let mut rx = self.shutdown_tx.subscribe();
         async move {
             let _ = rx.wait_for(|&stop| stop).await;
@@ -323,7 +323,7 @@ impl Server {
     }
 }
 
-fn stopped(tx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+fn stopped(tx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static + use<> {
     let mut rx = tx.subscribe();
     async move {
         let _ = rx.wait_for(|&stop| stop).await;

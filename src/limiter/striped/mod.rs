@@ -308,7 +308,7 @@ impl<C: Clock> StripedLimiter<C> {
             }
             // Report the soonest retry any stripe offers (`None` only if none offers one).
             if let Some(ns) = d.retry_after_ns() {
-                if denied.retry_after_ns().map_or(true, |best| ns < best) {
+                if denied.retry_after_ns().is_none_or(|best| ns < best) {
                     denied = d;
                 }
             }
@@ -446,7 +446,7 @@ impl<C: Clock> StripedLimiter<C> {
 fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     match (best, d.retry_after_ns()) {
         (None, _) => d,
-        (Some(b), Some(ns)) if b.retry_after_ns().map_or(true, |bn| ns < bn) => d,
+        (Some(b), Some(ns)) if b.retry_after_ns().is_none_or(|bn| ns < bn) => d,
         (Some(b), _) => b,
     }
 }
