@@ -6,7 +6,7 @@
 //! again, a theoretical arrival time past a sweep's), the re-created key belonged to an older
 //! window than the dropped one, and when the clock came back it had a whole fresh budget.
 //!
-//! The fuzz target `ceiling_model` (`fuzz/src/ceiling_model.rs`) checks the same bound over
+//! The fuzz target `ceiling_model` (`fuzz/lib/src/ceiling_model.rs`) checks the same bound over
 //! random sequences; these are the cases found by review and by it, one per way to gain.
 
 use std::time::Duration;

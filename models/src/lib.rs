@@ -1,5 +1,5 @@
 //! Reference models of cellgate's algorithms and keyed store, shared by the integration tests
-//! (`tests/`), the fuzz targets (`fuzz/src`) and the warm-up unit tests
+//! (`tests/`), the fuzz targets (`fuzz/lib/src`) and the warm-up unit tests
 //! (`src/algorithm/warm_up/tests.rs`), so that all of them check the crate against the same
 //! reading of its documentation.
 //!

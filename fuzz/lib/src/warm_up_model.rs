@@ -571,7 +571,7 @@ mod tests {
     #[test]
     fn seeds_replay() {
         let total = crate::common::replay_dir(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_warm_up_model"),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/seed_warm_up_model"),
             run,
         );
         for (name, n) in total.fields() {

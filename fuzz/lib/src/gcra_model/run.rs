@@ -73,6 +73,8 @@ struct Run {
 impl Run {
     /// Builds both limiters from the input's quota; `Err` with the stats when the quota (or a
     /// zero key cap) must be refused, and was.
+    // The `Err` is the run's final stats, built once per input: its size costs nothing.
+    #[allow(clippy::result_large_err)]
     fn start(input: &Input) -> Result<Run, Stats> {
         let mut stats = Stats {
             inputs: 1,

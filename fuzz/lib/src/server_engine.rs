@@ -454,7 +454,7 @@ mod tests {
 
     #[test]
     fn seeds_replay() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_server_engine");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/seed_server_engine");
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let bytes = std::fs::read(entry.unwrap().path()).unwrap();

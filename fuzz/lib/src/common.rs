@@ -499,7 +499,8 @@ pub fn pick_seeds<I: for<'a> Arbitrary<'a>, S: Counters>(
 /// [`pick_seeds`] does and copies the picks into `corpus/seed_<target>/<counter>`, replacing
 /// the seeds there.
 pub fn refresh_seeds<I: for<'a> Arbitrary<'a>, S: Counters>(target: &str, run: impl Fn(&I) -> S) {
-    let root = env!("CARGO_MANIFEST_DIR");
+    // The corpus lives beside the fuzz targets, one directory up from this library.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let dir = std::env::var("CORPUS").unwrap_or_else(|_| format!("{root}/corpus/{target}"));
     let picks = pick_seeds(&dir, run);
     assert!(!picks.is_empty(), "nothing to pick from {dir}");
@@ -531,7 +532,7 @@ macro_rules! corpus_tests {
         #[test]
         fn seeds_replay() {
             $crate::common::replay_dir(
-                concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_", $target),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/seed_", $target),
                 $run,
             );
         }
@@ -548,7 +549,7 @@ macro_rules! corpus_tools {
         #[ignore = "reporting tool, not a check"]
         fn corpus_stats() {
             let dir = std::env::var("CORPUS").unwrap_or_else(|_| {
-                concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/seed_", $target).to_string()
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/seed_", $target).to_string()
             });
             println!("{dir}: {:#?}", $crate::common::replay_dir(&dir, $run));
         }
