@@ -32,8 +32,6 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -42,7 +40,7 @@ use cellgate::{check_all, Decision, KeyedLimiter, Limiter, Quota, RateLimiter, R
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{
+use crate::common::{
     assert_serial, coverage_required, deterministic_hashing, distant_keys, model, permutations,
     serially,
 };

@@ -25,14 +25,12 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
-use common::{
+use crate::common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
     deterministic_hashing, drained, keyed_check_behind_the_sweep, model, serial_outcomes, Got,

@@ -14,17 +14,7 @@
 //! signal or to another refusal (the largest refused request is either taken by the task or
 //! still in the signal).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test fleet_local`.
-
-mod common;
-
-#[allow(dead_code)]
-#[path = "../../cellgate-redis/src/sync.rs"]
-mod sync;
-
-#[allow(dead_code)]
-#[path = "../../cellgate-redis/src/local.rs"]
-mod local;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models fleet_local::`.
 
 use std::collections::BTreeSet;
 
@@ -32,8 +22,8 @@ use cellgate::StripedLimiter;
 use loom::sync::Arc;
 use loom::thread;
 
-use common::model_reaching;
-use sync::{Counter, Dry, Link};
+use crate::common::model_reaching;
+use crate::sync::{Counter, Dry, Link};
 
 /// What a checking thread and the task share in a model: the pool of leased units, the link
 /// state, the dry signal and the fallback's count (no fallback limiter: the link stays
@@ -52,7 +42,7 @@ impl Local {
                 .stripes(2)
                 .build()
                 .expect("valid stock"),
-            link: Link::new(local::CONNECTED),
+            link: Link::new(crate::local::CONNECTED),
             dry: Dry::new(),
             fallback_admitted: Counter::new(0),
         })
@@ -65,14 +55,15 @@ impl Local {
         if d.is_allowed() {
             return true;
         }
-        let (d, _wake) = local::refused(n, d, &self.link, None, &self.fallback_admitted, &self.dry);
+        let (d, _wake) =
+            crate::local::refused(n, d, &self.link, None, &self.fallback_admitted, &self.dry);
         d.is_allowed()
     }
 
     /// The task giving back everything the pool holds (a holder gone idle), as `Task::withdraw`
     /// calls `local::withdraw`.
     fn withdraw_all(&self) -> u64 {
-        local::withdraw(
+        crate::local::withdraw(
             || u64::from(self.pool.peek_n(0).remaining()),
             |remaining| remaining,
             |x| self.pool.check_n(x).is_allowed(),

@@ -11,8 +11,6 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
@@ -20,7 +18,7 @@ use cellgate::{Decision, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{check_linearizable, model, serial_outcomes, Scenario};
+use crate::common::{check_linearizable, model, serial_outcomes, Scenario};
 
 /// Emission interval of every model, ns.
 const T: u64 = 100;

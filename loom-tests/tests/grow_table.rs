@@ -11,9 +11,7 @@
 //! Each model states what every interleaving must give; the mutations each one catches are
 //! listed in `loom-tests/README.md` ("The growing table").
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test grow_table`.
-
-mod common;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models grow_table::`.
 
 use std::time::Duration;
 
@@ -22,7 +20,7 @@ use cellgate::{KeyedLimiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{deterministic_hashing, model};
+use crate::common::{deterministic_hashing, model};
 
 /// Emission interval, ns.
 const T: u64 = 100;

@@ -14,9 +14,7 @@
 //! exact once the records happen before the publish, and a layer that claims a dropped layer's
 //! columns starts from zero in every row, with nothing of the old layer counted for it.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test http_rows`.
-
-mod common;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models http_rows::`.
 
 #[allow(dead_code)]
 #[path = "../../cellgate-http/src/sync/rows.rs"]
@@ -27,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
-use common::model;
+use crate::common::model;
 use rows::{Columns, Table};
 
 /// A fresh table for one execution (the crate's is a `static`; rows and tables are leaked

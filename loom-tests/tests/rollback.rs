@@ -15,9 +15,7 @@
 //!   reservation took (`restock(w, n - 1)`), and a gather that gives up without returning the
 //!   units it took, each leave the stock short of `3 - B's unit`.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test rollback`.
-
-mod common;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models rollback::`.
 
 use std::time::Duration;
 
@@ -26,7 +24,7 @@ use cellgate::{Decision, Limiter, Quota, RateLimiter};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{model, serially};
+use crate::common::{model, serially};
 
 /// Emission interval, ns.
 const T: u64 = 100;

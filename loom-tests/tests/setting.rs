@@ -11,8 +11,6 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
@@ -20,7 +18,7 @@ use cellgate::{Decision, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{model, serially};
+use crate::common::{model, serially};
 
 /// The frozen time.
 const NOW: u64 = 1_000;

@@ -9,12 +9,10 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter};
 
-use common::{
+use crate::common::{
     check_linearizable, deterministic_hashing, distant_keys, drain, serial_outcomes,
     Scenario as Linearizable,
 };

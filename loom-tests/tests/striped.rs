@@ -8,9 +8,7 @@
 //! serial order of the same requests gives; where the race can go more than one way, that every
 //! way is reached.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test striped`.
-
-mod common;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models striped::`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -20,7 +18,7 @@ use cellgate::{Quota, StripedLimiter};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{model, model_reaching};
+use crate::common::{model, model_reaching};
 
 fn stock(units: u32, stripes: usize) -> Arc<StripedLimiter<ManualClock>> {
     Arc::new(

@@ -17,8 +17,6 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -27,7 +25,7 @@ use cellgate::{KeyedLimiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{deterministic_hashing, distant_keys, model};
+use crate::common::{deterministic_hashing, distant_keys, model};
 
 /// Emission interval, ns.
 const T: u64 = 100;

@@ -21,14 +21,12 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{KeyedLimiter, Quota};
 
-use common::{
+use crate::common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, burst_quota, check_linearizable, colliding_keys,
     deterministic_hashing, distant_keys, drained, keyed_check_behind_the_sweep, serial_outcomes,
@@ -260,8 +258,9 @@ fn evict_with_check_behind_the_sweep() {
 fn three_colliding_keys() -> [u64; 3] {
     let mut keys: Vec<u64> = Vec::new();
     for key in 0u64.. {
-        let h = common::hash(key);
-        if (h as u32).wrapping_sub(1 << 30) < 1 << 20 && keys.iter().all(|&k| common::hash(k) != h)
+        let h = crate::common::hash(key);
+        if (h as u32).wrapping_sub(1 << 30) < 1 << 20
+            && keys.iter().all(|&k| crate::common::hash(k) != h)
         {
             keys.push(key);
             if keys.len() == 3 {

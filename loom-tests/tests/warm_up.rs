@@ -23,16 +23,14 @@
 //! the missing permits their number (none lost, none counted twice). The moving-clock model
 //! (`evict_with_check_behind_the_sweep_keyed`) compares with every order × instant instead.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test warm_up`.
-
-mod common;
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test models warm_up::`.
 
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
 
-use common::{
+use crate::common::{
     check_behind_the_sweep, check_linearizable, coverage, coverage_required, deterministic_hashing,
     distant_keys, serial_outcomes, Scenario as Linearizable,
 };
@@ -456,7 +454,7 @@ fn evict_idle_races_check_keyed() {
 /// admission on a key the sweep dropped is the cold one from `AFTER`.
 #[test]
 fn evict_with_check_behind_the_sweep_keyed() {
-    use common::LoomClock;
+    use crate::common::LoomClock;
 
     const BEFORE: u64 = NOW + 30_000;
     const AFTER: u64 = NOW + 35_000;

@@ -16,15 +16,13 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release`.
 
-mod common;
-
 use std::time::Duration;
 
 use cellgate::{Decision, Limiter};
 use loom::sync::Arc;
 use loom::thread;
 
-use common::{assert_serial, model, permutations, serially, LoomClock};
+use crate::common::{assert_serial, model, permutations, serially, LoomClock};
 
 /// Window length, ns.
 const W: u64 = 100;
