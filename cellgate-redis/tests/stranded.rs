@@ -289,3 +289,61 @@ fn a_clean_shutdown_leaves_no_keyed_holding_nor_stranded_units() {
         assert!(r.taken(name, key) < KEY_STOCK, "{key}");
     }
 }
+
+#[test]
+fn unacknowledged_keyed_batches_of_a_stock_are_recorded_as_stranded_per_key() {
+    let Some(master) = common::redis() else {
+        return;
+    };
+    let port = master.port.to_string();
+    let Some(replica) = common::redis_with(&["--replicaof", "127.0.0.1", &port]) else {
+        return;
+    };
+    common::wait_for("the replica to sync", || {
+        let info: String = master.cmd(&["INFO", "replication"]);
+        info.contains("state=online")
+    });
+    let name = "kunacked";
+    let f = KeyedFleet::stock(name, KEY_STOCK)
+        // Cold keys only: every check is passed through in a batch.
+        .hot_rate(1_000_000)
+        .max_wait(Duration::from_secs(2))
+        .command_timeout(Duration::from_secs(1))
+        .connect(&master.url())
+        .unwrap();
+    let mut sold: HashMap<&str, u64> = HashMap::new();
+    let mut check = |f: &KeyedFleet, key| {
+        *sold.entry(key).or_default() += u64::from(f.check_blocking(key, 1).is_allowed());
+    };
+    for key in KEYS {
+        check(&f, key);
+    }
+    // From now on no batch is acknowledged.
+    replica.pause();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while records(&master, name).1.is_empty() {
+        if Instant::now() > deadline {
+            replica.resume();
+            panic!("nothing recorded as stranded: {:?}", f.stats());
+        }
+        for key in KEYS {
+            check(&f, key);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    f.shutdown();
+    replica.resume();
+    let (held, stranded) = records(&master, name);
+    eprintln!("sold {sold:?}, stranded {stranded:?}");
+    assert!(held.is_empty(), "{held:?}");
+    // Every unit taken of a key was sold or is recorded as stranded.
+    for key in KEYS {
+        let s = stranded.get(key).copied().unwrap_or(0);
+        let sold = sold.get(key).copied().unwrap_or(0);
+        assert_eq!(
+            master.taken(name, key),
+            sold + s,
+            "{key}: sold {sold}, stranded {s}"
+        );
+    }
+}
