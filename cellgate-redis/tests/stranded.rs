@@ -262,6 +262,24 @@ fn a_killed_keyed_holder_leaves_its_leases_stranded_per_key() {
             "{key}: stranded more than taken"
         );
     }
+    // The operator's reconciliation (the README's command): the stranded units of one key
+    // back on sale, the survivor sells them.
+    let key = before.keys().next().map(|(_, k)| k.clone()).unwrap();
+    let taken = r.taken(name, &key);
+    let back: u64 = r.cmd(&[
+        "EVAL",
+        RECONCILE,
+        "2",
+        &cellgate_redis::wire::key_of(name, &key),
+        &format!("cellgate:{{{name}}}:kleases"),
+        &key,
+    ]);
+    assert_eq!(back, stranded[&key]);
+    assert_eq!(r.taken(name, &key), taken - back);
+    assert_eq!(records(&r, name).1.get(&key), None);
+    let rest = u32::try_from(KEY_STOCK - taken + back).unwrap();
+    assert!(!survivor.check_blocking(&key, rest + 1).is_allowed());
+    assert!(survivor.check_blocking(&key, rest).is_allowed());
     survivor.shutdown();
     assert_eq!(
         records(&r, name).0,
@@ -269,6 +287,9 @@ fn a_killed_keyed_holder_leaves_its_leases_stranded_per_key() {
         "the survivor held nothing"
     );
 }
+
+/// The README's reconciliation of one key's stranded units: back on sale.
+const RECONCILE: &str = "local n = tonumber(redis.call('HGET', KEYS[2], 's:' .. ARGV[1]) or '0') if n > 0 then redis.call('DECRBY', KEYS[1], n) redis.call('HDEL', KEYS[2], 's:' .. ARGV[1]) end return n";
 
 #[test]
 fn a_clean_shutdown_leaves_no_keyed_holding_nor_stranded_units() {
