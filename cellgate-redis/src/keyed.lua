@@ -5,7 +5,12 @@
 -- KEYS[1] config hash   {name}: T, B
 -- KEYS[2] holders hash  s:<pid> last seen (us)
 -- KEYS[3] replies hash  <pid> -> "seq live v1 i1 v2 i2 ..." (the answer to the newest batch)
--- KEYS[3 + i]           a rate: key i's theoretical arrival time (us), expiring once it is in
+-- KEYS[4] leases hash   a stock only: h:<pid>:<key> the units of key's leases process pid
+--                       holds unsold (as it last said, plus what it was leased since), and
+--                       s:<key> the units of key stranded: taken from the stock by a process
+--                       that can no longer sell or give them back (one whose holder expired
+--                       while it held a lease, or a lease no replica acknowledged)
+-- KEYS[4 + i]           a rate: key i's theoretical arrival time (us), expiring once it is in
 --                       the past; a stock: the units of key i taken (sold or leased), kept
 --                       (absent: none taken)
 -- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
@@ -19,7 +24,16 @@
 --   op 'c' charge n units admitted during an outage, whatever the room (a stock never
 --          falls back, so never charges; if sent, the units are taken, whatever is left)
 --   op 'f' forget the key on purpose: its state is deleted, a fresh budget (an operator's
---          unblock); v is 1 when the key held state, 0 when it was already fresh
+--          unblock), its stranded count and this process's holding with it; v is 1 when the
+--          key held state, 0 when it was already fresh
+--   op 'h' a stock: this process holds n units of the key's leases unsold now (its h: field
+--          set, deleted at 0); the key's units taken are not touched; v = n
+--   op 's' a stock: n units of the key this process took will never be sold (no replica
+--          acknowledged their batch): added to the key's s: field (the process's next 'h'
+--          leaves them out of its holding); v = n
+-- A stock's 'l' adds what it leased to this process's h: field of the key. When a holder
+-- expires (silent for the ttl), its h: fields are added to the keys' s: fields: the leases it
+-- held unsold when it last spoke (an upper bound: it may have sold some since).
 -- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
 --   batch did not touch), the limit's epoch, v1, i1, v2, i2, ... }
 --
@@ -36,12 +50,14 @@
 -- Every number is an integer below 2^53 (times in microseconds); divisions are corrected to
 -- exact floors; values are written back with %d.
 
-local C, H, Q = KEYS[1], KEYS[2], KEYS[3]
+local C, H, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, seq = ARGV[1], tonumber(ARGV[2])
 local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local touch = ARGV[6] == '1'
 local known, fresh = tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1
-local nops = #KEYS - 3
+local nops = #KEYS - 4
+-- A key's Redis name is the configuration's prefix, 'k:', then the key.
+local kskip = #C - #'kconf' + #'k:'
 for k = 1, nops do
   if ARGV[7 + 2 * k] == 'l' then touch = true end
 end
@@ -101,42 +117,78 @@ end
 
 -- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
 -- counted only when the batch touches: a process touches at least once a heartbeat.
+local stock = T == 0
 local live = 0
 if touch then
   live = 1
+  local dead = {}
   local all = redis.call('HGETALL', H)
   for i = 1, #all, 2 do
     local p = string.sub(all[i], 3)
     if p ~= pid then
       if tonumber(all[i + 1]) + ttl < now then
         redis.call('HDEL', H, all[i])
+        dead[p] = true
       else
         live = live + 1
       end
     end
   end
   redis.call('HSET', H, 's:' .. pid, int(now))
+  -- A stock's dead holders: what they held leased is stranded, per key. Read only when a
+  -- holder expired (rare: once per process that died or was cut off for the ttl).
+  if stock and next(dead) then
+    local held = redis.call('HGETALL', L)
+    local add = {}
+    for i = 1, #held, 2 do
+      local f = held[i]
+      if string.sub(f, 1, 2) == 'h:' then
+        local sep = string.find(f, ':', 3, true)
+        if sep and dead[string.sub(f, 3, sep - 1)] then
+          local key = string.sub(f, sep + 1)
+          add[key] = (add[key] or 0) + (tonumber(held[i + 1]) or 0)
+          redis.call('HDEL', L, f)
+        end
+      end
+    end
+    for key, units in pairs(add) do
+      if units > 0 then redis.call('HINCRBY', L, 's:' .. key, int(units)) end
+    end
+  end
 end
 
-local stock = T == 0
 local lease_cap = math.max(1, fdiv(B, 2 * live))
 local room = B * T
 local tats = {}
 -- One read for every key of the batch.
 local stored = {}
-if #KEYS > 3 then stored = redis.call('MGET', unpack(KEYS, 4)) end
+if #KEYS > 4 then stored = redis.call('MGET', unpack(KEYS, 5)) end
 local out = { 0, live, epoch }
 local saved = { int(seq), int(live) }
 for k = 1, nops do
-  local key = KEYS[3 + k]
+  local key = KEYS[4 + k]
   local op, n = ARGV[7 + 2 * k], tonumber(ARGV[8 + 2 * k])
   local tat = tats[key]
   if not tat then tat = tonumber(stored[k]) or 0 end
   if tat < now and not stock then tat = now end
   local v, info = 0, 0
+  local mine = 'h:' .. pid .. ':' .. string.sub(key, kskip + 1)
   if op == 'f' then
     if (stock and tat > 0) or (not stock and tat > now) then v = 1 end
     tat = 0
+    if stock then redis.call('HDEL', L, mine, 's:' .. string.sub(key, kskip + 1)) end
+  elseif op == 'h' or op == 's' then
+    -- Records only: the key's units taken do not change (nor is it written back).
+    if stock then
+      v = n
+      if op == 's' then
+        if n > 0 then redis.call('HINCRBY', L, 's:' .. string.sub(key, kskip + 1), int(n)) end
+      elseif n > 0 then
+        redis.call('HSET', L, mine, int(n))
+      else
+        redis.call('HDEL', L, mine)
+      end
+    end
   elseif stock then
     -- tat: the units taken; B - tat left.
     local left = B - tat
@@ -147,6 +199,7 @@ for k = 1, nops do
     elseif op == 'l' then
       v = math.min(n, left, math.max(1, fdiv(left, 2 * live)))
       tat = tat + v
+      if v > 0 then redis.call('HINCRBY', L, mine, int(v)) end
     elseif op == 'r' then
       v = n
       tat = math.max(0, tat - n)
@@ -186,7 +239,7 @@ for k = 1, nops do
     v = n
     tat = tat + n * T
   end
-  tats[key] = tat
+  if op ~= 'h' and op ~= 's' then tats[key] = tat end
   out[#out + 1] = v
   out[#out + 1] = info
   saved[#saved + 1] = int(v)

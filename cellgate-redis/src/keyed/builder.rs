@@ -106,7 +106,11 @@ impl KeyedFleet {
     /// denied (fail closed, [`Via::Fallback`](super::Via::Fallback)), while a hot key goes on
     /// selling what it holds leased. A process killed with `kill -9` takes its leases with it: each key then sells
     /// at most `1.5 × max_lease` units short (the rest of one lease and the next one it was
-    /// asking for), never more than its stock. Unused leased units go back to Redis within
+    /// asking for), never more than its stock; once its holder expires (10 s) those units
+    /// are recorded in Redis as each key's stranded units (field `s:<key>` of the hash
+    /// `cellgate:{name}:kleases`, where each live process's holding per key is too, and where
+    /// units taken in a batch no replica acknowledged are added; the crate's README says how
+    /// an operator reads and reconciles them). Unused leased units go back to Redis within
     /// 3/4 of [`lease_lifetime`](KeyedFleetBuilder::lease_lifetime), when the key is idle for
     /// [`idle_return`](KeyedFleetBuilder::idle_return), and on shutdown. A key's count of
     /// units taken is kept in Redis for as long as Redis keeps its data (no expiry); there

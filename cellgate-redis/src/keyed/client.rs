@@ -47,6 +47,14 @@ pub enum KeyOp {
     /// Forget the key on purpose (`n` is ignored): its state is deleted, a fresh budget.
     /// The reply's value is 1 when the key held state, 0 when it was already fresh.
     Forget,
+    /// A stock: this process holds `n` units of the key's leases unsold now (its field
+    /// `h:<pid>:<key>` of the limit's leases hash is set, deleted at 0). The key's units
+    /// taken do not change. A rate ignores it.
+    Hold,
+    /// A stock: `n` units of the key this process took will never be sold (no replica
+    /// acknowledged their batch): added to the key's field `s:<key>` of the limit's leases
+    /// hash, where an operator reconciles them. A rate ignores it.
+    Strand,
 }
 
 impl KeyOp {
@@ -57,6 +65,8 @@ impl KeyOp {
             KeyOp::Give => "r",
             KeyOp::Charge => "c",
             KeyOp::Forget => "f",
+            KeyOp::Hold => "h",
+            KeyOp::Strand => "s",
         }
     }
 }
@@ -433,7 +443,7 @@ impl KeyedClient {
         };
         let ttl_us = u64::try_from(DEFAULT_HOLDER_TTL.as_micros()).unwrap_or(u64::MAX);
         let t = tag(&self.name, shard, self.shards);
-        let mut keys: Vec<String> = ["kconf", "kholders", "kreplies"]
+        let mut keys: Vec<String> = ["kconf", "kholders", "kreplies", "kleases"]
             .iter()
             .map(|base| format!("cellgate:{{{t}}}:{base}"))
             .collect();

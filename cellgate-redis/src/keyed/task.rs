@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use cellgate::{KeyedLimiter, Quota};
 use tokio::sync::mpsc;
 
+mod holdings;
 mod reply;
 
 use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
@@ -91,6 +92,9 @@ struct Hot {
     /// asking Redis, until this moment (conservative: a give-back elsewhere may free units
     /// earlier).
     dry_until: Instant,
+    /// A stock: the units Redis records this process as holding of the key (what it last
+    /// said, plus what it was leased since).
+    reported: u64,
 }
 
 pub(crate) struct Task {
@@ -125,6 +129,12 @@ pub(crate) struct Task {
     debts: Vec<HashMap<String, u64>>,
     /// Per shard: keys to forget in Redis, with their callers.
     forgets: Vec<Vec<Forget>>,
+    /// Per shard (a stock): holdings to record in Redis, by key (0: a key no longer held).
+    holds: Vec<HashMap<String, u64>>,
+    /// Per shard (a stock): units taken that will never be sold, to record, by key.
+    strands: Vec<HashMap<String, u64>>,
+    /// Per shard: when the hot keys' holdings there were last reported.
+    last_report: Vec<Instant>,
     /// Shutting down: no more leases.
     closing: bool,
     /// A per-key stock started lazily, until every shard has answered once: per shard, `None`
@@ -217,6 +227,9 @@ impl Task {
             gives: vec![HashMap::new(); shards],
             debts: vec![HashMap::new(); shards],
             forgets: (0..shards).map(|_| Vec::new()).collect(),
+            holds: vec![HashMap::new(); shards],
+            strands: vec![HashMap::new(); shards],
+            last_report: vec![now; shards],
             closing: false,
             starting: (lazy && interval_us == 0).then(|| vec![None; shards]),
         };
@@ -343,6 +356,9 @@ impl Task {
         self.seen.remove(key);
         self.gives[shard].remove(key);
         self.debts[shard].remove(key);
+        // The forget deletes this process's holding and the key's stranded units in Redis.
+        self.holds[shard].remove(key);
+        self.strands[shard].remove(key);
         let s = &self.shared;
         s.pool.forget(key);
         s.marks.forget(key);
@@ -527,7 +543,9 @@ impl Task {
             leased += h.book.level();
         }
         for k in cold {
-            self.hot.remove(&k);
+            if let Some(h) = self.hot.remove(&k) {
+                self.release(h.shard, &k, h.reported);
+            }
             // Its checks go to the task again (a cold key's).
             self.shared.marks.forget(k.as_str());
         }
@@ -542,6 +560,8 @@ impl Task {
             for (key, count) in self.seen.drain() {
                 if f64::from(count) >= threshold && self.hot.len() < self.cfg.max_hot {
                     let shard = self.client.shard(&key);
+                    // Its lease says what it holds: no older "none held" after it.
+                    self.holds[shard].remove(&key);
                     self.hot.insert(
                         key,
                         Hot {
@@ -555,6 +575,7 @@ impl Task {
                             shard,
                             dry_until: now,
                             dried: false,
+                            reported: 0,
                         },
                     );
                 }
@@ -598,6 +619,8 @@ impl Task {
             for (map, op) in [
                 (&mut self.debts[shard], KeyOp::Charge),
                 (&mut self.gives[shard], KeyOp::Give),
+                (&mut self.strands[shard], KeyOp::Strand),
+                (&mut self.holds[shard], KeyOp::Hold),
             ] {
                 let keys: Vec<String> = map.keys().take(MAX_BATCH - ops.len()).cloned().collect();
                 for k in keys {
@@ -623,6 +646,7 @@ impl Task {
                     waiters[shard].push(Some(r));
                 }
             }
+            self.report_holdings(&answers, &mut ops, &mut waiters, now);
         }
         for shard in (0..shards).filter(|&s| free[s]) {
             // Liveness is refreshed (and the live holders counted) once a heartbeat: on shard
@@ -697,7 +721,9 @@ impl Task {
     ) {
         let cap = self.cfg.lease_cap(self.burst);
         for (key, h) in &mut self.hot {
-            if !answers[h.shard] || ops[h.shard].len() >= MAX_BATCH {
+            // A stock's lease goes with the holding it adds to: two operations.
+            let room = if self.cfg.stock { 2 } else { 1 };
+            if !answers[h.shard] || ops[h.shard].len() + room > MAX_BATCH {
                 continue;
             }
             let mut want = ((h.rate * 0.2) as u64).max(self.cfg.min_lease);
@@ -709,6 +735,13 @@ impl Task {
                 h.asking = true;
                 h.want = want;
                 h.dried = false;
+                if self.cfg.stock {
+                    // What it holds now, then the lease adds what it gets: Redis's record
+                    // of this process's holding is right again.
+                    h.reported = h.book.level();
+                    ops[h.shard].push((key.clone(), KeyOp::Hold, h.reported));
+                    waiters[h.shard].push(None);
+                }
                 ops[h.shard].push((key.clone(), KeyOp::Lease, want));
                 waiters[h.shard].push(None);
             }
@@ -764,7 +797,13 @@ impl Task {
                 continue;
             }
             self.housekeeping(Instant::now());
-            if self.gives.iter().chain(&self.debts).all(HashMap::is_empty)
+            if self
+                .gives
+                .iter()
+                .chain(&self.debts)
+                .chain(&self.holds)
+                .chain(&self.strands)
+                .all(HashMap::is_empty)
                 && self.forgets.iter().all(Vec::is_empty)
             {
                 break;

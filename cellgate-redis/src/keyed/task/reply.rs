@@ -108,6 +108,12 @@ impl Task {
                 if let Some(h) = self.hot.get_mut(&key).filter(|_| op == KeyOp::Lease) {
                     h.asking = false;
                     h.next_ask = now + HEARTBEAT;
+                    // Redis counts the lease in this process's holding; its next report
+                    // leaves it out.
+                    h.reported += res.value;
+                }
+                if !dropped.contains(&key) {
+                    self.strand(shard, &key, res.value);
                 }
                 continue;
             }
@@ -120,7 +126,7 @@ impl Task {
                     self.shared.counters.lease_requests.add(1);
                     self.on_lease(shard, key, (n, res), deadline, give_back, now);
                 }
-                KeyOp::Give | KeyOp::Forget => {}
+                KeyOp::Give | KeyOp::Forget | KeyOp::Hold | KeyOp::Strand => {}
                 KeyOp::Charge => self.shared.counters.charged_back.add(res.value),
             }
         }
@@ -170,11 +176,16 @@ impl Task {
         let short_lease = self.short_lease();
         let Some(h) = self.hot.get_mut(&key) else {
             if res.value > 0 && give_back {
+                // Redis counted the lease in this process's holding: none is held.
+                self.release(shard, &key, res.value);
                 *self.gives[shard].entry(key).or_insert(0) += res.value;
             }
             return;
         };
         h.asking = false;
+        // Redis counts the lease in this process's holding (a restock that fails gives the
+        // units back, and the next report corrects it).
+        h.reported += res.value;
         if res.value == 0 && self.cfg.stock {
             // Sold out: only give-backs elsewhere (within 3/4 of a lease lifetime) bring
             // units back. Its checks are denied here, without asking Redis, until a lease is
