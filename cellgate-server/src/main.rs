@@ -32,10 +32,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    if cli.redis.is_some() {
-        eprintln!("error: --redis (REDIS_URL): sharing limits through Redis is not supported yet");
-        return ExitCode::FAILURE;
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,7 +69,10 @@ async fn run(cli: cli::Cli) -> ExitCode {
         },
         None => None,
     };
+    let engine = server.engine();
     server.serve(shutdown_signal()).await;
+    // Fleet mode: leases go back to Redis for the other servers (a blocking join per limit).
+    let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
     if let Some(task) = resp {
         match task.await {
             Ok(Ok(())) => {}

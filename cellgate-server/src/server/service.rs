@@ -48,15 +48,31 @@ pub(crate) struct Service {
     pub(crate) engine: Arc<Engine>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) headers: Option<HeaderNames>,
+    /// Health answers 503 while Redis does not answer for some fleet limit.
+    pub(crate) health_strict: bool,
 }
 
 impl Service {
+    /// The engine's decision. A fleet limit's cold check waits for Redis on this thread (at
+    /// most its `max_wait`), so on a multi-threaded runtime the worker is marked as blocking
+    /// first, letting the runtime move its other tasks to another worker meanwhile.
+    fn engine_decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let multi =
+            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if self.engine.is_fleet() && multi {
+            tokio::task::block_in_place(|| self.engine.decide(req))
+        } else {
+            self.engine.decide(req)
+        }
+    }
+
     /// Decides `req`, counts it, and builds the headers.
     ///
     /// An unknown domain answers OK with no limit for every descriptor, as ratelimit does (it
     /// finds no limit for the descriptors, and an absent limit admits).
     pub(crate) fn decide(&self, req: &RateLimitRequest) -> Result<Answer, RequestError> {
-        let response = match self.engine.decide(req) {
+        let response = match self.engine_decide(req) {
             Ok(r) => r,
             Err(RequestError::UnknownDomain(_)) => RateLimitResponse {
                 overall: Code::Ok,
