@@ -1,1 +1,308 @@
-//! placeholder
+//! Fleet mode (`--redis`): two `cellgate-server` processes on one real `redis-server` share a
+//! rate limit and a stock; Redis killed and restarted mid-run; one server killed with
+//! `kill -9`; a `--redis` where nothing listens. Requests go through curl (one curl process
+//! per batch, on one kept-alive connection); bounded in requests, no timing assertions.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{curl, has, need, Server};
+
+/// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
+/// per-key stock of 30.
+const FLEET: &str = r#"domain: fleet
+descriptors:
+  - key: rate
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: item
+    rate_limit: {algorithm: stock, requests_per_unit: 30}
+"#;
+
+const RATE: &str = r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"rate","value":"k"}]}]}"#;
+const ITEM: &str =
+    r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"item","value":"sku"}]}]}"#;
+const STOCK: u64 = 30;
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A `redis-server` on a free port with an append-only file synced on every write (so a
+/// SIGKILL loses nothing it acknowledged); killed on drop.
+struct Redis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Redis {
+    /// `None` when redis-server is missing (skipped, or failed under `CI=true`).
+    fn start() -> Option<Redis> {
+        if !need(has("redis-server"), "redis-server") || !need(has("curl"), "curl") {
+            return None;
+        }
+        let mut r = Redis {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: None,
+        };
+        r.run();
+        Some(r)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts (again) on the same port and data, and waits until it answers PING.
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.answers() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn answers(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    /// SIGKILL, and reap.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A server in fleet mode on `redis`.
+fn server(redis: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--redis", redis];
+    args.extend_from_slice(extra);
+    Server::start(FLEET, &args, &[])
+}
+
+/// Sends `body` to `/json` `n` times on one connection; returns (answered 200, answered 429).
+/// Any other answer fails the test.
+fn send(s: &Server, body: &str, n: usize) -> (u64, u64) {
+    let url = s.url("/json");
+    let mut args: Vec<&str> = vec![
+        "-s",
+        "--max-time",
+        "20",
+        "-w",
+        "%{http_code}\n",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        body,
+    ];
+    for _ in 0..n {
+        args.extend(["-o", "/dev/null", url.as_str()]);
+    }
+    let out = Command::new("curl").args(&args).output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let codes: Vec<&str> = text.lines().collect();
+    assert_eq!(codes.len(), n, "every request answered: {text}");
+    let ok = codes.iter().filter(|c| **c == "200").count() as u64;
+    let over = codes.iter().filter(|c| **c == "429").count() as u64;
+    assert_eq!(ok + over, n as u64, "only 200 and 429: {text}");
+    (ok, over)
+}
+
+/// Sells `sku` on both servers, in rounds, until the fleet has sold `want` in all (or a
+/// bounded number of rounds passed); returns what each sold.
+fn sell_until(servers: &[&Server], sold: &mut [u64], want: u64, rounds: usize) {
+    for _ in 0..rounds {
+        for (s, n) in servers.iter().zip(sold.iter_mut()) {
+            *n += send(s, ITEM, 8).0;
+        }
+        if sold.iter().sum::<u64>() >= want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// Polls `/healthcheck` (bounded) until its body satisfies `done`; returns the last reply.
+fn health_until(s: &Server, done: impl Fn(&str) -> bool) -> common::Reply {
+    let mut last = curl(&[&s.url("/healthcheck")]);
+    for _ in 0..200 {
+        if done(&last.body) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        last = curl(&[&s.url("/healthcheck")]);
+    }
+    last
+}
+
+/// The value of the metric line starting with `series` (0 when absent).
+fn metric(s: &Server, series: &str) -> i64 {
+    let text = curl(&[&s.url("/metrics")]).body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_servers_share_one_rate_and_one_stock() {
+    let Some(redis) = Redis::start() else { return };
+    let a = server(&redis.url(), &[]);
+    let b = server(&redis.url(), &[]);
+    let started = Instant::now();
+    // The rate: 20 a minute, burst 20. Each server alone would admit 20 of its 60 requests;
+    // shared, both together admit the burst and what accrues meanwhile.
+    let mut admitted = 0;
+    for _ in 0..6 {
+        admitted += send(&a, RATE, 10).0;
+        admitted += send(&b, RATE, 10).0;
+    }
+    let secs = started.elapsed().as_secs();
+    // R·(T + L) + B, with the lease lifetime L = 1 s, R = 1/3 per second.
+    let bound = 20 + (secs + 1).div_ceil(3) + 1;
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted > fleet bound {bound}"
+    );
+    assert!(
+        admitted >= 10,
+        "{admitted} admitted: the fleet should admit most of its burst"
+    );
+    // The stock: demand (both servers, in rounds) exceeds it; sold exactly once each.
+    let mut sold = [0, 0];
+    sell_until(&[&a, &b], &mut sold, STOCK, 40);
+    assert_eq!(sold.iter().sum::<u64>(), STOCK, "sold {sold:?}");
+    assert!(sold[0] > 0 && sold[1] > 0, "both servers sold: {sold:?}");
+    // Sold out everywhere now.
+    assert_eq!(send(&a, ITEM, 4).0 + send(&b, ITEM, 4).0, 0);
+    assert_eq!(curl(&[&a.url("/healthcheck")]).body.trim(), "OK");
+    assert_eq!(metric(&a, "cellgate_fleet_limits{state=\"connected\"}"), 2);
+}
+
+#[test]
+fn a_redis_outage_keeps_answers_coming_and_never_oversells() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let a = server(&redis.url(), &[]);
+    let b = server(&redis.url(), &["--redis-health-strict", "true"]);
+    let mut sold = [0, 0];
+    sell_until(&[&a, &b], &mut sold, 10, 20);
+    redis.kill();
+    // Every request is answered (200 or 429) while Redis is down.
+    let mut during = 0;
+    for _ in 0..5 {
+        for s in [&a, &b] {
+            let (ok, over) = send(s, RATE, 5);
+            assert_eq!(ok + over, 5);
+            let (ok, _) = send(s, ITEM, 5);
+            during += ok;
+        }
+    }
+    let ha = health_until(&a, |b| b.contains("redis"));
+    assert_eq!(ha.status, 200, "{}", ha.body);
+    assert!(ha.body.starts_with("OK (redis "), "{}", ha.body);
+    let hb = health_until(&b, |b| b.contains("redis"));
+    assert_eq!(hb.status, 503, "strict health: {}", hb.body);
+    assert!(metric(&a, "cellgate_fleet_limits{state=\"connected\"}") < 2);
+    assert!(metric(&a, "cellgate_fleet_backend_errors") > 0);
+    redis.run();
+    let back = health_until(&a, |b| b.trim() == "OK");
+    assert_eq!(back.body.trim(), "OK", "connected again");
+    let mut after = [0, 0];
+    sell_until(&[&a, &b], &mut after, STOCK, 30);
+    let total = sold.iter().sum::<u64>() + during + after.iter().sum::<u64>();
+    assert!(total <= STOCK, "oversold: {total} > {STOCK}");
+    assert!(
+        after.iter().sum::<u64>() > 0,
+        "selling resumed after the outage"
+    );
+}
+
+#[test]
+fn a_killed_server_leaves_the_other_selling_and_a_stopped_one_hands_its_leases_back() {
+    let Some(redis) = Redis::start() else { return };
+    let mut a = server(&redis.url(), &[]);
+    let mut b = server(&redis.url(), &[]);
+    let c = server(&redis.url(), &[]);
+    let mut sold = [0, 0, 0];
+    sell_until(&[&a, &b, &c], &mut sold, 12, 20);
+    // kill -9: whatever `a` held leased is lost (undersold, never oversold).
+    let pid = a.child.id().to_string();
+    let killed = Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let _ = a.child.wait();
+    // SIGTERM: `b` hands its leases back before it exits.
+    assert!(b.terminate().success());
+    let before = sold[2];
+    let mut rest = [0];
+    sell_until(&[&c], &mut rest, STOCK, 30);
+    let total = sold.iter().sum::<u64>() + rest[0];
+    assert!(total <= STOCK, "oversold: {total} > {STOCK}");
+    assert!(
+        rest[0] > 0,
+        "the survivor kept selling (it had sold {before})"
+    );
+}
+
+#[test]
+fn a_redis_where_nothing_listens_still_starts_and_answers() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let s = server(&url, &[]);
+    // The rate falls back to this server's share; the stock never sells without Redis.
+    let (ok, over) = send(&s, RATE, 5);
+    assert_eq!(ok + over, 5);
+    assert!(ok >= 1, "the outage share admits");
+    assert_eq!(send(&s, ITEM, 3).0, 0, "a stock fails closed");
+    let h = health_until(&s, |b| b.contains("redis"));
+    assert_eq!(h.status, 200);
+    assert!(h.body.contains("limits not connected"), "{}", h.body);
+    let bad = Command::new(env!("CARGO_BIN_EXE_cellgate-server"))
+        .args(["--redis", "http://x", "--grpc", "off", "--http", "off"])
+        .args(["--resp", "off"])
+        .output()
+        .expect("run");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("redis://"), "{err}");
+}

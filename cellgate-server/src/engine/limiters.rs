@@ -67,6 +67,7 @@ impl Limiters {
     }
 
     /// Every limiter built.
+    #[cfg(feature = "server")]
     pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Lim>> {
         self.by_slot.iter().flatten()
     }

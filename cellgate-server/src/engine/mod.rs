@@ -21,6 +21,7 @@ use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestE
 use crate::clock::UnixClock;
 use crate::config::Config;
 use decide::{Check, Item, Kind};
+#[cfg(feature = "server")]
 pub(crate) use limiters::Lim;
 use limiters::{Backend, Limiters};
 use overrides::{Overridden, Overrides};

@@ -111,6 +111,7 @@ impl Overrides {
     }
 
     /// Every override limiter built so far.
+    #[cfg(feature = "server")]
     pub(crate) fn all(&self) -> Vec<Arc<Lim>> {
         self.map.load().values().cloned().collect()
     }

@@ -101,10 +101,22 @@ impl Backend {
                 KeyedFleet::rate(&name, rpu, spec.period).burst(u64::from(rpu))
             }
         };
-        let fleet = builder
+        let builder = builder
             .max_wait(self.options.max_wait)
-            .max_hot(max_hot.max(1))
-            .start(&self.options.redis)?;
+            .max_hot(max_hot.max(1));
+        let url = self.options.redis.as_str();
+        // The limit starts its own runtime, which cannot be started from a thread that drives
+        // one (a request bringing a new override, the server's start): there, start it from a
+        // plain thread.
+        let fleet = if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| {
+                s.spawn(|| builder.start(url))
+                    .join()
+                    .unwrap_or_else(|_| Err(FleetError::Config("the start panicked".to_owned())))
+            })?
+        } else {
+            builder.start(url)?
+        };
         tracing::debug!(limit = %describe(spec), fleet = %name, "fleet limit started");
         Ok(FleetLim {
             fleet,
