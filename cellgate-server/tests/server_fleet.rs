@@ -298,3 +298,39 @@ fn a_redis_where_nothing_listens_still_starts_and_answers() {
     assert_eq!(h.status, 200);
     assert!(h.body.contains("limits not connected"), "{}", h.body);
 }
+
+/// Rewrites the server's config and waits (bounded) until it reports one more load.
+fn reload(s: &Server, config: &str) {
+    let before = metric(s, "ratelimit_service_config_load_success");
+    std::fs::write(s.config_file(), config).expect("write config");
+    for _ in 0..200 {
+        if metric(s, "ratelimit_service_config_load_success") > before {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the server did not reload its config");
+}
+
+#[test]
+fn a_reload_keeps_an_unchanged_limits_state_and_a_changed_limit_starts_afresh() {
+    let Some(redis) = Redis::start() else { return };
+    let s = server(&redis.url(), &[]);
+    let mut sold = [0];
+    sell_until(&[&s], &mut sold, 10, 10);
+    // Another limit added; the stock's definition is unchanged: its count goes on.
+    let grown =
+        format!("{FLEET}  - key: other\n    rate_limit: {{unit: hour, requests_per_unit: 1}}\n");
+    reload(&s, &grown);
+    sell_until(&[&s], &mut sold, STOCK + 1, 8);
+    assert_eq!(sold[0], STOCK, "the kept stock sold exactly once");
+    // The stock changed (40 per key): a new name in Redis, a fresh stock.
+    reload(
+        &s,
+        &FLEET.replace("requests_per_unit: 30", "requests_per_unit: 40"),
+    );
+    let mut fresh = [0];
+    sell_until(&[&s], &mut fresh, 40, 20);
+    assert_eq!(fresh[0], 40, "a changed limit starts afresh");
+    assert_eq!(send(&s, ITEM, 4).0, 0);
+}
