@@ -121,6 +121,10 @@ pub(crate) struct Cli {
     /// RESP: milliseconds a started command may take to arrive, and a reply to be written.
     #[arg(long, default_value_t = 30_000)]
     pub resp_command_timeout_ms: u64,
+    /// RESP in fleet mode: distinct CL.THROTTLE parameter sets (max_burst, count, period)
+    /// shared through Redis; a call bringing one more gets an error reply.
+    #[arg(long, default_value_t = 64)]
+    pub resp_max_fleet_limits: usize,
     /// RESP: milliseconds an idle connection is kept (0: forever, as Redis).
     #[arg(long, default_value_t = 0)]
     pub resp_idle_timeout_ms: u64,

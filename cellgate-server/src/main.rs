@@ -59,8 +59,18 @@ async fn run(cli: cli::Cli) -> ExitCode {
                 if let Ok(local) = listener.local_addr() {
                     announce("resp", local);
                 }
-                let task = resp::serve(listener, cli.resp_config(), server.shutdown_signal());
-                Some(tokio::spawn(task))
+                let signal = server.shutdown_signal();
+                let task = match cli.settings().fleet {
+                    Some(fleet) => tokio::spawn(resp::serve_fleet(
+                        listener,
+                        cli.resp_config(),
+                        fleet,
+                        cli.resp_max_fleet_limits,
+                        signal,
+                    )),
+                    None => tokio::spawn(resp::serve(listener, cli.resp_config(), signal)),
+                };
+                Some(task)
             }
             Err(e) => {
                 eprintln!("error: cannot listen for RESP on {addr}: {e}");

@@ -1,9 +1,12 @@
 //! Fleet mode (`--redis`): two `cellgate-server` processes on one real `redis-server` share a
 //! rate limit and a stock; Redis killed and restarted mid-run; one server killed with
-//! `kill -9`; a `--redis` where nothing listens. Requests go through curl (one curl process
+//! `kill -9`; a `--redis` where nothing listens; a reload; `CL.THROTTLE` keys shared through
+//! redis-cli. Requests go through curl (one curl process
 //! per batch, on one kept-alive connection); bounded in requests, no timing assertions.
 
 mod common;
+#[path = "resp_common/mod.rs"]
+mod resp_common;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -197,6 +200,7 @@ fn two_servers_share_one_rate_and_one_stock() {
     let secs = started.elapsed().as_secs();
     // R·(T + L) + B, with the lease lifetime L = 1 s, R = 1/3 per second.
     let bound = 20 + (secs + 1).div_ceil(3) + 1;
+    eprintln!("admitted {admitted} across two servers, fleet bound {bound}");
     assert!(
         admitted <= bound,
         "{admitted} admitted > fleet bound {bound}"
@@ -333,4 +337,63 @@ fn a_reload_keeps_an_unchanged_limits_state_and_a_changed_limit_starts_afresh() 
     sell_until(&[&s], &mut fresh, 40, 20);
     assert_eq!(fresh[0], 40, "a changed limit starts afresh");
     assert_eq!(send(&s, ITEM, 4).0, 0);
+}
+
+/// Sends `commands` (one a line) to the RESP listener at `port` through one redis-cli;
+/// returns its output lines.
+fn cli_lines(cli: &std::path::Path, port: &str, commands: &str) -> Vec<String> {
+    use std::io::Write;
+    let mut child = Command::new(cli)
+        .args(["-h", "127.0.0.1", "-p", port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(commands.as_bytes()).expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("redis-cli output");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Calls `CL.THROTTLE key 9 10 60` (limit 10, one more every 6 s) `n` times; returns how many
+/// were admitted (the first of each reply's five integers is 0).
+fn throttled(cli: &std::path::Path, port: &str, n: usize) -> u64 {
+    let lines = cli_lines(cli, port, &"CL.THROTTLE shared 9 10 60\n".repeat(n));
+    assert_eq!(lines.len(), 5 * n, "five integers a reply: {lines:?}");
+    lines.chunks(5).filter(|r| r[0] == "0").count() as u64
+}
+
+#[test]
+fn cl_throttle_keys_are_shared_by_the_fleet() {
+    let Some(redis) = Redis::start() else { return };
+    let Some(cli) = resp_common::tool("redis-cli") else {
+        return;
+    };
+    let url = redis.url();
+    let a = resp_common::Server::start(&["--redis", &url, "--resp-max-fleet-limits", "1"]);
+    let b = resp_common::Server::start(&["--redis", &url]);
+    let started = Instant::now();
+    let mut admitted = 0;
+    // Rounds on both servers, so that a lease one holds is used or handed back meanwhile.
+    for _ in 0..12 {
+        admitted += throttled(&cli, &a.port(), 5);
+        admitted += throttled(&cli, &b.port(), 5);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // Limit 10 plus one per 6 s over the run and a lease lifetime (1 s); alone, each server
+    // would admit 10 of its 60.
+    let bound = 10 + (started.elapsed().as_secs() + 1).div_ceil(6) + 1;
+    eprintln!("admitted {admitted} across two servers, fleet bound {bound}");
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted > fleet bound {bound}"
+    );
+    assert!(admitted >= 5, "{admitted} admitted");
+    // One parameter set is all `a` may share: another gets an error reply.
+    let other = cli_lines(&cli, &a.port(), "CL.THROTTLE other 1 1 1\n").join(" ");
+    assert!(other.contains("distinct parameter sets"), "{other}");
 }

@@ -10,6 +10,7 @@
 //! burst of the window's limit (the README's fleet section states the bound that holds).
 
 mod name;
+mod throttle;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use crate::engine::Lim;
 use crate::sync::Total;
 
 pub(crate) use name::{describe, name};
+pub(crate) use throttle::Throttles;
 
 /// How the servers of a fleet reach Redis.
 ///
@@ -104,19 +106,7 @@ impl Backend {
         let builder = builder
             .max_wait(self.options.max_wait)
             .max_hot(max_hot.max(1));
-        let url = self.options.redis.as_str();
-        // The limit starts its own runtime, which cannot be started from a thread that drives
-        // one (a request bringing a new override, the server's start): there, start it from a
-        // plain thread.
-        let fleet = if tokio::runtime::Handle::try_current().is_ok() {
-            std::thread::scope(|s| {
-                s.spawn(|| builder.start(url))
-                    .join()
-                    .unwrap_or_else(|_| Err(FleetError::Config("the start panicked".to_owned())))
-            })?
-        } else {
-            builder.start(url)?
-        };
+        let fleet = start(builder, &self.options.redis)?;
         tracing::debug!(limit = %describe(spec), fleet = %name, "fleet limit started");
         Ok(FleetLim {
             fleet,
@@ -136,6 +126,37 @@ impl Backend {
             }
         }
         report
+    }
+}
+
+/// Starts `builder`'s limit on `url` without waiting for Redis. The limit starts its own
+/// runtime, which cannot be started from a thread that drives one (a request bringing a new
+/// override or parameter set, the server's start): there, it is started from a plain thread.
+pub(crate) fn start(
+    builder: cellgate_redis::KeyedFleetBuilder,
+    url: &str,
+) -> Result<KeyedFleet, FleetError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return builder.start(url);
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| builder.start(url))
+            .join()
+            .unwrap_or_else(|_| Err(FleetError::Config("the start panicked".to_owned())))
+    })
+}
+
+/// Runs `f`, which may wait on Redis (at most a limit's `max_wait`); on a worker of a
+/// multi-threaded runtime the worker is marked as blocking first, so that the runtime moves
+/// its other tasks to another worker meanwhile.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
     }
 }
 

@@ -54,14 +54,10 @@ pub(crate) struct Service {
 
 impl Service {
     /// The engine's decision. A fleet limit's cold check waits for Redis on this thread (at
-    /// most its `max_wait`), so on a multi-threaded runtime the worker is marked as blocking
-    /// first, letting the runtime move its other tasks to another worker meanwhile.
+    /// most its `max_wait`): see `fleet::blocking`.
     fn engine_decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        let multi =
-            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-        if self.engine.is_fleet() && multi {
-            tokio::task::block_in_place(|| self.engine.decide(req))
+        if self.engine.is_fleet() {
+            crate::fleet::blocking(|| self.engine.decide(req))
         } else {
             self.engine.decide(req)
         }
