@@ -260,7 +260,14 @@ impl Engine {
             .map(|(d, o)| self.item(&snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
             .collect();
         drop_replaced(&mut items);
-        let statuses = decide::run(&items, self.options.near_limit_ratio);
+        // In fleet mode what is left of a limit is not known here (Redis does not say; a lease
+        // is this server's part only): near_limit is not counted rather than counted wrong.
+        let ratio = if self.is_fleet() {
+            1.0
+        } else {
+            self.options.near_limit_ratio
+        };
+        let statuses = decide::run(&items, ratio);
         let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
             Code::OverLimit
         } else {
