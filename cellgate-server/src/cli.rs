@@ -7,6 +7,7 @@ use clap::builder::BoolishValueParser;
 use clap::Parser;
 
 use cellgate_server::engine::{EngineOptions, InputLimits};
+use cellgate_server::fleet::FleetOptions;
 use cellgate_server::resp::RespConfig;
 use cellgate_server::server::{HeaderNames, Limits, Settings};
 
@@ -32,9 +33,19 @@ pub(crate) struct Cli {
     /// RESP (CL.THROTTLE) listener, or `off`.
     #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:6380")]
     pub resp: String,
-    /// Redis servers shared by a fleet (not supported yet).
+    /// Fleet mode: every limit shared through this Redis (`redis://`, `rediss://` with the
+    /// `tls` feature), or these comma-separated seed nodes of a Redis Cluster.
     #[arg(long, env = "REDIS_URL", value_name = "URL[,URL...]")]
     pub redis: Option<String>,
+    /// Fleet mode: milliseconds one limit's check waits on Redis before the outage rules
+    /// decide it.
+    #[arg(long, env = "REDIS_MAX_WAIT_MS", default_value_t = 5)]
+    pub redis_max_wait_ms: u64,
+    /// Fleet mode: /healthcheck answers 503 while Redis does not answer for some limit
+    /// (default: 200, naming the state).
+    #[arg(long, env = "REDIS_HEALTH_STRICT", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub redis_health_strict: bool,
     /// Live limiter keys held at most, over all limits (the oldest are evicted past it).
     #[arg(long, env = "MAX_KEYS", default_value_t = 1_000_000)]
     pub max_keys: usize,
@@ -110,6 +121,10 @@ pub(crate) struct Cli {
     /// RESP: milliseconds a started command may take to arrive, and a reply to be written.
     #[arg(long, default_value_t = 30_000)]
     pub resp_command_timeout_ms: u64,
+    /// RESP in fleet mode: distinct CL.THROTTLE parameter sets (max_burst, count, period)
+    /// shared through Redis; a call bringing one more gets an error reply.
+    #[arg(long, default_value_t = 64)]
+    pub resp_max_fleet_limits: usize,
     /// RESP: milliseconds an idle connection is kept (0: forever, as Redis).
     #[arg(long, default_value_t = 0)]
     pub resp_idle_timeout_ms: u64,
@@ -192,6 +207,11 @@ impl Cli {
                 request_timeout: Duration::from_millis(self.request_timeout_ms),
                 max_metric_series: self.max_metric_series,
             },
+            fleet: self.redis.as_deref().map(|url| FleetOptions {
+                redis: url.to_owned(),
+                max_wait: Duration::from_millis(self.redis_max_wait_ms),
+            }),
+            health_strict: self.redis_health_strict,
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {
                 limit: self.limit_limit_header.clone(),
                 remaining: self.limit_remaining_header.clone(),

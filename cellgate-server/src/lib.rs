@@ -6,6 +6,7 @@
 //! - [`api`]: the request and answer types, independent of the wire.
 //! - [`config`]: ratelimit's YAML configuration, plus cellgate's extensions.
 //! - [`engine`]: the decisions.
+//! - [`fleet`]: fleet mode, every limit shared by a fleet of servers through Redis.
 //! - [`server`]: the listeners (gRPC, HTTP), their bounds, reload on change, graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,8 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub mod engine;
+#[cfg(feature = "server")]
+pub mod fleet;
 #[cfg(feature = "server")]
 mod grpc;
 #[cfg(feature = "server")]

@@ -32,10 +32,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    if cli.redis.is_some() {
-        eprintln!("error: --redis (REDIS_URL): sharing limits through Redis is not supported yet");
-        return ExitCode::FAILURE;
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -63,8 +59,18 @@ async fn run(cli: cli::Cli) -> ExitCode {
                 if let Ok(local) = listener.local_addr() {
                     announce("resp", local);
                 }
-                let task = resp::serve(listener, cli.resp_config(), server.shutdown_signal());
-                Some(tokio::spawn(task))
+                let signal = server.shutdown_signal();
+                let task = match cli.settings().fleet {
+                    Some(fleet) => tokio::spawn(resp::serve_fleet(
+                        listener,
+                        cli.resp_config(),
+                        fleet,
+                        cli.resp_max_fleet_limits,
+                        signal,
+                    )),
+                    None => tokio::spawn(resp::serve(listener, cli.resp_config(), signal)),
+                };
+                Some(task)
             }
             Err(e) => {
                 eprintln!("error: cannot listen for RESP on {addr}: {e}");
@@ -73,7 +79,10 @@ async fn run(cli: cli::Cli) -> ExitCode {
         },
         None => None,
     };
+    let engine = server.engine();
     server.serve(shutdown_signal()).await;
+    // Fleet mode: leases go back to Redis for the other servers (a blocking join per limit).
+    let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
     if let Some(task) = resp {
         match task.await {
             Ok(Ok(())) => {}

@@ -45,6 +45,31 @@ impl EncodeMetric for Count {
     }
 }
 
+/// A total kept elsewhere (a fleet's backend errors, summed over its limits at each scrape),
+/// encoded as [`Count`] is: it only grows, and is set rather than added to.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Seen(Gauge);
+
+impl Seen {
+    fn set(&self, n: u64) {
+        self.0.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+impl TypedMetric for Seen {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl EncodeMetric for Seen {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Unknown
+    }
+}
+
 type Labels = Vec<(&'static str, Arc<str>)>;
 
 /// Every metric of the server.
@@ -60,6 +85,8 @@ pub(crate) struct Metrics {
     request_errors: Family<Vec<(&'static str, &'static str)>, Count>,
     series_dropped: Count,
     live_keys: Gauge,
+    fleet_limits: Family<Vec<(&'static str, &'static str)>, Gauge>,
+    fleet_backend_errors: Seen,
     series: BoundedSet<Arc<str>>,
 }
 
@@ -79,6 +106,8 @@ impl Metrics {
             request_errors: Family::default(),
             series_dropped: Count::default(),
             live_keys: Gauge::default(),
+            fleet_limits: Family::default(),
+            fleet_backend_errors: Seen::default(),
             series: BoundedSet::new(max_series),
         };
         let hits = [
@@ -128,6 +157,17 @@ impl Metrics {
             "Limiter keys held, over all limits",
             m.live_keys.clone(),
         );
+        registry.register(
+            "cellgate_fleet_limits",
+            "Fleet mode: limits in force per state of Redis (connected, fallback, partitioned, \
+             forgotten)",
+            m.fleet_limits.clone(),
+        );
+        registry.register(
+            "cellgate_fleet_backend_errors",
+            "Fleet mode: Redis commands that failed or timed out, over every limit",
+            m.fleet_backend_errors.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -160,9 +200,18 @@ impl Metrics {
     }
 
     /// The metrics in the Prometheus text format, with `live_keys` as the live-keys gauge.
-    pub(crate) fn encode(&self, live_keys: usize) -> String {
+    /// In fleet mode, `fleet` sets the fleet's gauges.
+    pub(crate) fn encode(&self, live_keys: usize, fleet: Option<&crate::fleet::Report>) -> String {
         self.live_keys
             .set(i64::try_from(live_keys).unwrap_or(i64::MAX));
+        if let Some(report) = fleet {
+            for ((_, label), n) in crate::fleet::STATES.iter().zip(report.states) {
+                self.fleet_limits
+                    .get_or_create(&vec![("state", *label)])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            self.fleet_backend_errors.set(report.backend_errors);
+        }
         let mut out = String::new();
         // Writing to a String cannot fail; an error here would be a bug in the encoder.
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
@@ -213,7 +262,7 @@ mod tests {
         };
         m.record("d", &hits("d.k"));
         m.record("d", &hits("d.other"));
-        let text = m.encode(7);
+        let text = m.encode(7, None);
         assert!(text.contains("ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"k\"} 2"));
         assert!(text.contains("ratelimit_service_rate_limit_over_limit{domain=\"d\",key1=\"k\"} 1"));
         assert!(!text.contains("other"));

@@ -69,10 +69,14 @@ pub(crate) fn spawn(
             // Quiet period: wait until no event came for DEBOUNCE.
             while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             let p = path.clone();
-            let loaded = tokio::task::spawn_blocking(move || config::load(&p)).await;
+            let e = Arc::clone(&engine);
+            // The swap too runs off the runtime's workers: in fleet mode it starts the new
+            // limits' tasks and hands back the removed ones' leases (blocking joins).
+            let loaded =
+                tokio::task::spawn_blocking(move || config::load(&p).map(|cfg| e.reload(cfg)))
+                    .await;
             match loaded {
-                Ok(Ok(cfg)) => {
-                    engine.reload(cfg);
+                Ok(Ok(())) => {
                     metrics.config_load_success.add(1);
                     tracing::info!(path = %path.display(), "configuration reloaded");
                 }

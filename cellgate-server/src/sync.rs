@@ -53,6 +53,27 @@ impl<T: Eq + Hash + Clone> BoundedSet<T> {
     }
 }
 
+/// A running total that only grows (a fleet limit's backend errors, added when the limit is
+/// retired so that the exported counter never goes down).
+#[cfg(feature = "server")]
+#[derive(Debug, Default)]
+pub(crate) struct Total(AtomicU64);
+
+#[cfg(feature = "server")]
+impl Total {
+    /// Adds `n`.
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed: a statistic read on its own; no other memory is published through it.
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The total so far.
+    pub(crate) fn get(&self) -> u64 {
+        // Relaxed: a scrape may miss an addition racing with it; the next one sees it.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Hands out connection ids (`CLIENT ID`, `HELLO`'s `id`): unique, increasing from 1.
 #[derive(Debug)]
 pub(crate) struct ClientIds(AtomicU64);

@@ -59,14 +59,15 @@ fn the_runtime_root_variables_locate_the_config_as_ratelimit_does() {
 }
 
 #[test]
-fn redis_is_refused_clearly_until_supported() {
+fn a_redis_url_that_is_not_one_is_refused_clearly() {
     let out = bin()
         .args(["--grpc", "off", "--http", "off", "--resp", "off"])
-        .env("REDIS_URL", "redis://127.0.0.1:1")
+        .env("REDIS_URL", "http://127.0.0.1:1")
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a redis:// or rediss:// URL"), "{err}");
 }
 
 #[test]

@@ -9,15 +9,15 @@ use cellgate::{KeyedLimiter, Quota, MAX_TABLE_KEYS};
 
 use super::{Algorithm, RuleSpec};
 
-/// A limit's keyed state.
-pub(crate) type Lim = KeyedLimiter<String, Arc<dyn Clock>>;
+/// A limit's keyed state in this process.
+pub(crate) type LocalLim = KeyedLimiter<String, Arc<dyn Clock>>;
 
 /// Builds the limiter a spec describes.
 pub(crate) fn build(
     spec: &RuleSpec,
     clock: Arc<dyn Clock>,
     max_keys: usize,
-) -> Result<Lim, cellgate::ConfigError> {
+) -> Result<LocalLim, cellgate::ConfigError> {
     let rpu = spec.requests_per_unit;
     let builder = match spec.algorithm {
         Algorithm::FixedWindow => KeyedLimiter::<String>::fixed_window(rpu, spec.period),

@@ -19,7 +19,7 @@ mod limiter;
 mod period;
 pub mod yaml;
 
-pub(crate) use limiter::{build, check_spec, Lim};
+pub(crate) use limiter::{build, check_spec, LocalLim};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

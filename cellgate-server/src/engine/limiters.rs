@@ -17,7 +17,7 @@ use cellgate::MAX_TABLE_KEYS;
 
 use crate::config::{Config, RuleSpec};
 
-pub(crate) use crate::config::{build, Lim};
+pub(crate) use super::backend::{Backend, Lim};
 
 /// The limiters of one config, indexed by the config's rule slots.
 pub(crate) struct Limiters {
@@ -34,6 +34,7 @@ impl Limiters {
         old: Option<(&Config, &Limiters)>,
         clock: &Arc<dyn Clock>,
         max_keys: usize,
+        backend: &Backend,
     ) -> Limiters {
         let mut kept: HashMap<&RuleSpec, &Arc<Lim>> = HashMap::new();
         if let Some((old_config, old_limiters)) = old {
@@ -49,10 +50,10 @@ impl Limiters {
             .iter()
             .map(|spec| match kept.get(spec) {
                 Some(lim) => Some(Arc::clone(lim)),
-                None => match build(spec, Arc::clone(clock), share) {
+                None => match backend.build(spec, clock, share) {
                     Ok(lim) => Some(Arc::new(lim)),
                     Err(e) => {
-                        tracing::error!(?spec, error = %e, "limit skipped: the core refused it");
+                        tracing::error!(?spec, error = %e, "limit skipped: it cannot be built");
                         None
                     }
                 },
@@ -63,6 +64,12 @@ impl Limiters {
 
     pub(crate) fn len(&self) -> usize {
         self.by_slot.iter().flatten().map(|l| l.len()).sum()
+    }
+
+    /// Every limiter built.
+    #[cfg(feature = "server")]
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Lim>> {
+        self.by_slot.iter().flatten()
     }
 }
 

@@ -5,6 +5,7 @@
 //! are aligned to Unix time. A reload swaps the config and its limiters in one step; limits
 //! whose definition (place in the tree, algorithm, rate) did not change keep their counts.
 
+mod backend;
 mod decide;
 mod input;
 mod limiters;
@@ -20,7 +21,9 @@ use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestE
 use crate::clock::UnixClock;
 use crate::config::Config;
 use decide::{Check, Item, Kind};
-use limiters::Limiters;
+#[cfg(feature = "server")]
+pub(crate) use limiters::Lim;
+use limiters::{Backend, Limiters};
 use overrides::{Overridden, Overrides};
 
 /// Bounds on what one request may hold; a request over any of them is a [`RequestError`].
@@ -112,6 +115,7 @@ pub struct Engine {
     overrides: Overrides,
     clock: Arc<dyn Clock>,
     options: EngineOptions,
+    backend: Backend,
 }
 
 /// A config and its limiters, swapped together.
@@ -144,8 +148,56 @@ impl Engine {
     /// let _ = Engine::with_clock(Config::default(), EngineOptions::default(), ManualClock::new());
     /// ```
     pub fn with_clock(config: Config, options: EngineOptions, clock: impl Clock + 'static) -> Self {
-        let clock: Arc<dyn Clock> = Arc::new(clock);
-        let limiters = Limiters::new(&config, None, &clock, options.max_keys);
+        Self::with_backend(config, options, Arc::new(clock), Backend::Local)
+    }
+
+    /// An engine whose every limit (configured or brought by a request's `limit` override) is
+    /// shared through Redis by every server running the same configuration (see the README's
+    /// fleet section for what each algorithm becomes and the bounds that hold).
+    ///
+    /// # Errors
+    ///
+    /// The Redis URL is invalid, or a limit cannot be built in Redis's terms (its first
+    /// problem, naming the limit).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}, fleet::FleetOptions};
+    /// let fleet = FleetOptions::new("redis://127.0.0.1:6379");
+    /// let e = Engine::with_fleet(Config::default(), EngineOptions::default(), fleet)?;
+    /// e.shutdown();
+    /// # Ok::<(), String>(())
+    /// ```
+    #[cfg(feature = "server")]
+    pub fn with_fleet(
+        config: Config,
+        options: EngineOptions,
+        fleet: crate::fleet::FleetOptions,
+    ) -> Result<Self, String> {
+        let backend = Arc::new(crate::fleet::Backend::new(fleet)?);
+        let clock: Arc<dyn Clock> = Arc::new(UnixClock::new());
+        let engine = Self::with_backend(config, options, clock, Backend::Fleet(backend));
+        let snapshot = engine.state.load();
+        let missing = snapshot.limiters.by_slot.iter().position(Option::is_none);
+        if let Some(spec) = missing.and_then(|i| snapshot.config.slots.get(i)) {
+            return Err(format!(
+                "the limit at {} cannot be shared through Redis (the error is logged above)",
+                crate::fleet::describe(spec)
+            ));
+        }
+        drop(snapshot);
+        Ok(engine)
+    }
+
+    fn with_backend(
+        config: Config,
+        options: EngineOptions,
+        clock: Arc<dyn Clock>,
+        backend: Backend,
+    ) -> Self {
+        let limiters = Limiters::new(&config, None, &clock, options.max_keys, &backend);
         let overrides = Overrides::new(
             options.max_override_limits,
             limiters::override_share(
@@ -154,6 +206,7 @@ impl Engine {
                 options.max_override_limits,
             ),
             Arc::clone(&clock),
+            backend.clone(),
         );
         Engine {
             state: ArcSwap::from_pointee(Snapshot {
@@ -163,6 +216,7 @@ impl Engine {
             overrides,
             clock,
             options,
+            backend,
         }
     }
 
@@ -206,7 +260,14 @@ impl Engine {
             .map(|(d, o)| self.item(&snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
             .collect();
         drop_replaced(&mut items);
-        let statuses = decide::run(&items, self.options.near_limit_ratio);
+        // In fleet mode what is left of a limit is not known here (Redis does not say; a lease
+        // is this server's part only): near_limit is not counted rather than counted wrong.
+        let ratio = if self.is_fleet() {
+            1.0
+        } else {
+            self.options.near_limit_ratio
+        };
+        let statuses = decide::run(&items, ratio);
         let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
             Code::OverLimit
         } else {
@@ -319,8 +380,56 @@ impl Engine {
                 Some((&old.config, &old.limiters)),
                 &self.clock,
                 self.options.max_keys,
+                &self.backend,
             ),
         });
+    }
+
+    /// Whether the limits are shared through Redis (a check may wait on it, up to its bound).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
+    /// assert!(!Engine::new(Config::default(), EngineOptions::default()).is_fleet());
+    /// ```
+    pub fn is_fleet(&self) -> bool {
+        !matches!(self.backend, Backend::Local)
+    }
+
+    /// Every limiter in force: the config's and the overrides'.
+    #[cfg(feature = "server")]
+    fn each_limiter(&self) -> Vec<Arc<limiters::Lim>> {
+        let mut all: Vec<Arc<limiters::Lim>> = self.state.load().limiters.all().cloned().collect();
+        all.extend(self.overrides.all());
+        all
+    }
+
+    /// In fleet mode, how Redis answers the limits in force (`None`: the limits are local).
+    #[cfg(feature = "server")]
+    pub(crate) fn fleet_report(&self) -> Option<crate::fleet::Report> {
+        let Backend::Fleet(backend) = &self.backend else {
+            return None;
+        };
+        Some(backend.report(&self.each_limiter()))
+    }
+
+    /// Hands back what the fleet limits hold leased and stops their background tasks; checks
+    /// afterwards are refused. Nothing to do for local limits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::{config::Config, engine::{Engine, EngineOptions}};
+    /// Engine::new(Config::default(), EngineOptions::default()).shutdown();
+    /// ```
+    #[cfg(feature = "server")]
+    pub fn shutdown(&self) {
+        for lim in self.each_limiter() {
+            if let limiters::Lim::Fleet(f) = lim.as_ref() {
+                f.fleet().shutdown();
+            }
+        }
     }
 
     /// The config in force.

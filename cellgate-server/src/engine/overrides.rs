@@ -9,7 +9,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use cellgate::clock::Clock;
 
-use super::limiters::{self, Lim};
+use super::limiters::{Backend, Lim};
 use crate::api::{LimitOverride, RequestError, Unit};
 use crate::config::{Algorithm, RuleSpec};
 
@@ -28,15 +28,22 @@ pub(crate) struct Overrides {
     max: usize,
     keys_each: usize,
     clock: Arc<dyn Clock>,
+    backend: Backend,
 }
 
 impl Overrides {
-    pub(crate) fn new(max: usize, keys_each: usize, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(
+        max: usize,
+        keys_each: usize,
+        clock: Arc<dyn Clock>,
+        backend: Backend,
+    ) -> Self {
         Overrides {
             map: ArcSwap::from_pointee(HashMap::new()),
             max,
             keys_each,
             clock,
+            backend,
         }
     }
 
@@ -77,12 +84,12 @@ impl Overrides {
             requests_per_unit: o.requests_per_unit,
             period: Duration::from_secs(seconds),
         };
-        let built =
-            limiters::build(&spec, Arc::clone(&self.clock), self.keys_each).map_err(|e| {
-                RequestError::TooLarge {
-                    what: format!("requests per unit in a limit override ({e})"),
-                    limit: u32::MAX as usize,
-                }
+        let built = self
+            .backend
+            .build(&spec, &self.clock, self.keys_each)
+            .map_err(|e| RequestError::TooLarge {
+                what: format!("requests per unit in a limit override ({e})"),
+                limit: u32::MAX as usize,
             })?;
         let built = Arc::new(built);
         self.map.rcu(|map| {
@@ -101,5 +108,11 @@ impl Overrides {
     /// Keys held over all the pool's limiters.
     pub(crate) fn len(&self) -> usize {
         self.map.load().values().map(|l| l.len()).sum()
+    }
+
+    /// Every override limiter built so far.
+    #[cfg(feature = "server")]
+    pub(crate) fn all(&self) -> Vec<Arc<Lim>> {
+        self.map.load().values().cloned().collect()
     }
 }

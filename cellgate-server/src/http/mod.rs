@@ -22,7 +22,7 @@ use json::{JsonRequest, JsonResponse};
 pub(crate) fn router(service: Arc<Service>, max_body_bytes: usize, timeout: Duration) -> Router {
     Router::new()
         .route("/json", post(json_endpoint))
-        .route("/healthcheck", get(|| async { "OK" }))
+        .route("/healthcheck", get(health))
         .route("/metrics", get(metrics))
         .route("/rlconfig", get(rlconfig))
         .layer(DefaultBodyLimit::max(max_body_bytes))
@@ -67,8 +67,31 @@ fn bad_request(message: String) -> Response {
     (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response()
 }
 
+/// ratelimit's `OK`; in fleet mode, while Redis does not answer for some limit, a line naming
+/// the worst state and how many limits are in it: still 200 (a Redis outage is not this
+/// server's failure: it goes on answering within the fleet's outage bounds, and a load
+/// balancer should not take every server out at once), or 503 with `--redis-health-strict`.
+async fn health(State(service): State<Arc<Service>>) -> Response {
+    let Some(report) = service.engine.fleet_report().filter(|r| r.out() > 0) else {
+        return "OK".into_response();
+    };
+    let (status, word) = if service.health_strict {
+        (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE")
+    } else {
+        (StatusCode::OK, "OK")
+    };
+    let body = format!(
+        "{word} (redis {}: {} of {} limits not connected)\n",
+        report.worst(),
+        report.out(),
+        report.limits()
+    );
+    (status, body).into_response()
+}
+
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
-    let text = service.metrics.encode(service.engine.len());
+    let fleet = service.engine.fleet_report();
+    let text = service.metrics.encode(service.engine.len(), fleet.as_ref());
     (
         [(
             header::CONTENT_TYPE,

@@ -46,7 +46,7 @@ mod introspect;
 mod reply;
 mod session;
 mod table;
-mod throttle;
+pub(crate) mod throttle;
 
 /// The RESP listener's limits. Every field has a documented default ([`Default`]).
 ///
@@ -111,6 +111,9 @@ pub(crate) struct Shared {
     pub(crate) limiter: KeyedLimiter<Vec<u8>>,
     pub(crate) ids: crate::sync::ClientIds,
     connections: Arc<Semaphore>,
+    /// Fleet mode: `CL.THROTTLE` keys shared through Redis instead of `limiter`.
+    #[cfg(feature = "server")]
+    pub(crate) fleet: Option<crate::fleet::Throttles>,
 }
 
 impl Shared {
@@ -140,6 +143,8 @@ impl Shared {
             config,
             limiter,
             ids: crate::sync::ClientIds::new(),
+            #[cfg(feature = "server")]
+            fleet: None,
         })
     }
 
@@ -172,7 +177,62 @@ pub async fn serve(
     config: RespConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(config)?);
+    run(listener, Arc::new(Shared::new(config)?), shutdown).await
+}
+
+/// As [`serve`], with `CL.THROTTLE` keys shared through Redis by every server given the same
+/// `fleet`: one fleet rate per parameter set (`max_burst`, `count`, `period`), at most
+/// `max_fleet_limits` of them (a call bringing one more gets an error reply). `limited` is the
+/// fleet's decision; `remaining` is what this server holds leased for the key (0 for a key it
+/// checks in Redis), `retry_after` the wait Redis reports (`-1` when unknown), `reset_after` 0
+/// when admitted and `retry_after` when limited. On shutdown the leases go back to Redis.
+///
+/// ```no_run
+/// use cellgate_server::fleet::FleetOptions;
+/// use cellgate_server::resp::{serve_fleet, RespConfig};
+/// # async fn run() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:6380").await?;
+/// let fleet = FleetOptions::new("redis://10.0.0.7:6379");
+/// serve_fleet(listener, RespConfig::default(), fleet, 64, async {
+///     let _ = tokio::signal::ctrl_c().await;
+/// })
+/// .await
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// As [`serve`], and an [`io::ErrorKind::InvalidInput`] error for an invalid Redis URL.
+#[cfg(feature = "server")]
+pub async fn serve_fleet(
+    listener: TcpListener,
+    config: RespConfig,
+    fleet: crate::fleet::FleetOptions,
+    max_fleet_limits: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let max_hot = config.max_keys / max_fleet_limits.max(1);
+    let throttles = crate::fleet::Throttles::new(fleet, max_fleet_limits, max_hot)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut shared = Shared::new(config)?;
+    shared.fleet = Some(throttles);
+    let shared = Arc::new(shared);
+    run(listener, Arc::clone(&shared), shutdown).await?;
+    let done = Arc::clone(&shared);
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Some(t) = &done.fleet {
+            t.shutdown();
+        }
+    })
+    .await;
+    Ok(())
+}
+
+async fn run(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {

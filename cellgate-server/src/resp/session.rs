@@ -219,18 +219,28 @@ fn cl_throttle(shared: &Shared, args: &[Bytes], out: &mut Out<'_>) {
         Ok(p) => p,
         Err(e) => return out.error(&e),
     };
+    #[cfg(feature = "server")]
+    if let Some(fleet) = &shared.fleet {
+        return match fleet.throttle(&args[1], &params) {
+            Ok(r) => five(&r, out),
+            Err(e) => out.error(&e),
+        };
+    }
     match throttle::throttle(&shared.limiter, &args[1], &params) {
-        Ok(r) => {
-            out.array(5);
-            out.int(i64::from(r.limited));
-            out.int(r.limit);
-            out.int(r.remaining);
-            out.int(r.retry_after);
-            out.int(r.reset_after);
-        }
+        Ok(r) => five(&r, out),
         Err(throttle::Refusal::KeyCap) => out.error(
             "Cell error: the key cap (max_keys) is reached by keys that all hold a backlog; \
              retry when some drain",
         ),
     }
+}
+
+/// The five integers of a `CL.THROTTLE` reply.
+fn five(r: &throttle::Reply, out: &mut Out<'_>) {
+    out.array(5);
+    out.int(i64::from(r.limited));
+    out.int(r.limit);
+    out.int(r.remaining);
+    out.int(r.retry_after);
+    out.int(r.reset_after);
 }

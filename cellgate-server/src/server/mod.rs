@@ -81,6 +81,11 @@ pub struct Settings {
     pub limits: Limits,
     /// Response header names, when ratelimit's headers are enabled.
     pub headers: Option<HeaderNames>,
+    /// Fleet mode: every limit shared through Redis (`None`: limits in this process).
+    pub fleet: Option<crate::fleet::FleetOptions>,
+    /// `GET /healthcheck` answers 503 (rather than 200 naming the state) while Redis does not
+    /// answer for some limit.
+    pub health_strict: bool,
 }
 
 /// Why the server could not start.
@@ -97,6 +102,8 @@ pub struct Settings {
 pub enum StartError {
     /// The configuration is invalid.
     Config(ConfigError),
+    /// Fleet mode cannot start (an invalid Redis URL, a limit Redis cannot hold).
+    Fleet(String),
     /// A listener could not be bound.
     Bind {
         /// Which listener.
@@ -112,6 +119,7 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Config(e) => write!(f, "invalid configuration: {e}"),
+            StartError::Fleet(e) => write!(f, "fleet mode (--redis): {e}"),
             StartError::Bind { what, addr, error } => {
                 write!(f, "cannot listen ({what}) on {addr}: {error}")
             }
@@ -212,10 +220,16 @@ impl Server {
         if settings.config.is_some() {
             metrics.config_load_success.add(1);
         }
+        let engine = match &settings.fleet {
+            Some(fleet) => Engine::with_fleet(config, settings.engine, fleet.clone())
+                .map_err(StartError::Fleet)?,
+            None => Engine::new(config, settings.engine),
+        };
         let service = Arc::new(Service {
-            engine: Arc::new(Engine::new(config, settings.engine)),
+            engine: Arc::new(engine),
             metrics,
             headers: settings.headers.clone(),
+            health_strict: settings.health_strict,
         });
         let grpc = bind("grpc", &settings.grpc).await?;
         let http = bind("http", &settings.http).await?;

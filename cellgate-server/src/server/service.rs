@@ -48,15 +48,27 @@ pub(crate) struct Service {
     pub(crate) engine: Arc<Engine>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) headers: Option<HeaderNames>,
+    /// Health answers 503 while Redis does not answer for some fleet limit.
+    pub(crate) health_strict: bool,
 }
 
 impl Service {
+    /// The engine's decision. A fleet limit's cold check waits for Redis on this thread (at
+    /// most its `max_wait`): see `fleet::blocking`.
+    fn engine_decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+        if self.engine.is_fleet() {
+            crate::fleet::blocking(|| self.engine.decide(req))
+        } else {
+            self.engine.decide(req)
+        }
+    }
+
     /// Decides `req`, counts it, and builds the headers.
     ///
     /// An unknown domain answers OK with no limit for every descriptor, as ratelimit does (it
     /// finds no limit for the descriptors, and an absent limit admits).
     pub(crate) fn decide(&self, req: &RateLimitRequest) -> Result<Answer, RequestError> {
-        let response = match self.engine.decide(req) {
+        let response = match self.engine_decide(req) {
             Ok(r) => r,
             Err(RequestError::UnknownDomain(_)) => RateLimitResponse {
                 overall: Code::Ok,

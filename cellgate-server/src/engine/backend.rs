@@ -1,0 +1,108 @@
+//! Where a limit's state lives: in this process (a cellgate keyed limiter), or, in fleet mode,
+//! in Redis through cellgate-redis (see `crate::fleet`). The engine sees both as one
+//! `RateLimiter<str>`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cellgate::clock::Clock;
+use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
+
+use crate::config::{build, LocalLim, RuleSpec};
+
+/// A limit's keyed state.
+pub(crate) enum Lim {
+    /// In this process.
+    Local(LocalLim),
+    /// Shared by the fleet through Redis.
+    #[cfg(feature = "server")]
+    Fleet(crate::fleet::FleetLim),
+}
+
+impl Lim {
+    /// Keys held in this process (a fleet limit: its hot keys).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Lim::Local(l) => l.len(),
+            #[cfg(feature = "server")]
+            Lim::Fleet(f) => f.len(),
+        }
+    }
+}
+
+/// Forwards every method to the limiter inside.
+macro_rules! each {
+    ($self:ident, $l:ident => $e:expr) => {
+        match $self {
+            Lim::Local($l) => $e,
+            #[cfg(feature = "server")]
+            Lim::Fleet(f) => {
+                let $l = f.fleet();
+                $e
+            }
+        }
+    };
+}
+
+impl RateLimiter<str> for Lim {
+    fn check_n(&self, key: &str, n: u32) -> Decision {
+        each!(self, l => RateLimiter::<str>::check_n(l, key, n))
+    }
+
+    fn peek_n(&self, key: &str, n: u32) -> Decision {
+        each!(self, l => RateLimiter::<str>::peek_n(l, key, n))
+    }
+
+    fn charge(&self, key: &str, n: u32) -> Reservation {
+        each!(self, l => RateLimiter::<str>::charge(l, key, n))
+    }
+
+    fn charge_into(&self, key: &str, n: u32, slot: &mut Option<Reservation>) -> bool {
+        each!(self, l => RateLimiter::<str>::charge_into(l, key, n, slot))
+    }
+
+    fn cancel(&self, key: &str, reservation: Reservation) -> bool {
+        each!(self, l => RateLimiter::<str>::cancel(l, key, reservation))
+    }
+
+    fn reserve(&self, key: &str, n: u32, max_wait: Duration) -> Reservation {
+        each!(self, l => RateLimiter::<str>::reserve(l, key, n, max_wait))
+    }
+
+    fn policy(&self) -> Policy {
+        each!(self, l => RateLimiter::<str>::policy(l))
+    }
+
+    fn stats(&self) -> Option<Stats> {
+        each!(self, l => RateLimiter::<str>::stats(l))
+    }
+}
+
+/// Builds the limiters of an engine: local, or shared through Redis.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Local,
+    #[cfg(feature = "server")]
+    Fleet(Arc<crate::fleet::Backend>),
+}
+
+impl Backend {
+    /// The limiter for `spec`, holding at most `max_keys` keys in this process.
+    pub(crate) fn build(
+        &self,
+        spec: &RuleSpec,
+        clock: &Arc<dyn Clock>,
+        max_keys: usize,
+    ) -> Result<Lim, String> {
+        match self {
+            Backend::Local => build(spec, Arc::clone(clock), max_keys)
+                .map(Lim::Local)
+                .map_err(|e| e.to_string()),
+            #[cfg(feature = "server")]
+            Backend::Fleet(b) => b
+                .build(spec, max_keys)
+                .map(Lim::Fleet)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}

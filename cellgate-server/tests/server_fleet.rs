@@ -1,0 +1,437 @@
+//! Fleet mode (`--redis`): two `cellgate-server` processes on one real `redis-server` share a
+//! rate limit and a stock; Redis killed and restarted mid-run; one server killed with
+//! `kill -9`; a `--redis` where nothing listens; a reload; `CL.THROTTLE` keys shared through
+//! redis-cli. Requests go through curl (one curl process
+//! per batch, on one kept-alive connection); bounded in requests, no timing assertions.
+
+mod common;
+#[path = "resp_common/mod.rs"]
+mod resp_common;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{curl, has, need, Server};
+
+/// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
+/// per-key stock of 30.
+const FLEET: &str = r#"domain: fleet
+descriptors:
+  - key: rate
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: item
+    rate_limit: {algorithm: stock, requests_per_unit: 30}
+"#;
+
+const RATE: &str = r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"rate","value":"k"}]}]}"#;
+const ITEM: &str =
+    r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"item","value":"sku"}]}]}"#;
+const STOCK: u64 = 30;
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A `redis-server` on a free port with an append-only file synced on every write (so a
+/// SIGKILL loses nothing it acknowledged); killed on drop.
+struct Redis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Redis {
+    /// `None` when redis-server is missing (skipped, or failed under `CI=true`).
+    fn start() -> Option<Redis> {
+        if !need(has("redis-server"), "redis-server") || !need(has("curl"), "curl") {
+            return None;
+        }
+        let mut r = Redis {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: None,
+        };
+        r.run();
+        Some(r)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts (again) on the same port and data, and waits until it answers PING.
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.answers() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn answers(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    /// SIGKILL, and reap.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A server in fleet mode on `redis`.
+fn server(redis: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--redis", redis];
+    args.extend_from_slice(extra);
+    Server::start(FLEET, &args, &[])
+}
+
+/// Sends `body` to `/json` `n` times on one connection; returns (answered 200, answered 429).
+/// Any other answer fails the test.
+fn send(s: &Server, body: &str, n: usize) -> (u64, u64) {
+    let url = s.url("/json");
+    let mut args: Vec<&str> = vec![
+        "-s",
+        "--max-time",
+        "20",
+        "-w",
+        "%{http_code}\n",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        body,
+    ];
+    for _ in 0..n {
+        args.extend(["-o", "/dev/null", url.as_str()]);
+    }
+    let out = Command::new("curl").args(&args).output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let codes: Vec<&str> = text.lines().collect();
+    assert_eq!(codes.len(), n, "every request answered: {text}");
+    let ok = codes.iter().filter(|c| **c == "200").count() as u64;
+    let over = codes.iter().filter(|c| **c == "429").count() as u64;
+    assert_eq!(ok + over, n as u64, "only 200 and 429: {text}");
+    (ok, over)
+}
+
+/// Sells `sku` on both servers, in rounds, until the fleet has sold `want` in all (or a
+/// bounded number of rounds passed); returns what each sold.
+fn sell_until(servers: &[&Server], sold: &mut [u64], want: u64, rounds: usize) {
+    sell_key_until(servers, ITEM, sold, want, rounds);
+}
+
+/// As [`sell_until`], with the request `body`.
+fn sell_key_until(servers: &[&Server], body: &str, sold: &mut [u64], want: u64, rounds: usize) {
+    for _ in 0..rounds {
+        for (s, n) in servers.iter().zip(sold.iter_mut()) {
+            *n += send(s, body, 8).0;
+        }
+        if sold.iter().sum::<u64>() >= want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// Polls `/healthcheck` (bounded) until its body satisfies `done`; returns the last reply.
+fn health_until(s: &Server, done: impl Fn(&str) -> bool) -> common::Reply {
+    let mut last = curl(&[&s.url("/healthcheck")]);
+    for _ in 0..200 {
+        if done(&last.body) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        last = curl(&[&s.url("/healthcheck")]);
+    }
+    last
+}
+
+/// The value of the metric line starting with `series` (0 when absent).
+fn metric(s: &Server, series: &str) -> i64 {
+    let text = curl(&[&s.url("/metrics")]).body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_servers_share_one_rate_and_one_stock() {
+    let Some(redis) = Redis::start() else { return };
+    let a = server(&redis.url(), &[]);
+    let b = server(&redis.url(), &[]);
+    let started = Instant::now();
+    // The rate: 20 a minute, burst 20. Each server alone would admit 20 of its 60 requests;
+    // shared, both together admit the burst and what accrues meanwhile.
+    let mut admitted = 0;
+    for _ in 0..6 {
+        admitted += send(&a, RATE, 10).0;
+        admitted += send(&b, RATE, 10).0;
+    }
+    let secs = started.elapsed().as_secs();
+    // R·(T + L) + B, with the lease lifetime L = 1 s, R = 1/3 per second.
+    let bound = 20 + (secs + 1).div_ceil(3) + 1;
+    eprintln!("admitted {admitted} across two servers, fleet bound {bound}");
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted > fleet bound {bound}"
+    );
+    assert!(
+        admitted >= 10,
+        "{admitted} admitted: the fleet should admit most of its burst"
+    );
+    // The stock: demand (both servers, in rounds) exceeds it; sold exactly once each.
+    let mut sold = [0, 0];
+    sell_until(&[&a, &b], &mut sold, STOCK, 40);
+    assert_eq!(sold.iter().sum::<u64>(), STOCK, "sold {sold:?}");
+    assert!(sold[0] > 0 && sold[1] > 0, "both servers sold: {sold:?}");
+    // Sold out everywhere now.
+    assert_eq!(send(&a, ITEM, 4).0 + send(&b, ITEM, 4).0, 0);
+    assert_eq!(curl(&[&a.url("/healthcheck")]).body.trim(), "OK");
+    assert_eq!(metric(&a, "cellgate_fleet_limits{state=\"connected\"}"), 2);
+}
+
+#[test]
+fn a_redis_outage_keeps_answers_coming_and_never_oversells() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let a = server(&redis.url(), &[]);
+    let b = server(&redis.url(), &["--redis-health-strict", "true"]);
+    let mut sold = [0, 0];
+    sell_until(&[&a, &b], &mut sold, 10, 20);
+    redis.kill();
+    // Every request is answered (200 or 429) while Redis is down.
+    let mut during = 0;
+    for _ in 0..5 {
+        for s in [&a, &b] {
+            let (ok, over) = send(s, RATE, 5);
+            assert_eq!(ok + over, 5);
+            let (ok, _) = send(s, ITEM, 5);
+            during += ok;
+        }
+    }
+    let ha = health_until(&a, |b| b.contains("redis"));
+    assert_eq!(ha.status, 200, "{}", ha.body);
+    assert!(ha.body.starts_with("OK (redis "), "{}", ha.body);
+    let hb = health_until(&b, |b| b.contains("redis"));
+    assert_eq!(hb.status, 503, "strict health: {}", hb.body);
+    assert!(metric(&a, "cellgate_fleet_limits{state=\"connected\"}") < 2);
+    assert!(metric(&a, "cellgate_fleet_backend_errors") > 0);
+    redis.run();
+    let back = health_until(&a, |b| b.trim() == "OK");
+    assert_eq!(back.body.trim(), "OK", "connected again");
+    let mut after = [0, 0];
+    sell_until(&[&a, &b], &mut after, STOCK, 30);
+    let total = sold.iter().sum::<u64>() + during + after.iter().sum::<u64>();
+    assert!(total <= STOCK, "oversold: {total} > {STOCK}");
+    assert!(
+        after.iter().sum::<u64>() > 0,
+        "selling resumed after the outage"
+    );
+}
+
+#[test]
+fn a_killed_server_leaves_the_others_selling() {
+    let Some(redis) = Redis::start() else { return };
+    let mut a = server(&redis.url(), &[]);
+    let mut b = server(&redis.url(), &[]);
+    let c = server(&redis.url(), &[]);
+    let mut sold = [0, 0, 0];
+    sell_until(&[&a, &b, &c], &mut sold, 12, 20);
+    // kill -9: whatever `a` held leased is lost (undersold, never oversold).
+    let pid = a.child.id().to_string();
+    let killed = Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let _ = a.child.wait();
+    // SIGTERM: `b` hands its leases back before it exits.
+    assert!(b.terminate().success());
+    let before = sold[2];
+    let mut rest = [0];
+    sell_until(&[&c], &mut rest, STOCK, 30);
+    let total = sold.iter().sum::<u64>() + rest[0];
+    assert!(total <= STOCK, "oversold: {total} > {STOCK}");
+    assert!(
+        rest[0] > 0,
+        "the survivor kept selling (it had sold {before})"
+    );
+}
+
+#[test]
+fn a_redis_where_nothing_listens_still_starts_and_answers() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let s = server(&url, &[]);
+    // The rate falls back to this server's share; the stock never sells without Redis.
+    let (ok, over) = send(&s, RATE, 5);
+    assert_eq!(ok + over, 5);
+    assert!(ok >= 1, "the outage share admits");
+    assert_eq!(send(&s, ITEM, 3).0, 0, "a stock fails closed");
+    let h = health_until(&s, |b| b.contains("redis"));
+    assert_eq!(h.status, 200);
+    assert!(h.body.contains("limits not connected"), "{}", h.body);
+}
+
+#[test]
+fn a_server_stopped_with_sigterm_hands_its_leases_back() {
+    let Some(redis) = Redis::start() else { return };
+    // A stock of 400 per key: leases of 4 (a key is leased once a server sees it often).
+    let config = format!(
+        "{FLEET}  - key: bulk\n    rate_limit: {{algorithm: stock, requests_per_unit: 400}}\n"
+    );
+    let bulk = ITEM.replace("item", "bulk");
+    let a = Server::start(&config, &["--redis", &redis.url()], &[]);
+    let mut b = Server::start(&config, &["--redis", &redis.url()], &[]);
+    let mut sold = [0, 0];
+    for _ in 0..3 {
+        sold[0] += send(&a, &bulk, 60).0;
+        sold[1] += send(&b, &bulk, 60).0;
+    }
+    // (With `kill -9` instead, the lease `b` held is lost and the assertion below fails.)
+    assert!(b.terminate().success());
+    // What `b` held leased went back to Redis: `a` sells the rest, to the unit.
+    let mut rest = 0;
+    for _ in 0..20 {
+        rest += send(&a, &bulk, 60).0;
+        if sold.iter().sum::<u64>() + rest >= 400 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        sold.iter().sum::<u64>() + rest,
+        400,
+        "sold {sold:?} then {rest}"
+    );
+}
+
+/// Rewrites the server's config and waits (bounded) until it reports one more load.
+fn reload(s: &Server, config: &str) {
+    let before = metric(s, "ratelimit_service_config_load_success");
+    std::fs::write(s.config_file(), config).expect("write config");
+    for _ in 0..200 {
+        if metric(s, "ratelimit_service_config_load_success") > before {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the server did not reload its config");
+}
+
+#[test]
+fn a_reload_keeps_an_unchanged_limits_state_and_a_changed_limit_starts_afresh() {
+    let Some(redis) = Redis::start() else { return };
+    let s = server(&redis.url(), &[]);
+    let mut sold = [0];
+    sell_until(&[&s], &mut sold, 10, 10);
+    // Another limit added; the stock's definition is unchanged: its count goes on.
+    let grown =
+        format!("{FLEET}  - key: other\n    rate_limit: {{unit: hour, requests_per_unit: 1}}\n");
+    reload(&s, &grown);
+    sell_until(&[&s], &mut sold, STOCK + 1, 8);
+    assert_eq!(sold[0], STOCK, "the kept stock sold exactly once");
+    // The stock changed (40 per key): a new name in Redis, a fresh stock.
+    reload(
+        &s,
+        &FLEET.replace("requests_per_unit: 30", "requests_per_unit: 40"),
+    );
+    let mut fresh = [0];
+    sell_until(&[&s], &mut fresh, 40, 20);
+    assert_eq!(fresh[0], 40, "a changed limit starts afresh");
+    assert_eq!(send(&s, ITEM, 4).0, 0);
+}
+
+/// Sends `commands` (one a line) to the RESP listener at `port` through one redis-cli;
+/// returns its output lines.
+fn cli_lines(cli: &std::path::Path, port: &str, commands: &str) -> Vec<String> {
+    use std::io::Write;
+    let mut child = Command::new(cli)
+        .args(["-h", "127.0.0.1", "-p", port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(commands.as_bytes()).expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("redis-cli output");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Calls `CL.THROTTLE key 9 10 60` (limit 10, one more every 6 s) `n` times; returns how many
+/// were admitted (the first of each reply's five integers is 0).
+fn throttled(cli: &std::path::Path, port: &str, n: usize) -> u64 {
+    let lines = cli_lines(cli, port, &"CL.THROTTLE shared 9 10 60\n".repeat(n));
+    assert_eq!(lines.len(), 5 * n, "five integers a reply: {lines:?}");
+    lines.chunks(5).filter(|r| r[0] == "0").count() as u64
+}
+
+#[test]
+fn cl_throttle_keys_are_shared_by_the_fleet() {
+    let Some(redis) = Redis::start() else { return };
+    let Some(cli) = resp_common::tool("redis-cli") else {
+        return;
+    };
+    let url = redis.url();
+    let a = resp_common::Server::start(&["--redis", &url, "--resp-max-fleet-limits", "1"]);
+    let b = resp_common::Server::start(&["--redis", &url]);
+    let started = Instant::now();
+    let mut admitted = 0;
+    // Rounds on both servers, so that a lease one holds is used or handed back meanwhile.
+    for _ in 0..12 {
+        admitted += throttled(&cli, &a.port(), 5);
+        admitted += throttled(&cli, &b.port(), 5);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // Limit 10 plus one per 6 s over the run and a lease lifetime (1 s); alone, each server
+    // would admit 10 of its 60.
+    let bound = 10 + (started.elapsed().as_secs() + 1).div_ceil(6) + 1;
+    eprintln!("admitted {admitted} across two servers, fleet bound {bound}");
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted > fleet bound {bound}"
+    );
+    assert!(admitted >= 5, "{admitted} admitted");
+    // One parameter set is all `a` may share: another gets an error reply.
+    let other = cli_lines(&cli, &a.port(), "CL.THROTTLE other 1 1 1\n").join(" ");
+    assert!(other.contains("distinct parameter sets"), "{other}");
+}
