@@ -50,6 +50,12 @@ pub(crate) struct Item<'a> {
     pub(crate) replaces: Vec<Arc<str>>,
 }
 
+/// A limiter and the key it is checked for.
+type Gate<'a> = (&'a Lim, &'a str);
+
+/// The item and the check within it that a gate belongs to.
+type Owner = (usize, usize);
+
 /// What happened to one check.
 #[derive(Clone, Copy)]
 struct Outcome {
@@ -65,7 +71,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
         .iter()
         .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
     // Each gate with the item and the check it belongs to.
-    let gates: Vec<((&Lim, &str), (usize, usize))> = items
+    let gates: Vec<(Gate<'_>, Owner)> = items
         .iter()
         .enumerate()
         .filter(|(_, it)| charges(it))
