@@ -7,7 +7,9 @@
 #   (build them: cargo build --release -p cellgate-server --bins --examples)
 #
 # 1. Saturation: closed loop, 4 connections, 64 requests in flight; 1 and 3 descriptors,
-#    keys from a set of 1,000 and of 1,000,000. CSV per run, then medians.
+#    keys from a set of 1,000 and of 1,000,000. CSV per run, then medians. Each run also
+#    gives the server side's CPU time per request (user + system, from /proc; the baseline's
+#    counts redis-server too): steadier than the rates on a shared machine.
 # 2. Half load: open loop at half cellgate-server's median saturating rate of each shape,
 #    128 tasks; latency from the scheduled send when a task is behind (see rls_load's load.rs).
 # 3. Memory per key: a fresh cellgate-server's RSS growth under a flood of FLOOD distinct
@@ -35,36 +37,53 @@ wait_addr() {
 }
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
-pids+=($!)
+rpid=$!
+pids+=($rpid)
 for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# The server-side processes of each target, whose CPU time is counted per request (the
+# baseline's includes redis-server's).
+declare -A procs
+procs[redis]=$rpid
 "$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off >"$tmp/cellgate" 2>/dev/null &
 pids+=($!)
+procs[cellgate]=$!
 "$load" serve --handler redis-pipeline --redis "redis://127.0.0.1:$rport" >"$tmp/redis" &
 pids+=($!)
+procs[redis]+=" $!"
 "$load" serve --handler empty >"$tmp/empty" &
 pids+=($!)
+procs[empty]=$!
+hz=$(getconf CLK_TCK)
+# cpu_ticks PID...: user + system time of the processes, in clock ticks.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 declare -A addr
 for t in cellgate redis empty; do addr[$t]=$(wait_addr "$tmp/$t" grpc); done
 echo "# uptime before: $(uptime)"
-# one TARGET MODE DESCRIPTORS KEYS RUN [load flags...]: one CSV line.
+# one TARGET MODE DESCRIPTORS KEYS RUN [load flags...]: one CSV line, ending with the
+# server-side CPU time per request in microseconds.
 one() {
-  local t=$1 m=$2 d=$3 k=$4 r=$5
+  local t=$1 m=$2 d=$3 k=$4 r=$5 before line
   shift 5
-  printf '%s,%s,%s,%s,%s,' "$t" "$m" "$d" "$k" "$r"
-  "$load" load --addr "${addr[$t]}" --descriptors "$d" --keys "$k" --seconds "$secs" --csv "$@"
+  # shellcheck disable=SC2086 # procs holds a list of pids
+  before=$(cpu_ticks ${procs[$t]})
+  line=$("$load" load --addr "${addr[$t]}" --descriptors "$d" --keys "$k" --seconds "$secs" --csv "$@")
+  # shellcheck disable=SC2086
+  awk -v l="$line" -v t="$t,$m,$d,$k,$r" -v ticks=$(($(cpu_ticks ${procs[$t]}) - before)) \
+    -v hz="$hz" -v s="$secs" 'BEGIN { split(l, f, ","); printf "%s,%s,%.1f\n", t, l, ticks * 1e6 / hz / (f[1] * s) }'
 }
-# medians CSV: per target,mode,descriptors,keys the median of rps,p50,p99,p99.9 over the runs.
+# medians CSV: per target,mode,descriptors,keys the median of rps, p50, p99, p99.9 and server
+# CPU per request over the runs.
 medians() {
   sort -t, -k1,4 "$1" | awk -F, '
     function med(col,   i, j, t, a) { for (i = 1; i <= c; i++) a[i] = v[col, i]
       for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
       return a[int((c + 1) / 2)] }
-    function flush() { if (c) print key "," med(6) "," med(7) "," med(8) "," med(9) }
+    function flush() { if (c) print key "," med(6) "," med(7) "," med(8) "," med(9) "," med(13) }
     { k = $1 "," $2 "," $3 "," $4; if (k != key) { flush(); key = k; c = 0 }
-      c++; for (f = 6; f <= 9; f++) v[f, c] = $f }
+      c++; for (f = 6; f <= 13; f++) v[f, c] = $f }
     END { flush() }'
 }
-header="target,mode,descriptors,keys,run,rps,p50_us,p99_us,p999_us,over_limit,errors,late"
+header="target,mode,descriptors,keys,run,rps,p50_us,p99_us,p999_us,over_limit,errors,late,server_cpu_us"
 echo "$header" | tee "$tmp/runs.csv"
 for run in $(seq "$runs"); do
   for d in 1 3; do
@@ -90,11 +109,16 @@ for run in $(seq "$runs"); do
     done
   done
 done
-echo "# medians of $runs runs: target,mode,descriptors,keys,rps,p50_us,p99_us,p999_us"
+echo "# medians of $runs runs: target,mode,descriptors,keys,rps,p50_us,p99_us,p999_us,server_cpu_us"
 tail -n +2 "$tmp/runs.csv" | medians /dev/stdin | tee "$tmp/med.csv"
 echo "# ratios of the median rates at saturation: cellgate/empty, cellgate/redis"
 awk -F, '$2 == "saturation" { r[$1, $3, $4] = $5; s[$3 "," $4] = 1 }
   END { for (x in s) { split(x, a, ","); printf "descriptors=%s keys=%s: %.2fx the ceiling, %.2fx the baseline\n",
+    a[1], a[2], r["cellgate", a[1], a[2]] / r["empty", a[1], a[2]], r["cellgate", a[1], a[2]] / r["redis", a[1], a[2]] } }' \
+  "$tmp/med.csv" | sort
+echo "# ratios of the median server CPU per request at saturation: cellgate/empty, cellgate/redis"
+awk -F, '$2 == "saturation" { r[$1, $3, $4] = $9; s[$3 "," $4] = 1 }
+  END { for (x in s) { split(x, a, ","); printf "descriptors=%s keys=%s: %.2fx the ceiling'"'"'s, %.2fx the baseline'"'"'s\n",
     a[1], a[2], r["cellgate", a[1], a[2]] / r["empty", a[1], a[2]], r["cellgate", a[1], a[2]] / r["redis", a[1], a[2]] } }' \
   "$tmp/med.csv" | sort
 echo "# uptime after the load runs: $(uptime)"
