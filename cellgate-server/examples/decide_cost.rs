@@ -8,6 +8,7 @@
 //! ```
 //!
 //! Arguments: descriptors (1 or 3), distinct keys, decisions (defaults 3, 1000000, 1000000).
+//! At most 65,536 requests are built, spread over the keys, and sent in turn.
 
 use std::time::Instant;
 
