@@ -159,7 +159,8 @@ struct Plan {
 async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
     let mut t = Tally::default();
     let mut g = Keys((p.task + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
-    let mut last_answer = Instant::now();
+    // No answer is awaited before the first send.
+    let mut last_answer = p.schedule.map_or_else(Instant::now, |(t0, _)| t0);
     for j in 0u64.. {
         let key = match p.distinct {
             Some(n) => {

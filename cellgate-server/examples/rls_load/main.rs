@@ -4,7 +4,7 @@
 //! rls_load serve --handler empty|redis-pipeline [--listen ADDR] [--redis URL]
 //!     [--redis-connections N] [--threads N]
 //! rls_load load --addr ADDR [--connections N] [--in-flight M] [--descriptors 1|3]
-//!     [--keys K] [--seconds S] [--rate R] [--distinct N] [--label L] [--threads N]
+//!     [--keys K] [--seconds S] [--rate R] [--distinct N] [--label L] [--csv] [--threads N]
 //! ```
 //!
 //! `serve` runs one of the two servers cellgate-server is compared with, each a separate
@@ -23,7 +23,8 @@
 //! requests always outstanding over `--connections` HTTP/2 connections); `--rate R` makes it
 //! open loop (see `load.rs`). `--distinct N` sends N requests, each with a key not sent
 //! before, and stops (a key flood, for memory per key). It prints one line:
-//! `label: ... req/s ... p50 ... p99 ... p99.9 ...`, latencies in microseconds.
+//! `label: ... req/s ... p50 ... p99 ... p99.9 ...`, latencies in microseconds (with `--csv`:
+//! `rps,p50_us,p99_us,p999_us,over_limit,errors,late`).
 //!
 //! ```text
 //! cargo build --release -p cellgate-server --bins --examples
@@ -37,7 +38,7 @@ mod serve;
 const USAGE: &str = "usage: rls_load serve --handler empty|redis-pipeline [--listen ADDR] \
 [--redis URL] [--redis-connections N] [--threads N]\n       rls_load load --addr ADDR \
 [--connections N] [--in-flight M] [--descriptors 1|3] [--keys K] [--seconds S] [--rate R] \
-[--distinct N] [--label L] [--threads N]";
+[--distinct N] [--label L] [--csv] [--threads N]";
 
 /// The value of a flag, or an error naming it.
 pub(crate) fn value(flag: &str, it: &mut impl Iterator<Item = String>) -> Result<String, String> {
@@ -59,7 +60,17 @@ fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     b.enable_all().build()
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("serve") => {
