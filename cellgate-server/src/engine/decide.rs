@@ -10,7 +10,6 @@
 //! own charge would not fit, so that a client sees each limit that refused, as ratelimit
 //! reports them.
 
-use std::fmt::Write;
 use std::sync::Arc;
 
 use cellgate::{check_all_in, Decision, RateLimiter};
@@ -51,6 +50,12 @@ pub(crate) struct Item<'a> {
     pub(crate) replaces: Vec<Arc<str>>,
 }
 
+/// A limiter and the key it is checked for.
+type Gate<'a> = (&'a Lim, &'a str);
+
+/// The item and the check within it that a gate belongs to.
+type Owner = (usize, usize);
+
 /// What happened to one check.
 #[derive(Clone, Copy)]
 struct Outcome {
@@ -66,24 +71,24 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
         .iter()
         .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
     // Each gate with the item and the check it belongs to.
-    let mut owners: Vec<(usize, usize)> = Vec::new();
-    let mut gates: Vec<(&Lim, &str)> = Vec::new();
-    for (i, it) in items.iter().enumerate().filter(|(_, it)| charges(it)) {
-        for (j, c) in it.checks.iter().enumerate() {
-            owners.push((i, j));
-            gates.push((c.lim, it.key.as_str()));
-        }
-    }
+    let gates: Vec<(Gate<'_>, Owner)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| charges(it))
+        .flat_map(|(i, it)| {
+            let key = it.key.as_str();
+            (it.checks.iter().enumerate()).map(move |(j, c)| ((c.lim, key), (i, j)))
+        })
+        .collect();
     let list: Vec<(&dyn RateLimiter, u32)> = gates
         .iter()
-        .zip(&owners)
-        .map(|(g, &(i, _))| (g as &dyn RateLimiter, items[i].hits))
+        .map(|(g, (i, _))| (g as &dyn RateLimiter, items[*i].hits))
         .collect();
     let mut decisions = vec![Decision::NONE; list.len()];
     let denier = if forced {
         None
     } else {
-        check_all_in(&list, &mut decisions).and_then(|g| owners.get(g).copied())
+        check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|(_, owner)| *owner))
     };
     let denied = forced || denier.is_some();
     let mut taken = decisions.as_slice();
@@ -268,10 +273,23 @@ pub(crate) fn near_limit(d: &Decision, n: u32, ratio: f64) -> u64 {
 
 /// The limiters' key for a descriptor: its values, each prefixed with its length so that no
 /// two value lists write the same key.
-pub(crate) fn values_key<'e>(parts: impl IntoIterator<Item = &'e str>) -> String {
-    let mut key = String::new();
+///
+/// Built once per descriptor of every request: sized up front and written without the
+/// formatting machinery, which costs more than the limiter's own check.
+pub(crate) fn values_key<'e, I>(parts: I) -> String
+where
+    I: IntoIterator<Item = &'e str>,
+    I::IntoIter: Clone,
+{
+    let parts = parts.into_iter();
+    // A length takes at most 20 digits; most take one to three.
+    let size: usize = parts.clone().map(|p| p.len() + 4).sum();
+    let mut key = String::with_capacity(size);
+    let mut digits = itoa::Buffer::new();
     for part in parts {
-        let _ = write!(key, "{}:{part}", part.len());
+        key.push_str(digits.format(part.len()));
+        key.push(':');
+        key.push_str(part);
     }
     key
 }

@@ -494,7 +494,13 @@ fn drop_replaced(items: &mut [Item<'_>]) {
 
 /// ratelimit's metric key under `detailed_metric`: the request's keys and values.
 fn detailed_stat_key(domain: &str, d: &Descriptor) -> String {
-    let mut key = domain.to_owned();
+    let size = d
+        .entries
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum::<usize>();
+    let mut key = String::with_capacity(domain.len() + size);
+    key.push_str(domain);
     for (k, v) in &d.entries {
         key.push('.');
         key.push_str(k);

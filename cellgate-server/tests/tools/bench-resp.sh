@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Throughput of CL.THROTTLE: cellgate-server against redis-server with redis-cell loaded, same
-# machine, same redis-benchmark flags, runs alternating between the two.
+# Throughput of CL.THROTTLE: cellgate-server against redis-server with redis-cell loaded, and
+# against the same redis-server running a Lua GCRA script per request (gcra.lua beside this
+# file, by EVALSHA, with the same arguments); same machine, same redis-benchmark flags, runs
+# alternating between the three.
 #
 # usage: bench-resp.sh CELLGATE_SERVER_BIN LIBREDIS_CELL_SO [RUNS=3] [REQUESTS=200000]
 # Prints one CSV line per run: target,pipeline,keys,run,rps,p50_ms,p99_ms
@@ -20,10 +22,13 @@ cpid=$!
 trap 'kill $rpid $cpid 2>/dev/null; rm -f "$out" "$out.csv"' EXIT
 for _ in $(seq 100); do grep -q '^listening resp' "$out" && redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 cport=$(sed -n 's/^listening resp .*:\([0-9]*\)$/\1/p' "$out")
+sha=$(redis-cli -p "$rport" SCRIPT LOAD "$(cat "$(dirname "$0")/gcra.lua")")
 one() { # target port pipeline keys run
   local args=(-h 127.0.0.1 -p "$2" -c 50 -n "$requests" -P "$3" --csv)
-  if [ "$4" = random ]; then args+=(-r 100000 CL.THROTTLE 'key:__rand_int__' 15 30 60)
-  else args+=(CL.THROTTLE hot 15 30 60); fi
+  local cmd=(CL.THROTTLE) key=key hot=hot
+  if [ "$1" = lua ]; then cmd=(EVALSHA "$sha" 1) key=lua hot=lua-hot; fi
+  if [ "$4" = random ]; then args+=(-r 100000 "${cmd[@]}" "$key:__rand_int__" 15 30 60)
+  else args+=("${cmd[@]}" "$hot" 15 30 60); fi
   redis-benchmark "${args[@]}" | tail -1 | awk -F'"' -v t="$1" -v p="$3" -v k="$4" -v r="$5" \
     '{ printf "%s,%s,%s,%s,%s,%s,%s\n", t, p, k, r, $4, $10, $14 }'
 }
@@ -33,6 +38,7 @@ for run in $(seq "$runs"); do
     for keys in random hot; do
       one cellgate "$cport" "$p" "$keys" "$run" | tee -a "$out.csv"
       one redis-cell "$rport" "$p" "$keys" "$run" | tee -a "$out.csv"
+      one lua "$rport" "$p" "$keys" "$run" | tee -a "$out.csv"
     done
   done
 done

@@ -1,0 +1,276 @@
+//! The client: HTTP/2 connections shared by tasks, each with one request outstanding.
+//!
+//! Closed loop (the default): every task sends its next request when the last one is
+//! answered, so `--in-flight` requests are always outstanding. Open loop (`--rate R`): the
+//! tasks share a schedule of R requests a second (task `i` of `M` owns the sends
+//! `i, i + M, i + 2M, ...`), each sending at its scheduled time. A request whose scheduled
+//! time comes while its task still waits for the previous answer is sent late, and its
+//! latency counts from the scheduled time (the wait is the server's doing, so it is not
+//! omitted). Otherwise the latency counts from the send: tokio's timer wakes up to a
+//! millisecond late, which is the client's doing. `--in-flight` must then be large enough
+//! that tasks are seldom behind; the line printed gives the rate achieved and how many sends
+//! were late.
+
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3 as pb;
+use envoy_types::pb::envoy::service::ratelimit::v3::{
+    rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
+};
+use tonic::transport::Channel;
+
+use crate::{number, value};
+
+pub(crate) struct Args {
+    addr: String,
+    connections: usize,
+    in_flight: usize,
+    descriptors: usize,
+    keys: u64,
+    seconds: u64,
+    rate: Option<u64>,
+    distinct: Option<u64>,
+    label: String,
+    csv: bool,
+    pub(crate) threads: usize,
+}
+
+impl Args {
+    pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+        let mut a = Args {
+            addr: "127.0.0.1:8081".into(),
+            connections: 4,
+            in_flight: 64,
+            descriptors: 1,
+            keys: 1_000,
+            seconds: 5,
+            rate: None,
+            distinct: None,
+            label: "gRPC".into(),
+            csv: false,
+            threads: 0,
+        };
+        while let Some(flag) = it.next() {
+            let it = &mut it;
+            match flag.as_str() {
+                "--addr" => a.addr = value(&flag, it)?,
+                "--connections" => a.connections = number(&flag, it)?.max(1) as usize,
+                "--in-flight" => a.in_flight = number(&flag, it)?.max(1) as usize,
+                "--descriptors" => a.descriptors = number(&flag, it)?.clamp(1, 3) as usize,
+                "--keys" => a.keys = number(&flag, it)?.max(1),
+                "--seconds" => a.seconds = number(&flag, it)?.max(1),
+                "--rate" => a.rate = Some(number(&flag, it)?.max(1)),
+                "--distinct" => a.distinct = Some(number(&flag, it)?.max(1)),
+                "--label" => a.label = value(&flag, it)?,
+                "--csv" => a.csv = true,
+                "--threads" => a.threads = number(&flag, it)? as usize,
+                other => return Err(format!("unknown flag {other}")),
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// A deterministic key sequence per task (splitmix64), so runs ask for the same keys and
+/// tasks do not repeat each other's.
+struct Keys(u64);
+
+impl Keys {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+fn descriptor(entries: Vec<(&str, String)>) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .into_iter()
+            .map(|(key, value)| Entry {
+                key: key.into(),
+                value,
+            })
+            .collect(),
+        ..RateLimitDescriptor::default()
+    }
+}
+
+fn request(k: u64, descriptors: usize) -> RateLimitRequest {
+    let address = format!("10.{}.{}.{}", (k >> 16) & 255, (k >> 8) & 255, k & 255);
+    let address = if k >> 24 == 0 {
+        address
+    } else {
+        format!("{address}.{}", k >> 24)
+    };
+    let mut d = vec![descriptor(vec![("remote_address", address)])];
+    if descriptors == 3 {
+        d.push(descriptor(vec![("destination_cluster", "payments".into())]));
+        d.push(descriptor(vec![("path", format!("/api/{}", k % 1000))]));
+    }
+    RateLimitRequest {
+        domain: "edge".into(),
+        descriptors: d,
+        hits_addend: 1,
+    }
+}
+
+/// Per task: latencies in microseconds, answers over the limit, errors, late sends.
+#[derive(Default)]
+struct Tally {
+    micros: Vec<u32>,
+    over: u64,
+    errors: u64,
+    late: u64,
+}
+
+impl Tally {
+    fn record(&mut self, r: Result<tonic::Response<pb::RateLimitResponse>, tonic::Status>) {
+        match r {
+            Ok(r) => {
+                if r.into_inner().overall_code == Code::OverLimit as i32 {
+                    self.over += 1;
+                }
+            }
+            Err(_) => self.errors += 1,
+        }
+    }
+}
+
+/// What one task sends, and when.
+#[derive(Clone, Copy)]
+struct Plan {
+    task: u64,
+    tasks: u64,
+    descriptors: usize,
+    keys: u64,
+    end: Instant,
+    /// Open loop: the schedule's start and the interval between two sends of the schedule.
+    schedule: Option<(Instant, Duration)>,
+    /// Key flood: this many requests in all, each with a new key.
+    distinct: Option<u64>,
+}
+
+async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
+    let mut t = Tally::default();
+    let mut g = Keys((p.task + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    // No answer is awaited before the first send.
+    let mut last_answer = p.schedule.map_or_else(Instant::now, |(t0, _)| t0);
+    for j in 0u64.. {
+        let key = match p.distinct {
+            Some(n) => {
+                let k = p.task + j * p.tasks;
+                if k >= n {
+                    break;
+                }
+                k
+            }
+            None => g.next(p.keys),
+        };
+        let start = match p.schedule {
+            Some((t0, every)) => {
+                let due = t0 + every.mul_f64((p.task + j * p.tasks) as f64);
+                if due >= p.end {
+                    break;
+                }
+                if last_answer > due {
+                    t.late += 1;
+                    due
+                } else {
+                    tokio::time::sleep_until(due.into()).await;
+                    Instant::now()
+                }
+            }
+            None if p.distinct.is_none() && Instant::now() >= p.end => break,
+            None => Instant::now(),
+        };
+        t.record(c.should_rate_limit(request(key, p.descriptors)).await);
+        last_answer = Instant::now();
+        let micros = last_answer.duration_since(start).as_micros();
+        t.micros.push(micros.min(u128::from(u32::MAX)) as u32);
+    }
+    t
+}
+
+pub(crate) async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut chans = Vec::new();
+    for _ in 0..a.connections {
+        chans.push(RateLimitServiceClient::connect(format!("http://{}", a.addr)).await?);
+    }
+    let started = Instant::now();
+    let plan = Plan {
+        task: 0,
+        tasks: a.in_flight as u64,
+        descriptors: a.descriptors,
+        keys: a.keys,
+        end: started + Duration::from_secs(a.seconds),
+        schedule: a
+            .rate
+            .map(|r| (started, Duration::from_secs(1).div_f64(r as f64))),
+        distinct: a.distinct,
+    };
+    let handles: Vec<_> = (0..a.in_flight)
+        .map(|i| {
+            let c = chans[i % chans.len()].clone();
+            tokio::spawn(task(
+                c,
+                Plan {
+                    task: i as u64,
+                    ..plan
+                },
+            ))
+        })
+        .collect();
+    let mut tallies = Vec::new();
+    for h in handles {
+        tallies.push(h.await?);
+    }
+    report(&a, started.elapsed(), tallies);
+    Ok(())
+}
+
+fn report(a: &Args, elapsed: Duration, tallies: Vec<Tally>) {
+    let mut micros: Vec<u32> = Vec::new();
+    let (mut over, mut errors, mut late) = (0, 0, 0);
+    for t in tallies {
+        micros.extend(t.micros);
+        over += t.over;
+        errors += t.errors;
+        late += t.late;
+    }
+    micros.sort_unstable();
+    let pct = |p: f64| -> u32 {
+        let i = (micros.len() as f64 * p) as usize;
+        micros
+            .get(i.min(micros.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    let n = micros.len();
+    let rps = n as f64 / elapsed.as_secs_f64();
+    let (p50, p99, p999) = (pct(0.50), pct(0.99), pct(0.999));
+    if a.csv {
+        println!("{rps:.0},{p50},{p99},{p999},{over},{errors},{late}");
+        return;
+    }
+    let mode = match a.rate {
+        Some(r) => format!("open loop at {r} req/s, {late} sent late"),
+        None => "closed loop".into(),
+    };
+    println!(
+        "{}: {rps:.0} req/s, p50 {p50} us, p99 {p99} us, p99.9 {p999} us ({n} requests in \
+         {:.1} s; {} connections, {} in flight, {mode}, {} descriptor(s), {} keys); over the \
+         limit {over}, errors {errors}",
+        a.label,
+        elapsed.as_secs_f64(),
+        a.connections,
+        a.in_flight,
+        a.descriptors,
+        a.distinct.unwrap_or(a.keys),
+    );
+}
