@@ -2,13 +2,11 @@
 //! creates a key and what does not, borrowed lookups, lossless eviction, the `max_keys` cap,
 //! and the `Decision` fields on hand-worked cases.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::gcra::{apply_clock, observe, ops, quotas, Op};
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{ConfigError, KeyedLimiter, Limiter, Quota};
-use common::gcra::{apply_clock, observe, ops, quotas, Op};
 use proptest::prelude::*;
 
 const SEC: Duration = Duration::from_secs(1);

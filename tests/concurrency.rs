@@ -8,14 +8,12 @@
 //!
 //! Sizes are chosen for `cargo test` in debug on two cores (each test well under 5 s).
 
-mod common;
-
 use std::sync::Barrier;
 use std::time::Duration;
 
+use crate::common::threads::{hammer, THREADS};
 use cellgate::clock::ManualClock;
 use cellgate::{Decision, KeyedLimiter, Limiter, Quota};
-use common::threads::{hammer, THREADS};
 
 const FROZEN_AT: u64 = 1_000_000_007;
 

@@ -12,14 +12,12 @@
 //!
 //! governor's `FakeRelativeClock` cannot move backwards, so neither clock does here.
 
-mod common;
-
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::common::gcra::{ops, quotas, Op, Q};
 use cellgate::clock::{Clock as _, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter};
-use common::gcra::{ops, quotas, Op, Q};
 use governor::clock::{Clock as _, FakeRelativeClock};
 use governor::{InsufficientCapacity, NotUntil};
 use proptest::prelude::*;

@@ -2,17 +2,14 @@
 //! limiters against `cellgate_models::FixedWindowModel`, eviction, many threads on a frozen
 //! clock), layout bounds, configuration errors and hand-worked edges.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::{DefaultClock, ManualClock};
 use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
-use common::windows::fixed_window::{max_limit, FixedWindowModel};
-use common::windows::*;
+use crate::common::windows::fixed_window::{max_limit, FixedWindowModel};
+use crate::common::windows::*;
 
 struct Fixed;
 

@@ -2,11 +2,9 @@
 //! field of every decision, for random quotas and random operation sequences on a
 //! `ManualClock` (including zero steps, large gaps and the clock moving backwards).
 
-mod common;
-
+use crate::common::gcra::{apply_clock, observe, ops, quotas, Expected, Model, Op, Q};
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Limiter};
-use common::gcra::{apply_clock, observe, ops, quotas, Expected, Model, Op, Q};
 use proptest::prelude::*;
 
 /// A limiter under test: a check or a peek on a key (a direct limiter ignores it), and the

@@ -15,11 +15,9 @@
 //! Every admission is still spaced by `T` in the clock's own readings, so (a) holds; the "extra"
 //! admission exists only relative to the clamped timeline.
 
-mod common;
-
+use crate::common::gcra::{apply_clock, ops, quotas, Op, Q};
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{Decision, KeyedLimiter, Quota};
-use common::gcra::{apply_clock, ops, quotas, Op, Q};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;

@@ -3,9 +3,6 @@
 //! exact-window guarantee checked on whole histories, configuration errors and hand-worked
 //! edges.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
@@ -13,7 +10,7 @@ use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
 use cellgate_models::SlidingLogModel;
 use proptest::prelude::*;
 
-use common::windows::*;
+use crate::common::windows::*;
 
 fn log(limit: u32, w: u64, clock: &ManualClock) -> SlidingLog<u8, ManualClock> {
     KeyedLimiter::<u8>::sliding_log(limit, Duration::from_nanos(w))

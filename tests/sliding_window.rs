@@ -5,19 +5,16 @@
 //! horizon; the shortest wait, a sweep past the horizon, layout bounds, configuration errors
 //! and hand-worked edges.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
 use cellgate::clock::{DefaultClock, ManualClock};
 use cellgate::{ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
+use crate::common::threads::admitted_remainings;
+use crate::common::windows::sliding_window::{max_limit, SlidingWindowModel};
+use crate::common::windows::*;
 use cellgate_models::index_bits;
-use common::threads::admitted_remainings;
-use common::windows::sliding_window::{max_limit, SlidingWindowModel};
-use common::windows::*;
 
 struct Sliding;
 
@@ -364,7 +361,7 @@ fn threads_on_a_frozen_clock_admit_exactly_the_capacity() {
     let subjects: [&dyn Subject; 3] = [&k, &t, &d];
     for (s, l) in subjects.iter().enumerate() {
         let r = admitted_remainings(1, |_| 0, |_| l.decide(0, 1));
-        common::threads::assert_exactly_the_limit(&r[0], capacity, &format!("subject {s}"));
+        crate::common::threads::assert_exactly_the_limit(&r[0], capacity, &format!("subject {s}"));
     }
     assert!(!k.check(&0).is_allowed() && !t.check(&0).is_allowed() && !d.check().is_allowed());
 }

@@ -3,18 +3,15 @@
 //! eviction; many threads selling exactly the stock), and many threads selling exactly the
 //! stock plus whatever was restocked during the run.
 
-#[macro_use]
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cellgate::clock::ManualClock;
 use cellgate::{ConfigError, KeyedLimiter, Limiter};
 use proptest::prelude::*;
 
+use crate::common::threads::{hammer, ATTEMPTS};
+use crate::common::windows::*;
 use cellgate_models::StockModel;
-use common::threads::{hammer, ATTEMPTS};
-use common::windows::*;
 
 /// Time plays no part in a stock; the clock still moves (by multiples of this) to show it.
 const W: u64 = 1_000;
