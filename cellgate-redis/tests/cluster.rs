@@ -4,7 +4,7 @@
 //! keys of one per-key limit (its shards' hash tags); a master failover mid-sale oversells
 //! nothing.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

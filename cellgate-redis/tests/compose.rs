@@ -3,7 +3,7 @@
 //! `(&fleet, "alice")`, a `RateLimiter<()>`), all or nothing with in-process limiters, and
 //! the HTTP layer.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -3,7 +3,7 @@
 //! disabled, a URL whose port is not Redis's) each say what to fix, the last error and its
 //! time stay on the limiter, and a limiter can start while Redis is down. Each test starts its own real `redis-server`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

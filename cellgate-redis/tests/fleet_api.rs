@@ -1,7 +1,7 @@
 //! The fleet limiter in one process against a real `redis-server`: exact sales from two
 //! limiters sharing a name, the `cellgate::RateLimiter` view, a visible partitioned state.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 

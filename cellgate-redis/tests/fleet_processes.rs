@@ -1,7 +1,7 @@
 //! Four `fleet_node` OS processes against one real `redis-server`: the fleet's bounds, end to
 //! end. Each test starts its own server; they run one at a time (the machine has 2 cores).
 
-mod common;
+use crate::common;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! leased (state `Forgotten`, error `FleetError::Forgotten`); a rate's bucket is re-created
 //! empty.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! (never more script calls than checks, many keys per call under concurrency), and a sick
 //! Redis never holding a check past its wait.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 

@@ -4,7 +4,7 @@
 //! could hand one key a fresh budget: an operator had to `DEL` the limit's Redis key by hand
 //! and the processes kept their local state of it.)
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -18,7 +18,7 @@
 //! gives nothing back: granted − given ≤ B at every step, and the units Redis has left are
 //! exactly max(0, B − (granted + charged − given)): nothing taken twice, nothing lost.
 
-mod common;
+use crate::common;
 
 use common::{fate, Fate};
 

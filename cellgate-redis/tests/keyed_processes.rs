@@ -7,7 +7,7 @@
 //! [`keyed_stock_node`] selected and its settings in the environment, so the test needs no
 //! binary of its own.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -100,7 +100,8 @@ impl Node {
         let mut child = Command::new(std::env::current_exe().expect("this test binary"))
             // Quiet: the harness prints no `test ... ` prefix on the node's first line.
             .args([
-                "keyed_stock_node",
+                // Its name in the one test binary (tests/integration.rs).
+                "keyed_processes::keyed_stock_node",
                 "--exact",
                 "--ignored",
                 "--nocapture",

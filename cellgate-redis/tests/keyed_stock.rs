@@ -3,7 +3,7 @@
 //! each key's stock in total, never more; a frozen Redis never oversells (cold checks fail
 //! closed, hot keys sell only what they hold leased) and never holds a check past its wait.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 

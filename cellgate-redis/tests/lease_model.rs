@@ -4,7 +4,7 @@
 //! the server's books must match the model exactly, and the bounds must hold:
 //! stock: Σ sold ≤ stock; rate: Σ granted net ≤ R·t + burst.
 
-mod common;
+use crate::common;
 
 use common::{fate, Fate};
 

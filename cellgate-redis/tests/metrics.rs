@@ -2,7 +2,7 @@
 //! `redis-server`.
 #![cfg(feature = "metrics")]
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 

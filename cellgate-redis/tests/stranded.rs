@@ -8,7 +8,7 @@
 //! nothing. The killed process is this test binary run again (`current_exe`) with only the
 //! ignored test [`keyed_holder_node`] selected.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -167,7 +167,8 @@ impl Victim {
     fn start(url: &str, name: &str) -> Self {
         let mut child = Command::new(std::env::current_exe().expect("this test binary"))
             .args([
-                "keyed_holder_node",
+                // Its name in the one test binary (tests/integration.rs).
+                "stranded::keyed_holder_node",
                 "--exact",
                 "--ignored",
                 "--nocapture",

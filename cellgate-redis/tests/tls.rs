@@ -3,7 +3,7 @@
 //! process that trusts that authority through `SSL_CERT_FILE`, selling a stock over TLS.
 #![cfg(feature = "tls")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

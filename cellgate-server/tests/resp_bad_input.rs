@@ -3,7 +3,7 @@
 //! of distinct keys against `--max-keys`. Each gets an error reply or a closed connection;
 //! the server keeps serving.
 
-mod resp_common;
+use crate::resp_common;
 use resp_common::{resp, Raw, Server};
 
 #[test]

@@ -3,7 +3,7 @@
 //! interpreter is `CELLGATE_PYTHON` (else `python3`); without the `redis` module the test
 //! skips, or fails under `CI=true`.
 
-mod resp_common;
+use crate::resp_common;
 use resp_common::{skip, Server};
 
 fn python() -> Option<String> {

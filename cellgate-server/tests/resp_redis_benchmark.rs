@@ -1,7 +1,7 @@
 //! `redis-benchmark` (Debian's redis-tools) against the RESP listener: a bounded run of
 //! `CL.THROTTLE` on random keys, pipelined and not, must complete with no error reply.
 
-mod resp_common;
+use crate::resp_common;
 use resp_common::{tool, Server};
 
 fn bench(port: &str, extra: &[&str]) -> String {

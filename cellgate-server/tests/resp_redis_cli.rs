@@ -2,7 +2,7 @@
 //! documented format, the commands clients send around it, RESP3 via `-3`, and a clean exit
 //! on SIGTERM.
 
-mod resp_common;
+use crate::resp_common;
 use resp_common::{cli, tool, Server};
 
 #[test]

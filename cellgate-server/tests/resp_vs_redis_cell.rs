@@ -15,7 +15,7 @@
 //! than 500 ms of wall time (a noisy machine) is discarded and rerun with new keys: no timing
 //! is asserted, and no compared call can straddle a second boundary that the other did not.
 
-mod resp_common;
+use crate::resp_common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

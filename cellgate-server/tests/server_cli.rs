@@ -1,6 +1,6 @@
 //! The binary's command line: `--validate`, the `listening` lines, `--redis`, SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,9 +4,8 @@
 //! redis-cli. Requests go through curl (one curl process
 //! per batch, on one kept-alive connection); bounded in requests, no timing assertions.
 
-mod common;
-#[path = "resp_common/mod.rs"]
-mod resp_common;
+use crate::common;
+use crate::resp_common;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,6 @@
 //! RLS v3 through tonic's client from envoy-types: conversions, errors, connection cap.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The HTTP listener through curl: ratelimit's `/json` and `/healthcheck`, `/metrics`,
 //! `/rlconfig`, malformed and oversized bodies.
 
-mod common;
+use crate::common;
 
 use common::{curl, has, need, post_json, Server, SHOP};
 

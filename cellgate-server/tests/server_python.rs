@@ -1,7 +1,7 @@
 //! RLS v3 scenarios from Python's grpcio, whose stubs grpcio-tools generates from Envoy's
 //! protos (tests/py/rls_scenarios.py).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

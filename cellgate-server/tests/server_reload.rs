@@ -1,7 +1,7 @@
 //! Reload on change: a file rewritten, a ConfigMap's `..data` symlink swapped, an invalid
 //! config refused (the old one stays, the error counter moves) while requests are answered.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::path::Path;
