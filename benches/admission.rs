@@ -23,7 +23,7 @@
 use std::hint::black_box;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, KeyedLimiter, Limiter, Quota, RateLimiter};
+use cellgate::{check_all, AnyLimiter, KeyedLimiter, Limiter, Quota};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn quota() -> Quota {
@@ -67,7 +67,7 @@ fn admission(c: &mut Criterion) {
             let stock_gate = stock.gate(&sku);
             let user_gate = users.gate(&keys[i]);
             black_box(check_all([
-                (&global as &dyn RateLimiter, 1),
+                (&global as &dyn AnyLimiter, 1),
                 (&stock_gate, 1),
                 (&user_gate, 1),
             ]))
@@ -79,7 +79,7 @@ fn admission(c: &mut Criterion) {
             let stock_gate = sold_out.gate(&sku);
             let user_gate = users.gate(&keys[i]);
             black_box(check_all([
-                (&stock_gate as &dyn RateLimiter, 1),
+                (&stock_gate as &dyn AnyLimiter, 1),
                 (&global, 1),
                 (&user_gate, 1),
             ]))
@@ -91,7 +91,7 @@ fn admission(c: &mut Criterion) {
             let stock_gate = sold_out.gate(&sku);
             let user_gate = users.gate(&keys[i]);
             black_box(check_all([
-                (&global as &dyn RateLimiter, 1),
+                (&global as &dyn AnyLimiter, 1),
                 (&user_gate, 1),
                 (&stock_gate, 1),
             ]))

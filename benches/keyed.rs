@@ -369,7 +369,7 @@ fn insert_new_key(c: &mut Criterion) {
     let keys = u64_keys(MANY_KEYS, 4);
 
     // The three stores: the growing table (with a ceiling), the fixed table, the exact map.
-    type Builder = cellgate::KeyedBuilder<u64, cellgate::clock::DefaultClock>;
+    type Builder = cellgate::KeyedLimiterBuilder<u64, cellgate::clock::DefaultClock>;
     type Store = fn(Builder) -> Builder;
     let stores: [(&str, Store); 3] = [
         ("cellgate_table", |b| b.max_keys(MANY_KEYS)),

@@ -85,7 +85,7 @@ use std::time::{Duration, Instant};
 
 use cellgate::clock::ManualClock;
 use cellgate::{
-    check_all, Decision, Denial, KeyedLimiter, Limiter, Quota, RateLimiter, StripedLimiter,
+    check_all, AnyLimiter, Decision, Denial, KeyedLimiter, Limiter, Quota, StripedLimiter,
 };
 
 const USAGE: &str = "\
@@ -549,7 +549,7 @@ fn attempt(
     let user_rate = shop.user_rate.gate(&user);
     let cap = shop.cap.gate(&user);
     let d = check_all([
-        (&shop.stock[sku as usize] as &dyn RateLimiter, 1),
+        (&shop.stock[sku as usize] as &dyn AnyLimiter, 1),
         (&sku_rate, 1),
         (&user_rate, 1),
         (&cap, 1),

@@ -549,7 +549,7 @@ mod tests {
             .expect("valid");
         let sold_out = Limiter::stock(0).build().expect("valid");
         // Three limiters, then `last`.
-        let with = |last: &dyn crate::RateLimiter| {
+        let with = |last: &dyn crate::AnyLimiter| {
             check_all([
                 (&per_ip.gate(&1), 1),
                 (&per_user.gate(&2), 1),
@@ -580,7 +580,7 @@ mod tests {
         // to roll back, and the report's peeks of the three others share one reading.
         let before = counter_reads();
         let d = check_all([
-            (&sold_out as &dyn crate::RateLimiter, 1),
+            (&sold_out as &dyn crate::AnyLimiter, 1),
             (&per_ip.gate(&1), 1),
             (&per_user.gate(&2), 1),
             (&global, 1),

@@ -152,7 +152,7 @@ impl Decision {
     /// (see [`check_all_in`](crate::check_all_in)); no limiter returns it.
     pub const NONE: Decision = Decision::deny(0, 0, NonZeroU64::MIN, None, 0);
 
-    /// An admission decided outside this crate, for a [`RateLimiter`](crate::RateLimiter)
+    /// An admission decided outside this crate, for a [`AnyLimiter`](crate::AnyLimiter)
     /// implemented elsewhere (a fleet limiter's check answered by Redis): `limit`,
     /// `remaining` units left, and `reset_after` until the key is back to a fresh state.
     ///

@@ -53,7 +53,7 @@ pub enum ConfigError {
         /// The window given.
         window: Duration,
     },
-    /// A sliding log's limit above [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT): its memory is
+    /// A sliding log's limit above [`MAX_SLIDING_LOG_LIMIT`](crate::MAX_SLIDING_LOG_LIMIT): its memory is
     /// O(limit) per key.
     LogLimitTooLarge {
         /// The limit given.

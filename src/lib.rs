@@ -10,7 +10,7 @@
 //! |---|---|
 //! | rates | [`Quota`] |
 //! | one state for everything | [`Limiter`]: [`gcra`](Limiter::gcra), [`fixed_window`](Limiter::fixed_window), [`sliding_window`](Limiter::sliding_window), [`stock`](Limiter::stock) |
-//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedBuilder::max_keys`]), a table allocated up front ([`KeyedBuilder::fixed_capacity`]) or exact keys ([`KeyedBuilder::exact_keys`]) |
+//! | a state per key | [`KeyedLimiter`]: [`gcra`](KeyedLimiter::gcra), [`fixed_window`](KeyedLimiter::fixed_window), [`sliding_window`](KeyedLimiter::sliding_window), [`stock`](KeyedLimiter::stock); by default a lock-free table that grows and shrinks with the live keys; a ceiling ([`KeyedLimiterBuilder::max_keys`]), a table allocated up front ([`KeyedLimiterBuilder::fixed_capacity`]) or exact keys ([`KeyedLimiterBuilder::exact_keys`]) |
 //! | exact "never more than N in any window" | [`SlidingLog`], built by [`KeyedLimiter::sliding_log`] (not one cell: O(limit) per key) |
 //! | warm-up | [`Limiter::warm_up`], [`KeyedLimiter::warm_up`] (Guava's `SmoothWarmingUp`) |
 //! | many keys at once | [`KeyedLimiter::check_many`]: one instant for the batch, cache misses overlapped on the fingerprint tables |
@@ -18,8 +18,8 @@
 //! | delay instead of reject | [`Quota::with_queue`], [`KeyedLimiter::reserve`] → [`Reservation`], [`KeyedLimiter::cancel`] |
 //! | waiting | [`KeyedLimiter::acquire`] (blocking), `until_ready` → `UntilReady` (feature `async`) |
 //! | giving back | [`KeyedLimiter::refund`], [`KeyedLimiter::cancel`] |
-//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`check_all_reserving`] (the admissions, to give back later), over any [`RateLimiter`] of no key: a [`Limiter`], a [`StripedLimiter`], one key of a keyed limiter as `(&limiter, &key)` ([`KeyedLimiter::gate`]); [`MultiDecision`] |
-//! | one interface over every limiter | [`RateLimiter`] (object safe: check, peek, charge, cancel, reserve, [`Policy`], store [`Stats`]) |
+//! | all-or-nothing across limiters | [`check_all`], [`check_all_in`] (exact rollback), [`check_all_reserving`] (the admissions, to give back later), over any [`AnyLimiter`] of no key: a [`Limiter`], a [`StripedLimiter`], one key of a keyed limiter as `(&limiter, &key)` ([`KeyedLimiter::gate`]); [`MultiDecision`] |
+//! | one interface over every limiter | [`AnyLimiter`] (object safe: check, peek, charge, cancel, reserve, [`Policy`], store [`Stats`]) |
 //! | one hot key from many threads | [`StripedLimiter`] |
 //! | quotas per call and at runtime | [`KeyedLimiter::check_with`], [`KeyedLimiter::set_quota`] (and on [`Limiter`]) |
 //! | inventory operations | [`KeyedLimiter::restock`], [`KeyedLimiter::set_stock`] (and on [`Limiter`]) |
@@ -33,7 +33,7 @@
 //! | job | limiter |
 //! |---|---|
 //! | one budget for the whole process (an upstream's rate, a global cap) | [`Limiter`] |
-//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (by default a table that grows with the live keys; a ceiling with [`KeyedBuilder::max_keys`]; exact keys with [`KeyedBuilder::exact_keys`]) |
+//! | a budget per user, IP, API key, tenant | [`KeyedLimiter`] (by default a table that grows with the live keys; a ceiling with [`KeyedLimiterBuilder::max_keys`]; exact keys with [`KeyedLimiterBuilder::exact_keys`]) |
 //! | one budget hammered by many threads at once (a flash sale's stock, a hot tenant) | [`StripedLimiter`]: the quota split over cells, exact in total |
 //! | "never more than N in any window", exactly, for small N | [`SlidingLog`] |
 //! | N units of inventory, not a rate | the `stock` constructors ([`Limiter::stock`], [`KeyedLimiter::stock`]) |
@@ -83,7 +83,7 @@
 //!   default: rebuilt per shard to fit its live keys), the fixed fingerprint table (probe,
 //!   insert, sweep, eviction, compaction), statistics ([`Stats`]) and the background sweeper.
 //! - `src/limiter/`: the public limiters as facades over the cells and stores, the
-//!   [`RateLimiter`] trait and [`Policy`], and the runtime-replaceable algorithm.
+//!   [`AnyLimiter`] trait and [`Policy`], and the runtime-replaceable algorithm.
 //! - `src/admission/`: what combines or waits on limiters: [`check_all`],
 //!   [`Reservation`], blocking and async waiting.
 //! - `src/clock.rs`, `src/quota.rs`, `src/decision.rs`, `src/error.rs`, `src/nginx.rs`: time,
@@ -126,6 +126,7 @@
 
 mod admission;
 mod algorithm;
+mod any_limiter;
 pub mod clock;
 mod decision;
 mod error;
@@ -133,7 +134,6 @@ mod limiter;
 pub mod nginx;
 mod policy;
 mod quota;
-mod rate_limiter;
 mod reservation;
 mod store;
 mod sync;
@@ -141,17 +141,17 @@ mod sync;
 pub use admission::gate::{check_all, check_all_in, check_all_reserving, MultiDecision};
 #[cfg(feature = "async")]
 pub use admission::wait::UntilReady;
-pub use algorithm::sliding_log::MAX_LOG_LIMIT;
+pub use algorithm::sliding_log::MAX_SLIDING_LOG_LIMIT;
 pub use algorithm::warm_up::MAX_PERMITS as MAX_WARM_UP_PERMITS;
+pub use any_limiter::AnyLimiter;
 pub use decision::{Decision, Denial};
 pub use error::ConfigError;
 pub use limiter::direct::{Limiter, LimiterBuilder};
-pub use limiter::keyed::{KeyedBuilder, KeyedLimiter, WhenFull, MAX_TABLE_KEYS};
+pub use limiter::keyed::{KeyedLimiter, KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 pub use limiter::sliding_log::{SlidingLog, SlidingLogBuilder};
-pub use limiter::striped::{StripedBuilder, StripedLimiter, MAX_STRIPES};
+pub use limiter::striped::{StripedLimiter, StripedLimiterBuilder, MAX_STRIPES};
 pub use policy::{Policy, PolicyKind};
 pub use quota::Quota;
-pub use rate_limiter::RateLimiter;
 pub use reservation::Reservation;
 pub use store::stats::Stats;
 pub use store::sweeper::Sweeper;

@@ -148,7 +148,7 @@
 //!   it holds, forgiving up to the whole burst. Both make nginx more permissive, depending on
 //!   other keys' traffic, so the reference model leaves them out. cellgate only drops keys
 //!   whose state is equivalent to a fresh key's, and with
-//!   [`max_keys`](crate::KeyedBuilder::max_keys) it refuses new keys rather than forget live
+//!   [`max_keys`](crate::KeyedLimiterBuilder::max_keys) it refuses new keys rather than forget live
 //!   ones.
 //!
 //! Beyond a single limit: nginx applies several `limit_req` directives together and charges

@@ -8,10 +8,10 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use cellgate::{Limiter, PolicyKind, Quota, RateLimiter};
+/// use cellgate::{AnyLimiter, Limiter, PolicyKind, Quota};
 ///
 /// let l = Limiter::stock(100).build()?;
-/// assert_eq!(RateLimiter::policy(&l).kind(), PolicyKind::Stock);
+/// assert_eq!(AnyLimiter::policy(&l).kind(), PolicyKind::Stock);
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,10 +61,10 @@ impl PolicyKind {
 ///
 /// ```
 /// use std::time::Duration;
-/// use cellgate::{KeyedLimiter, Quota, RateLimiter};
+/// use cellgate::{AnyLimiter, KeyedLimiter, Quota};
 ///
 /// let l = KeyedLimiter::<u64>::gcra(Quota::per_minute(30).with_burst(15)).build()?;
-/// let p = RateLimiter::<u64>::policy(&l);
+/// let p = AnyLimiter::<u64>::policy(&l);
 /// assert_eq!(p.limit(), 15);
 /// assert_eq!(p.interval(), Some(Duration::from_secs(2)));
 /// assert_eq!(p.window(), Some(Duration::from_secs(30)));

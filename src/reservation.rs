@@ -63,8 +63,8 @@ impl Reservation {
     }
 
     /// A reservation that holds nothing to give back: `decision` as it is, and a
-    /// [`cancel`](crate::RateLimiter::cancel) of it returns `false`. For
-    /// [`RateLimiter`](crate::RateLimiter) implementations outside this crate whose admissions
+    /// [`cancel`](crate::AnyLimiter::cancel) of it returns `false`. For
+    /// [`AnyLimiter`](crate::AnyLimiter) implementations outside this crate whose admissions
     /// cannot be taken back (a fleet limiter's check decided in Redis), or that refuse a
     /// request without a check.
     ///

@@ -495,3 +495,22 @@ fn restock_past_the_ceiling_grows_the_default_table() {
     assert!(!l.check(&5_000).is_allowed());
     assert_eq!(l.stats().refused, 1);
 }
+
+/// Every builder is `Clone`, and a clone builds a limiter of its own (no shared state).
+#[test]
+fn builders_clone_into_independent_limiters() {
+    let keyed = KeyedLimiter::<u64>::gcra(Quota::per_second(1)).max_keys(10);
+    let (a, b) = (keyed.clone().build().unwrap(), keyed.build().unwrap());
+    assert!(a.check(&1).is_allowed());
+    assert!(!a.check(&1).is_allowed());
+    assert!(
+        b.check(&1).is_allowed(),
+        "a clone's limiter shares no state"
+    );
+
+    let log = cellgate::SlidingLog::<u64>::builder(1, Duration::from_secs(60));
+    let (a, b) = (log.clone().build().unwrap(), log.build().unwrap());
+    assert!(a.check(&1).is_allowed());
+    assert!(!a.check(&1).is_allowed());
+    assert!(b.check(&1).is_allowed(), "a clone's log shares no state");
+}

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{KeyedBuilder, KeyedLimiter, Quota};
+use cellgate::{KeyedLimiter, KeyedLimiterBuilder, Quota};
 
 /// The window (and GCRA period) of the first example found: 187,224,423 ns.
 const W: u64 = 187_224_423;
@@ -32,7 +32,7 @@ enum Store {
     Exact,
 }
 
-fn builder(alg: Alg) -> KeyedBuilder<u64, cellgate::clock::DefaultClock> {
+fn builder(alg: Alg) -> KeyedLimiterBuilder<u64, cellgate::clock::DefaultClock> {
     let w = Duration::from_nanos(W);
     match alg {
         Alg::Fixed => KeyedLimiter::<u64>::fixed_window(LIMIT, w),

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::{
-    check_all, Decision, Denial, KeyedLimiter, Limiter, Quota, RateLimiter, StripedLimiter,
-    WhenFull,
+    check_all, AnyLimiter, Decision, Denial, KeyedLimiter, Limiter, Quota, StripedLimiter, WhenFull,
 };
 
 #[test]
@@ -80,7 +79,7 @@ fn a_full_store_says_so() {
     // In check_all too, with the reason of the gate that denied.
     let cap = users.gate(&4);
     let stock = Limiter::stock(1).build().unwrap();
-    let m = check_all([(&stock as &dyn RateLimiter, 1), (&cap, 1)]);
+    let m = check_all([(&stock as &dyn AnyLimiter, 1), (&cap, 1)]);
     assert_eq!(m.denied_by(), Some(1));
     assert_eq!(m.decisions()[1].denial(), Some(Denial::StoreFull));
     assert_eq!(m.decisions()[0].denial(), None);

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use cellgate::clock::{DefaultClock, ManualClock};
-use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
+use cellgate::{ConfigError, KeyedLimiter, KeyedLimiterBuilder, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
 use crate::common::windows::fixed_window::{max_limit, FixedWindowModel};
@@ -15,8 +15,9 @@ struct Fixed;
 
 impl Counter for Fixed {
     type Model = FixedWindowModel;
-    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::fixed_window;
-    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+    const KEYED: fn(u32, Duration) -> KeyedLimiterBuilder<u8, DefaultClock> =
+        KeyedLimiter::fixed_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedLimiterBuilder<u32, DefaultClock> =
         KeyedLimiter::fixed_window;
     const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::fixed_window;
     const MAX_LIMIT: fn(u64) -> u128 = max_limit;

@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{KeyedBuilder, KeyedLimiter, Quota};
+use cellgate::{KeyedLimiter, KeyedLimiterBuilder, Quota};
 
 const LIMIT: u32 = 5;
 
 const ALGORITHMS: [&str; 4] = ["gcra", "fixed_window", "sliding_window", "stock"];
 
-fn builder(alg: &str, clock: &ManualClock) -> KeyedBuilder<u64, ManualClock> {
+fn builder(alg: &str, clock: &ManualClock) -> KeyedLimiterBuilder<u64, ManualClock> {
     let w = Duration::from_secs(60);
     match alg {
         "gcra" => KeyedLimiter::<u64>::gcra(Quota::new(LIMIT, w)),

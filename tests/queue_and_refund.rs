@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cellgate::clock::ManualClock;
 use cellgate::nginx::LimitReq;
-use cellgate::{KeyedLimiter, Limiter, Quota, RateLimiter, StripedLimiter};
+use cellgate::{AnyLimiter, KeyedLimiter, Limiter, Quota, StripedLimiter};
 
 /// nginx `rate=1r/s burst=5` (no `nodelay`): one request at once, five queued, the seventh
 /// rejected. `reserve`, however long the caller would wait, admits no more than `check` does.
@@ -97,7 +97,7 @@ fn a_stock_refund_stops_at_the_configured_stock() {
     // configured stock.
     let sku = StripedLimiter::stock(2).stripes(1).build().unwrap();
     sku.restock(3).unwrap();
-    let r = RateLimiter::charge(&sku, &(), 4);
-    assert!(RateLimiter::cancel(&sku, &(), r));
+    let r = AnyLimiter::charge(&sku, &(), 4);
+    assert!(AnyLimiter::cancel(&sku, &(), r));
     assert_eq!(sku.remaining(), 5);
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, check_all_in, Decision, KeyedLimiter, Limiter, Quota, RateLimiter};
+use cellgate::{check_all, check_all_in, AnyLimiter, Decision, KeyedLimiter, Limiter, Quota};
 
 /// A seckill: gates `[global GCRA, SKU stock, per-user GCRA]`, a frozen clock, a few
 /// threads fighting over a small stock and shared per-user keys. Once the stock sells out every
@@ -42,7 +42,7 @@ fn contended_check_all_leaves_every_limiter_holding_exactly_what_was_admitted() 
                             // Neighbouring threads share users, so per-user keys are contended.
                             let user = (i * threads + t) % USERS;
                             let d = check_all([
-                                (global as &dyn RateLimiter, 1),
+                                (global as &dyn AnyLimiter, 1),
                                 (&stock.gate(&42), 1),
                                 (&per_user.gate(&user), 1),
                             ]);
@@ -91,10 +91,10 @@ fn a_rolled_back_charge_behind_later_admissions_comes_back() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let ours = RateLimiter::charge(&l, &(), 2);
+    let ours = AnyLimiter::charge(&l, &(), 2);
     assert!(ours.is_allowed());
     assert!(l.check().is_allowed()); // someone else, scheduled behind us
-    assert!(RateLimiter::cancel(&l, &(), ours));
+    assert!(AnyLimiter::cancel(&l, &(), ours));
     assert_eq!(
         l.peek().remaining(),
         9,
@@ -107,10 +107,10 @@ fn a_rolled_back_charge_behind_later_admissions_comes_back() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let ours = RateLimiter::charge(&k, &1, 3);
+    let ours = AnyLimiter::charge(&k, &1, 3);
     assert!(k.check(&1).is_allowed());
     clock.advance(Duration::from_millis(150));
-    assert!(RateLimiter::cancel(&k, &1, ours));
+    assert!(AnyLimiter::cancel(&k, &1, ours));
     // TAT 400 ms after the 4 units. The rollback cannot tell which part of the schedule the
     // 150 ms that passed used up, so it counts them against the rolled-back units (fail
     // closed): 300 - 150 ms come back, leaving the TAT at 250 ms.
@@ -126,21 +126,21 @@ fn decisions_report_the_state_after_the_rollback() {
         .build()
         .unwrap();
     let sold_out = Limiter::stock(0).build().unwrap();
-    let d = check_all([(&global as &dyn RateLimiter, 3), (&sold_out, 1)]);
+    let d = check_all([(&global as &dyn AnyLimiter, 3), (&sold_out, 1)]);
     assert_eq!(d.denied_by(), Some(1));
     assert!(d.decisions()[0].is_allowed(), "3 units would fit: a peek");
     assert_eq!(d.decisions()[0].remaining(), 10, "nothing of it is charged");
     assert_eq!(global.peek().remaining(), 10);
 
     let mut out = [Decision::NONE; 2];
-    let gates: [(&dyn RateLimiter, u32); 2] = [(&global, 4), (&sold_out, 1)];
+    let gates: [(&dyn AnyLimiter, u32); 2] = [(&global, 4), (&sold_out, 1)];
     assert_eq!(check_all_in(&gates, &mut out), Some(1));
     assert_eq!(out[0].remaining(), 10);
     assert!(!out[1].is_allowed());
 
     // Admitted: each limiter's own admission.
     let stock = Limiter::stock(5).build().unwrap();
-    let d = check_all([(&global as &dyn RateLimiter, 2), (&stock, 1)]);
+    let d = check_all([(&global as &dyn AnyLimiter, 2), (&stock, 1)]);
     assert!(d.is_allowed());
     assert_eq!(
         (d.decisions()[0].remaining(), d.decisions()[1].remaining()),
@@ -207,7 +207,7 @@ mod ceiling {
                         None
                     }
                     Op::Charge(n) => {
-                        let r = RateLimiter::charge(&l, &(), n);
+                        let r = AnyLimiter::charge(&l, &(), n);
                         r.is_allowed().then(|| {
                             admitted.push((now, n, true));
                             open.push((admitted.len() - 1, r));
@@ -219,7 +219,7 @@ mod ceiling {
                     Op::Cancel(i) => {
                         if !open.is_empty() {
                             let (at, r) = open.remove(i % open.len());
-                            RateLimiter::cancel(&l, &(), r);
+                            AnyLimiter::cancel(&l, &(), r);
                             admitted[at].2 = false;
                         }
                         None
@@ -246,7 +246,7 @@ mod ceiling {
             // On a frozen clock a rollback is exact: cancelling every open charge leaves what
             // the checks and kept charges alone leave, once the clock stops.
             for (at, r) in open.drain(..) {
-                RateLimiter::cancel(&l, &(), r);
+                AnyLimiter::cancel(&l, &(), r);
                 admitted[at].2 = false;
             }
             let live: u64 = admitted.iter().filter(|a| a.2 && a.0 == now).map(|a| u64::from(a.1)).sum();

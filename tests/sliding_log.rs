@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
+use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use cellgate_models::SlidingLogModel;
 use proptest::prelude::*;
 
@@ -38,8 +38,8 @@ impl Family for Log {
             prop_oneof![1 => Just(1u64), 9 => windows()],
             prop_oneof![
                 4 => 1u32..=6,
-                1 => Just(MAX_LOG_LIMIT),
-                1 => 1..=MAX_LOG_LIMIT,
+                1 => Just(MAX_SLIDING_LOG_LIMIT),
+                1 => 1..=MAX_SLIDING_LOG_LIMIT,
             ],
         )
             .boxed()
@@ -69,7 +69,7 @@ impl Family for Log {
         })
     }
 
-    const THREAD_LIMIT: u32 = MAX_LOG_LIMIT;
+    const THREAD_LIMIT: u32 = MAX_SLIDING_LOG_LIMIT;
 }
 
 family_tests!(Log);
@@ -263,21 +263,21 @@ fn config_errors() {
             .build()
             .is_ok()
     );
-    assert!(KeyedLimiter::<u8>::sliding_log(MAX_LOG_LIMIT, s)
+    assert!(KeyedLimiter::<u8>::sliding_log(MAX_SLIDING_LOG_LIMIT, s)
         .build()
         .is_ok());
     assert_eq!(
-        err(MAX_LOG_LIMIT + 1, s),
+        err(MAX_SLIDING_LOG_LIMIT + 1, s),
         ConfigError::LogLimitTooLarge {
-            limit: MAX_LOG_LIMIT + 1,
-            max: MAX_LOG_LIMIT
+            limit: MAX_SLIDING_LOG_LIMIT + 1,
+            max: MAX_SLIDING_LOG_LIMIT
         }
     );
     assert_eq!(
         err(u32::MAX, s),
         ConfigError::LogLimitTooLarge {
             limit: u32::MAX,
-            max: MAX_LOG_LIMIT
+            max: MAX_SLIDING_LOG_LIMIT
         }
     );
     assert_eq!(

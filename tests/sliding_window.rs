@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use cellgate::clock::{DefaultClock, ManualClock};
-use cellgate::{ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
+use cellgate::{ConfigError, Decision, KeyedLimiter, KeyedLimiterBuilder, Limiter, LimiterBuilder};
 use proptest::prelude::*;
 
 use crate::common::threads::admitted_remainings;
@@ -20,8 +20,9 @@ struct Sliding;
 
 impl Counter for Sliding {
     type Model = SlidingWindowModel;
-    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock> = KeyedLimiter::sliding_window;
-    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock> =
+    const KEYED: fn(u32, Duration) -> KeyedLimiterBuilder<u8, DefaultClock> =
+        KeyedLimiter::sliding_window;
+    const KEYED_U32: fn(u32, Duration) -> KeyedLimiterBuilder<u32, DefaultClock> =
         KeyedLimiter::sliding_window;
     const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock> = Limiter::sliding_window;
     const MAX_LIMIT: fn(u64) -> u128 = max_limit;

@@ -1,11 +1,11 @@
-//! `StripedLimiter` and `SlidingLog` as gates of `check_all` and as `RateLimiter`s: charge,
+//! `StripedLimiter` and `SlidingLog` as gates of `check_all` and as `AnyLimiter`s: charge,
 //! cancel, peek, reserve and policy, all or nothing across limiters.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, KeyedLimiter, Limiter, PolicyKind, Quota, RateLimiter, StripedLimiter};
+use cellgate::{check_all, AnyLimiter, KeyedLimiter, Limiter, PolicyKind, Quota, StripedLimiter};
 
 /// The README's flash sale: the SKU's stock in hot-key mode, a per-user cap and a global rate,
 /// all or nothing. Every limiter ends holding exactly what was admitted.
@@ -33,9 +33,9 @@ fn striped_stock_in_check_all_is_all_or_nothing() {
                             let user = (i * 3 + t) % 500;
                             let cap = per_user.gate(&user);
                             let d = check_all([
-                                (&cap as &dyn RateLimiter, 1),
-                                (sku as &dyn RateLimiter, 1),
-                                (global as &dyn RateLimiter, 1),
+                                (&cap as &dyn AnyLimiter, 1),
+                                (sku as &dyn AnyLimiter, 1),
+                                (global as &dyn AnyLimiter, 1),
                             ]);
                             if d.is_allowed() {
                                 won.push(user);
@@ -76,7 +76,7 @@ fn striped_stock_in_check_all_is_all_or_nothing() {
 fn a_gathered_request_is_rolled_back_whole() {
     let sku = StripedLimiter::stock(10).stripes(4).build().unwrap(); // 3 3 2 2
     let sold_out = Limiter::stock(0).build().unwrap();
-    let d = check_all([(&sku as &dyn RateLimiter, 9), (&sold_out, 1)]);
+    let d = check_all([(&sku as &dyn AnyLimiter, 9), (&sold_out, 1)]);
     assert_eq!(d.denied_by(), Some(1));
     assert_eq!(sku.remaining(), 10);
     assert_eq!(
@@ -84,7 +84,7 @@ fn a_gathered_request_is_rolled_back_whole() {
         10,
         "reported after the rollback"
     );
-    let d = check_all([(&sku as &dyn RateLimiter, 9)]);
+    let d = check_all([(&sku as &dyn AnyLimiter, 9)]);
     assert!(d.is_allowed());
     assert_eq!(sku.remaining(), 1);
 }
@@ -105,21 +105,21 @@ fn striped_gcra_rolls_back_on_its_stripe() {
     let l = two_stripes();
     let sold_out = Limiter::stock(0).build().unwrap();
     for _ in 0..5 {
-        let d = check_all([(&l as &dyn RateLimiter, 2), (&sold_out, 1)]);
+        let d = check_all([(&l as &dyn AnyLimiter, 2), (&sold_out, 1)]);
         assert_eq!(d.denied_by(), Some(1));
     }
     assert_eq!(l.remaining(), 4, "no rolled-back unit is kept");
-    let r = RateLimiter::charge(&l, &(), 2);
+    let r = AnyLimiter::charge(&l, &(), 2);
     assert!(r.is_allowed());
     assert!(l.check().is_allowed()); // behind it, on whichever stripe
-    assert!(RateLimiter::cancel(&l, &(), r));
+    assert!(AnyLimiter::cancel(&l, &(), r));
     assert_eq!(l.remaining(), 3);
 }
 
 #[test]
-fn striped_limiter_is_a_rate_limiter() {
+fn striped_limiter_is_an_any_limiter() {
     let l = two_stripes();
-    let dynamic: &dyn RateLimiter = &l;
+    let dynamic: &dyn AnyLimiter = &l;
     assert!(dynamic.peek_n(&(), 2).is_allowed());
     assert!(!dynamic.peek_n(&(), 3).is_allowed(), "one stripe holds 2");
     assert!(dynamic.check_n(&(), 2).is_allowed());
@@ -136,12 +136,12 @@ fn striped_limiter_is_a_rate_limiter() {
         (PolicyKind::Gcra, 4, Some(Duration::from_millis(100)))
     );
     let sku = StripedLimiter::stock(7).stripes(3).build().unwrap();
-    assert_eq!(RateLimiter::policy(&sku).kind(), PolicyKind::Stock);
-    assert_eq!(RateLimiter::policy(&sku).limit(), 7);
-    let r = RateLimiter::charge(&sku, &(), 6);
+    assert_eq!(AnyLimiter::policy(&sku).kind(), PolicyKind::Stock);
+    assert_eq!(AnyLimiter::policy(&sku).limit(), 7);
+    let r = AnyLimiter::charge(&sku, &(), 6);
     assert!(r.is_allowed());
     assert_eq!(sku.remaining(), 1);
-    assert!(RateLimiter::cancel(&sku, &(), r));
+    assert!(AnyLimiter::cancel(&sku, &(), r));
     assert_eq!(sku.remaining(), 7);
 }
 
@@ -154,7 +154,7 @@ fn sliding_log_rolls_back_its_entries() {
         .build()
         .unwrap();
     let sold_out = Limiter::stock(0).build().unwrap();
-    let user: &dyn RateLimiter<str> = &log;
+    let user: &dyn AnyLimiter<str> = &log;
     assert!(log.check("alice").is_allowed());
     clock.advance(Duration::from_secs(10));
     for _ in 0..4 {

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use bytes::Bytes;
-use cellgate::{check_all_reserving, Decision, Policy, PolicyKind, RateLimiter, Reservation};
+use cellgate::{check_all_reserving, AnyLimiter, Decision, Policy, PolicyKind, Reservation};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
@@ -452,7 +452,7 @@ struct Scratch<'s, 'a> {
     marks: &'s mut [Option<Mark>],
     decisions: &'s mut [Decision],
     taken: &'s mut [Option<Reservation>],
-    keyed: &'s mut [(&'a dyn RateLimiter<Parts>, u32)],
+    keyed: &'s mut [(&'a dyn AnyLimiter<Parts>, u32)],
     index: &'s mut [usize],
 }
 

@@ -251,7 +251,7 @@ pub(crate) fn retry_after_of(decisions: &[Decision]) -> Option<u64> {
 mod tests {
     use super::*;
     use cellgate::clock::ManualClock;
-    use cellgate::{KeyedLimiter, Limiter, Quota, RateLimiter};
+    use cellgate::{AnyLimiter, KeyedLimiter, Limiter, Quota};
     use proptest::prelude::*;
 
     /// `out` with the state member of `d` appended.
@@ -327,7 +327,7 @@ mod tests {
             .clock(clock.clone())
             .build()
             .unwrap();
-        let p = RateLimiter::policy(&l);
+        let p = AnyLimiter::policy(&l);
         let names = HeaderDraft::Ietf11.names();
         let mut out = String::new();
         push_policy(&mut out, &names, "per-ip", &p);
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn stock_has_no_window_and_a_sold_out_stock_no_reset() {
         let s = KeyedLimiter::<u32>::stock(1).build().unwrap();
-        let p = RateLimiter::<u32>::policy(&s);
+        let p = AnyLimiter::<u32>::policy(&s);
         let names = HeaderDraft::Ietf11.names();
         let mut out = String::new();
         push_policy(&mut out, &names, "stock", &p);
@@ -393,7 +393,7 @@ mod tests {
             }
             let ra = retry_after_of(&ds).unwrap();
             for d in &ds {
-                let p = Policy::clone(&RateLimiter::policy(&Limiter::stock(1).build().unwrap()));
+                let p = Policy::clone(&AnyLimiter::policy(&Limiter::stock(1).build().unwrap()));
                 prop_assert!(reset_secs(d, &p).unwrap() <= ra);
             }
         }

@@ -1,6 +1,6 @@
 //! One limit of a layer: a name, a key extractor and a limiter, with their types erased so
 //! that one layer holds limits of any key and limiter types. Erased, a limit is a limiter of
-//! request heads (`RateLimiter<Parts>`): each operation extracts the key from the head and
+//! request heads (`AnyLimiter<Parts>`): each operation extracts the key from the head and
 //! runs the limiter's operation on it, so that the layer hands its limits and the head to
 //! `cellgate::check_all_reserving` as they are, with no key boxed and no adapter between.
 
@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
+use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 use http::request::Parts;
 
 use crate::key::{KeyExtractor, Rejection};
@@ -18,9 +18,9 @@ use crate::partition::PartitionSecret;
 /// One limit a request must pass: a name (for headers, the 429 and metrics), how to find the
 /// key, the limiter, and how many units a request costs (1 by default).
 ///
-/// Any [`RateLimiter`] over the extractor's key type works, through that trait alone:
+/// Any [`AnyLimiter`] over the extractor's key type works, through that trait alone:
 /// `KeyedLimiter<IpAddr>` for [`PeerIp`](crate::PeerIp), `KeyedLimiter<String>` (a
-/// `RateLimiter<str>`) for [`HeaderKey`](crate::HeaderKey), a direct `Limiter` or a
+/// `AnyLimiter<str>`) for [`HeaderKey`](crate::HeaderKey), a direct `Limiter` or a
 /// `StripedLimiter` for [`Global`](crate::Global), a `SlidingLog`, the fleet limiters of
 /// `cellgate-redis`, or a limiter of your own; pass an `Arc` to keep a handle on the limiter.
 ///
@@ -64,7 +64,7 @@ impl Limit {
     where
         E: KeyExtractor,
         E::Key: Hash,
-        L: RateLimiter<E::Key> + Send + Sync + 'static,
+        L: AnyLimiter<E::Key> + Send + Sync + 'static,
     {
         Self {
             name: name.into().into(),
@@ -157,7 +157,7 @@ impl Limit {
     }
 
     /// The counters of the limiter's key store (keys held, refusals, evictions), read through
-    /// [`RateLimiter::stats`]: `None` for a limiter without one (a direct limiter). The
+    /// [`AnyLimiter::store_stats`]: `None` for a limiter without one (a direct limiter). The
     /// metrics (feature `metrics`) publish them.
     ///
     /// # Examples
@@ -175,7 +175,7 @@ impl Limit {
     /// ```
     #[must_use]
     pub fn stats(&self) -> Option<Stats> {
-        self.imp.stats()
+        self.imp.store_stats()
     }
 
     /// The policy the limiter enforces now.
@@ -197,9 +197,9 @@ pub(crate) struct Mark {
 /// A limit with its key and limiter types erased, so one layer holds limits of any types: a
 /// limiter of request heads (each operation finds the key in the head), plus what the layer
 /// needs beside the operations.
-pub(crate) trait ErasedLimit: RateLimiter<Parts> + Send + Sync {
+pub(crate) trait ErasedLimit: AnyLimiter<Parts> + Send + Sync {
     /// This limit as the limiter of request heads that `check_all_reserving` takes.
-    fn limiter(&self) -> &dyn RateLimiter<Parts>;
+    fn limiter(&self) -> &dyn AnyLimiter<Parts>;
     /// The key's [`Mark`] (its partition key hashed under `secret` if given), or why the
     /// request has no key.
     fn mark(&self, parts: &Parts, secret: Option<&PartitionSecret>) -> Result<Mark, Rejection>;
@@ -218,10 +218,10 @@ struct Typed<E, L> {
 /// function of the head): refused, charging nothing.
 const NO_KEY: Decision = Decision::NONE;
 
-impl<E, L> RateLimiter<Parts> for Typed<E, L>
+impl<E, L> AnyLimiter<Parts> for Typed<E, L>
 where
     E: KeyExtractor,
-    L: RateLimiter<E::Key>,
+    L: AnyLimiter<E::Key>,
 {
     fn check_n(&self, parts: &Parts, n: u32) -> Decision {
         match self.extractor.extract(parts) {
@@ -269,8 +269,8 @@ where
         self.limiter.policy()
     }
 
-    fn stats(&self) -> Option<Stats> {
-        self.limiter.stats()
+    fn store_stats(&self) -> Option<Stats> {
+        self.limiter.store_stats()
     }
 }
 
@@ -278,9 +278,9 @@ impl<E, L> ErasedLimit for Typed<E, L>
 where
     E: KeyExtractor,
     E::Key: Hash,
-    L: RateLimiter<E::Key> + Send + Sync,
+    L: AnyLimiter<E::Key> + Send + Sync,
 {
-    fn limiter(&self) -> &dyn RateLimiter<Parts> {
+    fn limiter(&self) -> &dyn AnyLimiter<Parts> {
         self
     }
 

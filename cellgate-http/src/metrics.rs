@@ -40,7 +40,7 @@
 //! | `cellgate_http_decisions_total` | counter | requests decided by the limit |
 //! | `cellgate_http_units_total` | counter | units those requests asked for |
 //! | `cellgate_http_rejections_total` | counter | requests a key extractor refused (no `limit` label) |
-//! | `cellgate_http_keys` | gauge | keys the limiter holds (its [`RateLimiter::stats`](cellgate::RateLimiter::stats), for a limiter with a key store) |
+//! | `cellgate_http_keys` | gauge | keys the limiter holds (its [`AnyLimiter::store_stats`](cellgate::AnyLimiter::store_stats), for a limiter with a key store) |
 //! | `cellgate_http_key_refusals_total` | counter | new keys the limiter's full table refused |
 //! | `cellgate_http_evictions_total` | counter | keys evicted, by `reason` (`fresh`: equivalent to a new key; `live`: to make room) |
 //!

@@ -11,8 +11,8 @@
 //! |---|---|
 //! | [`Fleet::stock`] | a global stock (flash-sale inventory): Σ sold ≤ stock |
 //! | [`Fleet::rate`] | a global GCRA rate `R`, burst `B`: Σ admitted over `[0, T]` ≤ `R·T + B` |
-//! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::RateLimiter`] (`RateLimiter<()>`) |
-//! | [`KeyedFleet`] | a rate per key (per user, token, IP) or a stock per key (per SKU): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key); a [`cellgate::RateLimiter<str>`](cellgate::RateLimiter) |
+//! | [`Fleet`] | the limiter: [`check_n`](Fleet::check_n), [`state`](Fleet::state), [`stats`](Fleet::stats), [`shutdown`](Fleet::shutdown); a [`cellgate::AnyLimiter`] (`AnyLimiter<()>`) |
+//! | [`KeyedFleet`] | a rate per key (per user, token, IP) or a stock per key (per SKU): hot keys leased, cold keys checked in Redis in batches ([`keyed`] has the design and the guarantees per key); a [`cellgate::AnyLimiter<str>`](cellgate::AnyLimiter) |
 //! | [`FleetState`] | connected, fallback (outage share), partitioned (leases only), forgotten (Redis lost the stock) |
 //! | [`LastError`], [`FleetError`] | the last failure and when; every known Redis error says what to fix |
 //! | [`wire`] | the wire protocols alone, and helpers that count Redis round trips (for tests and tools) |

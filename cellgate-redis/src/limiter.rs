@@ -1,5 +1,5 @@
-//! The fleet limiters as `cellgate` limiters: [`Fleet`] is a `RateLimiter<()>` and
-//! [`KeyedFleet`] a `RateLimiter<str>`, so that `check_all`, the HTTP layer and any code
+//! The fleet limiters as `cellgate` limiters: [`Fleet`] is a `AnyLimiter<()>` and
+//! [`KeyedFleet`] a `AnyLimiter<str>`, so that `check_all`, the HTTP layer and any code
 //! written for `cellgate`'s one trait take them as they take an in-process limiter.
 
 use std::future::Future;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
+use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 
 use crate::keyed::{KeyedFleet, Via};
 use crate::whole::Fleet;
@@ -16,7 +16,7 @@ use crate::whole::Fleet;
 /// The fleet limiter as a `cellgate` limiter (for the HTTP layer and `check_all`): `charge`
 /// and `cancel` act on the leased pool; `reserve` cannot schedule ahead and decides as
 /// `charge`; `policy` is the global limit's.
-impl RateLimiter for Fleet {
+impl AnyLimiter for Fleet {
     fn check_n(&self, _key: &(), n: u32) -> Decision {
         Fleet::check_n(self, n)
     }
@@ -26,15 +26,15 @@ impl RateLimiter for Fleet {
     }
 
     fn charge(&self, _key: &(), n: u32) -> Reservation {
-        RateLimiter::charge(&self.shared.pool, &(), n)
+        AnyLimiter::charge(&self.shared.pool, &(), n)
     }
 
     fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
-        RateLimiter::cancel(&self.shared.pool, &(), reservation)
+        AnyLimiter::cancel(&self.shared.pool, &(), reservation)
     }
 
     fn reserve(&self, key: &(), n: u32, _max_wait: Duration) -> Reservation {
-        RateLimiter::charge(self, key, n)
+        AnyLimiter::charge(self, key, n)
     }
 
     fn policy(&self) -> Policy {
@@ -59,11 +59,11 @@ impl RateLimiter for Fleet {
 ///   remaining.
 /// - `peek_n` answers an admission whose `remaining` is what this process holds leased for
 ///   the key (0 for a cold key): whether Redis would admit is not known without asking it.
-/// - `reserve` decides as `charge`; `policy` is the per-key rate or stock; `stats` counts
+/// - `reserve` decides as `charge`; `policy` is the per-key rate or stock; `store_stats` counts
 ///   the keys hot here (`keys`).
-impl RateLimiter<str> for KeyedFleet {
+impl AnyLimiter<str> for KeyedFleet {
     fn check_n(&self, key: &str, n: u32) -> Decision {
-        RateLimiter::charge(self, key, n).decision()
+        AnyLimiter::charge(self, key, n).decision()
     }
 
     fn peek_n(&self, key: &str, n: u32) -> Decision {
@@ -80,7 +80,7 @@ impl RateLimiter<str> for KeyedFleet {
         let pool = &self.shared.pool;
         // Peek first: a check of a key the pool does not hold would insert it.
         if n > 0 && pool.peek_n(key, n).is_allowed() {
-            let r = RateLimiter::charge(pool, key, n);
+            let r = AnyLimiter::charge(pool, key, n);
             if r.is_allowed() {
                 return r;
             }
@@ -99,18 +99,18 @@ impl RateLimiter<str> for KeyedFleet {
 
     fn cancel(&self, key: &str, reservation: Reservation) -> bool {
         // Only a lease's charge holds units here; a Redis admission stays.
-        reservation.units() > 0 && RateLimiter::cancel(&self.shared.pool, key, reservation)
+        reservation.units() > 0 && AnyLimiter::cancel(&self.shared.pool, key, reservation)
     }
 
     fn reserve(&self, key: &str, n: u32, _max_wait: Duration) -> Reservation {
-        RateLimiter::charge(self, key, n)
+        AnyLimiter::charge(self, key, n)
     }
 
     fn policy(&self) -> Policy {
         self.policy
     }
 
-    fn stats(&self) -> Option<Stats> {
+    fn store_stats(&self) -> Option<Stats> {
         let mut s = Stats::default();
         s.keys = usize::try_from(KeyedFleet::stats(self).hot_keys).unwrap_or(usize::MAX);
         Some(s)

@@ -1,6 +1,6 @@
 //! What the README says the fleet limiters compose with: `check_all` (a `Fleet` is a
-//! `RateLimiter<()>`, a `KeyedFleet` a `RateLimiter<str>`, and one key of it, the pair
-//! `(&fleet, "alice")`, a `RateLimiter<()>`), all or nothing with in-process limiters, and
+//! `AnyLimiter<()>`, a `KeyedFleet` a `AnyLimiter<str>`, and one key of it, the pair
+//! `(&fleet, "alice")`, a `AnyLimiter<()>`), all or nothing with in-process limiters, and
 //! the HTTP layer.
 
 use crate::common;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use cellgate::{check_all, Limiter, PolicyKind, RateLimiter};
+use cellgate::{check_all, AnyLimiter, Limiter, PolicyKind};
 use cellgate_http::{HeaderKey, Limit, RateLimitLayer};
 use cellgate_redis::{Fleet, KeyedFleet};
 use http::{Request, Response, StatusCode};
@@ -59,10 +59,10 @@ fn per_user(url: &str, name: &str) -> KeyedFleet {
 /// A keyed fleet limit through the trait: its policy, a key's burst and no more, and in
 /// `check_all` beside an in-process limiter, a key at a time.
 #[test]
-fn a_keyed_fleet_is_a_cellgate_rate_limiter_of_str_keys() {
+fn a_keyed_fleet_is_a_cellgate_any_limiter_of_str_keys() {
     let Some(r) = common::redis() else { return };
     let users = per_user(&r.url(), "compose-users");
-    let l: &dyn RateLimiter<str> = &users;
+    let l: &dyn AnyLimiter<str> = &users;
     let p = l.policy();
     assert_eq!((p.kind(), p.limit()), (PolicyKind::Gcra, 3));
     assert_eq!(p.interval(), Some(Duration::from_secs(3_600)));

@@ -1,5 +1,5 @@
 //! The fleet limiter in one process against a real `redis-server`: exact sales from two
-//! limiters sharing a name, the `cellgate::RateLimiter` view, a visible partitioned state.
+//! limiters sharing a name, the `cellgate::AnyLimiter` view, a visible partitioned state.
 
 use crate::common;
 
@@ -8,7 +8,7 @@ use common::wait_for;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate::{PolicyKind, RateLimiter};
+use cellgate::{AnyLimiter, PolicyKind};
 use cellgate_redis::{Fleet, FleetError, FleetState};
 
 #[test]
@@ -94,13 +94,13 @@ fn a_crash_loses_at_most_one_and_a_half_leases() {
 }
 
 #[test]
-fn a_fleet_is_a_cellgate_rate_limiter() {
+fn a_fleet_is_a_cellgate_any_limiter() {
     let Some(r) = common::redis() else { return };
     let fleet = Fleet::rate("api", 100, Duration::from_secs(1))
         .burst(40)
         .connect(&r.url())
         .unwrap();
-    let l: &dyn RateLimiter = &fleet;
+    let l: &dyn AnyLimiter = &fleet;
     assert_eq!(l.policy().kind(), PolicyKind::Gcra);
     assert_eq!(l.policy().limit(), 40);
     assert_eq!(l.policy().interval(), Some(Duration::from_millis(10)));

@@ -23,7 +23,7 @@
 //! | `three1k_coarse`, `all3_1k_coarse` | `three1k`, `all3_1k` on a `CoarseClock` (no counter read to share: `check_all`'s own cost) |
 //! | `all3_1k` | `three1k` through `check_all`: one request admits its key on all three limiters at once (`checks` counts checks, three per request) |
 //! | `denied4_1k` | a `check_all` of four limiters on the default clock denied by the first, a sold-out stock: the report of a denial, which peeks the three others (two keyed limiters with 1000 pre-inserted keys each, and a direct one); `checks` counts requests |
-//! | `dyn1k` | `table1k` through `&dyn RateLimiter<u64>` (the trait the HTTP layer and `check_all` use) |
+//! | `dyn1k` | `table1k` through `&dyn AnyLimiter<u64>` (the trait the HTTP layer and `check_all` use) |
 //! | `gov1k`, `gov1m`, `gov_insert1m` | governor's keyed limiter (dashmap store) on the same keys as `table1k`, `table1m`, `insert1m`: the same-process peer |
 //! | `direct_manual`, `gov_direct_manual` | the direct limiter, cellgate's / governor's, on a manual clock advanced 60 intervals every 64 checks (`benches/gcra.rs` `direct/manual_clock`) |
 //! | `direct` | the direct `Limiter` with a `CoarseClock` |
@@ -148,7 +148,7 @@ fn run_denied(
     for _ in 0..checks {
         let k = black_box(&keys[i]);
         let d = cellgate::check_all([
-            (first as &dyn cellgate::RateLimiter, 1),
+            (first as &dyn cellgate::AnyLimiter, 1),
             (&ls[0].gate(k), 1),
             (&ls[1].gate(k), 1),
             (global, 1),
@@ -189,7 +189,7 @@ fn run_floor(clock: &quanta::Clock, cells: &[AtomicU64], order: &[usize], checks
 
 /// `keys` in turn through the object-safe trait, `checks` checks.
 #[inline(never)]
-fn run_dyn(l: &dyn cellgate::RateLimiter<u64>, keys: &[u64], checks: usize) -> usize {
+fn run_dyn(l: &dyn cellgate::AnyLimiter<u64>, keys: &[u64], checks: usize) -> usize {
     let mut allowed = 0;
     let mut i = 0;
     for _ in 0..checks {

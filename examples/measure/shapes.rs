@@ -62,7 +62,7 @@ use admit_all::{
     read_options, BURST, RATE,
 };
 use cellgate::clock::{Clock, CoarseClock, DefaultClock};
-use cellgate::{check_all, KeyedLimiter, RateLimiter, StripedLimiter};
+use cellgate::{check_all, AnyLimiter, KeyedLimiter, StripedLimiter};
 use governor::clock::QuantaUpkeepClock;
 use keys::{shuffle, splitmix64};
 
@@ -232,8 +232,8 @@ impl<const N: usize, C: Clock> AllOf for CheckAll<N, C> {
         let keys: [u64; N] = std::array::from_fn(|l| key(l, r));
         let pairs: [(&KeyedLimiter<u64, C>, &u64); N] =
             std::array::from_fn(|l| (&self.0[l], &keys[l]));
-        let gates: [(&dyn RateLimiter, u32); N] =
-            std::array::from_fn(|l| (&pairs[l] as &dyn RateLimiter, 1));
+        let gates: [(&dyn AnyLimiter, u32); N] =
+            std::array::from_fn(|l| (&pairs[l] as &dyn AnyLimiter, 1));
         let d = check_all(gates);
         if d.is_allowed() {
             N as u64

@@ -22,7 +22,7 @@
 //! exact semantics is therefore "some interleaving of the threads' charges, peeks and cancels,
 //! each atomic": the model runs a reference state machine of `check_all` (from its docs: charge
 //! each gate in order; on a denial, cancel the earlier charges in reverse order, then peek the
-//! rolled-back gates with zero units and the gates after the denial with their units) over every interleaving, through the public `RateLimiter` trait on
+//! rolled-back gates with zero units and the gates after the denial with their units) over every interleaving, through the public `AnyLimiter` trait on
 //! the same limiters, and the concurrent run must give exactly one of those outcomes (every
 //! decision, every final state). Then the properties the module docs promise are asserted on
 //! their own: no limiter admits beyond its quota; a denied `check_all` leaves every limiter
@@ -36,7 +36,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{check_all, Decision, KeyedLimiter, Limiter, Quota, RateLimiter, Reservation};
+use cellgate::{check_all, AnyLimiter, Decision, KeyedLimiter, Limiter, Quota, Reservation};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -539,14 +539,14 @@ impl Shop {
         &self,
         i: usize,
         order: [Which; 3],
-        f: impl FnOnce([&dyn RateLimiter; 3]) -> R,
+        f: impl FnOnce([&dyn AnyLimiter; 3]) -> R,
     ) -> R {
         let stock = self.stock.gate(&self.sku);
         let user = self.users.gate(&self.user[i]);
         f(order.map(|w| match w {
-            Which::Stock => &stock as &dyn RateLimiter,
-            Which::Global => &self.global as &dyn RateLimiter,
-            Which::User => &user as &dyn RateLimiter,
+            Which::Stock => &stock as &dyn AnyLimiter,
+            Which::Global => &self.global as &dyn AnyLimiter,
+            Which::User => &user as &dyn AnyLimiter,
         }))
     }
 
@@ -615,7 +615,7 @@ impl Reference {
             .map_or(Phase::Done, Phase::Peek)
     }
 
-    fn step(&mut self, g: [&dyn RateLimiter; 3]) {
+    fn step(&mut self, g: [&dyn AnyLimiter; 3]) {
         self.phase = match self.phase {
             Phase::Charge(i) => {
                 let r = g[i].charge(&(), 1);

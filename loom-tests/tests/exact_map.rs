@@ -148,7 +148,7 @@ fn evict_idle_races_check() {
 ///
 /// Serially, one of the two is admitted and the other refused (the sweep's back-off makes the
 /// later request's miss a refusal rather than a second sweep). The map store reads its cap from
-/// a counter outside the shard lock, so, as `KeyedBuilder::max_keys` documents, the bound may
+/// a counter outside the shard lock, so, as `KeyedLimiterBuilder::max_keys` documents, the bound may
 /// be exceeded by the threads inserting at the same moment: when B's miss (after A's sweep
 /// removed `K1`) re-inserts `K1` between A's room check and A's insert, both are admitted and
 /// two keys are held. The model accepts exactly that outcome on top of the serial ones: both

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, Limiter, Quota, RateLimiter};
+use cellgate::{AnyLimiter, Decision, Limiter, Quota};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -56,7 +56,7 @@ fn observe(lim: &Limiter<ManualClock>) -> (Decision, u32) {
 }
 
 /// Thread A charges 2 units of a GCRA cell of burst 3 and rolls them back (the `check_all`
-/// rollback: `RateLimiter::charge`, then `RateLimiter::cancel`); thread B checks 1 unit (or 2) meanwhile.
+/// rollback: `AnyLimiter::charge`, then `AnyLimiter::cancel`); thread B checks 1 unit (or 2) meanwhile.
 /// Wherever B's check lands (before A's charge, between the charge and the cancel, or after),
 /// the cell ends exactly as B's check alone leaves it, and B is decided as if A's units were
 /// held from the charge to the cancel.
@@ -77,9 +77,9 @@ fn gcra_rollback_races_check() {
             let a = {
                 let lim = Arc::clone(&lim);
                 thread::spawn(move || {
-                    let r = RateLimiter::charge(&*lim, &(), 2);
+                    let r = AnyLimiter::charge(&*lim, &(), 2);
                     // Denied only behind B's 2 units (then there is nothing to roll back).
-                    r.is_allowed().then(|| RateLimiter::cancel(&*lim, &(), r))
+                    r.is_allowed().then(|| AnyLimiter::cancel(&*lim, &(), r))
                 })
             };
             let got_b = lim.check_n(b).is_allowed();
@@ -114,7 +114,7 @@ fn serially_fresh() -> (Decision, u32) {
 }
 
 /// A striped stock of 3 units over 2 stripes (2 + 1). Thread A charges all 3 (through
-/// `RateLimiter::charge`: no stripe holds 3, so it gathers from both) and rolls them back; thread B
+/// `AnyLimiter::charge`: no stripe holds 3, so it gathers from both) and rolls them back; thread B
 /// checks 1 unit meanwhile. Whatever the interleaving: B is admitted unless A's 3 units are held
 /// when it looks (then it is refused, and A's rollback gives them all back), A is admitted
 /// unless B's unit is gone first (then its gather gives back what it took), and the stock ends
@@ -139,9 +139,9 @@ fn striped_rollback_races_check() {
         let a = {
             let sku = Arc::clone(&sku);
             thread::spawn(move || {
-                let r = RateLimiter::charge(&*sku, &(), 3);
+                let r = AnyLimiter::charge(&*sku, &(), 3);
                 let admitted = r.is_allowed();
-                let cancelled = admitted && RateLimiter::cancel(&*sku, &(), r);
+                let cancelled = admitted && AnyLimiter::cancel(&*sku, &(), r);
                 (admitted, cancelled)
             })
         };

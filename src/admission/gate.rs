@@ -2,9 +2,9 @@
 //! global rate, where a "no" from any of them must not burn the others' capacity.
 //!
 //! [`check_all`] charges each `(limiter, n)` in order with the same atomic check-and-charge a
-//! plain check does. It takes limiters of no key, `&dyn RateLimiter` (a direct limiter, a
+//! plain check does. It takes limiters of no key, `&dyn AnyLimiter` (a direct limiter, a
 //! striped one, or one key of a keyed limiter written as the pair `(&limiter, &key)`, see
-//! [`RateLimiter`]), so that one call mixes any key and clock types: the array lives on the
+//! [`AnyLimiter`]), so that one call mixes any key and clock types: the array lives on the
 //! caller's stack and nothing is boxed. If one denies, the charges already made are cancelled in reverse order
 //! (see [`Reservation`]), and every limiter ends up holding exactly what was admitted, under
 //! any concurrency: a rolled-back charge consumes nothing.
@@ -28,8 +28,8 @@
 //! the lookups at the same time are both charged, so a zone can go past its burst under
 //! concurrency. Here the check is the charge, and a rejection gives back what it took.
 
+use crate::any_limiter::AnyLimiter;
 use crate::decision::Decision;
-use crate::rate_limiter::RateLimiter;
 use crate::reservation::Reservation;
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ impl<const N: usize> MultiDecision<N> {
 /// Each entry is a limiter of no key and its units: a [`Limiter`](crate::Limiter), a
 /// [`StripedLimiter`](crate::StripedLimiter), or one key of a keyed limiter as the pair
 /// `&(&limiter, &key)` ([`KeyedLimiter::gate`](crate::KeyedLimiter::gate) writes it), any
-/// [`RateLimiter`] in short. The array is the caller's, on its stack: nothing is allocated.
+/// [`AnyLimiter`] in short. The array is the caller's, on its stack: nothing is allocated.
 ///
 /// Limiters are charged in the order given, so put the one most likely to deny first (a sold-out
 /// stock before a per-user rate) to spare the others a charge and rollback. They are charged at
@@ -137,7 +137,7 @@ impl<const N: usize> MultiDecision<N> {
 /// assert_eq!(global.peek().remaining(), 999);
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> MultiDecision<N> {
+pub fn check_all<const N: usize>(limiters: [(&dyn AnyLimiter, u32); N]) -> MultiDecision<N> {
     let mut decisions = [Decision::NONE; N];
     // As `check_all_in`, with room for exactly `N` reservations on the stack: nothing more to
     // clear than the request's own limiters.
@@ -161,11 +161,11 @@ pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> Mult
 /// # Examples
 ///
 /// ```
-/// use cellgate::{check_all_in, Decision, Limiter, Quota, RateLimiter};
+/// use cellgate::{check_all_in, AnyLimiter, Decision, Limiter, Quota};
 ///
 /// let a = Limiter::gcra(Quota::per_second(5)).build()?;
 /// let b = Limiter::stock(0).build()?;
-/// let limiters: Vec<(&dyn RateLimiter, u32)> = vec![(&a, 1), (&b, 1)];
+/// let limiters: Vec<(&dyn AnyLimiter, u32)> = vec![(&a, 1), (&b, 1)];
 /// let mut decisions = vec![Decision::NONE; limiters.len()];
 /// assert_eq!(check_all_in(&limiters, &mut decisions), Some(1));
 /// assert_eq!(a.peek().remaining(), 5); // rolled back
@@ -173,7 +173,7 @@ pub fn check_all<const N: usize>(limiters: [(&dyn RateLimiter, u32); N]) -> Mult
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all_in(
-    limiters: &[(&dyn RateLimiter, u32)],
+    limiters: &[(&dyn AnyLimiter, u32)],
     decisions: &mut [Decision],
 ) -> Option<usize> {
     // The reservations live on the stack for the usual handful of limiters: a heap
@@ -190,7 +190,7 @@ pub fn check_all_in(
 
 /// [`check_all_in`] on limiters that all take the same `key`, which also hands back what was
 /// admitted: when every limiter admits, `taken[i]` holds limiter `i`'s reservation, so that
-/// the caller can give the units back later with [`RateLimiter::cancel`], exactly as a
+/// the caller can give the units back later with [`AnyLimiter::cancel`], exactly as a
 /// rollback would (a later check of the same request that denies: an HTTP layer nested in
 /// another). When one denies, the others are rolled back as in `check_all_in` and `taken`
 /// holds nothing to cancel.
@@ -206,11 +206,11 @@ pub fn check_all_in(
 /// # Examples
 ///
 /// ```
-/// use cellgate::{check_all_reserving, Decision, KeyedLimiter, Quota, RateLimiter};
+/// use cellgate::{check_all_reserving, AnyLimiter, Decision, KeyedLimiter, Quota};
 ///
 /// let per_second = KeyedLimiter::<String>::gcra(Quota::per_second(5)).build()?;
 /// let per_day = KeyedLimiter::<String>::gcra(Quota::per_hour(100).with_burst(100)).build()?;
-/// let limiters: [(&dyn RateLimiter<str>, u32); 2] = [(&per_second, 2), (&per_day, 1)];
+/// let limiters: [(&dyn AnyLimiter<str>, u32); 2] = [(&per_second, 2), (&per_day, 1)];
 /// let mut decisions = [Decision::NONE; 2];
 /// let mut taken = [None, None];
 /// assert_eq!(check_all_reserving(&limiters, "alice", &mut decisions, &mut taken), None);
@@ -224,7 +224,7 @@ pub fn check_all_in(
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub fn check_all_reserving<K: ?Sized>(
-    limiters: &[(&dyn RateLimiter<K>, u32)],
+    limiters: &[(&dyn AnyLimiter<K>, u32)],
     key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
@@ -246,7 +246,7 @@ pub fn check_all_reserving<K: ?Sized>(
 /// which cost instructions on every limiter it charged.
 #[inline(always)]
 fn admit<K: ?Sized>(
-    limiters: &[(&dyn RateLimiter<K>, u32)],
+    limiters: &[(&dyn AnyLimiter<K>, u32)],
     key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],
@@ -272,7 +272,7 @@ fn admit<K: ?Sized>(
 /// [`admit`]'s charges, in order, up to the first denial (its index).
 #[inline(always)]
 fn charge_each<K: ?Sized>(
-    limiters: &[(&dyn RateLimiter<K>, u32)],
+    limiters: &[(&dyn AnyLimiter<K>, u32)],
     key: &K,
     taken: &mut [Option<Reservation>],
 ) -> Option<usize> {
@@ -292,7 +292,7 @@ fn charge_each<K: ?Sized>(
 /// and reports every limiter.
 #[inline(never)]
 fn roll_back<K: ?Sized>(
-    limiters: &[(&dyn RateLimiter<K>, u32)],
+    limiters: &[(&dyn AnyLimiter<K>, u32)],
     key: &K,
     decisions: &mut [Decision],
     taken: &mut [Option<Reservation>],

@@ -12,12 +12,12 @@
 
 use std::time::{Duration, Instant};
 
+use crate::any_limiter::AnyLimiter;
 use crate::decision::Decision;
-use crate::rate_limiter::RateLimiter;
 
 /// Blocks until `n` units are admitted on `limiter` or it is clear they cannot be within
 /// `timeout`; returns the admission, or the denial with its `retry_after`.
-pub(crate) fn acquire(limiter: &dyn RateLimiter, n: u32, timeout: Duration) -> Decision {
+pub(crate) fn acquire(limiter: &dyn AnyLimiter, n: u32, timeout: Duration) -> Decision {
     let start = Instant::now();
     loop {
         let left = timeout.saturating_sub(start.elapsed());
@@ -83,14 +83,14 @@ mod future {
     /// nothing from the runtime. Dropping it before it resolves cancels its reservation, giving
     /// its place back.
     #[must_use = "futures do nothing unless polled"]
-    pub struct UntilReady<G: RateLimiter> {
+    pub struct UntilReady<G: AnyLimiter> {
         limiter: G,
         n: u32,
         jitter: Duration,
         state: State,
     }
 
-    impl<G: RateLimiter> UntilReady<G> {
+    impl<G: AnyLimiter> UntilReady<G> {
         pub(crate) fn new(limiter: G, n: u32) -> Self {
             Self {
                 limiter,
@@ -109,7 +109,7 @@ mod future {
         }
     }
 
-    impl<G: RateLimiter + Unpin> Future for UntilReady<G> {
+    impl<G: AnyLimiter + Unpin> Future for UntilReady<G> {
         type Output = Decision;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Decision> {
@@ -155,7 +155,7 @@ mod future {
         }
     }
 
-    impl<G: RateLimiter> Drop for UntilReady<G> {
+    impl<G: AnyLimiter> Drop for UntilReady<G> {
         fn drop(&mut self) {
             if let State::Sleeping(_, held) = &mut self.state {
                 if let Some(r) = held.take() {
@@ -165,7 +165,7 @@ mod future {
         }
     }
 
-    impl<G: RateLimiter> std::fmt::Debug for UntilReady<G> {
+    impl<G: AnyLimiter> std::fmt::Debug for UntilReady<G> {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             let state = match &self.state {
                 State::Start => "start",

@@ -19,7 +19,7 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 
 /// The largest limit a sliding log accepts: its memory is O(limit) per key.
-pub const MAX_LOG_LIMIT: u32 = 10_000;
+pub const MAX_SLIDING_LOG_LIMIT: u32 = 10_000;
 
 /// A validated sliding-log configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +43,10 @@ impl LogConfig {
 impl LogConfig {
     pub(crate) fn new(lim: u32, window: Duration) -> Result<Self, ConfigError> {
         let lim = limit(lim)?;
-        if lim > MAX_LOG_LIMIT {
+        if lim > MAX_SLIDING_LOG_LIMIT {
             return Err(ConfigError::LogLimitTooLarge {
                 limit: lim,
-                max: MAX_LOG_LIMIT,
+                max: MAX_SLIDING_LOG_LIMIT,
             });
         }
         Ok(Self {
@@ -304,12 +304,12 @@ mod tests {
 
     #[test]
     fn limits() {
-        assert!(LogConfig::new(MAX_LOG_LIMIT, Duration::from_secs(1)).is_ok());
+        assert!(LogConfig::new(MAX_SLIDING_LOG_LIMIT, Duration::from_secs(1)).is_ok());
         assert_eq!(
-            LogConfig::new(MAX_LOG_LIMIT + 1, Duration::from_secs(1)),
+            LogConfig::new(MAX_SLIDING_LOG_LIMIT + 1, Duration::from_secs(1)),
             Err(ConfigError::LogLimitTooLarge {
-                limit: MAX_LOG_LIMIT + 1,
-                max: MAX_LOG_LIMIT
+                limit: MAX_SLIDING_LOG_LIMIT + 1,
+                max: MAX_SLIDING_LOG_LIMIT
             })
         );
         let c = cfg(1, u64::MAX);

@@ -489,7 +489,7 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
-crate::rate_limiter::direct_limiter_traits!(Limiter);
+crate::any_limiter::direct_limiter_traits!(Limiter);
 
 /// The direct limiter's one cell, for the operations written once in [`engine`](super::engine).
 impl<C: Clock> Held for Limiter<C> {

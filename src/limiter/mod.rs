@@ -1,6 +1,6 @@
 //! The public limiters, facades over the cells and stores: [`direct`] (one cell), [`keyed`] (a
 //! cell per key in a store), [`striped`] (one quota split over several cells), [`sliding_log`]
-//! (an exact log per key), with the trait they share ([`rate_limiter`](crate::rate_limiter)) and the
+//! (an exact log per key), with the trait they share ([`any_limiter`](crate::any_limiter)) and the
 //! runtime-replaceable algorithm they read ([`setting`]). The
 //! operations of the direct and the keyed limiter are written once, in [`engine`].
 

@@ -21,7 +21,7 @@ use crate::sync::{Counter, Lock};
 ///
 /// Unlike every other limiter in the crate this is **not one cell per key**: each key keeps a
 /// log of its admission times, O(limit) memory per key (at most `limit` entries of 16 bytes), so
-/// limits are capped at [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Use it for small limits where
+/// limits are capped at [`MAX_SLIDING_LOG_LIMIT`](crate::MAX_SLIDING_LOG_LIMIT). Use it for small limits where
 /// exactness matters (logins, password resets, payouts); use
 /// [`KeyedLimiter::sliding_window`](crate::KeyedLimiter::sliding_window) otherwise.
 ///
@@ -74,6 +74,18 @@ pub struct SlidingLogBuilder<K, C> {
     _key: std::marker::PhantomData<fn(K)>,
 }
 
+// By hand: a derive would ask `K: Clone`, which the builder does not hold.
+impl<K, C: Clone> Clone for SlidingLogBuilder<K, C> {
+    fn clone(&self) -> Self {
+        SlidingLogBuilder {
+            config: self.config.clone(),
+            clock: self.clock.clone(),
+            max_keys: self.max_keys,
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
 impl<K, C: fmt::Debug> fmt::Debug for SlidingLogBuilder<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlidingLogBuilder")
@@ -81,6 +93,22 @@ impl<K, C: fmt::Debug> fmt::Debug for SlidingLogBuilder<K, C> {
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
             .finish()
+    }
+}
+
+impl<K: Hash + Eq> SlidingLog<K, DefaultClock> {
+    /// Starts building an exact sliding log: never more than `limit` units per key in *any*
+    /// window of length `window` (the same as [`KeyedLimiter::sliding_log`](crate::KeyedLimiter::sliding_log)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cellgate::SlidingLog;
+    /// let resets = SlidingLog::<u64>::builder(5, Duration::from_secs(3600)).build()?;
+    /// assert_eq!(resets.check(&1).remaining(), 4);
+    /// # Ok::<(), cellgate::ConfigError>(())
+    /// ```
+    pub fn builder(limit: u32, window: Duration) -> SlidingLogBuilder<K, DefaultClock> {
+        SlidingLogBuilder::new(limit, window)
     }
 }
 
@@ -118,7 +146,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLogBuilder<K, C> {
     /// # Errors
     ///
     /// A [`ConfigError`] for a zero limit or window, a window longer than `u64` nanoseconds, a
-    /// limit above [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT), or `max_keys(0)`.
+    /// limit above [`MAX_SLIDING_LOG_LIMIT`](crate::MAX_SLIDING_LOG_LIMIT), or `max_keys(0)`.
     pub fn build(self) -> Result<SlidingLog<K, C>, ConfigError> {
         let config = self.config?;
         let max_keys = match self.max_keys {
@@ -364,7 +392,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
             .unwrap_or_else(|| reservation((self.refuse(), None)))
     }
 
-    /// A log cannot schedule ahead: a reservation decides as a [`charge`](crate::RateLimiter::charge)
+    /// A log cannot schedule ahead: a reservation decides as a [`charge`](crate::AnyLimiter::charge)
     /// (no delay, whatever `max_wait`).
     fn reserve<Q>(&self, key: &Q, n: u32, _max_wait: Duration) -> Reservation
     where
@@ -375,14 +403,14 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     }
 
     /// Gives back the units of `reservation` (a charge of `key` through
-    /// [`RateLimiter`](crate::RateLimiter), as [`check_all`](crate::check_all) makes): the log forgets exactly
+    /// [`AnyLimiter`](crate::AnyLimiter), as [`check_all`](crate::check_all) makes): the log forgets exactly
     /// those units, if they have not expired yet. Returns whether anything came back.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use cellgate::{KeyedLimiter, RateLimiter};
+    /// use cellgate::{AnyLimiter, KeyedLimiter};
     /// let l = KeyedLimiter::<u8>::sliding_log(2, Duration::from_secs(1)).build()?;
-    /// let r = RateLimiter::charge(&l, &1, 2);
+    /// let r = AnyLimiter::charge(&l, &1, 2);
     /// assert!(!l.check(&1).is_allowed());
     /// assert!(l.cancel(&1, r));
     /// assert_eq!(l.peek(&1).remaining(), 2);
@@ -419,7 +447,7 @@ impl<K: Hash + Eq, C: Clock> SlidingLog<K, C> {
     }
 }
 
-crate::rate_limiter::keyed_limiter_traits!(SlidingLog);
+crate::any_limiter::keyed_limiter_traits!(SlidingLog);
 
 impl<K, C: fmt::Debug> fmt::Debug for SlidingLog<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

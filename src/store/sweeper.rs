@@ -1,7 +1,7 @@
 //! A background thread that sweeps a store periodically.
 //!
 //! [`KeyedLimiter::evict_idle`](crate::KeyedLimiter::evict_idle) is lossless but has to be
-//! called by someone. Stores with [`max_keys`](crate::KeyedBuilder::max_keys) sweep by
+//! called by someone. Stores with [`max_keys`](crate::KeyedLimiterBuilder::max_keys) sweep by
 //! themselves when they are full; an unbounded map, or a table that should stay well below its
 //! bound (shorter probe runs, fewer refusals under a burst of new keys), needs periodic sweeps:
 //! [`KeyedLimiter::spawn_sweeper`](crate::KeyedLimiter::spawn_sweeper) runs them on a thread of

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cellgate::clock::{DefaultClock, ManualClock};
 use cellgate::{
-    ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder, SlidingLog,
+    ConfigError, Decision, KeyedLimiter, KeyedLimiterBuilder, Limiter, LimiterBuilder, SlidingLog,
 };
 pub use cellgate_models::{fixed_window, sliding_window, Expect, Model, U64};
 use proptest::prelude::*;
@@ -675,9 +675,9 @@ pub trait Counter {
     type Model: Model;
 
     /// The keyed constructor (`KeyedLimiter::<u8>::fixed_window`, ...).
-    const KEYED: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>;
+    const KEYED: fn(u32, Duration) -> KeyedLimiterBuilder<u8, DefaultClock>;
     /// The same with `u32` keys, for the race on new keys.
-    const KEYED_U32: fn(u32, Duration) -> KeyedBuilder<u32, DefaultClock>;
+    const KEYED_U32: fn(u32, Duration) -> KeyedLimiterBuilder<u32, DefaultClock>;
     /// The direct constructor (`Limiter::fixed_window`, ...).
     const DIRECT: fn(u32, Duration) -> LimiterBuilder<DefaultClock>;
     /// The largest limit the layout of a window of `w` ns holds (from the model).
@@ -763,7 +763,7 @@ impl<C: Counter> Family for C {
 /// A keyed limiter with `u32` keys from `builder`: the exact map, or the table bounded to
 /// `max_keys`.
 pub fn keyed_racer(
-    builder: KeyedBuilder<u32, DefaultClock>,
+    builder: KeyedLimiterBuilder<u32, DefaultClock>,
     max_keys: Option<usize>,
     clock: ManualClock,
 ) -> Box<dyn Racer> {

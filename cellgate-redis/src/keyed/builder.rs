@@ -161,7 +161,7 @@ pub(crate) fn keyed_policy(
         .build()
     };
     descriptor
-        .map(|l| cellgate::RateLimiter::policy(&l))
+        .map(|l| cellgate::AnyLimiter::policy(&l))
         .map_err(|e| FleetError::Config(e.to_string()))
 }
 

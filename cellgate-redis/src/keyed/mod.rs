@@ -265,7 +265,7 @@ pub(crate) struct Forget {
 /// ```
 pub struct KeyedFleet {
     pub(crate) shared: Arc<KeyedShared>,
-    /// What [`cellgate::RateLimiter::policy`] reports (`limiter.rs`).
+    /// What [`cellgate::AnyLimiter::policy`] reports (`limiter.rs`).
     pub(crate) policy: cellgate::Policy,
     tx: mpsc::Sender<Request>,
     /// Hot keys whose lease a check found spent (one signal per lease answer).

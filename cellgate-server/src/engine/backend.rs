@@ -1,12 +1,12 @@
 //! Where a limit's state lives: in this process (a cellgate keyed limiter), or, in fleet mode,
 //! in Redis through cellgate-redis (see `crate::fleet`). The engine sees both as one
-//! `RateLimiter<str>`.
+//! `AnyLimiter<str>`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cellgate::clock::Clock;
-use cellgate::{Decision, Policy, RateLimiter, Reservation, Stats};
+use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 
 use crate::config::{build, LocalLim, RuleSpec};
 
@@ -44,37 +44,37 @@ macro_rules! each {
     };
 }
 
-impl RateLimiter<str> for Lim {
+impl AnyLimiter<str> for Lim {
     fn check_n(&self, key: &str, n: u32) -> Decision {
-        each!(self, l => RateLimiter::<str>::check_n(l, key, n))
+        each!(self, l => AnyLimiter::<str>::check_n(l, key, n))
     }
 
     fn peek_n(&self, key: &str, n: u32) -> Decision {
-        each!(self, l => RateLimiter::<str>::peek_n(l, key, n))
+        each!(self, l => AnyLimiter::<str>::peek_n(l, key, n))
     }
 
     fn charge(&self, key: &str, n: u32) -> Reservation {
-        each!(self, l => RateLimiter::<str>::charge(l, key, n))
+        each!(self, l => AnyLimiter::<str>::charge(l, key, n))
     }
 
     fn charge_into(&self, key: &str, n: u32, slot: &mut Option<Reservation>) -> bool {
-        each!(self, l => RateLimiter::<str>::charge_into(l, key, n, slot))
+        each!(self, l => AnyLimiter::<str>::charge_into(l, key, n, slot))
     }
 
     fn cancel(&self, key: &str, reservation: Reservation) -> bool {
-        each!(self, l => RateLimiter::<str>::cancel(l, key, reservation))
+        each!(self, l => AnyLimiter::<str>::cancel(l, key, reservation))
     }
 
     fn reserve(&self, key: &str, n: u32, max_wait: Duration) -> Reservation {
-        each!(self, l => RateLimiter::<str>::reserve(l, key, n, max_wait))
+        each!(self, l => AnyLimiter::<str>::reserve(l, key, n, max_wait))
     }
 
     fn policy(&self) -> Policy {
-        each!(self, l => RateLimiter::<str>::policy(l))
+        each!(self, l => AnyLimiter::<str>::policy(l))
     }
 
-    fn stats(&self) -> Option<Stats> {
-        each!(self, l => RateLimiter::<str>::stats(l))
+    fn store_stats(&self) -> Option<Stats> {
+        each!(self, l => AnyLimiter::<str>::store_stats(l))
     }
 }
 

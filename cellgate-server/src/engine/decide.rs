@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use cellgate::{check_all_in, Decision, RateLimiter};
+use cellgate::{check_all_in, AnyLimiter, Decision};
 
 use super::limiters::Lim;
 use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
@@ -80,9 +80,9 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
             (it.checks.iter().enumerate()).map(move |(j, c)| ((c.lim, key), (i, j)))
         })
         .collect();
-    let list: Vec<(&dyn RateLimiter, u32)> = gates
+    let list: Vec<(&dyn AnyLimiter, u32)> = gates
         .iter()
-        .map(|(g, (i, _))| (g as &dyn RateLimiter, items[*i].hits))
+        .map(|(g, (i, _))| (g as &dyn AnyLimiter, items[*i].hits))
         .collect();
     let mut decisions = vec![Decision::NONE; list.len()];
     let denier = if forced {
@@ -227,9 +227,9 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
 fn charge_alone(it: &Item<'_>) -> Vec<Outcome> {
     let gates: Vec<(&Lim, &str)> = it.checks.iter().map(|c| (c.lim, it.key.as_str())).collect();
-    let list: Vec<(&dyn RateLimiter, u32)> = gates
+    let list: Vec<(&dyn AnyLimiter, u32)> = gates
         .iter()
-        .map(|g| (g as &dyn RateLimiter, it.hits))
+        .map(|g| (g as &dyn AnyLimiter, it.hits))
         .collect();
     let mut decisions = vec![Decision::NONE; list.len()];
     let denied = check_all_in(&list, &mut decisions);

@@ -3,7 +3,7 @@
 //! batches, at most `max_wait` per check).
 //!
 //! Each limit becomes one keyed fleet limit, named from its domain, its place in the
-//! descriptor tree and its definition (see [`name`]): servers with the same configuration
+//! descriptor tree and its definition (see the `name` module): servers with the same configuration
 //! share it, and a limit whose definition changes gets a new name, so a reload never reuses
 //! Redis state kept for another rate. `stock` is a per-key stock; `gcra` a per-key GCRA of its
 //! rate and burst; `fixed_window` and `sliding_window` a per-key GCRA of the same rate with a

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use cellgate::{Decision, RateLimiter};
+use cellgate::{AnyLimiter, Decision};
 use cellgate_redis::KeyedFleet;
 
 use super::{start, Backend, FleetOptions};
@@ -103,9 +103,9 @@ impl Throttles {
         let n = p.quantity as u32;
         let d = crate::fleet::blocking(|| {
             if n == 0 {
-                RateLimiter::<str>::peek_n(&*fleet, &key, 0)
+                AnyLimiter::<str>::peek_n(&*fleet, &key, 0)
             } else {
-                RateLimiter::<str>::check_n(&*fleet, &key, n)
+                AnyLimiter::<str>::check_n(&*fleet, &key, n)
             }
         });
         Ok(reply(limit, &d))

@@ -9,13 +9,13 @@
 //! once each (light keys themselves). A tracked key can be dropped at most once between two of
 //! its admissions, and only by another key's insert or a sweep, so after every operation each
 //! tracked key has admitted at most what the reference admitted plus the number of such
-//! chances it had ([`Tracked::chances`]).
+//! chances it had (`Tracked::chances`).
 
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{DefaultClock, ManualClock};
-use cellgate::{Denial, KeyedBuilder, KeyedLimiter, Quota};
+use cellgate::{Denial, KeyedLimiter, KeyedLimiterBuilder, Quota};
 
 /// One fuzz input: the algorithm, its limit and window, the store and its bound, operations.
 #[derive(Arbitrary, Debug, Clone)]
@@ -74,7 +74,7 @@ struct Tracked {
     exposed: bool,
 }
 
-fn builder(alg: Alg, limit: u32, window: Duration) -> KeyedBuilder<u32, DefaultClock> {
+fn builder(alg: Alg, limit: u32, window: Duration) -> KeyedLimiterBuilder<u32, DefaultClock> {
     match alg {
         Alg::FixedWindow => KeyedLimiter::<u32>::fixed_window(limit, window),
         Alg::SlidingWindow => KeyedLimiter::<u32>::sliding_window(limit, window),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{check_all, ConfigError, Decision, MultiDecision, RateLimiter};
+use cellgate::{check_all, AnyLimiter, ConfigError, Decision, MultiDecision};
 
 pub use cellgate_models::keyed::{sweep_due, SWEEP_BACKOFF_NS};
 pub use cellgate_models::{first_true, index_bits, wait_until, Expect, Invalid, Seen, U64};
@@ -419,8 +419,8 @@ impl Stats {
 /// order they were checked in.
 pub fn check_pair(
     b_first: bool,
-    a: (&dyn RateLimiter, u32),
-    b: (&dyn RateLimiter, u32),
+    a: (&dyn AnyLimiter, u32),
+    b: (&dyn AnyLimiter, u32),
 ) -> MultiDecision<2> {
     if b_first {
         check_all([b, a])

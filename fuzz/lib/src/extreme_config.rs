@@ -39,8 +39,8 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
 use cellgate::{
-    ConfigError, Decision, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder, Quota, SlidingLog,
-    SlidingLogBuilder, MAX_LOG_LIMIT, MAX_TABLE_KEYS,
+    ConfigError, Decision, KeyedLimiter, KeyedLimiterBuilder, Limiter, LimiterBuilder, Quota,
+    SlidingLog, SlidingLogBuilder, MAX_SLIDING_LOG_LIMIT, MAX_TABLE_KEYS,
 };
 
 use crate::common::{Observe, Seen, Stats, U64};
@@ -92,7 +92,7 @@ pub enum Ctor {
 }
 
 /// A `u32` argument. `LayoutMax(d)` is the largest value the configuration accepts (the
-/// layout's limit for windows, `MAX_LOG_LIMIT`, `u64::MAX / T` for a burst, the period in ns
+/// layout's limit for windows, `MAX_SLIDING_LOG_LIMIT`, `u64::MAX / T` for a burst, the period in ns
 /// for a count) plus `d`, clamped into `u32`.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum X32 {
@@ -404,7 +404,7 @@ struct Conf {
 struct Built {
     conf: Result<Conf, ConfigError>,
     direct: Option<LimiterBuilder<ManualClock>>,
-    keyed: Option<KeyedBuilder<u8, ManualClock>>,
+    keyed: Option<KeyedLimiterBuilder<u8, ManualClock>>,
     log: Option<SlidingLogBuilder<u8, ManualClock>>,
 }
 
@@ -504,7 +504,7 @@ fn resolve(ctor: Ctor, clock: &ManualClock) -> Built {
         }
         Ctor::SlidingLog { limit, window } => {
             let window = window.get();
-            let limit = limit.get(u128::from(MAX_LOG_LIMIT));
+            let limit = limit.get(u128::from(MAX_SLIDING_LOG_LIMIT));
             Built {
                 conf: sliding_log_model::validate(limit, window).map(|_| plain(limit)),
                 direct: None,

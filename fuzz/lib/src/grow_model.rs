@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::ManualClock;
-use cellgate::{Decision, KeyedBuilder, KeyedLimiter, Quota};
+use cellgate::{Decision, KeyedLimiter, KeyedLimiterBuilder, Quota};
 
 /// The algorithm and its parameters (small, so that keys go idle within a run).
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -72,7 +72,7 @@ crate::counters! {
     }
 }
 
-fn builder(a: Algorithm) -> KeyedBuilder<u16, cellgate::clock::DefaultClock> {
+fn builder(a: Algorithm) -> KeyedLimiterBuilder<u16, cellgate::clock::DefaultClock> {
     let ms = |v: u8| Duration::from_millis(u64::from(v.max(1)));
     match a {
         Algorithm::Gcra {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, DefaultClock, ManualClock};
-use cellgate::{ConfigError, KeyedBuilder, KeyedLimiter, Limiter, LimiterBuilder};
+use cellgate::{ConfigError, KeyedLimiter, KeyedLimiterBuilder, Limiter, LimiterBuilder};
 
 pub use cellgate_models::keyed::KeyedModel;
 pub use cellgate_models::{cancel, CellModel, Model};
@@ -166,10 +166,13 @@ pub fn check_builds(
 /// Applies the keyed builders' bounds: the table gets `max_keys(m)`, the map `max_keys(m)
 /// .exact_keys()` or nothing.
 pub fn bound<C: Clock>(
-    table: cellgate::KeyedBuilder<u8, C>,
-    map: cellgate::KeyedBuilder<u8, C>,
+    table: cellgate::KeyedLimiterBuilder<u8, C>,
+    map: cellgate::KeyedLimiterBuilder<u8, C>,
     stores: &Stores,
-) -> (cellgate::KeyedBuilder<u8, C>, cellgate::KeyedBuilder<u8, C>) {
+) -> (
+    cellgate::KeyedLimiterBuilder<u8, C>,
+    cellgate::KeyedLimiterBuilder<u8, C>,
+) {
     // The fixed-capacity table and the exact store (which drops keys only by sweeps and at its
     // bound): the models do not describe the default table's reclaiming of idle keys on inserts.
     // The models describe `DenyNew` at the ceiling (the default drops light keys instead).
@@ -195,8 +198,8 @@ pub fn run_built<M: CellModel>(
     ops: &[Op],
     clock: &ManualClock,
     direct: Result<Limiter<ManualClock>, ConfigError>,
-    table: cellgate::KeyedBuilder<u8, ManualClock>,
-    map: cellgate::KeyedBuilder<u8, ManualClock>,
+    table: cellgate::KeyedLimiterBuilder<u8, ManualClock>,
+    map: cellgate::KeyedLimiterBuilder<u8, ManualClock>,
 ) -> Stats {
     let (table, map) = bound(table, map, stores);
     let verdict = want.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -226,7 +229,7 @@ pub fn run_window<M: CellModel>(
     max_limit: fn(u64) -> u128,
     validate: fn(u32, Duration) -> Result<M, ConfigError>,
     direct: fn(u32, Duration) -> LimiterBuilder<DefaultClock>,
-    keyed: fn(u32, Duration) -> KeyedBuilder<u8, DefaultClock>,
+    keyed: fn(u32, Duration) -> KeyedLimiterBuilder<u8, DefaultClock>,
 ) -> Stats {
     let window = input.window.get();
     let limit = input.limit.get(layout_max(window, max_limit));

@@ -29,7 +29,7 @@
 //! Otherwise the log that was decided on is inserted, so its `forgotten` is the floor from
 //! before that sweep.
 //!
-//! Configuration: a zero limit, a limit above `MAX_LOG_LIMIT`, a zero window or one longer than
+//! Configuration: a zero limit, a limit above `MAX_SLIDING_LOG_LIMIT`, a zero window or one longer than
 //! `u64::MAX` ns are `ConfigError`s, in that order; `max_keys(0)` too.
 
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_LOG_LIMIT};
+use cellgate::{ConfigError, KeyedLimiter, SlidingLog, MAX_SLIDING_LOG_LIMIT};
 
 pub use cellgate_models::sliding_log::{LogState, SlidingLogModel};
 use cellgate_models::Model;
@@ -63,10 +63,10 @@ pub fn validate(limit: u32, window: Duration) -> Result<SlidingLogModel, ConfigE
     if limit == 0 {
         return Err(ConfigError::Zero { field: "limit" });
     }
-    if limit > MAX_LOG_LIMIT {
+    if limit > MAX_SLIDING_LOG_LIMIT {
         return Err(ConfigError::LogLimitTooLarge {
             limit,
-            max: MAX_LOG_LIMIT,
+            max: MAX_SLIDING_LOG_LIMIT,
         });
     }
     if window.as_nanos() > U64 {
@@ -169,7 +169,7 @@ pub fn run(input: &Input) -> Stats {
         ..Stats::default()
     };
     let window = input.window.get();
-    let limit = input.limit.get(u128::from(MAX_LOG_LIMIT));
+    let limit = input.limit.get(u128::from(MAX_SLIDING_LOG_LIMIT));
     let clock = ManualClock::new();
     let free = KeyedLimiter::<u8>::sliding_log(limit, window)
         .clock(clock.clone())
@@ -325,12 +325,12 @@ mod tests {
     #[test]
     fn limits() {
         let s = Duration::from_secs(1);
-        assert!(validate(MAX_LOG_LIMIT, s).is_ok());
+        assert!(validate(MAX_SLIDING_LOG_LIMIT, s).is_ok());
         assert_eq!(
-            validate(MAX_LOG_LIMIT + 1, Duration::ZERO),
+            validate(MAX_SLIDING_LOG_LIMIT + 1, Duration::ZERO),
             Err(ConfigError::LogLimitTooLarge {
-                limit: MAX_LOG_LIMIT + 1,
-                max: MAX_LOG_LIMIT
+                limit: MAX_SLIDING_LOG_LIMIT + 1,
+                max: MAX_SLIDING_LOG_LIMIT
             })
         );
         let c = m(1, u64::MAX);

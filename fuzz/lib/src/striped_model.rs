@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
 use cellgate::clock::{Clock, ManualClock};
-use cellgate::{ConfigError, Decision, Limiter, Quota, RateLimiter, Reservation, StripedLimiter};
+use cellgate::{AnyLimiter, ConfigError, Decision, Limiter, Quota, Reservation, StripedLimiter};
 
 use cellgate_models::gcra::Expected;
 use cellgate_models::striped::{self, Bounds, Config, Held, Mode, Model, Tally};
@@ -118,7 +118,7 @@ pub enum Op {
     Peek {
         n: u8,
     },
-    /// `charge(n)` (the `RateLimiter` charge), kept for a later `Cancel`.
+    /// `charge(n)` (the `AnyLimiter` charge), kept for a later `Cancel`.
     Charge {
         n: u8,
     },
@@ -353,11 +353,11 @@ pub fn run(input: &Input) -> Stats {
                         let ns = ns.min(HORIZON);
                         stats.reservations += 1;
                         (
-                            RateLimiter::reserve(&real, &(), n, Duration::from_nanos(ns as u64)),
+                            AnyLimiter::reserve(&real, &(), n, Duration::from_nanos(ns as u64)),
                             Mode::Take(Some(ns)),
                         )
                     }
-                    _ => (RateLimiter::charge(&real, &(), n), Mode::Take(None)),
+                    _ => (AnyLimiter::charge(&real, &(), n), Mode::Take(None)),
                 };
                 let got = shown(&r.decision());
                 let (want, h) = model.take(now, start, n, mode, &mut tally);
@@ -374,7 +374,7 @@ pub fn run(input: &Input) -> Stats {
                     continue;
                 }
                 let (r, seen, h) = held.remove(usize::from(pick) % held.len());
-                let got = RateLimiter::cancel(&real, &(), r);
+                let got = AnyLimiter::cancel(&real, &(), r);
                 let want = h.is_some_and(|h| model.cancel(now, &seen, &h));
                 assert_eq!(got, want, "step {step}: cancel at {now}");
                 if got {

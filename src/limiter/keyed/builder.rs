@@ -1,12 +1,12 @@
-//! Building a keyed limiter: the constructors per algorithm, [`KeyedBuilder`] and what to do
+//! Building a keyed limiter: the constructors per algorithm, [`KeyedLimiterBuilder`] and what to do
 //! when the store is full ([`WhenFull`]).
 
 use super::*;
 use crate::sync::grow::{Keys, NewColumn};
 
-/// What a keyed limiter with [`max_keys`](KeyedBuilder::max_keys) does with a request for a
+/// What a keyed limiter with [`max_keys`](KeyedLimiterBuilder::max_keys) does with a request for a
 /// new key when the store is full of *live* keys (keys whose state still matters), after it
-/// has dropped every idle key it could. Set with [`KeyedBuilder::when_full`].
+/// has dropped every idle key it could. Set with [`KeyedLimiterBuilder::when_full`].
 ///
 /// # Which to choose
 ///
@@ -105,7 +105,7 @@ pub enum WhenFull {
     /// [`stats().evicted_live`](KeyedLimiter::stats). Lossy: the evicted key starts over with a
     /// fresh budget, gaining up to its `reset_after` worth of credit. Stock keys are never
     /// evicted (stock is configuration, not state). The bounded table only: with
-    /// [`exact_keys`](KeyedBuilder::exact_keys), `build()` reports
+    /// [`exact_keys`](KeyedLimiterBuilder::exact_keys), `build()` reports
     /// [`ConfigError::Unsupported`].
     EvictNearestFresh,
     /// Decide requests for new keys as for a fresh key, without storing them, counted in
@@ -115,12 +115,12 @@ pub enum WhenFull {
 }
 
 /// The largest `max_keys` the fingerprint tables accept (the fixed one allocates about 23 bytes
-/// per key up front); larger bounds need [`KeyedBuilder::exact_keys`].
+/// per key up front); larger bounds need [`KeyedLimiterBuilder::exact_keys`].
 pub const MAX_TABLE_KEYS: usize = 1 << 30;
 
-/// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedBuilder::build).
+/// Configures a [`KeyedLimiter`]; finish with [`build`](KeyedLimiterBuilder::build).
 #[must_use = "a builder does nothing until build() is called"]
-pub struct KeyedBuilder<K, C> {
+pub struct KeyedLimiterBuilder<K, C> {
     algorithm: Result<Algorithm, ConfigError>,
     clock: C,
     max_keys: Option<usize>,
@@ -131,9 +131,24 @@ pub struct KeyedBuilder<K, C> {
     _key: std::marker::PhantomData<fn(K)>,
 }
 
-impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
+// By hand: a derive would ask `K: Clone`, which the builder does not hold.
+impl<K, C: Clone> Clone for KeyedLimiterBuilder<K, C> {
+    fn clone(&self) -> Self {
+        KeyedLimiterBuilder {
+            algorithm: self.algorithm.clone(),
+            clock: self.clock.clone(),
+            max_keys: self.max_keys,
+            exact_keys: self.exact_keys,
+            fixed_capacity: self.fixed_capacity,
+            when_full: self.when_full,
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiterBuilder<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBuilder")
+        f.debug_struct("KeyedLimiterBuilder")
             .field("algorithm", &self.algorithm)
             .field("clock", &self.clock)
             .field("max_keys", &self.max_keys)
@@ -153,8 +168,8 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// assert!(per_ip.check(&"10.0.0.1".parse().unwrap()).is_allowed());
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn gcra(quota: Quota) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
+    pub fn gcra(quota: Quota) -> KeyedLimiterBuilder<K, DefaultClock> {
+        KeyedLimiterBuilder::new(quota.gcra_params().map(|p| Algorithm::Gcra(Gcra::new(p))))
     }
 
     /// A fixed window counter: at most `limit` units per key in each window
@@ -180,8 +195,8 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// assert_eq!(d.retry_after(), Some(Duration::from_secs(1))); // the next window
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn fixed_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
+    pub fn fixed_window(limit: u32, window: Duration) -> KeyedLimiterBuilder<K, DefaultClock> {
+        KeyedLimiterBuilder::new(FixedWindow::new(limit, window).map(Algorithm::FixedWindow))
     }
 
     /// A sliding window counter (Cloudflare's two-window estimate, in exact integer
@@ -207,8 +222,8 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// assert_eq!(l.peek(&1).remaining(), 50);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn sliding_window(limit: u32, window: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
+    pub fn sliding_window(limit: u32, window: Duration) -> KeyedLimiterBuilder<K, DefaultClock> {
+        KeyedLimiterBuilder::new(SlidingWindow::new(limit, window).map(Algorithm::SlidingWindow))
     }
 
     /// A stock of `units` per key that only goes down (flash-sale inventory): exactly `units`
@@ -216,7 +231,7 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// [`restock`](KeyedLimiter::restock) or [`set_stock`](KeyedLimiter::set_stock). Time plays
     /// no part (the clock is not read).
     ///
-    /// For inventory, consider [`exact_keys`](KeyedBuilder::exact_keys) when you also set
+    /// For inventory, consider [`exact_keys`](KeyedLimiterBuilder::exact_keys) when you also set
     /// `max_keys`: in the fingerprint table two SKUs whose fingerprints collided (probability
     /// about 2^-64 per pair) would share one stock. That can only undersell, never oversell,
     /// but exact keys rule it out.
@@ -234,8 +249,8 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// assert_eq!(skus.peek(&42).remaining(), 5);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn stock(units: u32) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
+    pub fn stock(units: u32) -> KeyedLimiterBuilder<K, DefaultClock> {
+        KeyedLimiterBuilder::new(Ok(Algorithm::Stock(Stock::new(units))))
     }
 }
 
@@ -262,13 +277,13 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     /// assert!(d.retry_after().unwrap() > Duration::from_millis(29));
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn warm_up(stable: Quota, warm_up: Duration) -> KeyedBuilder<K, DefaultClock> {
-        KeyedBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
+    pub fn warm_up(stable: Quota, warm_up: Duration) -> KeyedLimiterBuilder<K, DefaultClock> {
+        KeyedLimiterBuilder::new(WarmUp::new(stable, warm_up).map(Algorithm::WarmUp))
     }
 
     /// An exact sliding log: never more than `limit` units per key in *any* window of length
     /// `window`. Not one cell per key: O(limit) memory per key, so `limit` is capped at
-    /// [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).
+    /// [`MAX_SLIDING_LOG_LIMIT`](crate::MAX_SLIDING_LOG_LIMIT). Builds a [`SlidingLog`](crate::SlidingLog).
     ///
     /// ```
     /// use std::time::Duration;
@@ -282,9 +297,9 @@ impl<K: Hash + Eq + 'static> KeyedLimiter<K, DefaultClock> {
     }
 }
 
-impl<K> KeyedBuilder<K, DefaultClock> {
+impl<K> KeyedLimiterBuilder<K, DefaultClock> {
     fn new(algorithm: Result<Algorithm, ConfigError>) -> Self {
-        KeyedBuilder {
+        KeyedLimiterBuilder {
             algorithm,
             clock: DefaultClock::new(),
             max_keys: None,
@@ -296,7 +311,7 @@ impl<K> KeyedBuilder<K, DefaultClock> {
     }
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedBuilder<K, C> {
+impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedLimiterBuilder<K, C> {
     /// Identifies keys exactly, compared with `Eq`, instead of by their 64-bit fingerprints
     /// alone: use it when two keys must never share a budget, even with probability 2^-64.
     ///
@@ -325,10 +340,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedBuilder<K, C> 
     }
 }
 
-impl<K: Hash + Eq + 'static, C: Clock> KeyedBuilder<K, C> {
+impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiterBuilder<K, C> {
     /// Uses `clock` instead of the default clock.
-    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
-        KeyedBuilder {
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedLimiterBuilder<K, C2> {
+        KeyedLimiterBuilder {
             algorithm: self.algorithm,
             clock,
             max_keys: self.max_keys,

@@ -28,7 +28,7 @@ mod check;
 mod lifecycle;
 mod tables;
 
-pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
+pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 
 /// A rate limiter with independent state per key (user id, IP, API token, SKU, ...).
 ///
@@ -57,7 +57,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// Each thread that checks keeps a reference to the arrays it last used (its cache), renewed
 /// after a rebuild at its next check: a replaced array is freed when the last such thread moves
 /// on or exits, so a thread that stops checking keeps the arrays it last saw. Choose
-/// [`fixed_capacity`](KeyedBuilder::fixed_capacity) if no check may ever wait for a rebuild and
+/// [`fixed_capacity`](KeyedLimiterBuilder::fixed_capacity) if no check may ever wait for a rebuild and
 /// the memory of the bound is acceptable up front; [`WhenFull::EvictNearestFresh`] uses the
 /// fixed table.
 ///
@@ -69,7 +69,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 /// limited at least as strictly as alone, so a collision can never admit more than the quota.
 /// Aiming a collision at somebody else's key needs the per-process hash key, which never leaves
 /// the process; a client who does not know it can only guess, at 2^-64 per try. Use
-/// [`exact_keys`](KeyedBuilder::exact_keys) if even that is unacceptable.
+/// [`exact_keys`](KeyedLimiterBuilder::exact_keys) if even that is unacceptable.
 ///
 /// # Memory
 ///
@@ -86,7 +86,7 @@ pub use builder::{KeyedBuilder, WhenFull, MAX_TABLE_KEYS};
 ///   its array until a sweep ([`evict_idle`](KeyedLimiter::evict_idle), or
 ///   [`spawn_sweeper`](KeyedLimiter::spawn_sweeper)) rebuilds it without its idle keys.
 /// * [`evict_idle`](KeyedLimiter::evict_idle) drops every idle key of any store.
-/// * With [`max_keys`](KeyedBuilder::max_keys) set, a new key that arrives while the store is
+/// * With [`max_keys`](KeyedLimiterBuilder::max_keys) set, a new key that arrives while the store is
 ///   at the bound first triggers such a sweep (at most one every 10 ms of the limiter's clock,
 ///   one sweeper at a time; the tables also sweep a single full shard on their own); if the
 ///   store is still full of live keys, the [`WhenFull`] policy decides (by default the new key
@@ -199,7 +199,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// `key` of this limiter as a limiter of its own: the pair `(self, key)`, a
-    /// [`RateLimiter`](crate::RateLimiter) of no key, as [`check_all`](crate::check_all) takes
+    /// [`AnyLimiter`](crate::AnyLimiter) of no key, as [`check_all`](crate::check_all) takes
     /// it. Writing `(&limiter, &key)` is the same.
     ///
     /// ```
@@ -510,7 +510,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The policy for a new key when the store is full of live keys (set by
-    /// [`KeyedBuilder::when_full`]).
+    /// [`KeyedLimiterBuilder::when_full`]).
     ///
     /// ```
     /// use cellgate::{KeyedLimiter, Quota, WhenFull};
@@ -542,7 +542,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
-crate::rate_limiter::keyed_limiter_traits!(KeyedLimiter);
+crate::any_limiter::keyed_limiter_traits!(KeyedLimiter);
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,7 +11,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// (one per key, in the same order). Each decision is the one [`check`](Self::check) would
     /// give for that key if called for the keys one after another, **all at one instant**: the
     /// clock is read once per call. A key that appears twice is charged twice; a new key is
-    /// created (or refused at [`max_keys`](KeyedBuilder::max_keys)) exactly as by `check`.
+    /// created (or refused at [`max_keys`](KeyedLimiterBuilder::max_keys)) exactly as by `check`.
     ///
     /// With the fingerprint tables this is faster than a loop of `check` when the keys are spread
     /// over a store much larger than the CPU's caches: the keys are hashed and their slots

@@ -24,7 +24,7 @@ enum Whole {
 /// [`StripedLimiter::stock`], then optionally the stripes and the clock.
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until build() is called"]
-pub struct StripedBuilder<C> {
+pub struct StripedLimiterBuilder<C> {
     whole: Result<Whole, ConfigError>,
     stripes: Option<usize>,
     time: TimeShare,
@@ -46,8 +46,8 @@ impl StripedLimiter<DefaultClock> {
     /// assert_eq!((0..20).filter(|_| l.check().is_allowed()).count(), 8);
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn gcra(quota: Quota) -> StripedBuilder<DefaultClock> {
-        StripedBuilder {
+    pub fn gcra(quota: Quota) -> StripedLimiterBuilder<DefaultClock> {
+        StripedLimiterBuilder {
             whole: quota.gcra_params().map(Whole::Gcra),
             stripes: None,
             time: TimeShare::Lagged,
@@ -66,8 +66,8 @@ impl StripedLimiter<DefaultClock> {
     /// assert!(!sku.check().is_allowed());
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn stock(units: u32) -> StripedBuilder<DefaultClock> {
-        StripedBuilder {
+    pub fn stock(units: u32) -> StripedLimiterBuilder<DefaultClock> {
+        StripedLimiterBuilder {
             whole: Ok(Whole::Stock(units)),
             stripes: None,
             time: TimeShare::Lagged,
@@ -76,7 +76,7 @@ impl StripedLimiter<DefaultClock> {
     }
 }
 
-impl<C> StripedBuilder<C> {
+impl<C> StripedLimiterBuilder<C> {
     /// How many stripes (default: the machine's available parallelism, at most the GCRA
     /// burst). More stripes spread the writes over more cache lines; each costs 128 bytes.
     ///
@@ -104,8 +104,8 @@ impl<C> StripedBuilder<C> {
     /// assert!(l.check().is_allowed());
     /// # Ok::<(), cellgate::ConfigError>(())
     /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> StripedBuilder<C2> {
-        StripedBuilder {
+    pub fn clock<C2: Clock>(self, clock: C2) -> StripedLimiterBuilder<C2> {
+        StripedLimiterBuilder {
             whole: self.whole,
             stripes: self.stripes,
             time: self.time,

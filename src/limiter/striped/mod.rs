@@ -19,7 +19,7 @@ use crate::sync::high_water::{HighWater, Stamp};
 mod builder;
 mod ops;
 
-pub use builder::{StripedBuilder, MAX_STRIPES};
+pub use builder::{StripedLimiterBuilder, MAX_STRIPES};
 
 /// A limit for one very hot key, split over several cache-padded cells.
 ///
@@ -108,7 +108,7 @@ pub use builder::{StripedBuilder, MAX_STRIPES};
 ///     request is larger than that stripe's share of the burst, and over any run that starts at
 ///     the latest reading so far and in which the clock does not go back (a clock that reads
 ///     the same on every core and never steps back: no error at all).
-/// * **[`strict_clock`](StripedBuilder::strict_clock)**: every admission raises the mark to its
+/// * **[`strict_clock`](StripedLimiterBuilder::strict_clock)**: every admission raises the mark to its
 ///   time, and the stripes keep **one cell's ceiling under any clock** from any stripes:
 ///   `U <= burst + queue + (A_end - A_start) / T`. (Why: order the admissions by the times they
 ///   were decided at; every admission of a run decides at a time `t` with `A_start <= t <=
@@ -121,13 +121,13 @@ pub use builder::{StripedBuilder, MAX_STRIPES};
 ///   limiter from scaling past a few cores (BENCHMARKS.md). With
 ///   [`CoarseClock`] the reading moves once a millisecond, and the mark is written about once
 ///   per millisecond per thread.
-/// * **[`relaxed_clock`](StripedBuilder::relaxed_clock)**: stamps only; admissions never
+/// * **[`relaxed_clock`](StripedLimiterBuilder::relaxed_clock)**: stamps only; admissions never
 ///   write the mark. One cell's ceiling when the checks start at one stripe, and over runs in
 ///   which the clock does not go back, as the default; over any run of checks from any
 ///   stripes, `U <= burst + queue + (latest - earliest) / T`, where `latest` is the latest
 ///   reading up to the run's end and `earliest` the earliest in it: a clock that steps back by
 ///   `d` gives at most `d / T` units beyond one cell's ceiling (the example on
-///   [`relaxed_clock`](StripedBuilder::relaxed_clock) shows it).
+///   [`relaxed_clock`](StripedLimiterBuilder::relaxed_clock) shows it).
 ///
 /// A refused check raises nothing, as one cell stores nothing for it. A decision's durations
 /// count from the time it was made at. Which to choose: the default almost always; strict where
@@ -451,7 +451,7 @@ fn sooner(best: Option<Decision>, d: Decision) -> Decision {
     }
 }
 
-crate::rate_limiter::direct_limiter_traits!(StripedLimiter);
+crate::any_limiter::direct_limiter_traits!(StripedLimiter);
 
 impl Stripe {
     /// One CAS loop on this stripe's cell, as [`Limiter`](crate::Limiter)'s check.

@@ -141,7 +141,7 @@ impl<C: Clock> StripedLimiter<C> {
     }
 
     /// Gives back the units of `reservation` (from this limiter's
-    /// [`reserve`](Self::reserve), or a charge through [`RateLimiter`](crate::RateLimiter));
+    /// [`reserve`](Self::reserve), or a charge through [`AnyLimiter`](crate::AnyLimiter));
     /// returns whether anything came back. A stock gets
     /// every unit back (on the stripe the request started at: units are interchangeable); a
     /// GCRA stripe gives back what [`Limiter::cancel`](crate::Limiter::cancel) gives back on

@@ -11,9 +11,9 @@ use crate::store::stats::Stats;
 
 /// A limiter of keys `K` (`()` for a direct limiter), as code written for any limiter sees it.
 ///
-/// The trait is object safe: `Arc<dyn RateLimiter<IpAddr> + Send + Sync>` holds any keyed
+/// The trait is object safe: `Arc<dyn AnyLimiter<IpAddr> + Send + Sync>` holds any keyed
 /// limiter of IP addresses whatever its clock or store, and a `KeyedLimiter<String>` is a
-/// `RateLimiter<str>` (looked up by `&str`, no allocation on a hit). Every method is the
+/// `AnyLimiter<str>` (looked up by `&str`, no allocation on a hit). Every method is the
 /// limiter's own operation of the same name (see them for the exact semantics), but
 /// [`charge_into`](Self::charge_into): `charge` written into the caller's slot. Every limiter
 /// implements it: [`Limiter`](crate::Limiter), [`StripedLimiter`](crate::StripedLimiter),
@@ -21,7 +21,7 @@ use crate::store::stats::Stats;
 /// limiters of `cellgate-redis`.
 ///
 /// **One key of a limiter is a limiter too.** A limiter and one of its keys, the pair
-/// `(&limiter, &key)`, is a `RateLimiter` of no key (`RateLimiter<()>`): that is what
+/// `(&limiter, &key)`, is a `AnyLimiter` of no key (`AnyLimiter<()>`): that is what
 /// [`check_all`](crate::check_all) takes, so that one call mixes limiters of any key and clock
 /// types with no allocation (`check_all([(&(&per_user, "alice"), 1), (&global, 1)])`;
 /// [`KeyedLimiter::gate`](crate::KeyedLimiter::gate) writes the pair for you).
@@ -30,18 +30,18 @@ use crate::store::stats::Stats;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use cellgate::{KeyedLimiter, Limiter, Quota, RateLimiter};
+/// use cellgate::{AnyLimiter, KeyedLimiter, Limiter, Quota};
 ///
-/// let per_user: Arc<dyn RateLimiter<str> + Send + Sync> =
+/// let per_user: Arc<dyn AnyLimiter<str> + Send + Sync> =
 ///     Arc::new(KeyedLimiter::<String>::gcra(Quota::per_second(2)).build()?);
-/// let global: Arc<dyn RateLimiter + Send + Sync> = Arc::new(Limiter::stock(3).build()?);
+/// let global: Arc<dyn AnyLimiter + Send + Sync> = Arc::new(Limiter::stock(3).build()?);
 ///
 /// assert!(per_user.check_n("alice", 2).is_allowed());
 /// assert!(!per_user.check_n("alice", 1).is_allowed());
 /// assert_eq!(global.peek_n(&(), 0).remaining(), 3);
 /// assert_eq!(per_user.policy().limit(), 2);
-/// assert_eq!(per_user.stats().map(|s| s.keys), Some(1)); // a keyed store's counters
-/// assert_eq!(global.stats(), None); // one cell: no store
+/// assert_eq!(per_user.store_stats().map(|s| s.keys), Some(1)); // a keyed store's counters
+/// assert_eq!(global.store_stats(), None); // one cell: no store
 ///
 /// // Charge, then give back: the stock is whole again.
 /// let r = global.charge(&(), 2);
@@ -49,11 +49,11 @@ use crate::store::stats::Stats;
 /// assert_eq!(global.peek_n(&(), 0).remaining(), 3);
 ///
 /// // One key of a limiter is a limiter of no key.
-/// let alice: &dyn RateLimiter = &(&*per_user, "alice");
+/// let alice: &dyn AnyLimiter = &(&*per_user, "alice");
 /// assert!(!alice.check_n(&(), 1).is_allowed());
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
-pub trait RateLimiter<K: ?Sized = ()> {
+pub trait AnyLimiter<K: ?Sized = ()> {
     /// Checks `n` units on `key` and admits them if they fit.
     fn check_n(&self, key: &K, n: u32) -> Decision;
 
@@ -72,7 +72,7 @@ pub trait RateLimiter<K: ?Sized = ()> {
     /// per limiter). The default calls `charge`; a wrapper around another limiter forwards it.
     ///
     /// ```
-    /// use cellgate::{Limiter, RateLimiter, Reservation};
+    /// use cellgate::{AnyLimiter, Limiter, Reservation};
     ///
     /// let stock = Limiter::stock(1).build()?;
     /// let mut slot: Option<Reservation> = None;
@@ -102,14 +102,14 @@ pub trait RateLimiter<K: ?Sized = ()> {
     /// The counters of the limiter's key store (keys held, refusals, evictions) for the
     /// limiters that keep one ([`KeyedLimiter`](crate::KeyedLimiter),
     /// [`SlidingLog`](crate::SlidingLog)); `None` (the default) for the others.
-    fn stats(&self) -> Option<Stats> {
+    fn store_stats(&self) -> Option<Stats> {
         None
     }
 }
 
 /// One key of a limiter, `(&limiter, &key)`, as a limiter of no key: every method is the
 /// limiter's on that key. [`check_all`](crate::check_all) takes limiters this way.
-impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
+impl<L: AnyLimiter<Q> + ?Sized, Q: ?Sized> AnyLimiter for (&L, &Q) {
     #[inline]
     fn check_n(&self, _key: &(), n: u32) -> Decision {
         self.0.check_n(self.1, n)
@@ -144,8 +144,8 @@ impl<L: RateLimiter<Q> + ?Sized, Q: ?Sized> RateLimiter for (&L, &Q) {
         self.0.policy()
     }
 
-    fn stats(&self) -> Option<Stats> {
-        self.0.stats()
+    fn store_stats(&self) -> Option<Stats> {
+        self.0.store_stats()
     }
 }
 
@@ -156,10 +156,10 @@ pub(crate) fn filled(slot: Option<Reservation>) -> Reservation {
     slot.unwrap_or_else(|| Reservation::unheld(Decision::NONE))
 }
 
-/// `RateLimiter` for a pointer to a limiter: every method forwards to the pointee.
+/// `AnyLimiter` for a pointer to a limiter: every method forwards to the pointee.
 macro_rules! forward_through {
     ($($pointer:tt)*) => {
-        impl<L: RateLimiter<K> + ?Sized, K: ?Sized> RateLimiter<K> for $($pointer)* {
+        impl<L: AnyLimiter<K> + ?Sized, K: ?Sized> AnyLimiter<K> for $($pointer)* {
             #[inline]
             fn check_n(&self, key: &K, n: u32) -> Decision {
                 (**self).check_n(key, n)
@@ -194,8 +194,8 @@ macro_rules! forward_through {
                 (**self).policy()
             }
 
-            fn stats(&self) -> Option<Stats> {
-                (**self).stats()
+            fn store_stats(&self) -> Option<Stats> {
+                (**self).store_stats()
             }
         }
     };
@@ -205,12 +205,12 @@ forward_through!(&L);
 forward_through!(Box<L>);
 forward_through!(std::sync::Arc<L>);
 
-/// A direct limiter's (`$limiter<C>`, no key) `RateLimiter`: each method is the limiter's
+/// A direct limiter's (`$limiter<C>`, no key) `AnyLimiter`: each method is the limiter's
 /// inherent operation of the same name (`charge_into` is the trait's default: a direct
 /// limiter's charge is small enough to be inlined into it, writing the slot in place).
 macro_rules! direct_limiter_traits {
     ($limiter:ident) => {
-        impl<C: $crate::clock::Clock> $crate::rate_limiter::RateLimiter for $limiter<C> {
+        impl<C: $crate::clock::Clock> $crate::any_limiter::AnyLimiter for $limiter<C> {
             fn check_n(&self, _key: &(), n: u32) -> $crate::decision::Decision {
                 $limiter::check_n(self, n)
             }
@@ -245,11 +245,11 @@ macro_rules! direct_limiter_traits {
 pub(crate) use direct_limiter_traits;
 
 /// A keyed limiter's (`$limiter<K, C>`, looked up by any `&Q` that `K` borrows as)
-/// `RateLimiter<Q>`: each method is the limiter's inherent operation of the same name (`charge`
+/// `AnyLimiter<Q>`: each method is the limiter's inherent operation of the same name (`charge`
 /// through `charge_into`, which calls the inherent `charge`).
 macro_rules! keyed_limiter_traits {
     ($limiter:ident) => {
-        impl<K, Q, C> $crate::rate_limiter::RateLimiter<Q> for $limiter<K, C>
+        impl<K, Q, C> $crate::any_limiter::AnyLimiter<Q> for $limiter<K, C>
         where
             K: std::hash::Hash + Eq + std::borrow::Borrow<Q> + 'static,
             Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -266,7 +266,7 @@ macro_rules! keyed_limiter_traits {
             fn charge(&self, key: &Q, n: u32) -> $crate::reservation::Reservation {
                 let mut slot = None;
                 self.charge_into(key, n, &mut slot);
-                $crate::rate_limiter::filled(slot)
+                $crate::any_limiter::filled(slot)
             }
 
             // Out of line, with the whole check inlined in it: the reservation is written into
@@ -299,7 +299,7 @@ macro_rules! keyed_limiter_traits {
                 $limiter::policy(self)
             }
 
-            fn stats(&self) -> Option<$crate::store::stats::Stats> {
+            fn store_stats(&self) -> Option<$crate::store::stats::Stats> {
                 Some($limiter::stats(self))
             }
         }
