@@ -10,9 +10,9 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::io::Write;
+use std::process::Child;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use cellgate_redis::KeyedFleet;
@@ -97,31 +97,10 @@ struct Node {
 
 impl Node {
     fn start(url: &str, name: &str) -> Self {
-        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-            // Quiet: the harness prints no `test ... ` prefix on the node's first line.
-            .args([
-                // Its name in the one test binary (tests/integration.rs).
-                "keyed_processes::keyed_stock_node",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "-q",
-            ])
-            .args(["--test-threads", "1"])
-            .env(NODE_ENV, format!("{url} {name}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting a node");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, rx) = common::rerun_test(
+            "keyed_processes::keyed_stock_node",
+            (NODE_ENV, format!("{url} {name}")),
+        );
         Self {
             child,
             lines: rx,

@@ -11,9 +11,9 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::io::Write;
+use std::process::Child;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use cellgate_redis::{Fleet, KeyedFleet, Via};
@@ -165,30 +165,10 @@ struct Victim(Child, Receiver<String>);
 
 impl Victim {
     fn start(url: &str, name: &str) -> Self {
-        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-            .args([
-                // Its name in the one test binary (tests/integration.rs).
-                "stranded::keyed_holder_node",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "-q",
-            ])
-            .args(["--test-threads", "1"])
-            .env(NODE_ENV, format!("{url} {name}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting a node");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, rx) = common::rerun_test(
+            "stranded::keyed_holder_node",
+            (NODE_ENV, format!("{url} {name}")),
+        );
         Self(child, rx)
     }
 

@@ -665,3 +665,28 @@ impl Sellers {
         sold.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
+
+/// Runs one ignored test of this binary (`test`, its full name in tests/integration.rs) as a
+/// child process, with `env` set, stdout read line by line into the receiver (quiet: the
+/// harness prints no `test ...` prefix before the child's first line), stderr dropped.
+pub fn rerun_test(test: &str, env: (&str, String)) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+        .args([test, "--exact", "--ignored", "--nocapture", "-q"])
+        .args(["--test-threads", "1"])
+        .env(env.0, env.1)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting a node");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
