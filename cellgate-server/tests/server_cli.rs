@@ -2,7 +2,10 @@
 
 use crate::common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::Command;
+use std::time::Duration;
 
 use common::{curl, has, need, Server, SHOP};
 
@@ -81,6 +84,69 @@ fn sigterm_exits_zero_and_the_listeners_close() {
     assert_eq!(status.code(), Some(0), "{status:?}");
     // curl reports 000 when nothing listens.
     assert_eq!(curl(&[&s.url("/healthcheck")]).status, 0);
+}
+
+/// A request in flight when SIGTERM arrives is answered before the server exits. One connection:
+/// a first request answered (so the connection is accepted and served), then the head and half
+/// the body of a second; SIGTERM; then the rest of the body: the second request's answer comes
+/// back whole, and the server exits 0.
+#[test]
+fn sigterm_answers_the_request_in_flight_then_exits_zero() {
+    const BODY: &str = r#"{"domain":"shop","descriptors":[{"entries":[{"key":"remote_address","value":"10.9.9.9"}]}]}"#;
+    let mut s = Server::start(SHOP, &[], &[]);
+    let mut c = TcpStream::connect(s.http.as_deref().expect("http")).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST /json HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        BODY.len()
+    );
+    write!(c, "{head}\r\n{BODY}").unwrap();
+    let first = read_response(&mut c);
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+
+    let (half, rest) = BODY.split_at(BODY.len() / 2);
+    write!(c, "{head}Connection: close\r\n\r\n{half}").unwrap();
+    // Time for the server to read the head (an ordering, not an assertion): the request is
+    // then in flight, waiting for its body.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = s.child.id().to_string();
+    let signal = "-TERM";
+    assert!(Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(Duration::from_millis(200));
+    c.write_all(rest.as_bytes()).unwrap();
+    let mut second = String::new();
+    c.read_to_string(&mut second)
+        .expect("the answer to the request in flight");
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert!(second.contains(r#""overallCode":"OK""#), "{second}");
+    let status = s.terminate();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// One HTTP/1.1 response with a `Content-Length`, read whole.
+fn read_response(c: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).expect("a response head");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).expect("the body");
+    head + &String::from_utf8_lossy(&body)
 }
 
 #[test]
