@@ -125,6 +125,15 @@ impl FixedWindow {
         )
     }
 
+    /// The word [`step`](Self::step) writes, without its decision: the count in now's window
+    /// (or a later one the word holds, if the clock went back) plus `n`, if within the limit.
+    #[inline]
+    pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let (k, count) = self.current(word, self.index.div(now));
+        let after = count + u64::from(n);
+        (n > 0 && after <= u64::from(self.limit)).then(|| self.layout.pack(k, after))
+    }
+
     /// The decision of an admission that [`step`](Self::step) made at `now` by writing
     /// `written`: the same decision `step` returned with that write (the window and the count
     /// after it are in the word), without a second run of the step.

@@ -306,6 +306,20 @@ impl SlidingWindow {
         )
     }
 
+    /// The word [`step`](Self::step) writes, without its decision: the view's current count
+    /// plus `n`, if the weighted estimate admits it (nothing past the horizon).
+    #[inline]
+    pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        if n == 0 || self.past_horizon(now) {
+            return None;
+        }
+        let v = self.view(word, now);
+        let w = u128::from(self.window.get());
+        let curr = v.curr + u64::from(n);
+        let weighted = u128::from(v.prev) * (w - u128::from(v.e)) + u128::from(curr) * w;
+        (weighted <= u128::from(self.limit) * w).then(|| self.layout.pack(v.k, v.prev, curr))
+    }
+
     /// The decision of an admission that [`step`](Self::step) made at `now` by writing
     /// `written`: the same decision `step` returned with that write, without a second run of
     /// the step. The written word seen at `now` is the step's view with the admitted units
