@@ -140,9 +140,15 @@ impl FixedWindow {
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
         let (k, after) = self.layout.unpack(written);
-        // As in `step`: the end of window k, in u128; k is at least now's window.
-        let end = (u128::from(k) + 1) * u128::from(self.window.get());
-        let to_end = clamp_ns(end.saturating_sub(u128::from(now)));
+        // The time to the end of window k, `(k + 1) * W - now`, in u64: `k * W` fits (k is a
+        // window index of a u64 time), and k is now's window or a later one (a clock that went
+        // back), so `now - k * W < W` when `k * W <= now`. Past u64, clamped as in `step`.
+        let w = self.window.get();
+        let start = k * w;
+        let to_end = match start.checked_sub(now) {
+            Some(ahead) => ahead.saturating_add(w),
+            None => w - (now - start),
+        };
         let remaining = u64::from(self.limit).saturating_sub(after);
         Decision::allow(self.limit, remaining, NonZeroU64::MIN, to_end)
     }

@@ -321,8 +321,12 @@ impl SlidingWindow {
             return None;
         }
         let v = self.view_in(word, now, k);
-        let w = u128::from(self.window.get());
         let curr = v.curr + u64::from(n);
+        if v.prev == 0 {
+            // No previous count to weigh: the estimate is the current count.
+            return (curr <= u64::from(self.limit)).then(|| self.layout.pack(v.k, 0, curr));
+        }
+        let w = u128::from(self.window.get());
         let weighted = u128::from(v.prev) * (w - u128::from(v.e)) + u128::from(curr) * w;
         (weighted <= u128::from(self.limit) * w).then(|| self.layout.pack(v.k, v.prev, curr))
     }
