@@ -110,7 +110,7 @@ impl Algorithm {
     #[inline(always)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         if let Algorithm::Gcra(g) = self {
-            return g.step(word, now, n).1;
+            return g.next_word(word, now, n);
         }
         self.next_word_other(word, now, n)
     }
