@@ -32,6 +32,7 @@
 //! | `sliding_manual` | a direct sliding-window `Limiter` (2000 per 10 ms) on a manual clock advanced 4 µs per check: about a fifth denied, windows rolling |
 //! | `sliding1k_manual` | 1000 keys of a sliding-window table (200 per 1 ms), manual clock advanced 4 µs every 1000 checks: about a fifth denied |
 //! | `fixed1k_manual` | `sliding1k_manual` with a fixed window (200 per 1 ms) |
+//! | `window_fixed1k`, `window_sliding1k` | `table1k`'s shape (default store with `max_keys`, quanta clock, the same 1000 keys, every check admitted) with a fixed / sliding window of 10^6 per 10^4 s instead of GCRA: the three algorithms on one shape |
 //! | `floor` | the bare work under a keyed check, no limiter: a raw counter read (quanta's `raw`, no conversion to ns), a load and a compare-and-swap on one of 1000 cells of an array, in the same shuffled order as `table1k`'s keys, no hashing |
 //!
 //! Several names, comma-separated (`probe floor,table1k,gov1k 30000000`), run one after the
@@ -534,6 +535,24 @@ fn workload(name: &str, checks: usize) -> f64 {
             fill(&l, &ks);
             start = Instant::now();
             run_single(&l, &ks, checks, || clock.advance_ns(4_000))
+        }
+        "window_fixed1k" | "window_sliding1k" => {
+            // A window long and a limit large enough that no key is ever denied or rolls over.
+            let (limit, window) = (1_000_000, Duration::from_secs(10_000));
+            let b = if name == "window_fixed1k" {
+                KeyedLimiter::<u64>::fixed_window(limit, window)
+            } else {
+                KeyedLimiter::<u64>::sliding_window(limit, window)
+            };
+            let l = b
+                .clock(cellgate::clock::QuantaClock::new())
+                .max_keys(1_000)
+                .build()
+                .expect("valid limit");
+            let ks = u64_keys(1_000, 1);
+            fill(&l, &ks);
+            start = Instant::now();
+            run_single(&l, &ks, checks, || {})
         }
         "floor" => {
             // The indices of 1000 cells in the order `table1k` checks its keys.

@@ -125,15 +125,30 @@ impl FixedWindow {
         )
     }
 
+    /// The word [`step`](Self::step) writes, without its decision: the count in now's window
+    /// (or a later one the word holds, if the clock went back) plus `n`, if within the limit.
+    #[inline]
+    pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let (k, count) = self.current(word, self.index.div(now));
+        let after = count + u64::from(n);
+        (n > 0 && after <= u64::from(self.limit)).then(|| self.layout.pack(k, after))
+    }
+
     /// The decision of an admission that [`step`](Self::step) made at `now` by writing
     /// `written`: the same decision `step` returned with that write (the window and the count
     /// after it are in the word), without a second run of the step.
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
         let (k, after) = self.layout.unpack(written);
-        // As in `step`: the end of window k, in u128; k is at least now's window.
-        let end = (u128::from(k) + 1) * u128::from(self.window.get());
-        let to_end = clamp_ns(end.saturating_sub(u128::from(now)));
+        // The time to the end of window k, `(k + 1) * W - now`, in u64: `k * W` fits (k is a
+        // window index of a u64 time), and k is now's window or a later one (a clock that went
+        // back), so `now - k * W < W` when `k * W <= now`. Past u64, clamped as in `step`.
+        let w = self.window.get();
+        let start = k * w;
+        let to_end = match start.checked_sub(now) {
+            Some(ahead) => ahead.saturating_add(w),
+            None => w - (now - start),
+        };
         let remaining = u64::from(self.limit).saturating_sub(after);
         Decision::allow(self.limit, remaining, NonZeroU64::MIN, to_end)
     }

@@ -101,6 +101,24 @@ impl Gcra {
         self.step_within(tat, now, n, self.ceiling)
     }
 
+    /// The TAT [`step`](Self::step) writes, without its decision: `Some` iff `n > 0` units
+    /// fit the burst and the tolerance at `now`, before the representable horizon.
+    #[inline(always)]
+    pub(crate) fn next_word(&self, tat: u64, now: u64, n: u32) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        let need = u64::from(n).checked_mul(self.interval.get())?;
+        if need > self.tolerance {
+            return None;
+        }
+        let ahead = tat.saturating_sub(now).checked_add(need)?;
+        if ahead > self.ceiling {
+            return None;
+        }
+        now.checked_add(ahead)
+    }
+
     /// Decides `n` units at `now`, admitting them if the TAT afterwards is at most `ceiling`
     /// ahead of `now`; the admission is delayed by how far it overshoots the tolerance. A
     /// reservation passes `tolerance + max_wait`.

@@ -103,6 +103,27 @@ impl Algorithm {
         self.step_other(word, now, n)
     }
 
+    /// The word [`step`](Self::step) would write, without its decision: what the checks'
+    /// compare-and-swap loops run, and only the admission's outcome decides after the swap.
+    /// Equal to `self.step(word, now, n).1` (tested below); the window counters compute only
+    /// the new count, not the remaining units, reset or retry a decision reports.
+    #[inline(always)]
+    pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        if let Algorithm::Gcra(g) = self {
+            return g.next_word(word, now, n);
+        }
+        self.next_word_other(word, now, n)
+    }
+
+    #[inline(never)]
+    fn next_word_other(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        match self {
+            Algorithm::FixedWindow(f) => f.next_word(word, now, n),
+            Algorithm::SlidingWindow(s) => s.next_word(word, now, n),
+            other => other.step_other(word, now, n).1,
+        }
+    }
+
     #[inline(never)]
     fn step_other(&self, word: u64, now: u64, n: u32) -> Step {
         match self {
@@ -383,6 +404,7 @@ mod decision_props {
             for (dt, n) in moves {
                 now = now.saturating_add_signed(dt);
                 let (decision, next) = a.step(word, now, n);
+                prop_assert_eq!(a.next_word(word, now, n), next);
                 prop_assert_eq!(decision_after(&a, word, next, now, n), decision);
                 prop_assert_eq!(Outcome::of(&a, word, next).decision(&a, now, n), decision);
                 if let Some(w) = next {

@@ -239,8 +239,13 @@ impl SlidingWindow {
 
     #[inline]
     fn view(&self, word: u64, now: u64) -> View {
+        self.view_in(word, now, self.index.div(now))
+    }
+
+    /// [`view`](Self::view) with `now`'s window index `k` already computed.
+    #[inline]
+    fn view_in(&self, word: u64, now: u64, k: u64) -> View {
         let w = self.window.get();
-        let k = self.index.div(now);
         let (ks, p, c) = self.layout.unpack(word);
         if ks > k {
             View {
@@ -306,6 +311,26 @@ impl SlidingWindow {
         )
     }
 
+    /// The word [`step`](Self::step) writes, without its decision: the view's current count
+    /// plus `n`, if the weighted estimate admits it (nothing past the horizon).
+    #[inline]
+    pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let k = self.index.div(now);
+        // `k > last`: past the horizon (see `past_horizon`).
+        if n == 0 || k > self.last {
+            return None;
+        }
+        let v = self.view_in(word, now, k);
+        let curr = v.curr + u64::from(n);
+        if v.prev == 0 {
+            // No previous count to weigh: the estimate is the current count.
+            return (curr <= u64::from(self.limit)).then(|| self.layout.pack(v.k, 0, curr));
+        }
+        let w = u128::from(self.window.get());
+        let weighted = u128::from(v.prev) * (w - u128::from(v.e)) + u128::from(curr) * w;
+        (weighted <= u128::from(self.limit) * w).then(|| self.layout.pack(v.k, v.prev, curr))
+    }
+
     /// The decision of an admission that [`step`](Self::step) made at `now` by writing
     /// `written`: the same decision `step` returned with that write, without a second run of
     /// the step. The written word seen at `now` is the step's view with the admitted units
@@ -313,14 +338,24 @@ impl SlidingWindow {
     /// as in `step`.
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
-        let v = self.view(written, now);
-        let w = u128::from(self.window.get());
-        let prev_units = self.div_ceil(u128::from(v.prev) * (w - u128::from(v.e)));
+        // The written window `ks` is the step's view's: now's window, or a later one (a clock
+        // that went back), so the view of the written word needs no division: the time into
+        // it is `now - ks * W`, or 0 when `ks * W` is past `now` (`ks <= last`: no overflow).
+        let (ks, prev, curr) = self.layout.unpack(written);
+        let w = self.window.get();
+        let start = ks * w;
+        let e = now.saturating_sub(start);
+        let prev_units = if prev == 0 {
+            0
+        } else {
+            self.div_ceil(u128::from(prev) * u128::from(w - e))
+        };
         let remaining = u64::from(self.limit)
             .saturating_sub(prev_units)
-            .saturating_sub(v.curr);
-        // An admission counted units in window `v.k`: they weigh until two windows on.
-        let reset = (u128::from(v.k) * w + 2 * w).saturating_sub(u128::from(now));
+            .saturating_sub(curr);
+        // An admission counted units in window `ks`: they weigh until two windows on.
+        let w = u128::from(w);
+        let reset = (u128::from(start) + 2 * w).saturating_sub(u128::from(now));
         Decision::allow(self.limit, remaining, NonZeroU64::MIN, clamp_ns(reset))
     }
 

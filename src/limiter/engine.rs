@@ -150,7 +150,7 @@ pub(crate) trait Engine: Held {
         // without running a GCRA admission's step a second time; when the words are equal,
         // `decide` on `before` is taken (always right).
         let step = move |w| {
-            let write = algorithm.step(w, now, n).1;
+            let write = algorithm.next_word(w, now, n);
             ((w, write.unwrap_or(w)), write)
         };
         match self.apply(now, step, true) {
@@ -201,7 +201,7 @@ impl Cell {
         // `move`: the closure holds copies of `now` and `n`, so that no address of theirs
         // escapes and LLVM keeps them in registers (and folds `n` when it is a constant).
         let (word, next) = self.update(move |w| {
-            let next = algorithm.step(w, now, n).1;
+            let next = algorithm.next_word(w, now, n);
             ((w, next), next)
         });
         decision_after(algorithm, word, next, now, n)

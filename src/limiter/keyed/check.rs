@@ -142,7 +142,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     ) -> Decision {
         if let Some(found) = table.find(h) {
             let hit = Table::update(found, h, move |w| {
-                let next = algorithm.step(w, now, n).1;
+                let next = algorithm.next_word(w, now, n);
                 ((w, next), next)
             });
             if let Ok((word, next)) = hit {
@@ -150,7 +150,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
             }
         }
         let step = move |w| {
-            let next = algorithm.step(w, now, n).1;
+            let next = algorithm.next_word(w, now, n);
             ((w, next), next)
         };
         match self.insert_hashed(table, h, &ByFingerprint, now, step, true, None) {
@@ -175,7 +175,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
         // the key's slot.
         let step = move |w| {
-            let next = algorithm.step(w, now.get(), n).1;
+            let next = algorithm.next_word(w, now.get(), n);
             (Outcome::of(algorithm, w, next), next)
         };
         let decided = match table.try_update(h, key, step) {
