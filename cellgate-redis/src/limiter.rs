@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 
@@ -77,24 +77,7 @@ impl AnyLimiter<str> for KeyedFleet {
     }
 
     fn charge(&self, key: &str, n: u32) -> Reservation {
-        let pool = &self.shared.pool;
-        // Peek first: a check of a key the pool does not hold would insert it.
-        if n > 0 && pool.peek_n(key, n).is_allowed() {
-            let r = AnyLimiter::charge(pool, key, n);
-            if r.is_allowed() {
-                return r;
-            }
-        }
-        let d = wait(KeyedFleet::check_n(self, key, n));
-        let limit = self.policy.limit();
-        Reservation::unheld(if d.is_allowed() {
-            Decision::admitted(limit, 0, Duration::ZERO)
-        } else if d.via() == Via::Refused {
-            Decision::denied(limit, None, Duration::ZERO)
-        } else {
-            let retry = d.retry_after();
-            Decision::denied(limit, retry, retry.unwrap_or_default())
-        })
+        self.charge_by(key, n, Instant::now() + self.max_wait)
     }
 
     fn cancel(&self, key: &str, reservation: Reservation) -> bool {
@@ -114,6 +97,41 @@ impl AnyLimiter<str> for KeyedFleet {
         let mut s = Stats::default();
         s.keys = usize::try_from(KeyedFleet::stats(self).hot_keys).unwrap_or(usize::MAX);
         Some(s)
+    }
+}
+
+impl KeyedFleet {
+    /// As [`AnyLimiter::charge`], a cold key waiting for Redis at most until `deadline` (and at
+    /// most `max_wait`): for a caller that checks several limits within one bound. See
+    /// [`KeyedFleet::check_n_by`].
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// use std::time::{Duration, Instant};
+    /// let by = Instant::now() + Duration::from_millis(5);
+    /// let r = users.charge_by("alice", 1, by);
+    /// assert!(r.decision().limit() > 0);
+    /// # }
+    /// ```
+    pub fn charge_by(&self, key: &str, n: u32, deadline: Instant) -> Reservation {
+        let pool = &self.shared.pool;
+        // Peek first: a check of a key the pool does not hold would insert it.
+        if n > 0 && pool.peek_n(key, n).is_allowed() {
+            let r = AnyLimiter::charge(pool, key, n);
+            if r.is_allowed() {
+                return r;
+            }
+        }
+        let d = wait(KeyedFleet::check_n_by(self, key, n, deadline));
+        let limit = self.policy.limit();
+        Reservation::unheld(if d.is_allowed() {
+            Decision::admitted(limit, 0, Duration::ZERO)
+        } else if d.via() == Via::Refused {
+            Decision::denied(limit, None, Duration::ZERO)
+        } else {
+            let retry = d.retry_after();
+            Decision::denied(limit, retry, retry.unwrap_or_default())
+        })
     }
 }
 

@@ -11,6 +11,7 @@ mod fleet_api;
 mod fleet_processes;
 mod forgotten;
 mod keyed;
+mod keyed_deadline;
 mod keyed_forget;
 mod keyed_model;
 mod keyed_processes;

@@ -434,3 +434,74 @@ fn cl_throttle_keys_are_shared_by_the_fleet() {
     let other = cli_lines(&cli, &a.port(), "CL.THROTTLE other 1 1 1\n").join(" ");
     assert!(other.contains("distinct parameter sets"), "{other}");
 }
+
+/// Five rate limits, one per descriptor key: a request naming all five checks five fleet
+/// limits.
+const FIVE: &str = r#"domain: five
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: d
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: e
+    rate_limit: {unit: minute, requests_per_unit: 100}
+"#;
+
+/// A "Redis" on 127.0.0.1 that accepts connections, reads what it is sent and never answers;
+/// its thread stops when the value is dropped.
+struct Silent {
+    port: u16,
+    _stop: std::sync::mpsc::Sender<()>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        listener.set_nonblocking(true).expect("non-blocking accept");
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Err(std::sync::mpsc::TryRecvError::Empty) = stopped.try_recv() {
+                if let Ok((conn, _)) = listener.accept() {
+                    let _ = conn.set_nonblocking(true);
+                    held.push(conn);
+                }
+                for conn in &mut held {
+                    let mut sink = [0u8; 4096];
+                    let _ = std::io::Read::read(conn, &mut sink);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Silent { port, _stop: stop }
+    }
+}
+
+#[test]
+fn a_request_of_five_fleet_limits_against_a_silent_redis_is_answered_by_the_outage_rules() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let silent = Silent::start();
+    let url = format!("redis://127.0.0.1:{}", silent.port);
+    let s = Server::start(FIVE, &["--redis", &url, "--redis-max-wait-ms", "150"], &[]);
+    let body = r#"{"domain":"five","descriptors":[
+        {"entries":[{"key":"a","value":"k"}]},{"entries":[{"key":"b","value":"k"}]},
+        {"entries":[{"key":"c","value":"k"}]},{"entries":[{"key":"d","value":"k"}]},
+        {"entries":[{"key":"e","value":"k"}]}]}"#;
+    // Every answer comes (each request waits on Redis at most one bound in all, whatever
+    // its number of fleet limits), decided for every limit by the outage rules: the first
+    // request is admitted by each limit's outage share.
+    let (ok, over) = send(&s, body, 3);
+    assert_eq!(ok + over, 3);
+    assert!(ok >= 1, "the outage shares admit the first request");
+    let h = health_until(&s, |b| b.contains("redis"));
+    assert_eq!(h.status, 200);
+    assert_eq!(metric(&s, "cellgate_fleet_limits{state=\"fallback\"}"), 5);
+    assert_eq!(metric(&s, "cellgate_fleet_limits{state=\"connected\"}"), 0);
+}

@@ -233,6 +233,9 @@ pub(crate) struct Request {
     pub(crate) key: String,
     pub(crate) n: u32,
     pub(crate) deadline: Instant,
+    /// Whether the check was given the whole `max_wait`: only such a check's expiry says
+    /// that Redis is slow (one its caller cut short says nothing about Redis).
+    pub(crate) patient: bool,
     pub(crate) reply: oneshot::Sender<KeyDecision>,
 }
 
@@ -273,7 +276,7 @@ pub struct KeyedFleet {
     forget_tx: mpsc::Sender<Forget>,
     thread: Lock<Option<JoinHandle<()>>>,
     name: String,
-    max_wait: Duration,
+    pub(crate) max_wait: Duration,
     /// The limit's shards: 1 on one node, `CLUSTER_SHARDS` on a cluster.
     shards: usize,
 }
@@ -316,7 +319,26 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub async fn check_n(&self, key: &str, n: u32) -> KeyDecision {
-        match self.send(key, n) {
+        self.check_n_by(key, n, Instant::now() + self.max_wait)
+            .await
+    }
+
+    /// As [`check_n`](Self::check_n), waiting at most until `deadline` (and at most
+    /// `max_wait`): for a caller that checks several limits within one bound, giving each what
+    /// is left of it. A check whose deadline passes is decided by the outage fallback as one
+    /// past `max_wait` is; one cut short this way does not count Redis as slow.
+    ///
+    /// ```no_run
+    /// # async fn run(users: cellgate_redis::KeyedFleet, ips: cellgate_redis::KeyedFleet) {
+    /// use std::time::{Duration, Instant};
+    /// // Two limits, 5 ms for both together.
+    /// let by = Instant::now() + Duration::from_millis(5);
+    /// let user = users.check_n_by("alice", 1, by).await;
+    /// let ip = ips.check_n_by("10.0.0.7", 1, by).await;
+    /// # }
+    /// ```
+    pub async fn check_n_by(&self, key: &str, n: u32, deadline: Instant) -> KeyDecision {
+        match self.send(key, n, deadline) {
             Ok(d) => d,
             Err(rx) => rx.await.unwrap_or(REFUSED),
         }
@@ -334,7 +356,7 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub fn check_blocking(&self, key: &str, n: u32) -> KeyDecision {
-        match self.send(key, n) {
+        match self.send(key, n, Instant::now() + self.max_wait) {
             Ok(d) => d,
             Err(rx) => rx.blocking_recv().unwrap_or(REFUSED),
         }
@@ -362,7 +384,12 @@ impl KeyedFleet {
         None
     }
 
-    fn send(&self, key: &str, n: u32) -> Result<KeyDecision, oneshot::Receiver<KeyDecision>> {
+    fn send(
+        &self,
+        key: &str,
+        n: u32,
+        deadline: Instant,
+    ) -> Result<KeyDecision, oneshot::Receiver<KeyDecision>> {
         if let Some(d) = self.try_check(key, n) {
             return Ok(d);
         }
@@ -373,10 +400,12 @@ impl KeyedFleet {
             return Ok(d);
         }
         let (reply, rx) = oneshot::channel();
+        let full = Instant::now() + self.max_wait;
         let req = Request {
             key: key.to_owned(),
             n,
-            deadline: Instant::now() + self.max_wait,
+            deadline: deadline.min(full),
+            patient: deadline >= full,
             reply,
         };
         if self.tx.try_send(req).is_err() {

@@ -299,10 +299,8 @@ impl Task {
     /// The next moment something is due: a tick, a waiting check's deadline, a retry.
     fn wake_at(&self) -> Instant {
         let mut at = self.next_tick;
-        for q in &self.queues {
-            if let Some(r) = q.front() {
-                at = at.min(r.deadline);
-            }
+        for r in self.queues.iter().flatten() {
+            at = at.min(r.deadline);
         }
         for f in self.inflight.iter().flatten() {
             if f.call.is_none() {
@@ -470,13 +468,16 @@ impl Task {
         // queue while a batch is out waited on Redis as much as the batch's own checks.
         let mut late = Vec::new();
         for shard in 0..self.queues.len() {
+            // A caller may give a check less than `max_wait`, so deadlines are not in queue
+            // order: every queued check is looked at.
             let mut queued_late = false;
-            while self.queues[shard]
-                .front()
-                .is_some_and(|r| r.deadline <= now)
-            {
-                late.extend(self.queues[shard].pop_front());
-                queued_late = true;
+            if self.queues[shard].iter().any(|r| r.deadline <= now) {
+                let (gone, kept) = std::mem::take(&mut self.queues[shard])
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|r| r.deadline <= now);
+                self.queues[shard] = kept.into_iter().collect();
+                queued_late = gone.iter().any(|r| r.patient);
+                late.extend(gone);
             }
             let mut held_up = queued_late
                 && self.inflight[shard]
@@ -485,8 +486,9 @@ impl Task {
             if let Some(f) = &mut self.inflight[shard] {
                 for w in &mut f.waiters {
                     if w.as_ref().is_some_and(|r| r.deadline <= now) {
-                        late.extend(w.take());
-                        held_up = true;
+                        let r = w.take();
+                        held_up |= r.as_ref().is_some_and(|r| r.patient);
+                        late.extend(r);
                     }
                 }
             }

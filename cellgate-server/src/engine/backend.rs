@@ -106,3 +106,49 @@ impl Backend {
         }
     }
 }
+
+/// A limiter and the key it is checked for, within a request that started at `start`: a
+/// fleet limit's cold check waits at most what is left of the request's bound on Redis.
+pub(crate) struct Gate<'a> {
+    pub(crate) lim: &'a Lim,
+    pub(crate) key: &'a str,
+    pub(crate) start: std::time::Instant,
+}
+
+impl AnyLimiter for Gate<'_> {
+    fn check_n(&self, _key: &(), n: u32) -> Decision {
+        AnyLimiter::charge(self, &(), n).decision()
+    }
+
+    fn peek_n(&self, _key: &(), n: u32) -> Decision {
+        self.lim.peek_n(self.key, n)
+    }
+
+    fn charge(&self, _key: &(), n: u32) -> Reservation {
+        match self.lim {
+            Lim::Local(l) => AnyLimiter::<str>::charge(l, self.key, n),
+            #[cfg(feature = "server")]
+            Lim::Fleet(f) => f.charge_within(self.key, n, self.start),
+        }
+    }
+
+    fn charge_into(&self, _key: &(), n: u32, slot: &mut Option<Reservation>) -> bool {
+        match self.lim {
+            Lim::Local(l) => AnyLimiter::<str>::charge_into(l, self.key, n, slot),
+            #[cfg(feature = "server")]
+            Lim::Fleet(_) => slot.insert(AnyLimiter::charge(self, &(), n)).is_allowed(),
+        }
+    }
+
+    fn cancel(&self, _key: &(), reservation: Reservation) -> bool {
+        self.lim.cancel(self.key, reservation)
+    }
+
+    fn reserve(&self, _key: &(), n: u32, _max_wait: Duration) -> Reservation {
+        AnyLimiter::charge(self, &(), n)
+    }
+
+    fn policy(&self) -> Policy {
+        self.lim.policy()
+    }
+}

@@ -11,9 +11,11 @@
 //! reports them.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cellgate::{check_all_in, AnyLimiter, Decision};
 
+use super::backend::Gate;
 use super::limiters::Lim;
 use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
 
@@ -50,9 +52,6 @@ pub(crate) struct Item<'a> {
     pub(crate) replaces: Vec<Arc<str>>,
 }
 
-/// A limiter and the key it is checked for.
-type Gate<'a> = (&'a Lim, &'a str);
-
 /// The item and the check within it that a gate belongs to.
 type Owner = (usize, usize);
 
@@ -65,6 +64,9 @@ struct Outcome {
 
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
 pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
+    // One bound on Redis for the whole request: every fleet check waits at most until
+    // `start` plus the bound.
+    let start = Instant::now();
     let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
     let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
     let forced = items
@@ -77,7 +79,14 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
         .filter(|(_, it)| charges(it))
         .flat_map(|(i, it)| {
             let key = it.key.as_str();
-            (it.checks.iter().enumerate()).map(move |(j, c)| ((c.lim, key), (i, j)))
+            (it.checks.iter().enumerate()).map(move |(j, c)| {
+                let gate = Gate {
+                    lim: c.lim,
+                    key,
+                    start,
+                };
+                (gate, (i, j))
+            })
         })
         .collect();
     let list: Vec<(&dyn AnyLimiter, u32)> = gates
@@ -107,7 +116,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
             } else {
                 Verdict::Admitted
             };
-            status(it, verdict, ratio)
+            status(it, verdict, ratio, start)
         })
         .collect()
 }
@@ -124,9 +133,9 @@ enum Verdict<'d> {
     Refused { denier: Option<usize> },
 }
 
-/// The status of one item once the enforced charges are made (`denied`: the request was
-/// refused and nothing was charged).
-fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
+/// The status of one item once the enforced charges are made (`start`: when the request's
+/// bound on Redis began).
+fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: Instant) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -148,11 +157,11 @@ fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
             duration_until_reset: None,
             stats: Some(over_stats(it)),
         },
-        Kind::Limited => limited(it, verdict, ratio),
+        Kind::Limited => limited(it, verdict, ratio, start),
     }
 }
 
-fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus {
+fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: Instant) -> DescriptorStatus {
     let n = it.hits;
     let outcomes: Vec<Outcome> = match verdict {
         Verdict::Charged(decisions) => decisions
@@ -163,7 +172,7 @@ fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64) -> DescriptorStatus 
             })
             .collect(),
         // A shadow descriptor of an admitted request is charged on its own.
-        Verdict::Admitted if n > 0 => charge_alone(it),
+        Verdict::Admitted if n > 0 => charge_alone(it, start),
         Verdict::Admitted => look(it, false, None),
         Verdict::Refused { denier } => look(it, n > 0, denier),
     };
@@ -225,8 +234,14 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
 }
 
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
-fn charge_alone(it: &Item<'_>) -> Vec<Outcome> {
-    let gates: Vec<(&Lim, &str)> = it.checks.iter().map(|c| (c.lim, it.key.as_str())).collect();
+fn charge_alone(it: &Item<'_>, start: Instant) -> Vec<Outcome> {
+    let gates: Vec<Gate<'_>> = (it.checks.iter())
+        .map(|c| Gate {
+            lim: c.lim,
+            key: it.key.as_str(),
+            start,
+        })
+        .collect();
     let list: Vec<(&dyn AnyLimiter, u32)> = gates
         .iter()
         .map(|g| (g as &dyn AnyLimiter, it.hits))

@@ -1,6 +1,6 @@
 //! Fleet mode (`--redis`): every limit shared by the servers that run the same configuration,
 //! through cellgate-redis's [`KeyedFleet`] (hot keys leased, cold keys checked in Redis in
-//! batches, at most `max_wait` per check).
+//! batches, at most `max_wait` per request, whatever its number of fleet limits).
 //!
 //! Each limit becomes one keyed fleet limit, named from its domain, its place in the
 //! descriptor tree and its definition (see the `name` module): servers with the same configuration
@@ -13,7 +13,9 @@ mod name;
 mod throttle;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use cellgate::Reservation;
 
 use cellgate_redis::{FleetError, FleetState, KeyedFleet};
 
@@ -39,7 +41,8 @@ pub struct FleetOptions {
     /// One URL (`redis://`, or `rediss://` with the `tls` feature), or several
     /// comma-separated seed nodes of a Redis Cluster.
     pub redis: String,
-    /// The longest one limit's check waits on Redis before the outage rules decide it.
+    /// The longest a request waits on Redis, for all its limits together, before the outage
+    /// rules decide what is left of it.
     pub max_wait: Duration,
 }
 
@@ -110,6 +113,7 @@ impl Backend {
         tracing::debug!(limit = %describe(spec), fleet = %name, "fleet limit started");
         Ok(FleetLim {
             fleet,
+            max_wait: self.options.max_wait,
             retired: Arc::clone(&self.retired),
         })
     }
@@ -163,6 +167,8 @@ pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
 /// One limit shared through Redis.
 pub(crate) struct FleetLim {
     fleet: KeyedFleet,
+    /// The longest a request waits on Redis, for all its fleet limits together.
+    max_wait: Duration,
     retired: Arc<Total>,
 }
 
@@ -170,6 +176,13 @@ impl FleetLim {
     /// The keyed fleet limit.
     pub(crate) fn fleet(&self) -> &KeyedFleet {
         &self.fleet
+    }
+
+    /// Charges `n` units of `key`, a cold key waiting for Redis at most until `start` plus
+    /// the bound: every fleet limit of a request shares the request's `start`, so the request
+    /// waits at most one bound in all (a check left no time is decided by the outage rules).
+    pub(crate) fn charge_within(&self, key: &str, n: u32, start: Instant) -> Reservation {
+        self.fleet.charge_by(key, n, start + self.max_wait)
     }
 
     /// Keys leased in this process.
