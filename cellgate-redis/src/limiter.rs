@@ -77,7 +77,7 @@ impl AnyLimiter<str> for KeyedFleet {
     }
 
     fn charge(&self, key: &str, n: u32) -> Reservation {
-        self.charge_by(key, n, Instant::now() + self.max_wait)
+        self.charge_within(key, n, None)
     }
 
     fn cancel(&self, key: &str, reservation: Reservation) -> bool {
@@ -114,6 +114,12 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub fn charge_by(&self, key: &str, n: u32, deadline: Instant) -> Reservation {
+        self.charge_within(key, n, Some(deadline))
+    }
+
+    /// A charge whose cold check waits at most until `deadline`, or the whole `max_wait`
+    /// (`None`).
+    fn charge_within(&self, key: &str, n: u32, deadline: Option<Instant>) -> Reservation {
         let pool = &self.shared.pool;
         // Peek first: a check of a key the pool does not hold would insert it.
         if n > 0 && pool.peek_n(key, n).is_allowed() {
@@ -122,7 +128,7 @@ impl KeyedFleet {
                 return r;
             }
         }
-        let d = wait(KeyedFleet::check_n_by(self, key, n, deadline));
+        let d = wait(self.check_within(key, n, deadline));
         let limit = self.policy.limit();
         Reservation::unheld(if d.is_allowed() {
             Decision::admitted(limit, 0, Duration::ZERO)

@@ -37,8 +37,8 @@ pub(crate) struct Cli {
     /// `tls` feature), or these comma-separated seed nodes of a Redis Cluster.
     #[arg(long, env = "REDIS_URL", value_name = "URL[,URL...]")]
     pub redis: Option<String>,
-    /// Fleet mode: milliseconds one limit's check waits on Redis before the outage rules
-    /// decide it.
+    /// Fleet mode: milliseconds a request waits on Redis in all, its limits together, before
+    /// the outage rules decide the limits still waiting.
     #[arg(long, env = "REDIS_MAX_WAIT_MS", default_value_t = 5)]
     pub redis_max_wait_ms: u64,
     /// Fleet mode: /healthcheck answers 503 while Redis does not answer for some limit

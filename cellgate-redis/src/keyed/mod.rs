@@ -319,8 +319,7 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub async fn check_n(&self, key: &str, n: u32) -> KeyDecision {
-        self.check_n_by(key, n, Instant::now() + self.max_wait)
-            .await
+        self.check_within(key, n, None).await
     }
 
     /// As [`check_n`](Self::check_n), waiting at most until `deadline` (and at most
@@ -338,6 +337,16 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub async fn check_n_by(&self, key: &str, n: u32, deadline: Instant) -> KeyDecision {
+        self.check_within(key, n, Some(deadline)).await
+    }
+
+    /// A check waiting at most until `deadline`, or the whole `max_wait` (`None`).
+    pub(crate) async fn check_within(
+        &self,
+        key: &str,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> KeyDecision {
         match self.send(key, n, deadline) {
             Ok(d) => d,
             Err(rx) => rx.await.unwrap_or(REFUSED),
@@ -356,7 +365,7 @@ impl KeyedFleet {
     /// # }
     /// ```
     pub fn check_blocking(&self, key: &str, n: u32) -> KeyDecision {
-        match self.send(key, n, Instant::now() + self.max_wait) {
+        match self.send(key, n, None) {
             Ok(d) => d,
             Err(rx) => rx.blocking_recv().unwrap_or(REFUSED),
         }
@@ -388,7 +397,7 @@ impl KeyedFleet {
         &self,
         key: &str,
         n: u32,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Result<KeyDecision, oneshot::Receiver<KeyDecision>> {
         if let Some(d) = self.try_check(key, n) {
             return Ok(d);
@@ -401,11 +410,17 @@ impl KeyedFleet {
         }
         let (reply, rx) = oneshot::channel();
         let full = Instant::now() + self.max_wait;
+        // Only a check given the whole `max_wait` says Redis is slow when it expires: one its
+        // caller cut short (`Some` earlier deadline) says nothing about Redis.
+        let (deadline, patient) = match deadline {
+            None => (full, true),
+            Some(d) => (d.min(full), d >= full),
+        };
         let req = Request {
             key: key.to_owned(),
             n,
-            deadline: deadline.min(full),
-            patient: deadline >= full,
+            deadline,
+            patient,
             reply,
         };
         if self.tx.try_send(req).is_err() {
