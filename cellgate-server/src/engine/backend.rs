@@ -112,6 +112,8 @@ impl Backend {
 pub(crate) struct Gate<'a> {
     pub(crate) lim: &'a Lim,
     pub(crate) key: &'a str,
+    // Read by fleet limits only, which need the `server` feature (the fuzz build has none).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) start: std::time::Instant,
 }
 

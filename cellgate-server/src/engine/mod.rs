@@ -411,7 +411,13 @@ impl Engine {
         let Backend::Fleet(backend) = &self.backend else {
             return None;
         };
-        Some(backend.report(&self.each_limiter()))
+        let limiters = self.each_limiter();
+        Some(
+            backend.report(limiters.iter().filter_map(|l| match l.as_ref() {
+                Lim::Fleet(f) => Some(f),
+                _ => None,
+            })),
+        )
     }
 
     /// Hands back what the fleet limits hold leased and stops their background tasks; checks

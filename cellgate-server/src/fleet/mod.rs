@@ -20,7 +20,6 @@ use cellgate::Reservation;
 use cellgate_redis::{FleetError, FleetState, KeyedFleet};
 
 use crate::config::{Algorithm, RuleSpec};
-use crate::engine::Lim;
 use crate::sync::Total;
 
 pub(crate) use name::{describe, name};
@@ -119,15 +118,13 @@ impl Backend {
     }
 
     /// The state of `limiters` as Redis answers them.
-    pub(crate) fn report(&self, limiters: &[Arc<Lim>]) -> Report {
+    pub(crate) fn report<'a>(&self, fleets: impl IntoIterator<Item = &'a FleetLim>) -> Report {
         let mut report = Report {
             backend_errors: self.retired.get(),
             ..Report::default()
         };
-        for lim in limiters {
-            if let Lim::Fleet(f) = lim.as_ref() {
-                report.add(f.fleet.state(), f.fleet.stats().backend_errors);
-            }
+        for f in fleets {
+            report.add(f.fleet.state(), f.fleet.stats().backend_errors);
         }
         report
     }
