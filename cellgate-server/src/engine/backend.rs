@@ -107,14 +107,14 @@ impl Backend {
     }
 }
 
-/// A limiter and the key it is checked for, within a request that started at `start`: a
+/// A limiter and the key it is checked for, within a request whose first fleet check was at `start`: a
 /// fleet limit's cold check waits at most what is left of the request's bound on Redis.
 pub(crate) struct Gate<'a> {
     pub(crate) lim: &'a Lim,
     pub(crate) key: &'a str,
     // Read by fleet limits only, which need the `server` feature (the fuzz build has none).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) start: std::time::Instant,
+    pub(crate) start: &'a std::cell::OnceCell<std::time::Instant>,
 }
 
 impl AnyLimiter for Gate<'_> {
@@ -130,7 +130,11 @@ impl AnyLimiter for Gate<'_> {
         match self.lim {
             Lim::Local(l) => AnyLimiter::<str>::charge(l, self.key, n),
             #[cfg(feature = "server")]
-            Lim::Fleet(f) => f.charge_within(self.key, n, self.start),
+            Lim::Fleet(f) => f.charge_within(
+                self.key,
+                n,
+                *self.start.get_or_init(std::time::Instant::now),
+            ),
         }
     }
 

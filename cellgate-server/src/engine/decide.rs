@@ -10,6 +10,7 @@
 //! own charge would not fit, so that a client sees each limit that refused, as ratelimit
 //! reports them.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,8 +66,10 @@ struct Outcome {
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
 pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
     // One bound on Redis for the whole request: every fleet check waits at most until
-    // `start` plus the bound.
-    let start = Instant::now();
+    // `start` (the request's first fleet check, read then: local limits need no clock read
+    // here) plus the bound.
+    let start = OnceCell::new();
+    let start = &start;
     let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
     let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
     let forced = items
@@ -135,7 +138,12 @@ enum Verdict<'d> {
 
 /// The status of one item once the enforced charges are made (`start`: when the request's
 /// bound on Redis began).
-fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: Instant) -> DescriptorStatus {
+fn status(
+    it: &Item<'_>,
+    verdict: Verdict<'_>,
+    ratio: f64,
+    start: &OnceCell<Instant>,
+) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -161,7 +169,12 @@ fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: Instant) -> De
     }
 }
 
-fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: Instant) -> DescriptorStatus {
+fn limited(
+    it: &Item<'_>,
+    verdict: Verdict<'_>,
+    ratio: f64,
+    start: &OnceCell<Instant>,
+) -> DescriptorStatus {
     let n = it.hits;
     let outcomes: Vec<Outcome> = match verdict {
         Verdict::Charged(decisions) => decisions
@@ -234,7 +247,7 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
 }
 
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
-fn charge_alone(it: &Item<'_>, start: Instant) -> Vec<Outcome> {
+fn charge_alone(it: &Item<'_>, start: &OnceCell<Instant>) -> Vec<Outcome> {
     let gates: Vec<Gate<'_>> = (it.checks.iter())
         .map(|c| Gate {
             lim: c.lim,
