@@ -20,17 +20,9 @@ use cellgate_redis::{Fleet, KeyedFleet, Via};
 
 #[test]
 fn unacknowledged_grants_of_a_stock_are_recorded_as_stranded() {
-    let Some(master) = common::redis() else {
+    let Some((master, replica)) = master_and_replica() else {
         return;
     };
-    let port = master.port.to_string();
-    let Some(replica) = common::redis_with(&["--replicaof", "127.0.0.1", &port]) else {
-        return;
-    };
-    common::wait_for("the replica to sync", || {
-        let info: String = master.cmd(&["INFO", "replication"]);
-        info.contains("state=online")
-    });
     let stock = 100_000u64;
     let f = Fleet::stock("stranded", stock)
         .connect(&master.url())
@@ -294,17 +286,9 @@ fn a_clean_shutdown_leaves_no_keyed_holding_nor_stranded_units() {
 
 #[test]
 fn unacknowledged_keyed_batches_of_a_stock_are_recorded_as_stranded_per_key() {
-    let Some(master) = common::redis() else {
+    let Some((master, replica)) = master_and_replica() else {
         return;
     };
-    let port = master.port.to_string();
-    let Some(replica) = common::redis_with(&["--replicaof", "127.0.0.1", &port]) else {
-        return;
-    };
-    common::wait_for("the replica to sync", || {
-        let info: String = master.cmd(&["INFO", "replication"]);
-        info.contains("state=online")
-    });
     let name = "kunacked";
     let f = KeyedFleet::stock(name, KEY_STOCK)
         // Cold keys only: every check is passed through in a batch.
@@ -348,4 +332,16 @@ fn unacknowledged_keyed_batches_of_a_stock_are_recorded_as_stranded_per_key() {
             "{key}: sold {sold}, stranded {s}"
         );
     }
+}
+
+/// A master and one replica of it, in sync.
+fn master_and_replica() -> Option<(common::RedisServer, common::RedisServer)> {
+    let master = common::redis()?;
+    let port = master.port.to_string();
+    let replica = common::redis_with(&["--replicaof", "127.0.0.1", &port])?;
+    common::wait_for("the replica to sync", || {
+        let info: String = master.cmd(&["INFO", "replication"]);
+        info.contains("state=online")
+    });
+    Some((master, replica))
 }
