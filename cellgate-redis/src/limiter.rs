@@ -117,18 +117,52 @@ impl KeyedFleet {
         self.charge_within(key, n, Some(deadline))
     }
 
-    /// A charge whose cold check waits at most until `deadline`, or the whole `max_wait`
-    /// (`None`).
-    fn charge_within(&self, key: &str, n: u32, deadline: Option<Instant>) -> Reservation {
+    /// As [`AnyLimiter::charge`] when this process can answer without Redis (from the key's
+    /// lease, or a spent lease refused here); `None` when only Redis can answer, and then
+    /// nothing was charged and nothing sent: for a caller on an async runtime's thread that
+    /// must not block, and moves the check elsewhere only when it would wait.
+    ///
+    /// ```no_run
+    /// # fn run(users: cellgate_redis::KeyedFleet) {
+    /// use cellgate::AnyLimiter;
+    /// let r = match users.charge_now("alice", 1) {
+    ///     Some(r) => r,
+    ///     // Waits for Redis (at most `max_wait`): off the async runtime's threads.
+    ///     None => AnyLimiter::charge(&users, "alice", 1),
+    /// };
+    /// # }
+    /// ```
+    pub fn charge_now(&self, key: &str, n: u32) -> Option<Reservation> {
+        if let Some(r) = self.charge_lease(key, n) {
+            return Some(r);
+        }
+        self.answer_now(key, n).map(|d| self.reservation_of(d))
+    }
+
+    /// A charge of the key's lease, when it holds `n` units.
+    fn charge_lease(&self, key: &str, n: u32) -> Option<Reservation> {
         let pool = &self.shared.pool;
         // Peek first: a check of a key the pool does not hold would insert it.
         if n > 0 && pool.peek_n(key, n).is_allowed() {
             let r = AnyLimiter::charge(pool, key, n);
             if r.is_allowed() {
-                return r;
+                return Some(r);
             }
         }
-        let d = wait(self.check_within(key, n, deadline));
+        None
+    }
+
+    /// A charge whose cold check waits at most until `deadline`, or the whole `max_wait`
+    /// (`None`).
+    fn charge_within(&self, key: &str, n: u32, deadline: Option<Instant>) -> Reservation {
+        if let Some(r) = self.charge_lease(key, n) {
+            return r;
+        }
+        self.reservation_of(wait(self.check_within(key, n, deadline)))
+    }
+
+    /// A decision made away from the lease, as a reservation that holds no units here.
+    fn reservation_of(&self, d: crate::keyed::KeyDecision) -> Reservation {
         let limit = self.policy.limit();
         Reservation::unheld(if d.is_allowed() {
             Decision::admitted(limit, 0, Duration::ZERO)

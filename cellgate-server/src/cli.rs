@@ -41,6 +41,15 @@ pub(crate) struct Cli {
     /// the outage rules decide the limits still waiting.
     #[arg(long, env = "REDIS_MAX_WAIT_MS", default_value_t = 5)]
     pub redis_max_wait_ms: u64,
+    /// Fleet mode: checks per second of one key in this server above which the key is
+    /// leased (decided here from units Redis granted in advance) instead of checked in Redis.
+    #[arg(
+        long,
+        env = "REDIS_HOT_RATE",
+        default_value_t = 10,
+        value_name = "PER_SECOND"
+    )]
+    pub redis_hot_rate: u32,
     /// Fleet mode: /healthcheck answers 503 while Redis does not answer for some limit
     /// (default: 200, naming the state).
     #[arg(long, env = "REDIS_HEALTH_STRICT", action = clap::ArgAction::Set,
@@ -210,6 +219,7 @@ impl Cli {
             fleet: self.redis.as_deref().map(|url| FleetOptions {
                 redis: url.to_owned(),
                 max_wait: Duration::from_millis(self.redis_max_wait_ms),
+                hot_rate: self.redis_hot_rate,
             }),
             health_strict: self.redis_health_strict,
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {

@@ -87,6 +87,7 @@ pub(crate) struct Metrics {
     live_keys: Gauge,
     fleet_limits: Family<Vec<(&'static str, &'static str)>, Gauge>,
     fleet_backend_errors: Seen,
+    pub(crate) fleet_waited: Count,
     series: BoundedSet<Arc<str>>,
 }
 
@@ -108,6 +109,7 @@ impl Metrics {
             live_keys: Gauge::default(),
             fleet_limits: Family::default(),
             fleet_backend_errors: Seen::default(),
+            fleet_waited: Count::default(),
             series: BoundedSet::new(max_series),
         };
         let hits = [
@@ -167,6 +169,12 @@ impl Metrics {
             "cellgate_fleet_backend_errors",
             "Fleet mode: Redis commands that failed or timed out, over every limit",
             m.fleet_backend_errors.clone(),
+        );
+        registry.register(
+            "cellgate_fleet_requests_waited",
+            "Fleet mode: requests that had to wait for Redis (a key without a lease here), \
+             decided off the threads that serve the network",
+            m.fleet_waited.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -505,3 +505,76 @@ fn a_request_of_five_fleet_limits_against_a_silent_redis_is_answered_by_the_outa
     assert_eq!(metric(&s, "cellgate_fleet_limits{state=\"fallback\"}"), 5);
     assert_eq!(metric(&s, "cellgate_fleet_limits{state=\"connected\"}"), 0);
 }
+
+/// A stock leased once hot, and a rate checked per user (every user new: always cold).
+const LEASED: &str = r#"domain: fleet
+descriptors:
+  - key: item
+    rate_limit: {algorithm: stock, requests_per_unit: 60}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 100000}
+  - key: hot
+    rate_limit: {unit: minute, requests_per_unit: 100000}
+"#;
+
+/// One request of `descriptors` (`(key, value)` each) to `/json`: whether it was admitted.
+fn admitted(s: &Server, descriptors: &[(&str, &str)]) -> bool {
+    let list: Vec<String> = (descriptors.iter())
+        .map(|(k, v)| format!(r#"{{"entries":[{{"key":"{k}","value":"{v}"}}]}}"#))
+        .collect();
+    let body = format!(r#"{{"domain":"fleet","descriptors":[{}]}}"#, list.join(","));
+    let r = curl(&["-X", "POST", "--data-binary", &body, &s.url("/json")]);
+    assert!(r.status == 200 || r.status == 429, "answered {}", r.status);
+    r.status == 200
+}
+
+#[test]
+fn a_leased_key_is_decided_without_waiting_and_a_request_that_waits_is_charged_once() {
+    let Some(redis) = Redis::start() else { return };
+    let s = Server::start(
+        LEASED,
+        &["--redis", &redis.url(), "--redis-hot-rate", "1"],
+        &[],
+    );
+    let waited = || metric(&s, "cellgate_fleet_requests_waited");
+    // A key checked often enough is leased: then its requests stop waiting for Redis. A
+    // round of 20 that adds no wait shows it (bounded: 40 rounds).
+    let mut quiet_round = false;
+    for _ in 0..40 {
+        let before = waited();
+        assert_eq!(
+            send(
+                &s,
+                r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"hot","value":"h"}]}]}"#,
+                20
+            ),
+            (20, 0)
+        );
+        if waited() == before {
+            quiet_round = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        quiet_round,
+        "every round of a hot key waited for Redis: {} waits",
+        waited()
+    );
+    // Every request also carries a user never seen (cold: it waits), so a request that found
+    // the stock's lease gave up first, and then was decided again waiting: the stock is
+    // sold exactly, each sale charged once. Demand exceeds it.
+    let waited_before = waited();
+    let mut sold = 0;
+    for i in 0..100 {
+        if admitted(&s, &[("item", "sku"), ("user", &format!("u{i}"))]) {
+            sold += 1;
+        }
+    }
+    assert_eq!(sold, 60, "sold {sold} of a stock of 60 to 100 buyers");
+    let sales_waited = waited() - waited_before;
+    assert!(
+        sales_waited >= 60,
+        "each sale waited for its new user: {sales_waited}"
+    );
+}

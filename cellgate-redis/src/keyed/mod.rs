@@ -393,19 +393,26 @@ impl KeyedFleet {
         None
     }
 
+    /// The decision when this process can make it without Redis: from the key's lease, a
+    /// spent lease refused here, or a shut-down limiter. `None`: only Redis can answer, and
+    /// nothing was charged or sent.
+    pub(crate) fn answer_now(&self, key: &str, n: u32) -> Option<KeyDecision> {
+        if let Some(d) = self.try_check(key, n) {
+            return Some(d);
+        }
+        if self.shared.stop.raised() {
+            return Some(REFUSED);
+        }
+        self.spent_lease(key, n)
+    }
+
     fn send(
         &self,
         key: &str,
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<KeyDecision, oneshot::Receiver<KeyDecision>> {
-        if let Some(d) = self.try_check(key, n) {
-            return Ok(d);
-        }
-        if self.shared.stop.raised() {
-            return Ok(REFUSED);
-        }
-        if let Some(d) = self.spent_lease(key, n) {
+        if let Some(d) = self.answer_now(key, n) {
             return Ok(d);
         }
         let (reply, rx) = oneshot::channel();

@@ -1,15 +1,15 @@
 //! The client: HTTP/2 connections shared by tasks, each with one request outstanding.
 //!
 //! Closed loop (the default): every task sends its next request when the last one is
-//! answered, so `--in-flight` requests are always outstanding. Open loop (`--rate R`): the
-//! tasks share a schedule of R requests a second (task `i` of `M` owns the sends
-//! `i, i + M, i + 2M, ...`), each sending at its scheduled time. A request whose scheduled
-//! time comes while its task still waits for the previous answer is sent late, and its
-//! latency counts from the scheduled time (the wait is the server's doing, so it is not
-//! omitted). Otherwise the latency counts from the send: tokio's timer wakes up to a
-//! millisecond late, which is the client's doing. `--in-flight` must then be large enough
-//! that tasks are seldom behind; the line printed gives the rate achieved and how many sends
-//! were late.
+//! answered, so `--in-flight` requests are always outstanding. Open loop (`--rate R`): a pacer
+//! thread releases R sends a second at evenly spaced times (`start + i / R`) into a queue the
+//! tasks take from, so the arrivals are as smooth as the operating system's sleep allows
+//! (tens of microseconds) rather than batched on tokio's millisecond timer, which would send a
+//! whole millisecond's requests at once. Every latency counts from the send's scheduled time:
+//! a send that waits in the queue because every task is still waiting for an answer counts
+//! that wait (the server's doing, not omitted). `--in-flight` must be large enough that the
+//! queue seldom waits; the line printed gives the rate achieved and how many sends left the
+//! queue a millisecond or more after their time (`late`).
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3 as pb;
 use envoy_types::pb::envoy::service::ratelimit::v3::{
     rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
 };
+use tokio::sync::{mpsc, Mutex};
 use tonic::transport::Channel;
 
 use crate::{number, value};
@@ -143,24 +144,50 @@ impl Tally {
 }
 
 /// What one task sends, and when.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Plan {
     task: u64,
     tasks: u64,
     descriptors: usize,
     keys: u64,
     end: Instant,
-    /// Open loop: the schedule's start and the interval between two sends of the schedule.
-    schedule: Option<(Instant, Duration)>,
     /// Key flood: this many requests in all, each with a new key.
     distinct: Option<u64>,
+    /// Open loop: the pacer's queue of scheduled send times, shared by the tasks.
+    paced: Option<Paced>,
 }
+
+type Paced = std::sync::Arc<Mutex<mpsc::UnboundedReceiver<Instant>>>;
+
+/// Open loop's pacer: an OS thread that puts each send's scheduled time `start + i * every`
+/// into the queue when it comes, sleeping in between, until `end`. A thread rather than a
+/// tokio timer because the timer's resolution is one millisecond.
+fn pace(start: Instant, every: Duration, end: Instant) -> Paced {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for i in 0u32.. {
+            let due = start + every * i;
+            if due >= end {
+                break;
+            }
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if tx.send(due).is_err() {
+                break;
+            }
+        }
+    });
+    std::sync::Arc::new(Mutex::new(rx))
+}
+
+/// A send a millisecond or more after its scheduled time is counted late.
+const LATE: Duration = Duration::from_millis(1);
 
 async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
     let mut t = Tally::default();
     let mut g = Keys((p.task + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
-    // No answer is awaited before the first send.
-    let mut last_answer = p.schedule.map_or_else(Instant::now, |(t0, _)| t0);
     for j in 0u64.. {
         let key = match p.distinct {
             Some(n) => {
@@ -172,26 +199,20 @@ async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
             }
             None => g.next(p.keys),
         };
-        let start = match p.schedule {
-            Some((t0, every)) => {
-                let due = t0 + every.mul_f64((p.task + j * p.tasks) as f64);
-                if due >= p.end {
-                    break;
-                }
-                if last_answer > due {
+        let start = match &p.paced {
+            Some(queue) => {
+                let due = queue.lock().await.recv().await;
+                let Some(due) = due else { break };
+                if due.elapsed() >= LATE {
                     t.late += 1;
-                    due
-                } else {
-                    tokio::time::sleep_until(due.into()).await;
-                    Instant::now()
                 }
+                due
             }
             None if p.distinct.is_none() && Instant::now() >= p.end => break,
             None => Instant::now(),
         };
         t.record(c.should_rate_limit(request(key, p.descriptors)).await);
-        last_answer = Instant::now();
-        let micros = last_answer.duration_since(start).as_micros();
+        let micros = start.elapsed().as_micros();
         t.micros.push(micros.min(u128::from(u32::MAX)) as u32);
     }
     t
@@ -203,16 +224,17 @@ pub(crate) async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         chans.push(RateLimitServiceClient::connect(format!("http://{}", a.addr)).await?);
     }
     let started = Instant::now();
+    let end = started + Duration::from_secs(a.seconds);
     let plan = Plan {
         task: 0,
         tasks: a.in_flight as u64,
         descriptors: a.descriptors,
         keys: a.keys,
-        end: started + Duration::from_secs(a.seconds),
-        schedule: a
-            .rate
-            .map(|r| (started, Duration::from_secs(1).div_f64(r as f64))),
+        end,
         distinct: a.distinct,
+        paced: a
+            .rate
+            .map(|r| pace(started, Duration::from_secs(1).div_f64(r as f64), end)),
     };
     let handles: Vec<_> = (0..a.in_flight)
         .map(|i| {
@@ -221,7 +243,7 @@ pub(crate) async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 c,
                 Plan {
                     task: i as u64,
-                    ..plan
+                    ..plan.clone()
                 },
             ))
         })

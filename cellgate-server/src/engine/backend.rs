@@ -107,14 +107,42 @@ impl Backend {
     }
 }
 
-/// A limiter and the key it is checked for, within a request whose first fleet check was at `start`: a
-/// fleet limit's cold check waits at most what is left of the request's bound on Redis.
+/// One request's terms with Redis, shared by its fleet checks.
+// Read by fleet limits only, which need the `server` feature (the fuzz build has none).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) struct Bound {
+    /// The request's first fleet check that could wait: every one waits at most until then
+    /// plus the bound (set then, so that local limits need no clock read).
+    start: std::cell::OnceCell<std::time::Instant>,
+    /// Whether a fleet check may wait for Redis at all.
+    may_wait: bool,
+    /// Set when a check that may not wait would have: it answered a refusal instead.
+    would_wait: std::cell::Cell<bool>,
+}
+
+impl Bound {
+    /// A request's terms: its fleet checks wait for Redis (`may_wait`) or give up.
+    pub(crate) fn new(may_wait: bool) -> Bound {
+        Bound {
+            start: std::cell::OnceCell::new(),
+            may_wait,
+            would_wait: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Whether a check gave up because it would have waited.
+    pub(crate) fn gave_up(&self) -> bool {
+        self.would_wait.get()
+    }
+}
+
+/// A limiter and the key it is checked for, within a request's `bound`: a fleet limit's cold
+/// check waits at most what is left of the request's bound on Redis, or not at all.
 pub(crate) struct Gate<'a> {
     pub(crate) lim: &'a Lim,
     pub(crate) key: &'a str,
-    // Read by fleet limits only, which need the `server` feature (the fuzz build has none).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) start: &'a std::cell::OnceCell<std::time::Instant>,
+    pub(crate) bound: &'a Bound,
 }
 
 impl AnyLimiter for Gate<'_> {
@@ -130,10 +158,20 @@ impl AnyLimiter for Gate<'_> {
         match self.lim {
             Lim::Local(l) => AnyLimiter::<str>::charge(l, self.key, n),
             #[cfg(feature = "server")]
+            Lim::Fleet(f) if !self.bound.may_wait => {
+                f.charge_now(self.key, n).unwrap_or_else(|| {
+                    // A refusal ends the all-or-nothing charge here, and the core gives back what
+                    // the request's other limits took: the request is decided again, waiting.
+                    self.bound.would_wait.set(true);
+                    let limit = self.lim.policy().limit();
+                    Reservation::unheld(Decision::denied(limit, None, Duration::ZERO))
+                })
+            }
+            #[cfg(feature = "server")]
             Lim::Fleet(f) => f.charge_within(
                 self.key,
                 n,
-                *self.start.get_or_init(std::time::Instant::now),
+                *self.bound.start.get_or_init(std::time::Instant::now),
             ),
         }
     }

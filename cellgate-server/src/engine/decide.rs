@@ -10,13 +10,11 @@
 //! own charge would not fit, so that a client sees each limit that refused, as ratelimit
 //! reports them.
 
-use std::cell::OnceCell;
 use std::sync::Arc;
-use std::time::Instant;
 
 use cellgate::{check_all_in, AnyLimiter, Decision};
 
-use super::backend::Gate;
+use super::backend::{Bound, Gate};
 use super::limiters::Lim;
 use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
 
@@ -64,12 +62,19 @@ struct Outcome {
 }
 
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
-pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
-    // One bound on Redis for the whole request: every fleet check waits at most until
-    // `start` (the request's first fleet check, read then: local limits need no clock read
-    // here) plus the bound.
-    let start = OnceCell::new();
-    let start = &start;
+/// With `may_wait` false, `None` (nothing charged) when a fleet check would wait for Redis.
+pub(crate) fn run(items: &[Item<'_>], ratio: f64, may_wait: bool) -> Option<Vec<DescriptorStatus>> {
+    // A shadow descriptor is charged after the others are final: too late to give up then.
+    if !may_wait
+        && items
+            .iter()
+            .any(|it| it.shadow && it.hits > 0 && matches!(it.kind, Kind::Limited))
+    {
+        return None;
+    }
+    // One bound on Redis for the whole request (see `Bound`).
+    let bound = Bound::new(may_wait);
+    let start = &bound;
     let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
     let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
     let forced = items
@@ -86,7 +91,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
                 let gate = Gate {
                     lim: c.lim,
                     key,
-                    start,
+                    bound: start,
                 };
                 (gate, (i, j))
             })
@@ -102,6 +107,9 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
     } else {
         check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|(_, owner)| *owner))
     };
+    if bound.gave_up() {
+        return None;
+    }
     let denied = forced || denier.is_some();
     let mut taken = decisions.as_slice();
     items
@@ -121,7 +129,8 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64) -> Vec<DescriptorStatus> {
             };
             status(it, verdict, ratio, start)
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// What happened to the request, as one descriptor sees it.
@@ -138,12 +147,7 @@ enum Verdict<'d> {
 
 /// The status of one item once the enforced charges are made (`start`: when the request's
 /// bound on Redis began).
-fn status(
-    it: &Item<'_>,
-    verdict: Verdict<'_>,
-    ratio: f64,
-    start: &OnceCell<Instant>,
-) -> DescriptorStatus {
+fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -169,12 +173,7 @@ fn status(
     }
 }
 
-fn limited(
-    it: &Item<'_>,
-    verdict: Verdict<'_>,
-    ratio: f64,
-    start: &OnceCell<Instant>,
-) -> DescriptorStatus {
+fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound) -> DescriptorStatus {
     let n = it.hits;
     let outcomes: Vec<Outcome> = match verdict {
         Verdict::Charged(decisions) => decisions
@@ -247,12 +246,12 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
 }
 
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
-fn charge_alone(it: &Item<'_>, start: &OnceCell<Instant>) -> Vec<Outcome> {
+fn charge_alone(it: &Item<'_>, start: &Bound) -> Vec<Outcome> {
     let gates: Vec<Gate<'_>> = (it.checks.iter())
         .map(|c| Gate {
             lim: c.lim,
             key: it.key.as_str(),
-            start,
+            bound: start,
         })
         .collect();
     let list: Vec<(&dyn AnyLimiter, u32)> = gates

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use cellgate::clock::Clock;
 
-use crate::api::{Code, Descriptor, RateLimitRequest, RateLimitResponse, RequestError};
+use crate::api::{
+    Code, Descriptor, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestError,
+};
 use crate::clock::UnixClock;
 use crate::config::Config;
 use decide::{Check, Item, Kind};
@@ -243,6 +245,54 @@ impl Engine {
     /// assert!(e.decide(&RateLimitRequest::default()).is_err());
     /// ```
     pub fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+        // A pass that may wait always answers (`None` comes only from one that may not);
+        // were it ever `None`, the request is refused rather than admitted unchecked.
+        self.decide_in(req, true).map(|r| {
+            r.unwrap_or_else(|| RateLimitResponse {
+                overall: Code::OverLimit,
+                statuses: (req.descriptors.iter())
+                    .map(|_| DescriptorStatus {
+                        code: Code::OverLimit,
+                        ..DescriptorStatus::unlimited()
+                    })
+                    .collect(),
+            })
+        })
+    }
+
+    /// As [`decide`](Self::decide) without waiting for Redis: `None` when a fleet limit's
+    /// check would have to (its key holds no lease here), and then the request charged
+    /// nothing. So a caller on an async runtime's thread decides most requests there, and
+    /// moves only those that wait. In-process limits never wait; a request with a charged
+    /// shadow-mode descriptor in fleet mode is always `None` (its shadow charge comes after
+    /// the others are final, too late to give up).
+    ///
+    /// # Errors
+    ///
+    /// As [`decide`](Self::decide).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::{api::{Descriptor, RateLimitRequest}, config::Config, engine::{Engine, EngineOptions}};
+    /// let cfg = Config::from_yaml("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n").unwrap();
+    /// let e = Engine::new(cfg, EngineOptions::default());
+    /// let req = RateLimitRequest { domain: "d".into(), descriptors: vec![Descriptor::new([("k", "v")])], hits_addend: 1 };
+    /// assert!(e.decide_now(&req).unwrap().is_some());
+    /// ```
+    pub fn decide_now(
+        &self,
+        req: &RateLimitRequest,
+    ) -> Result<Option<RateLimitResponse>, RequestError> {
+        self.decide_in(req, false)
+    }
+
+    /// The decision; with `may_wait` false, `None` when a fleet check would wait for Redis.
+    fn decide_in(
+        &self,
+        req: &RateLimitRequest,
+        may_wait: bool,
+    ) -> Result<Option<RateLimitResponse>, RequestError> {
         input::check(req, &self.options.input)?;
         let snapshot = self.state.load();
         let Some(domain) = snapshot.config.domains.get(&req.domain) else {
@@ -267,13 +317,15 @@ impl Engine {
         } else {
             self.options.near_limit_ratio
         };
-        let statuses = decide::run(&items, ratio);
+        let Some(statuses) = decide::run(&items, ratio, may_wait) else {
+            return Ok(None);
+        };
         let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
             Code::OverLimit
         } else {
             Code::Ok
         };
-        Ok(RateLimitResponse { overall, statuses })
+        Ok(Some(RateLimitResponse { overall, statuses }))
     }
 
     /// The descriptor resolved against the config (or its override).

@@ -43,10 +43,14 @@ pub struct FleetOptions {
     /// The longest a request waits on Redis, for all its limits together, before the outage
     /// rules decide what is left of it.
     pub max_wait: Duration,
+    /// Checks per second of one key in this server above which the key is leased (answered
+    /// here from units taken from Redis in advance) rather than checked in Redis.
+    pub hot_rate: u32,
 }
 
 impl FleetOptions {
-    /// Options for the Redis at `redis`, waiting at most 5 ms per check.
+    /// Options for the Redis at `redis`, waiting at most 5 ms per request, leasing keys
+    /// checked more than 10 times a second.
     ///
     /// # Examples
     ///
@@ -58,6 +62,7 @@ impl FleetOptions {
         FleetOptions {
             redis: redis.to_owned(),
             max_wait: Duration::from_millis(5),
+            hot_rate: 10,
         }
     }
 }
@@ -107,6 +112,7 @@ impl Backend {
         };
         let builder = builder
             .max_wait(self.options.max_wait)
+            .hot_rate(self.options.hot_rate.max(1))
             .max_hot(max_hot.max(1));
         let fleet = start(builder, &self.options.redis)?;
         tracing::debug!(limit = %describe(spec), fleet = %name, "fleet limit started");
@@ -180,6 +186,12 @@ impl FleetLim {
     /// waits at most one bound in all (a check left no time is decided by the outage rules).
     pub(crate) fn charge_within(&self, key: &str, n: u32, start: Instant) -> Reservation {
         self.fleet.charge_by(key, n, start + self.max_wait)
+    }
+
+    /// Charges `n` units of `key` when this process can decide without Redis; `None` (and
+    /// nothing charged) when the check would wait.
+    pub(crate) fn charge_now(&self, key: &str, n: u32) -> Option<Reservation> {
+        self.fleet.charge_now(key, n)
     }
 
     /// Keys leased in this process.

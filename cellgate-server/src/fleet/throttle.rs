@@ -101,12 +101,15 @@ impl Throttles {
         let key = fleet_key(key);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // ≤ burst (u32)
         let n = p.quantity as u32;
-        let d = crate::fleet::blocking(|| {
-            if n == 0 {
-                AnyLimiter::<str>::peek_n(&*fleet, &key, 0)
-            } else {
-                AnyLimiter::<str>::check_n(&*fleet, &key, n)
-            }
+        // A look, or a key this process can decide (a lease), is answered on this thread;
+        // only a check that waits for Redis moves off it.
+        let now = if n == 0 {
+            Some(AnyLimiter::<str>::peek_n(&*fleet, &key, 0))
+        } else {
+            fleet.charge_now(&key, n).map(|r| r.decision())
+        };
+        let d = now.unwrap_or_else(|| {
+            crate::fleet::blocking(|| AnyLimiter::<str>::check_n(&*fleet, &key, n))
         });
         Ok(reply(limit, &d))
     }

@@ -53,14 +53,19 @@ pub(crate) struct Service {
 }
 
 impl Service {
-    /// The engine's decision. A fleet limit's cold check waits for Redis on this thread (at
-    /// most its `max_wait`): see `fleet::blocking`.
+    /// The engine's decision. In fleet mode a request whose limits this process can decide
+    /// (leases) is decided here; one that must wait for Redis is decided again, this time
+    /// waiting (at most the bound) on a thread marked as blocking: see `fleet::blocking`.
+    /// The first try charged nothing when it gave up.
     fn engine_decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        if self.engine.is_fleet() {
-            crate::fleet::blocking(|| self.engine.decide(req))
-        } else {
-            self.engine.decide(req)
+        if !self.engine.is_fleet() {
+            return self.engine.decide(req);
         }
+        if let Some(r) = self.engine.decide_now(req)? {
+            return Ok(r);
+        }
+        self.metrics.fleet_waited.add(1);
+        crate::fleet::blocking(|| self.engine.decide(req))
     }
 
     /// Decides `req`, counts it, and builds the headers.

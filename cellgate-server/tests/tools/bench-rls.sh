@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RLS over gRPC: cellgate-server against ratelimit's design (a gRPC server answering each
 # request with one Redis pipeline of INCRBY + EXPIRE per descriptor) and against the ceiling
-# (the same gRPC stack, an empty handler), one client for all three, runs alternating.
+# (the same gRPC stack, an empty handler), one client for all, runs alternating. A fourth
+# target, `fleet`, is cellgate-server in fleet mode (`--redis` to the same redis-server).
 #
 # usage: bench-rls.sh CELLGATE_SERVER_BIN RLS_LOAD_BIN KEY_MEMORY_BIN [RUNS=5] [SECONDS=3] [FLOOD=1000000]
 #   (build them: cargo build --release -p cellgate-server --bins --examples)
@@ -9,9 +10,9 @@
 # 1. Saturation: closed loop, 4 connections, 64 requests in flight; 1 and 3 descriptors,
 #    keys from a set of 1,000 and of 1,000,000. CSV per run, then medians. Each run also
 #    gives the server side's CPU time per request (user + system, from /proc; the baseline's
-#    counts redis-server too): steadier than the rates on a shared machine.
+#    and the fleet's count redis-server too): steadier than the rates on a shared machine.
 # 2. Half load: open loop at half cellgate-server's median saturating rate of each shape,
-#    128 tasks; latency from the scheduled send when a task is behind (see rls_load's load.rs).
+#    128 tasks; every latency from its scheduled send (a pacer thread; see rls_load's load.rs).
 # 3. Memory per key: a fresh cellgate-server's RSS growth under a flood of FLOOD distinct
 #    keys (one descriptor each), over its live keys; beside the core KeyedLimiter's
 #    (KEY_MEMORY_BIN, the same keys).
@@ -47,6 +48,10 @@ procs[redis]=$rpid
 "$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off >"$tmp/cellgate" 2>/dev/null &
 pids+=($!)
 procs[cellgate]=$!
+"$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off \
+  --redis "redis://127.0.0.1:$rport" >"$tmp/fleet" 2>/dev/null &
+pids+=($!)
+procs[fleet]="$! $rpid"
 "$load" serve --handler redis-pipeline --redis "redis://127.0.0.1:$rport" >"$tmp/redis" &
 pids+=($!)
 procs[redis]+=" $!"
@@ -57,7 +62,7 @@ hz=$(getconf CLK_TCK)
 # cpu_ticks PID...: user + system time of the processes, in clock ticks.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 declare -A addr
-for t in cellgate redis empty; do addr[$t]=$(wait_addr "$tmp/$t" grpc); done
+for t in cellgate fleet redis empty; do addr[$t]=$(wait_addr "$tmp/$t" grpc); done
 echo "# uptime before: $(uptime)"
 # one TARGET MODE DESCRIPTORS KEYS RUN [load flags...]: one CSV line, ending with the
 # server-side CPU time per request in microseconds.
@@ -88,7 +93,7 @@ echo "$header" | tee "$tmp/runs.csv"
 for run in $(seq "$runs"); do
   for d in 1 3; do
     for k in 1000 1000000; do
-      for t in cellgate redis empty; do
+      for t in cellgate fleet redis empty; do
         one "$t" saturation "$d" "$k" "$run" --connections 4 --in-flight 64 | tee -a "$tmp/runs.csv"
       done
     done
@@ -102,7 +107,7 @@ done <"$tmp/sat.csv"
 for run in $(seq "$runs"); do
   for d in 1 3; do
     for k in 1000 1000000; do
-      for t in cellgate redis empty; do
+      for t in cellgate fleet redis empty; do
         one "$t" half "$d" "$k" "$run" --connections 4 --in-flight 128 --rate "${half[$d,$k]}" \
           | tee -a "$tmp/runs.csv"
       done
@@ -116,6 +121,10 @@ awk -F, '$2 == "saturation" { r[$1, $3, $4] = $5; s[$3 "," $4] = 1 }
   END { for (x in s) { split(x, a, ","); printf "descriptors=%s keys=%s: %.2fx the ceiling, %.2fx the baseline\n",
     a[1], a[2], r["cellgate", a[1], a[2]] / r["empty", a[1], a[2]], r["cellgate", a[1], a[2]] / r["redis", a[1], a[2]] } }' \
   "$tmp/med.csv" | sort
+echo "# fleet mode: cellgate-server --redis over the same in-process, median rates at saturation"
+awk -F, '$2 == "saturation" { r[$1, $3, $4] = $5; s[$3 "," $4] = 1 }
+  END { for (x in s) { split(x, a, ","); printf "descriptors=%s keys=%s: %.2fx in-process\n",
+    a[1], a[2], r["fleet", a[1], a[2]] / r["cellgate", a[1], a[2]] } }' "$tmp/med.csv" | sort
 echo "# ratios of the median server CPU per request at saturation: cellgate/empty, cellgate/redis"
 awk -F, '$2 == "saturation" { r[$1, $3, $4] = $9; s[$3 "," $4] = 1 }
   END { for (x in s) { split(x, a, ","); printf "descriptors=%s keys=%s: %.2fx the ceiling'"'"'s, %.2fx the baseline'"'"'s\n",
