@@ -1,5 +1,6 @@
 //! Reload on change: a file rewritten, a ConfigMap's `..data` symlink swapped, an invalid
-//! config refused (the old one stays, the error counter moves) while requests are answered.
+//! config refused (the old one stays, the error counter moves) while requests are answered;
+//! all of it again while a load runs, an unchanged limit keeping its state throughout.
 
 use crate::common;
 
@@ -114,4 +115,92 @@ fn a_configmap_symlink_swap_is_reloaded() {
         counter(&s, "ratelimit_service_config_load_error") >= 1
     });
     assert_eq!(limit_in_force(&s), 4, "the previous config stays in force");
+}
+
+/// `config(limit)` with a stock of 40 that no reload changes.
+fn config_with_stock(limit: u32) -> String {
+    format!(
+        "{}  - key: item\n    rate_limit: {{algorithm: stock, requests_per_unit: 40}}\n",
+        config(limit)
+    )
+}
+
+/// Sends the item request `n` times on one connection: (answered 200, answered 429, other).
+fn sell(url: &str, n: usize) -> (u64, u64, u64) {
+    let body = r#"{"domain":"shop","descriptors":[{"entries":[{"key":"item","value":"sku"}]}]}"#;
+    let mut args: Vec<&str> = vec!["-s", "--max-time", "20", "-w", "%{http_code}\n"];
+    args.extend(["-X", "POST", "--data-binary", body]);
+    for _ in 0..n {
+        args.extend(["-o", "/dev/null", url]);
+    }
+    let out = std::process::Command::new("curl")
+        .args(&args)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let count = |code: &str| text.lines().filter(|c| *c == code).count() as u64;
+    let (ok, over) = (count("200"), count("429"));
+    (ok, over, n as u64 - ok - over)
+}
+
+#[test]
+fn reloads_while_a_load_runs_answer_every_request_and_keep_the_unchanged_limits_state() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    // A ConfigMap volume, as in `a_configmap_symlink_swap_is_reloaded`.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().to_owned();
+    let version = |name: &str, text: &str| {
+        std::fs::create_dir(root.join(name)).expect("mkdir");
+        std::fs::write(root.join(name).join("shop.yaml"), text).expect("write");
+    };
+    let swap = |name: &str| {
+        std::os::unix::fs::symlink(name, root.join("..data_tmp")).expect("symlink");
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("swap ..data");
+    };
+    version("..v1", &config_with_stock(3));
+    std::os::unix::fs::symlink("..v1", root.join("..data")).expect("symlink");
+    std::os::unix::fs::symlink("..data/shop.yaml", root.join("shop.yaml")).expect("symlink");
+    let s = Server::start_in(dir, &root, &[], &[]);
+    let url = s.url("/json");
+
+    // The load: the stock's item requested in batches until told to stop (bounded).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let totals = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let mut t = (0, 0, 0);
+            for _ in 0..500 {
+                let (ok, over, other) = sell(&url, 10);
+                t = (t.0 + ok, t.1 + over, t.2 + other);
+                if stop.load(std::sync::atomic::Ordering::Relaxed) && t.0 + t.1 >= 100 {
+                    break;
+                }
+            }
+            t
+        });
+        // Swapped in, a broken one refused, swapped in again, then rewritten in place.
+        version("..v2", &config_with_stock(4));
+        swap("..v2");
+        eventually("v2 in force", || limit_in_force(&s) == 4);
+        version("..v3", INVALID);
+        swap("..v3");
+        eventually("the invalid config counted", || {
+            counter(&s, "ratelimit_service_config_load_error") >= 1
+        });
+        assert_eq!(limit_in_force(&s), 4, "the previous config stays in force");
+        version("..v4", &config_with_stock(6));
+        swap("..v4");
+        eventually("v4 in force", || limit_in_force(&s) == 6);
+        std::fs::write(root.join("..v4").join("shop.yaml"), config_with_stock(8))
+            .expect("rewrite in place");
+        eventually("the rewritten v4 in force", || limit_in_force(&s) == 8);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().expect("load thread")
+    });
+    let (sold, refused, other) = totals;
+    assert_eq!(other, 0, "every request answered 200 or 429");
+    // The stock's limit never changed: its state survived every reload, sold exactly once.
+    assert_eq!(sold, 40, "sold {sold} (refused {refused}) of a stock of 40");
+    assert!(counter(&s, "ratelimit_service_config_load_success") >= 4);
 }
