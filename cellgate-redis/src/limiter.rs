@@ -163,15 +163,29 @@ impl KeyedFleet {
 
     /// A decision made away from the lease, as a reservation that holds no units here.
     fn reservation_of(&self, d: crate::keyed::KeyDecision) -> Reservation {
+        Reservation::unheld(self.decision_of(&d))
+    }
+
+    /// The key decision `d` (of [`check_n`](KeyedFleet::check_n) or its kin) as a `cellgate`
+    /// decision of this limit, as [`AnyLimiter::check_n`] answers it: for a caller that awaits
+    /// a cold check and goes on with the core's types.
+    ///
+    /// ```no_run
+    /// # async fn run(users: cellgate_redis::KeyedFleet) {
+    /// let d = users.decision_of(&users.check_n("alice", 1).await);
+    /// assert!(d.limit() > 0);
+    /// # }
+    /// ```
+    pub fn decision_of(&self, d: &crate::keyed::KeyDecision) -> Decision {
         let limit = self.policy.limit();
-        Reservation::unheld(if d.is_allowed() {
+        if d.is_allowed() {
             Decision::admitted(limit, 0, Duration::ZERO)
         } else if d.via() == Via::Refused {
             Decision::denied(limit, None, Duration::ZERO)
         } else {
             let retry = d.retry_after();
             Decision::denied(limit, retry, retry.unwrap_or_default())
-        })
+        }
     }
 }
 

@@ -42,7 +42,7 @@ impl RateLimitService for Rls {
     ) -> Result<Response<pb::RateLimitResponse>, Status> {
         let req = from_proto(request.into_inner())
             .inspect_err(|_| self.service.metrics.request_error())?;
-        match self.service.decide(&req) {
+        match self.service.decide(&req).await {
             Ok(answer) => Ok(Response::new(to_proto(answer))),
             Err(e) => Err(Status::invalid_argument(e.to_string())),
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use cellgate::clock::Clock;
 use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 
+use super::decide::{Mode, Owner};
 use crate::config::{build, LocalLim, RuleSpec};
 
 /// A limit's keyed state.
@@ -110,29 +111,28 @@ impl Backend {
 /// One request's terms with Redis, shared by its fleet checks.
 // Read by fleet limits only, which need the `server` feature (the fuzz build has none).
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) struct Bound {
+pub(crate) struct Bound<'a> {
     /// The request's first fleet check that could wait: every one waits at most until then
     /// plus the bound (set then, so that local limits need no clock read).
     start: std::cell::OnceCell<std::time::Instant>,
-    /// Whether a fleet check may wait for Redis at all.
-    may_wait: bool,
+    mode: Mode<'a>,
     /// Set when a check that may not wait would have: it answered a refusal instead.
-    would_wait: std::cell::Cell<bool>,
+    pending: std::cell::Cell<Option<Owner>>,
 }
 
-impl Bound {
-    /// A request's terms: its fleet checks wait for Redis (`may_wait`) or give up.
-    pub(crate) fn new(may_wait: bool) -> Bound {
+impl<'a> Bound<'a> {
+    /// A request's terms with Redis.
+    pub(crate) fn new(mode: Mode<'a>) -> Bound<'a> {
         Bound {
             start: std::cell::OnceCell::new(),
-            may_wait,
-            would_wait: std::cell::Cell::new(false),
+            mode,
+            pending: std::cell::Cell::new(None),
         }
     }
 
-    /// Whether a check gave up because it would have waited.
-    pub(crate) fn gave_up(&self) -> bool {
-        self.would_wait.get()
+    /// The check that gave up because it would have waited, if one did.
+    pub(crate) fn pending(&self) -> Option<Owner> {
+        self.pending.get()
     }
 }
 
@@ -142,7 +142,34 @@ pub(crate) struct Gate<'a> {
     pub(crate) lim: &'a Lim,
     pub(crate) key: &'a str,
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) bound: &'a Bound,
+    pub(crate) owner: Owner,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) bound: &'a Bound<'a>,
+}
+
+impl Gate<'_> {
+    /// A fleet limit's charge as the request's mode says.
+    #[cfg(feature = "server")]
+    fn fleet_charge(&self, f: &crate::fleet::FleetLim, n: u32) -> Reservation {
+        let answers = match self.bound.mode {
+            Mode::Wait => {
+                let start = *self.bound.start.get_or_init(std::time::Instant::now);
+                return f.charge_within(self.key, n, start);
+            }
+            Mode::Answers(answers) => answers,
+        };
+        if let Some((_, d)) = answers.iter().find(|(o, _)| *o == self.owner) {
+            // Redis decided this check already (and charged it there when it admitted).
+            return Reservation::unheld(*d);
+        }
+        f.charge_now(self.key, n).unwrap_or_else(|| {
+            // A refusal ends the all-or-nothing charge here, and the core gives back what the
+            // request's other limits took: the request is run again once Redis has answered.
+            self.bound.pending.set(Some(self.owner));
+            let limit = self.lim.policy().limit();
+            Reservation::unheld(Decision::denied(limit, None, Duration::ZERO))
+        })
+    }
 }
 
 impl AnyLimiter for Gate<'_> {
@@ -158,21 +185,7 @@ impl AnyLimiter for Gate<'_> {
         match self.lim {
             Lim::Local(l) => AnyLimiter::<str>::charge(l, self.key, n),
             #[cfg(feature = "server")]
-            Lim::Fleet(f) if !self.bound.may_wait => {
-                f.charge_now(self.key, n).unwrap_or_else(|| {
-                    // A refusal ends the all-or-nothing charge here, and the core gives back what
-                    // the request's other limits took: the request is decided again, waiting.
-                    self.bound.would_wait.set(true);
-                    let limit = self.lim.policy().limit();
-                    Reservation::unheld(Decision::denied(limit, None, Duration::ZERO))
-                })
-            }
-            #[cfg(feature = "server")]
-            Lim::Fleet(f) => f.charge_within(
-                self.key,
-                n,
-                *self.bound.start.get_or_init(std::time::Instant::now),
-            ),
+            Lim::Fleet(f) => self.fleet_charge(f, n),
         }
     }
 

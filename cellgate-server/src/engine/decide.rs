@@ -52,7 +52,7 @@ pub(crate) struct Item<'a> {
 }
 
 /// The item and the check within it that a gate belongs to.
-type Owner = (usize, usize);
+pub(crate) type Owner = (usize, usize);
 
 /// What happened to one check.
 #[derive(Clone, Copy)]
@@ -61,19 +61,38 @@ struct Outcome {
     over: bool,
 }
 
+/// How a run's fleet checks meet Redis.
+#[derive(Clone, Copy)]
+pub(crate) enum Mode<'a> {
+    /// A cold key's check waits for Redis on this thread (at most the request's bound).
+    Wait,
+    /// A check whose owner has an answer here takes it (Redis already decided it); another
+    /// that would wait gives up, and the run ends as [`Ran::Wait`] with nothing charged.
+    /// (Fleet mode's: without the `server` feature nothing builds it.)
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    Answers(&'a [(Owner, Decision)]),
+}
+
+/// How a run ended.
+pub(crate) enum Ran {
+    /// Decided: one status per item.
+    Done(Vec<DescriptorStatus>),
+    /// Nothing charged: this check needs Redis's answer first.
+    Wait(#[cfg_attr(not(feature = "server"), allow(dead_code))] Owner),
+    /// Nothing charged: decide waiting (a charged shadow descriptor, whose charge comes after
+    /// the others are final: too late to give up then).
+    Blocking,
+}
+
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
-/// With `may_wait` false, `None` (nothing charged) when a fleet check would wait for Redis.
-pub(crate) fn run(items: &[Item<'_>], ratio: f64, may_wait: bool) -> Option<Vec<DescriptorStatus>> {
-    // A shadow descriptor is charged after the others are final: too late to give up then.
-    if !may_wait
-        && items
-            .iter()
-            .any(|it| it.shadow && it.hits > 0 && matches!(it.kind, Kind::Limited))
-    {
-        return None;
+pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
+    let shadow_charges =
+        |it: &Item<'_>| it.shadow && it.hits > 0 && matches!(it.kind, Kind::Limited);
+    if matches!(mode, Mode::Answers(_)) && items.iter().any(shadow_charges) {
+        return Ran::Blocking;
     }
     // One bound on Redis for the whole request (see `Bound`).
-    let bound = Bound::new(may_wait);
+    let bound = Bound::new(mode);
     let start = &bound;
     let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
     let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
@@ -91,6 +110,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, may_wait: bool) -> Option<Vec<
                 let gate = Gate {
                     lim: c.lim,
                     key,
+                    owner: (i, j),
                     bound: start,
                 };
                 (gate, (i, j))
@@ -107,12 +127,12 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, may_wait: bool) -> Option<Vec<
     } else {
         check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|(_, owner)| *owner))
     };
-    if bound.gave_up() {
-        return None;
+    if let Some(owner) = bound.pending() {
+        return Ran::Wait(owner);
     }
     let denied = forced || denier.is_some();
     let mut taken = decisions.as_slice();
-    items
+    let statuses = items
         .iter()
         .enumerate()
         .map(|(i, it)| {
@@ -129,8 +149,8 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, may_wait: bool) -> Option<Vec<
             };
             status(it, verdict, ratio, start)
         })
-        .collect::<Vec<_>>()
-        .into()
+        .collect::<Vec<_>>();
+    Ran::Done(statuses)
 }
 
 /// What happened to the request, as one descriptor sees it.
@@ -147,7 +167,7 @@ enum Verdict<'d> {
 
 /// The status of one item once the enforced charges are made (`start`: when the request's
 /// bound on Redis began).
-fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound) -> DescriptorStatus {
+fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -173,7 +193,7 @@ fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound) -> Des
     }
 }
 
-fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound) -> DescriptorStatus {
+fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) -> DescriptorStatus {
     let n = it.hits;
     let outcomes: Vec<Outcome> = match verdict {
         Verdict::Charged(decisions) => decisions
@@ -246,11 +266,14 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
 }
 
 /// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
-fn charge_alone(it: &Item<'_>, start: &Bound) -> Vec<Outcome> {
+fn charge_alone(it: &Item<'_>, start: &Bound<'_>) -> Vec<Outcome> {
     let gates: Vec<Gate<'_>> = (it.checks.iter())
-        .map(|c| Gate {
+        .enumerate()
+        .map(|(j, c)| Gate {
             lim: c.lim,
             key: it.key.as_str(),
+            // Shadow charges run only in `Mode::Wait`, where no owner is looked up.
+            owner: (usize::MAX, j),
             bound: start,
         })
         .collect();

@@ -11,6 +11,11 @@ mod input;
 mod limiters;
 mod matcher;
 mod overrides;
+#[cfg(feature = "server")]
+mod wait;
+
+#[cfg(feature = "server")]
+pub(crate) use wait::Awaited;
 
 use std::sync::Arc;
 
@@ -22,7 +27,7 @@ use crate::api::{
 };
 use crate::clock::UnixClock;
 use crate::config::Config;
-use decide::{Check, Item, Kind};
+use decide::{Check, Item, Kind, Mode, Ran};
 #[cfg(feature = "server")]
 pub(crate) use limiters::Lim;
 use limiters::{Backend, Limiters};
@@ -245,87 +250,64 @@ impl Engine {
     /// assert!(e.decide(&RateLimitRequest::default()).is_err());
     /// ```
     pub fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
-        // A pass that may wait always answers (`None` comes only from one that may not);
-        // were it ever `None`, the request is refused rather than admitted unchecked.
-        self.decide_in(req, true).map(|r| {
-            r.unwrap_or_else(|| RateLimitResponse {
-                overall: Code::OverLimit,
-                statuses: (req.descriptors.iter())
-                    .map(|_| DescriptorStatus {
-                        code: Code::OverLimit,
-                        ..DescriptorStatus::unlimited()
-                    })
-                    .collect(),
-            })
+        let snapshot = self.state.load();
+        let overrides = self.accept(&snapshot, req)?;
+        let items = self.items(&snapshot, req, &overrides);
+        Ok(match decide::run(&items, self.ratio(), Mode::Wait) {
+            Ran::Done(statuses) => response(statuses),
+            // A run that may wait always ends (the others come only from runs that may not);
+            // were it ever otherwise, the request is refused rather than admitted unchecked.
+            Ran::Wait(_) | Ran::Blocking => refused(req),
         })
     }
 
-    /// As [`decide`](Self::decide) without waiting for Redis: `None` when a fleet limit's
-    /// check would have to (its key holds no lease here), and then the request charged
-    /// nothing. So a caller on an async runtime's thread decides most requests there, and
-    /// moves only those that wait. In-process limits never wait; a request with a charged
-    /// shadow-mode descriptor in fleet mode is always `None` (its shadow charge comes after
-    /// the others are final, too late to give up).
-    ///
-    /// # Errors
-    ///
-    /// As [`decide`](Self::decide).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use cellgate_server::{api::{Descriptor, RateLimitRequest}, config::Config, engine::{Engine, EngineOptions}};
-    /// let cfg = Config::from_yaml("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n").unwrap();
-    /// let e = Engine::new(cfg, EngineOptions::default());
-    /// let req = RateLimitRequest { domain: "d".into(), descriptors: vec![Descriptor::new([("k", "v")])], hits_addend: 1 };
-    /// assert!(e.decide_now(&req).unwrap().is_some());
-    /// ```
-    pub fn decide_now(
+    /// The request's checks before any charge: its input within bounds, its domain known,
+    /// its limit overrides found (or made).
+    fn accept(
         &self,
+        snapshot: &Snapshot,
         req: &RateLimitRequest,
-    ) -> Result<Option<RateLimitResponse>, RequestError> {
-        self.decide_in(req, false)
-    }
-
-    /// The decision; with `may_wait` false, `None` when a fleet check would wait for Redis.
-    fn decide_in(
-        &self,
-        req: &RateLimitRequest,
-        may_wait: bool,
-    ) -> Result<Option<RateLimitResponse>, RequestError> {
+    ) -> Result<Vec<Option<Overridden>>, RequestError> {
         input::check(req, &self.options.input)?;
-        let snapshot = self.state.load();
-        let Some(domain) = snapshot.config.domains.get(&req.domain) else {
+        if !snapshot.config.domains.contains_key(&req.domain) {
             return Err(RequestError::UnknownDomain(req.domain.clone()));
-        };
-        let overrides = req
-            .descriptors
+        }
+        req.descriptors
             .iter()
             .map(|d| d.limit.as_ref().map_or(Ok(None), |o| self.overrides.get(o)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect()
+    }
+
+    /// The request's descriptors resolved against `snapshot` (its domain known: see
+    /// `accept`), the replaced limits dropped.
+    fn items<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        req: &RateLimitRequest,
+        overrides: &'s [Option<Overridden>],
+    ) -> Vec<Item<'s>> {
+        let Some(domain) = snapshot.config.domains.get(&req.domain) else {
+            return Vec::new();
+        };
         let mut items: Vec<Item<'_>> = req
             .descriptors
             .iter()
-            .zip(&overrides)
-            .map(|(d, o)| self.item(&snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
+            .zip(overrides)
+            .map(|(d, o)| self.item(snapshot, &req.domain, &domain.root, req, d, o.as_ref()))
             .collect();
         drop_replaced(&mut items);
-        // In fleet mode what is left of a limit is not known here (Redis does not say; a lease
-        // is this server's part only): near_limit is not counted rather than counted wrong.
-        let ratio = if self.is_fleet() {
+        items
+    }
+
+    /// The near-limit ratio. In fleet mode what is left of a limit is not known here (Redis
+    /// does not say; a lease is this server's part only): near_limit is not counted rather
+    /// than counted wrong.
+    fn ratio(&self) -> f64 {
+        if self.is_fleet() {
             1.0
         } else {
             self.options.near_limit_ratio
-        };
-        let Some(statuses) = decide::run(&items, ratio, may_wait) else {
-            return Ok(None);
-        };
-        let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
-            Code::OverLimit
-        } else {
-            Code::Ok
-        };
-        Ok(Some(RateLimitResponse { overall, statuses }))
+        }
     }
 
     /// The descriptor resolved against the config (or its override).
@@ -525,6 +507,29 @@ impl Engine {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The answer of `statuses`, in request order.
+fn response(statuses: Vec<DescriptorStatus>) -> RateLimitResponse {
+    let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
+        Code::OverLimit
+    } else {
+        Code::Ok
+    };
+    RateLimitResponse { overall, statuses }
+}
+
+/// Every descriptor of `req` over the limit.
+fn refused(req: &RateLimitRequest) -> RateLimitResponse {
+    RateLimitResponse {
+        overall: Code::OverLimit,
+        statuses: (req.descriptors.iter())
+            .map(|_| DescriptorStatus {
+                code: Code::OverLimit,
+                ..DescriptorStatus::unlimited()
+            })
+            .collect(),
     }
 }
 

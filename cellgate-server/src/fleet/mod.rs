@@ -15,7 +15,7 @@ mod throttle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellgate::Reservation;
+use cellgate::{Decision, Reservation};
 
 use cellgate_redis::{FleetError, FleetState, KeyedFleet};
 
@@ -192,6 +192,13 @@ impl FleetLim {
     /// nothing charged) when the check would wait.
     pub(crate) fn charge_now(&self, key: &str, n: u32) -> Option<Reservation> {
         self.fleet.charge_now(key, n)
+    }
+
+    /// Checks `n` units of `key` in Redis, awaiting the answer at most until `start` plus the
+    /// bound (the outage rules decide past it), as `charge_within` would without its lease.
+    pub(crate) async fn check_cold(&self, key: &str, n: u32, start: Instant) -> Decision {
+        let d = self.fleet.check_n_by(key, n, start + self.max_wait).await;
+        self.fleet.decision_of(&d)
     }
 
     /// Keys leased in this process.

@@ -50,7 +50,7 @@ async fn json_endpoint(State(service): State<Arc<Service>>, body: Bytes) -> Resp
             return bad_request(format!("invalid request: {e}"));
         }
     };
-    let answer = match service.decide(&req) {
+    let answer = match service.decide(&req).await {
         Ok(a) => a,
         Err(e) => return bad_request(e.to_string()),
     };

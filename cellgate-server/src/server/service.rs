@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::api::{Code, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestError};
-use crate::engine::Engine;
+use crate::engine::{Awaited, Engine};
 use crate::metrics::Metrics;
 
 /// The names of the response headers ratelimit adds when `LIMIT_RESPONSE_HEADERS_ENABLED` is
@@ -53,27 +53,36 @@ pub(crate) struct Service {
 }
 
 impl Service {
-    /// The engine's decision. In fleet mode a request whose limits this process can decide
-    /// (leases) is decided here; one that must wait for Redis is decided again, this time
-    /// waiting (at most the bound) on a thread marked as blocking: see `fleet::blocking`.
-    /// The first try charged nothing when it gave up.
-    fn engine_decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+    /// The engine's decision. In fleet mode a check that needs Redis is awaited (see
+    /// `Engine::decide_async`); a request the engine cannot decide that way waits on a thread
+    /// marked as blocking (see `fleet::blocking`).
+    async fn engine_decide(
+        &self,
+        req: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, RequestError> {
         if !self.engine.is_fleet() {
             return self.engine.decide(req);
         }
-        if let Some(r) = self.engine.decide_now(req)? {
-            return Ok(r);
+        match self.engine.decide_async(req).await? {
+            Awaited::Decided { response, waited } => {
+                if waited {
+                    self.metrics.fleet_waited.add(1);
+                }
+                Ok(response)
+            }
+            Awaited::Blocking => {
+                self.metrics.fleet_waited.add(1);
+                crate::fleet::blocking(|| self.engine.decide(req))
+            }
         }
-        self.metrics.fleet_waited.add(1);
-        crate::fleet::blocking(|| self.engine.decide(req))
     }
 
     /// Decides `req`, counts it, and builds the headers.
     ///
     /// An unknown domain answers OK with no limit for every descriptor, as ratelimit does (it
     /// finds no limit for the descriptors, and an absent limit admits).
-    pub(crate) fn decide(&self, req: &RateLimitRequest) -> Result<Answer, RequestError> {
-        let response = match self.engine_decide(req) {
+    pub(crate) async fn decide(&self, req: &RateLimitRequest) -> Result<Answer, RequestError> {
+        let response = match self.engine_decide(req).await {
             Ok(r) => r,
             Err(RequestError::UnknownDomain(_)) => RateLimitResponse {
                 overall: Code::Ok,

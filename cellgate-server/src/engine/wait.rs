@@ -1,0 +1,71 @@
+//! Fleet mode on an async runtime: a request is decided on the thread that read it, and a
+//! check that needs Redis is awaited there, not waited for.
+//!
+//! A run in [`Mode::Answers`] charges what this server can decide (leases, spent leases
+//! refused here); the first check that needs Redis ends the run with nothing charged (the
+//! core gives back what the others took). That check is then sent to Redis and awaited, and
+//! the request runs again with the answer: a run per cold check, in the request's order, as a
+//! run that waits on its thread would check them. Each cold check waits at most until the
+//! request's first cold check plus the bound, as there.
+
+use std::time::Instant;
+
+use cellgate::Decision;
+
+use super::decide::{self, Mode, Owner, Ran};
+use super::limiters::Lim;
+use super::{response, Engine};
+use crate::api::{RateLimitRequest, RateLimitResponse, RequestError};
+
+/// How [`Engine::decide_async`] answered.
+pub(crate) enum Awaited {
+    /// Decided; `waited` when some check awaited Redis.
+    Decided {
+        response: RateLimitResponse,
+        waited: bool,
+    },
+    /// Not decided, nothing charged: decide it with [`Engine::decide`] on a thread that may
+    /// block (a charged shadow descriptor).
+    Blocking,
+}
+
+impl Engine {
+    /// Decides `req` as [`decide`](Self::decide) does, awaiting Redis rather than blocking
+    /// the thread.
+    pub(crate) async fn decide_async(
+        &self,
+        req: &RateLimitRequest,
+    ) -> Result<Awaited, RequestError> {
+        let snapshot = self.state.load_full();
+        let overrides = self.accept(&snapshot, req)?;
+        let items = self.items(&snapshot, req, &overrides);
+        let ratio = self.ratio();
+        let mut answers: Vec<(Owner, Decision)> = Vec::new();
+        let mut start = None;
+        loop {
+            let owner = match decide::run(&items, ratio, Mode::Answers(&answers)) {
+                Ran::Done(statuses) => {
+                    return Ok(Awaited::Decided {
+                        response: response(statuses),
+                        waited: !answers.is_empty(),
+                    });
+                }
+                Ran::Blocking => return Ok(Awaited::Blocking),
+                Ran::Wait(owner) => owner,
+            };
+            // A check answered once is never asked again; were it, the blocking way decides.
+            if answers.iter().any(|(o, _)| *o == owner) {
+                return Ok(Awaited::Blocking);
+            }
+            let (i, j) = owner;
+            let Some((it, Lim::Fleet(f))) = items
+                .get(i)
+                .and_then(|it| Some((it, it.checks.get(j)?.lim)))
+            else {
+                return Ok(Awaited::Blocking);
+            };
+            let start = *start.get_or_insert_with(Instant::now);
+            answers.push((owner, f.check_cold(&it.key, it.hits, start).await));
+        }
+    }
+}
