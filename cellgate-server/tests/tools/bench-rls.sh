@@ -17,7 +17,16 @@
 #    keys (one descriptor each), over its live keys; beside the core KeyedLimiter's
 #    (KEY_MEMORY_BIN, the same keys).
 # `uptime` before and after: the machine's load when the figures were taken.
+# PIN=1 in the environment pins the servers and redis-server to CPU 0 and the client to CPU 1
+# (`taskset`), so that the client never runs on a server's core: on a 2-vCPU machine the
+# scheduler's wake-up delays between the two otherwise dominate the latency percentiles.
 set -euo pipefail
+srv=()
+cli=()
+if [ "${PIN:-0}" = 1 ]; then
+  srv=(taskset -c 0)
+  cli=(taskset -c 1)
+fi
 usage="usage: bench-rls.sh CELLGATE_SERVER_BIN RLS_LOAD_BIN KEY_MEMORY_BIN [RUNS=5] [SECONDS=3] [FLOOD=1000000]"
 bin="${1:?$usage}"
 load="${2:?$usage}"
@@ -37,7 +46,7 @@ wait_addr() {
   sed -n "s/^listening $2 //p" "$1"
 }
 rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+"${srv[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 rpid=$!
 pids+=($rpid)
 for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -45,17 +54,17 @@ for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sle
 # baseline's includes redis-server's).
 declare -A procs
 procs[redis]=$rpid
-"$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off >"$tmp/cellgate" 2>/dev/null &
+"${srv[@]}" "$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off >"$tmp/cellgate" 2>/dev/null &
 pids+=($!)
 procs[cellgate]=$!
-"$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off \
+"${srv[@]}" "$bin" --config "$config" --grpc 127.0.0.1:0 --http off --resp off \
   --redis "redis://127.0.0.1:$rport" >"$tmp/fleet" 2>/dev/null &
 pids+=($!)
 procs[fleet]="$! $rpid"
-"$load" serve --handler redis-pipeline --redis "redis://127.0.0.1:$rport" >"$tmp/redis" &
+"${srv[@]}" "$load" serve --handler redis-pipeline --redis "redis://127.0.0.1:$rport" >"$tmp/redis" &
 pids+=($!)
 procs[redis]+=" $!"
-"$load" serve --handler empty >"$tmp/empty" &
+"${srv[@]}" "$load" serve --handler empty >"$tmp/empty" &
 pids+=($!)
 procs[empty]=$!
 hz=$(getconf CLK_TCK)
@@ -71,7 +80,7 @@ one() {
   shift 5
   # shellcheck disable=SC2086 # procs holds a list of pids
   before=$(cpu_ticks ${procs[$t]})
-  line=$("$load" load --addr "${addr[$t]}" --descriptors "$d" --keys "$k" --seconds "$secs" --csv "$@")
+  line=$("${cli[@]}" "$load" load --addr "${addr[$t]}" --descriptors "$d" --keys "$k" --seconds "$secs" --csv "$@")
   # shellcheck disable=SC2086
   awk -v l="$line" -v t="$t,$m,$d,$k,$r" -v ticks=$(($(cpu_ticks ${procs[$t]}) - before)) \
     -v hz="$hz" -v s="$secs" 'BEGIN { split(l, f, ","); printf "%s,%s,%.1f\n", t, l, ticks * 1e6 / hz / (f[1] * s) }'
