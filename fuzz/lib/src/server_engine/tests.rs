@@ -266,6 +266,35 @@ fn shadow_mode_counts_and_answers_ok() {
 }
 
 #[test]
+fn a_refusal_reports_every_limit_that_would_refuse() {
+    // `a` and `b`, one per minute each: the second request of both is refused at `a`, and
+    // `b`, whose own charge would not fit either, is reported over its limit too; a third
+    // descriptor `c` that only looks is answered from the state the refusal left.
+    let fixed = limit(Algorithm::FixedWindow { written: false }, 1, Period::Minute);
+    let node = |key| Node {
+        key,
+        value: 0,
+        limits: Limits::One(fixed),
+        shadow: false,
+        children: Vec::new(),
+    };
+    let both = Step::Request {
+        descriptors: vec![
+            (vec![(0, 0)], None),
+            (vec![(1, 0)], None),
+            (vec![(2, 0)], Some(0)),
+        ],
+        hits: 1,
+    };
+    case(
+        vec![node(0), node(1), node(2)],
+        vec![both.clone(), both],
+        2,
+        1,
+    );
+}
+
+#[test]
 fn arbitrary_bytes_never_panic_the_loader() {
     let mut rng = Rng(7);
     for _ in 0..2000 {
