@@ -33,6 +33,8 @@ pub(crate) enum Cell {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Said {
     pub(crate) allowed: bool,
+    /// The decision's limit (a GCRA's is its burst).
+    pub(crate) limit: u32,
     pub(crate) remaining: u32,
     /// `u64::MAX`: never back to fresh by itself (a stock sold from).
     pub(crate) reset_ns: u64,
@@ -119,6 +121,7 @@ impl Spec {
                 }
                 return Said {
                     allowed: e.allowed,
+                    limit: e.limit,
                     remaining: e.remaining,
                     reset_ns: e.reset_after_ns,
                 };
@@ -131,6 +134,7 @@ impl Spec {
         };
         Said {
             allowed: seen.allowed,
+            limit: seen.limit,
             remaining: seen.remaining,
             reset_ns: seen.reset_after_ns,
         }

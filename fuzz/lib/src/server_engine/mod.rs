@@ -11,7 +11,7 @@
 //! per descriptor and for the whole engine, and descriptors that only look (`hits_addend`
 //! 0), all or nothing across every limit of every descriptor of a request (`request`). Every
 //! status is compared whole: code, the deciding limit, remaining, the exact time until reset
-//! and the hit counts (all but `near_limit`).
+//! and the hit counts.
 
 mod limit;
 mod request;

@@ -52,8 +52,8 @@ struct Status {
     limit: Option<(u32, Unit)>,
     remaining: u32,
     reset: Option<Duration>,
-    /// `(total_hits, over_limit, within_limit, shadow_mode)`.
-    stats: Option<(u64, u64, u64, u64)>,
+    /// `(total_hits, over_limit, within_limit, near_limit, shadow_mode)`.
+    stats: Option<(u64, u64, u64, u64, u64)>,
 }
 
 impl Status {
@@ -66,10 +66,10 @@ impl Status {
                 .map(|l| (l.requests_per_unit, l.unit)),
             remaining: s.limit_remaining,
             reset: s.duration_until_reset,
-            stats: s
-                .stats
-                .as_ref()
-                .map(|h| (h.total_hits, h.over_limit, h.within_limit, h.shadow_mode)),
+            stats: s.stats.as_ref().map(|h| {
+                let n = (h.total_hits, h.over_limit, h.within_limit);
+                (n.0, n.1, n.2, h.near_limit, h.shadow_mode)
+            }),
         }
     }
 
@@ -267,6 +267,11 @@ fn limited(
         n,
         if over { n } else { 0 },
         if charged && !over { n } else { 0 },
+        if charged && !over {
+            near_limit(&said, n)
+        } else {
+            0
+        },
         if over && it.shadow { n } else { 0 },
     );
     Status {
@@ -280,6 +285,16 @@ fn limited(
         reset: said.reset(),
         stats: Some(stats),
     }
+}
+
+/// ratelimit's near-limit count at the engine's default ratio (0.8): of the `n` units just
+/// admitted, those past `floor(limit * 4 / 5)` used.
+fn near_limit(said: &Said, n: u64) -> u64 {
+    let limit = u64::from(said.limit);
+    let threshold = limit * 4 / 5;
+    let used = limit.saturating_sub(u64::from(said.remaining));
+    let before = used.saturating_sub(n);
+    used.saturating_sub(threshold.max(before)).min(n)
 }
 
 fn count(seen: &mut Coverage, it: &Item, checks: &[(StateKey, Spec)], outcomes: &[(Said, bool)]) {
