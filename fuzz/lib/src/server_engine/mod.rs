@@ -7,10 +7,10 @@
 //! extensions): ratelimit's matching (`tree`), each limit's algorithm as the core defines it
 //! (`limit`: fixed window, GCRA with its burst, the sliding window's two-window estimate, a
 //! stock never refilled, on periods of any length, through the `cellgate-models` reference
-//! models), several limits on one descriptor (`rate_limits`: all must admit), shadow mode
-//! per descriptor and for the whole engine, and descriptors that only look (`hits_addend`
+//! models), several limits on one descriptor (`rate_limits`: all must admit), named limits
+//! and `replaces`, shadow mode per descriptor and for the whole engine, and descriptors that only look (`hits_addend`
 //! 0), all or nothing across every limit of every descriptor of a request (`request`). Every
-//! status is compared whole: code, the deciding limit, remaining, the exact time until reset
+//! status is compared whole: code, the deciding limit (name, rate, unit), remaining, the exact time until reset
 //! and the hit counts.
 
 mod limit;
@@ -75,6 +75,8 @@ crate::counters! {
         pub limited: u64,
         /// ... of descriptors with several limits.
         pub several: u64,
+        /// Limits dropped because another matched limit replaces them.
+        pub replaced: u64,
         /// ... in shadow mode.
         pub shadow: u64,
         /// ... of no hits (look only).

@@ -5,6 +5,9 @@
 //! nothing within it, a refusal reported as over the limit but answered OK) and a descriptor
 //! of no hits looks without charging.
 //!
+//! Before anything is charged, a named limit that another limit matched by the request
+//! `replaces` is dropped (ratelimit's `replaces`).
+//!
 //! A status reports the deciding limit of its descriptor: the first one over the limit, else
 //! the one with the fewest units remaining (the first of equals). A refused request reports,
 //! from the state it left (nothing charged), each descriptor whose own charge would not fit
@@ -34,7 +37,16 @@ struct Item {
 enum Kind {
     Nothing,
     Unlimited,
-    Limited(Vec<(StateKey, Spec)>),
+    Limited(Vec<Check>),
+}
+
+/// One limit of a descriptor.
+#[derive(Clone)]
+struct Check {
+    key: StateKey,
+    spec: Spec,
+    name: Option<&'static str>,
+    replaces: Option<&'static str>,
 }
 
 impl Item {
@@ -48,8 +60,8 @@ impl Item {
 #[derive(Debug, PartialEq)]
 struct Status {
     code: Code,
-    /// `(requests_per_unit, unit)` of the deciding limit.
-    limit: Option<(u32, Unit)>,
+    /// `(name, requests_per_unit, unit)` of the deciding limit.
+    limit: Option<(Option<String>, u32, Unit)>,
     remaining: u32,
     reset: Option<Duration>,
     /// `(total_hits, over_limit, within_limit, near_limit, shadow_mode)`.
@@ -60,10 +72,13 @@ impl Status {
     fn of(s: &DescriptorStatus) -> Status {
         Status {
             code: s.code,
-            limit: s
-                .current_limit
-                .as_ref()
-                .map(|l| (l.requests_per_unit, l.unit)),
+            limit: s.current_limit.as_ref().map(|l| {
+                (
+                    l.name.as_deref().map(Into::into),
+                    l.requests_per_unit,
+                    l.unit,
+                )
+            }),
             remaining: s.limit_remaining,
             reset: s.duration_until_reset,
             stats: s.stats.as_ref().map(|h| {
@@ -108,23 +123,44 @@ fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: b
     item.kind = Kind::Limited(
         list.iter()
             .enumerate()
-            .map(|(j, l)| ((path.clone(), j, values.clone()), l.spec()))
+            .map(|(j, l)| Check {
+                key: (path.clone(), j, values.clone()),
+                spec: l.spec(),
+                name: l.name(),
+                replaces: l.replaces(),
+            })
             .collect(),
     );
     item
 }
 
+/// ratelimit's `replaces`: a named limit that a limit matched by the same request replaces is
+/// dropped; a descriptor left with no limit is one no limit applies to.
+fn drop_replaced(items: &mut [Item], seen: &mut Coverage) {
+    let replaced: Vec<&str> = (items.iter())
+        .flat_map(|it| match &it.kind {
+            Kind::Limited(checks) => checks.iter().filter_map(|c| c.replaces).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    for it in items.iter_mut() {
+        if let Kind::Limited(checks) = &mut it.kind {
+            let before = checks.len();
+            checks.retain(|c| c.name.is_none_or(|n| !replaced.contains(&n)));
+            seen.replaced += (before - checks.len()) as u64;
+            if checks.is_empty() {
+                it.kind = Kind::Nothing;
+            }
+        }
+    }
+}
+
 /// Charges `checks` in order with `n` units each on `states`, all or nothing: the decisions
 /// up to the first refusal, and its index (then nothing is charged).
-fn charge(
-    states: &mut States,
-    checks: &[(StateKey, Spec)],
-    now: u64,
-    n: u32,
-) -> (Vec<Said>, Option<usize>) {
+fn charge(states: &mut States, checks: &[Check], now: u64, n: u32) -> (Vec<Said>, Option<usize>) {
     let mut trial: Vec<(&StateKey, Cell)> = Vec::new();
     let mut said = Vec::new();
-    for (j, (key, spec)) in checks.iter().enumerate() {
+    for (j, Check { key, spec, .. }) in checks.iter().enumerate() {
         // The latest trial state of this key (an earlier check of the same request may have
         // charged it), else the committed one.
         let cell = match trial.iter().rev().find(|(k, _)| *k == key) {
@@ -156,9 +192,10 @@ pub(crate) fn check(
     answer: &[DescriptorStatus],
     seen: &mut Coverage,
 ) -> bool {
-    let items: Vec<Item> = (req.descriptors.iter())
+    let mut items: Vec<Item> = (req.descriptors.iter())
         .map(|d| resolve(descs, req, d, shadow_all))
         .collect();
+    drop_replaced(&mut items, seen);
     // Every charging limit of the request, in order, with its (item, check) place.
     let mut places = Vec::new();
     let mut all = Vec::new();
@@ -212,13 +249,13 @@ pub(crate) fn check(
 /// The request's charges in order, each with its own units, all or nothing.
 fn charge_each(
     states: &mut States,
-    all: &[(StateKey, Spec)],
+    all: &[Check],
     places: &[(usize, usize, u32)],
     now: u64,
 ) -> (Vec<Said>, Option<usize>) {
     let mut trial = states.clone();
     let mut said = Vec::with_capacity(all.len());
-    for (g, ((key, spec), &(_, _, n))) in all.iter().zip(places).enumerate() {
+    for (g, (Check { key, spec, .. }, &(_, _, n))) in all.iter().zip(places).enumerate() {
         let cell = trial.entry(key.clone()).or_insert_with(|| spec.fresh());
         let s = spec.step(cell, now, n);
         if !s.allowed {
@@ -234,13 +271,13 @@ fn charge_each(
 /// is the one that failed: `denier`).
 fn look(
     states: &States,
-    checks: &[(StateKey, Spec)],
+    checks: &[Check],
     now: u64,
     n: u32,
     denier: Option<usize>,
 ) -> Vec<(Said, bool)> {
     (checks.iter().enumerate())
-        .map(|(j, (key, spec))| {
+        .map(|(j, Check { key, spec, .. })| {
             let cell = states.get(key);
             let over = denier == Some(j) || (n > 0 && !spec.peek(cell, now, n).allowed);
             (spec.peek(cell, now, 0), over)
@@ -249,18 +286,13 @@ fn look(
 }
 
 /// A limited descriptor's status from its checks' outcomes.
-fn limited(
-    it: &Item,
-    checks: &[(StateKey, Spec)],
-    outcomes: &[(Said, bool)],
-    admitted: bool,
-) -> Status {
+fn limited(it: &Item, checks: &[Check], outcomes: &[(Said, bool)], admitted: bool) -> Status {
     let over = outcomes.iter().any(|o| o.1);
     let decide = outcomes.iter().position(|o| o.1).unwrap_or_else(|| {
         let least = outcomes.iter().map(|o| o.0.remaining).min().unwrap_or(0);
         (outcomes.iter().position(|o| o.0.remaining == least)).unwrap_or(0)
     });
-    let (said, spec) = (outcomes[decide].0, &checks[decide].1);
+    let (said, check) = (outcomes[decide].0, &checks[decide]);
     let n = u64::from(it.hits);
     let charged = n > 0 && admitted;
     let stats = (
@@ -280,7 +312,11 @@ fn limited(
         } else {
             Code::Ok
         },
-        limit: Some((spec.requests_per_unit, spec.unit)),
+        limit: Some((
+            check.name.map(Into::into),
+            check.spec.requests_per_unit,
+            check.spec.unit,
+        )),
         remaining: said.remaining,
         reset: said.reset(),
         stats: Some(stats),
@@ -297,14 +333,14 @@ fn near_limit(said: &Said, n: u64) -> u64 {
     used.saturating_sub(threshold.max(before)).min(n)
 }
 
-fn count(seen: &mut Coverage, it: &Item, checks: &[(StateKey, Spec)], outcomes: &[(Said, bool)]) {
+fn count(seen: &mut Coverage, it: &Item, checks: &[Check], outcomes: &[(Said, bool)]) {
     seen.limited += 1;
     seen.several += u64::from(checks.len() > 1);
     seen.shadow += u64::from(it.shadow);
     seen.look += u64::from(it.hits == 0);
     seen.over += u64::from(outcomes.iter().any(|o| o.1));
-    for (_, spec) in checks {
-        match spec.family() {
+    for check in checks {
+        match check.spec.family() {
             Family::Fixed => seen.fixed += 1,
             Family::Gcra => seen.gcra += 1,
             Family::Sliding => seen.sliding += 1,

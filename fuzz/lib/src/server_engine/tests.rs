@@ -37,6 +37,8 @@ impl Rng {
             algorithm,
             requests: self.below(6),
             period,
+            name: (self.below(3) == 0).then(|| self.below(3)),
+            replaces: (self.below(6) == 0).then(|| self.below(3)),
         }
     }
 
@@ -115,6 +117,7 @@ fn random_inputs_agree_with_the_model() {
     ] {
         assert!(n > 200, "{name}: {total:?}");
     }
+    assert!(total.replaced > 50, "{total:?}");
 }
 
 // Hand-built cases: one config descriptor `a` (any value) with `limits`, requests of `a=x`.
@@ -146,6 +149,8 @@ fn limit(algorithm: Algorithm, requests: u32, period: Period) -> Limit {
         algorithm,
         requests: u8::try_from(requests - 1).unwrap(),
         period,
+        name: None,
+        replaces: None,
     }
 }
 
@@ -292,6 +297,33 @@ fn a_refusal_reports_every_limit_that_would_refuse() {
         2,
         1,
     );
+}
+
+#[test]
+fn a_named_limit_is_dropped_when_a_matched_limit_replaces_it() {
+    // `a`: one per minute, named n0; `b`: five per minute, replacing n0. With `b` in the
+    // request, `a` is not limited; alone, it is.
+    let named = Limit {
+        name: Some(0),
+        ..limit(Algorithm::FixedWindow { written: false }, 1, Period::Minute)
+    };
+    let replacing = Limit {
+        replaces: Some(0),
+        ..limit(Algorithm::SlidingWindow, 5, Period::Minute)
+    };
+    let node = |key, limit| Node {
+        key,
+        value: 0,
+        limits: Limits::One(limit),
+        shadow: false,
+        children: Vec::new(),
+    };
+    let both = Step::Request {
+        descriptors: vec![(vec![(0, 0)], None), (vec![(1, 0)], None)],
+        hits: 1,
+    };
+    let steps = vec![both.clone(), both, hit(1), hit(1)];
+    case(vec![node(0, named), node(1, replacing)], steps, 4, 1);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use cellgate_server::config::yaml::{RawDescriptor, RawRateLimit, RawRoot};
+use cellgate_server::config::yaml::{RawDescriptor, RawRateLimit, RawReplaces, RawRoot};
 
 use super::limit::{Family, Spec};
 
@@ -17,6 +17,8 @@ const TOP: usize = 5;
 const CHILDREN: usize = 4;
 /// Limits in one `rate_limits` list, at most.
 const LIST: usize = 3;
+/// Limits' `name`s (a few, so that `replaces` finds them).
+const NAMES: [&str; 3] = ["n0", "n1", "n2"];
 
 /// A top-level config descriptor.
 #[derive(Arbitrary, Debug, Clone)]
@@ -57,6 +59,10 @@ pub struct Limit {
     pub requests: u8,
     /// Ignored by a stock, which has none.
     pub period: Period,
+    /// `name`, one of three.
+    pub name: Option<u8>,
+    /// `replaces: [{name}]`, one of the same three (its own name is refused).
+    pub replaces: Option<u8>,
 }
 
 /// `algorithm`.
@@ -97,6 +103,10 @@ pub(crate) struct Desc {
 
 pub(crate) fn key(k: u8) -> &'static str {
     KEYS[usize::from(k) % KEYS.len()]
+}
+
+fn name(n: u8) -> &'static str {
+    NAMES[usize::from(n) % NAMES.len()]
 }
 
 fn config_value(v: u8) -> Option<&'static str> {
@@ -150,6 +160,18 @@ impl Limit {
         }
     }
 
+    pub(crate) fn name(&self) -> Option<&'static str> {
+        self.name.map(name)
+    }
+
+    pub(crate) fn replaces(&self) -> Option<&'static str> {
+        self.replaces.map(name)
+    }
+
+    fn valid(&self) -> bool {
+        self.burst() != Some(0) && (self.replaces().is_none() || self.replaces() != self.name())
+    }
+
     fn raw(&self) -> RawRateLimit {
         let (unit, period) = match (self.algorithm, self.period) {
             (Algorithm::Stock, _) => (None, None),
@@ -171,6 +193,12 @@ impl Limit {
             requests_per_unit: Some(self.requests()),
             algorithm: algorithm.map(Into::into),
             burst: self.burst(),
+            name: self.name().map(Into::into),
+            replaces: (self.replaces().into_iter())
+                .map(|n| RawReplaces {
+                    name: Some(n.into()),
+                })
+                .collect(),
             ..RawRateLimit::default()
         }
     }
@@ -222,7 +250,7 @@ fn raw_desc(d: &Desc) -> RawDescriptor {
 }
 
 /// Whether the loader must accept the tree: no two siblings with the same key and value, no
-/// empty `rate_limits`, no `burst: 0`.
+/// empty `rate_limits`, no `burst: 0`, no limit that replaces its own name.
 pub(crate) fn valid(descs: &[Desc]) -> bool {
     let unique = descs.iter().enumerate().all(|(i, a)| {
         descs[..i]
@@ -230,8 +258,8 @@ pub(crate) fn valid(descs: &[Desc]) -> bool {
             .all(|b| (a.key, a.value) != (b.key, b.value))
     });
     let limits_ok = |d: &Desc| match &d.limits {
-        Limits::Several(list) => !list.is_empty() && list.iter().all(|l| l.burst() != Some(0)),
-        Limits::One(l) => l.burst() != Some(0),
+        Limits::Several(list) => !list.is_empty() && list.iter().all(Limit::valid),
+        Limits::One(l) => l.valid(),
         _ => true,
     };
     unique && descs.iter().all(|d| limits_ok(d) && valid(&d.children))
