@@ -1,4 +1,4 @@
-//! See `src/server_engine.rs`.
+//! See `lib/src/server_engine/mod.rs` (the input, the model and the driver).
 //!
 //! Run: `cargo +nightly fuzz run server_engine`.
 #![no_main]
