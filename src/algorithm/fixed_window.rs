@@ -142,11 +142,11 @@ impl FixedWindow {
         let (ks, c) = self.layout.unpack(word);
         // `checked_mul`: every word this configuration writes holds the index of a `u64` time,
         // so `ks * W` fits; any other word goes the general way.
-        match ks.checked_mul(w) {
-            Some(start) if now.wrapping_sub(start) < w => {
+        match ks.checked_mul(w).and_then(|start| now.checked_sub(start)) {
+            Some(e) if e < w => {
                 let after = c + u64::from(n);
                 // `after <= limit <= count_mask`: no carry into the index.
-                (n > 0 && after <= u64::from(self.limit)).then_some(word + u64::from(n))
+                (n > 0 && after <= u64::from(self.limit)).then(|| word + u64::from(n))
             }
             _ => self.next_word_moved(word, now, n),
         }

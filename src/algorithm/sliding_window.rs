@@ -93,6 +93,8 @@ pub(crate) struct Layout {
     pub(crate) count_bits: u32,
     /// Mask of one count field, kept rather than derived from `count_bits` on every check.
     mask: u64,
+    /// Shift of the window index, `2 * count_bits`, kept for the same reason.
+    index_shift: u32,
 }
 
 impl Layout {
@@ -101,6 +103,7 @@ impl Layout {
         Self {
             count_bits: bits,
             mask: super::window::count_mask(bits),
+            index_shift: 2 * bits,
         }
     }
 
@@ -125,7 +128,7 @@ impl Layout {
     /// Shift of the window index: above both counts (at most 62).
     #[inline]
     const fn index_shift(self) -> u32 {
-        2 * self.count_bits
+        self.index_shift
     }
 
     /// The last window index the layout holds for windows of `w` ns: all the index field
@@ -327,8 +330,8 @@ impl SlidingWindow {
         // `last`, so `ks * W` fits; and where it fits, `ks <= u64::MAX / W` and the field
         // holds `ks`, so `ks <= last`: now's window is before the horizon. Any other word goes
         // the general way.
-        let e = match ks.checked_mul(w) {
-            Some(start) if now.wrapping_sub(start) < w => now - start,
+        let e = match ks.checked_mul(w).and_then(|start| now.checked_sub(start)) {
+            Some(e) if e < w => e,
             _ => return self.next_word_moved(word, now, n),
         };
         let curr = c + u64::from(n);
@@ -341,7 +344,7 @@ impl SlidingWindow {
         // previous count.
         let fits =
             p == 0 || u128::from(p) * u128::from(w - e) <= u128::from(limit - curr) * u128::from(w);
-        fits.then_some(word + u64::from(n))
+        fits.then(|| word + u64::from(n))
     }
 
     /// [`next_word`](Self::next_word) of a word from another window than now's (or a clock
