@@ -73,6 +73,9 @@ pub(crate) struct FixedWindow {
     index: Reciprocal,
     limit: u32,
     layout: Layout,
+    /// The last window index a `u64` time has, `u64::MAX / W`: `k * W` fits for every `k`
+    /// up to it.
+    last: u64,
 }
 
 impl FixedWindow {
@@ -84,6 +87,7 @@ impl FixedWindow {
             index: Reciprocal::new(w),
             limit,
             layout: Layout::for_window(w),
+            last: u64::MAX / w.get(),
         })
     }
 
@@ -140,16 +144,17 @@ impl FixedWindow {
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let w = self.window.get();
         let (ks, c) = self.layout.unpack(word);
-        // `checked_mul`: every word this configuration writes holds the index of a `u64` time,
-        // so `ks * W` fits; any other word goes the general way.
-        match ks.checked_mul(w).and_then(|start| now.checked_sub(start)) {
-            Some(e) if e < w => {
-                let after = c + u64::from(n);
-                // `after <= limit <= count_mask`: no carry into the index.
-                (n > 0 && after <= u64::from(self.limit)).then(|| word + u64::from(n))
-            }
-            _ => self.next_word_moved(word, now, n),
+        // Every word this configuration writes holds the index of a `u64` time (`ks <= last`,
+        // so `ks * W` fits); any other word goes the general way. `now` before the end of the
+        // stored window: now's window, or a later one the clock went back from, whose count
+        // applies as it is (see `current`). An end past `u64::MAX` saturates, and a `now` of
+        // exactly `u64::MAX` then goes the general way too.
+        if ks <= self.last && now < (ks * w).saturating_add(w) {
+            let after = c + u64::from(n);
+            // `after <= limit <= count_mask`: no carry into the index.
+            return (n > 0 && after <= u64::from(self.limit)).then(|| word + u64::from(n));
         }
+        self.next_word_moved(word, now, n)
     }
 
     /// [`next_word`](Self::next_word) of a word from another window than now's (or a clock

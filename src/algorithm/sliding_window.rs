@@ -328,8 +328,8 @@ impl SlidingWindow {
         let (ks, p, c) = self.layout.unpack(word);
         // `checked_mul`: every word this configuration writes holds a window index up to
         // `last`, so `ks * W` fits; and where it fits, `ks <= u64::MAX / W` and the field
-        // holds `ks`, so `ks <= last`: now's window is before the horizon. Any other word goes
-        // the general way.
+        // holds `ks`, so `ks <= last`: now's window is before the horizon. Any other word, and
+        // a clock that went back before the stored window, go the general way.
         let e = match ks.checked_mul(w).and_then(|start| now.checked_sub(start)) {
             Some(e) if e < w => e,
             _ => return self.next_word_moved(word, now, n),
