@@ -136,10 +136,11 @@ impl FixedWindow {
     /// The word [`step`](Self::step) writes, without its decision: the count in now's window
     /// (or a later one the word holds, if the clock went back) plus `n`, if within the limit.
     ///
-    /// A word of now's window, the common case, takes no division and no repacking: `now` is
-    /// in the stored window `ks` iff `now - ks * W < W`, and the count then sits in the word's
-    /// low bits, so an admission writes `word + n`. Other words take [`next_word_moved`]
-    /// (Self::next_word_moved), out of line so that this path needs no saved registers.
+    /// A word of now's window (or of a later one the clock went back from), the common case,
+    /// takes no division and no repacking: `now` is before the stored window's end
+    /// `(ks + 1) * W`, and the count then sits in the word's low bits, so an admission writes
+    /// `word + n`. Other words take [`next_word_moved`](Self::next_word_moved), out of line so
+    /// that this path needs no saved registers.
     #[inline(never)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let w = self.window.get();
