@@ -35,19 +35,23 @@ use crate::policy::{Policy, PolicyKind};
 pub(crate) struct Layout {
     /// Width of the count field; the index sits above it.
     pub(crate) count_bits: u32,
+    /// Mask of the count field, kept rather than derived from `count_bits` on every check.
+    mask: u64,
 }
 
 impl Layout {
     pub(crate) fn for_window(window: NonZeroU64) -> Self {
+        let count_bits = u64::BITS - super::window::index_bits(window);
         Self {
-            count_bits: u64::BITS - super::window::index_bits(window),
+            count_bits,
+            mask: super::window::count_mask(count_bits),
         }
     }
 
     /// Mask of the count field: also the largest count it holds.
     #[inline]
     pub(crate) const fn count_mask(self) -> u64 {
-        super::window::count_mask(self.count_bits)
+        self.mask
     }
 
     #[inline]
@@ -69,6 +73,9 @@ pub(crate) struct FixedWindow {
     index: Reciprocal,
     limit: u32,
     layout: Layout,
+    /// The last window index a `u64` time has, `u64::MAX / W`: `k * W` fits for every `k`
+    /// up to it.
+    last: u64,
 }
 
 impl FixedWindow {
@@ -80,6 +87,7 @@ impl FixedWindow {
             index: Reciprocal::new(w),
             limit,
             layout: Layout::for_window(w),
+            last: u64::MAX / w.get(),
         })
     }
 
@@ -127,8 +135,33 @@ impl FixedWindow {
 
     /// The word [`step`](Self::step) writes, without its decision: the count in now's window
     /// (or a later one the word holds, if the clock went back) plus `n`, if within the limit.
-    #[inline]
+    ///
+    /// A word of now's window (or of a later one the clock went back from), the common case,
+    /// takes no division and no repacking: `now` is before the stored window's end
+    /// `(ks + 1) * W`, and the count then sits in the word's low bits, so an admission writes
+    /// `word + n`. Other words take [`next_word_moved`](Self::next_word_moved), out of line so
+    /// that this path needs no saved registers.
+    #[inline(never)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let w = self.window.get();
+        let (ks, c) = self.layout.unpack(word);
+        // Every word this configuration writes holds the index of a `u64` time (`ks <= last`,
+        // so `ks * W` fits); any other word goes the general way. `now` before the end of the
+        // stored window: now's window, or a later one the clock went back from, whose count
+        // applies as it is (see `current`). An end past `u64::MAX` saturates, and a `now` of
+        // exactly `u64::MAX` then goes the general way too.
+        if ks <= self.last && now < (ks * w).saturating_add(w) {
+            let after = c + u64::from(n);
+            // `after <= limit <= count_mask`: no carry into the index.
+            return (n > 0 && after <= u64::from(self.limit)).then(|| word + u64::from(n));
+        }
+        self.next_word_moved(word, now, n)
+    }
+
+    /// [`next_word`](Self::next_word) of a word from another window than now's (or a clock
+    /// that went back).
+    #[inline(never)]
+    fn next_word_moved(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let (k, count) = self.current(word, self.index.div(now));
         let after = count + u64::from(n);
         (n > 0 && after <= u64::from(self.limit)).then(|| self.layout.pack(k, after))

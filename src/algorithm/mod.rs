@@ -115,13 +115,23 @@ impl Algorithm {
         self.next_word_other(word, now, n)
     }
 
+    /// [`next_word`](Self::next_word) of every algorithm but GCRA: out of line, so that GCRA's
+    /// compare-and-swap loops stay as small as they are, and a dispatch only. Each arm is a
+    /// tail call of a leaf function with this one's arguments (an arm with another signature,
+    /// such as a step returning its decision, made every arm shuffle its arguments around it).
     #[inline(never)]
     fn next_word_other(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         match self {
             Algorithm::FixedWindow(f) => f.next_word(word, now, n),
             Algorithm::SlidingWindow(s) => s.next_word(word, now, n),
-            other => other.step_other(word, now, n).1,
+            other => other.next_word_rest(word, now, n),
         }
+    }
+
+    /// [`next_word`](Self::next_word) of the algorithms with no step of their own for it.
+    #[inline(never)]
+    fn next_word_rest(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        self.step_other(word, now, n).1
     }
 
     #[inline(never)]
@@ -383,7 +393,12 @@ mod decision_props {
                 .gcra_params()
                 .map(|p| Algorithm::Gcra(Gcra::new(p))),
         }
-        .unwrap_or_else(|_| Algorithm::FixedWindow(FixedWindow::new(1, w).unwrap()))
+        // A configuration the generated values do not make: one unit per window, the window
+        // at least 2 ns (a 1 ns fixed window leaves no bits for its count).
+        .unwrap_or_else(|_| {
+            let w = w.max(Duration::from_nanos(2));
+            Algorithm::FixedWindow(FixedWindow::new(1, w).unwrap())
+        })
     }
 
     proptest! {

@@ -91,33 +91,44 @@ pub(crate) const MIN_HORIZON_NS: u64 = 180 * 86_400 * 1_000_000_000;
 pub(crate) struct Layout {
     /// Width of each count field, 1 to 31: the index keeps at least 2 bits.
     pub(crate) count_bits: u32,
+    /// Mask of one count field, kept rather than derived from `count_bits` on every check.
+    mask: u64,
+    /// Shift of the window index, `2 * count_bits`, kept for the same reason.
+    index_shift: u32,
 }
 
 impl Layout {
+    /// Count fields `bits` wide (1 to 31).
+    const fn with_bits(bits: u32) -> Self {
+        Self {
+            count_bits: bits,
+            mask: super::window::count_mask(bits),
+            index_shift: 2 * bits,
+        }
+    }
+
     /// Count fields just wide enough for `limit` (a count never exceeds the limit).
     pub(crate) const fn for_limit(limit: u32) -> Self {
         let bits = u32::BITS - limit.leading_zeros();
-        Self {
-            count_bits: if bits < 1 {
-                1
-            } else if bits > 31 {
-                31
-            } else {
-                bits
-            },
-        }
+        Self::with_bits(if bits < 1 {
+            1
+        } else if bits > 31 {
+            31
+        } else {
+            bits
+        })
     }
 
     /// Mask of one count field: also the largest count it holds.
     #[inline]
     pub(crate) const fn count_mask(self) -> u64 {
-        super::window::count_mask(self.count_bits)
+        self.mask
     }
 
     /// Shift of the window index: above both counts (at most 62).
     #[inline]
     const fn index_shift(self) -> u32 {
-        2 * self.count_bits
+        self.index_shift
     }
 
     /// The last window index the layout holds for windows of `w` ns: all the index field
@@ -152,31 +163,23 @@ impl Layout {
     /// horizon is long enough (a narrower field only lengthens the horizon).
     pub(crate) fn max_limit(w: NonZeroU64) -> u64 {
         let mut bits = 31;
-        while bits > 1 && !(Layout { count_bits: bits }).horizon_is_long_enough(w) {
+        while bits > 1 && !Layout::with_bits(bits).horizon_is_long_enough(w) {
             bits -= 1;
         }
-        Layout { count_bits: bits }.count_mask()
+        Layout::with_bits(bits).count_mask()
     }
 
     #[inline]
     pub(crate) const fn pack(self, index: u64, prev: u64, curr: u64) -> u64 {
-        // `index_shift` is at most 62, so the shift is defined; `checked_shl` keeps it so even
-        // for a hypothetical 64.
-        let hi = match index.checked_shl(self.index_shift()) {
-            Some(v) => v,
-            None => 0,
-        };
-        hi | (prev << self.count_bits) | curr
+        // `index_shift` is at most 62 (`count_bits <= 31`), so the shift is defined.
+        (index << self.index_shift()) | (prev << self.count_bits) | curr
     }
 
     #[inline]
     pub(crate) const fn unpack(self, word: u64) -> (u64, u64, u64) {
-        let index = match word.checked_shr(self.index_shift()) {
-            Some(v) => v,
-            None => 0,
-        };
+        // `index_shift` is at most 62 (`count_bits <= 31`), so the shift is defined.
         (
-            index,
+            word >> self.index_shift(),
             (word >> self.count_bits) & self.count_mask(),
             word & self.count_mask(),
         )
@@ -313,8 +316,41 @@ impl SlidingWindow {
 
     /// The word [`step`](Self::step) writes, without its decision: the view's current count
     /// plus `n`, if the weighted estimate admits it (nothing past the horizon).
-    #[inline]
+    ///
+    /// A word of now's window, the common case, takes no division and no repacking: `now` is
+    /// in the stored window `ks` iff `now - ks * W < W`, and the current count then sits in the
+    /// word's low bits, so an admission writes `word + n`. Other words take
+    /// [`next_word_moved`](Self::next_word_moved), out of line so that this path needs no
+    /// saved registers.
+    #[inline(never)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        let w = self.window.get();
+        let (ks, p, c) = self.layout.unpack(word);
+        // `checked_mul`: every word this configuration writes holds a window index up to
+        // `last`, so `ks * W` fits; and where it fits, `ks <= u64::MAX / W` and the field
+        // holds `ks`, so `ks <= last`: now's window is before the horizon. Any other word, and
+        // a clock that went back before the stored window, go the general way.
+        let e = match ks.checked_mul(w).and_then(|start| now.checked_sub(start)) {
+            Some(e) if e < w => e,
+            _ => return self.next_word_moved(word, now, n),
+        };
+        let curr = c + u64::from(n);
+        let limit = u64::from(self.limit);
+        if n == 0 || curr > limit {
+            return None;
+        }
+        // prev * (W - e) + curr * W <= limit * W, as prev * (W - e) <= (limit - curr) * W: two
+        // 64-bit products in 128 bits. `curr <= limit <= count_mask`: no carry into the
+        // previous count.
+        let fits =
+            p == 0 || u128::from(p) * u128::from(w - e) <= u128::from(limit - curr) * u128::from(w);
+        fits.then(|| word + u64::from(n))
+    }
+
+    /// [`next_word`](Self::next_word) of a word from another window than now's (or a clock
+    /// that went back).
+    #[inline(never)]
+    fn next_word_moved(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let k = self.index.div(now);
         // `k > last`: past the horizon (see `past_horizon`).
         if n == 0 || k > self.last {
@@ -336,15 +372,45 @@ impl SlidingWindow {
     /// the step. The written word seen at `now` is the step's view with the admitted units
     /// counted (its window is the view's), so the remaining units and the reset follow from it
     /// as in `step`.
+    ///
+    /// A word with no previous count, in now's window, decides in a few instructions here;
+    /// any other takes [`admitted_weighed`](Self::admitted_weighed), out of line so that this
+    /// path needs no saved registers.
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        let (ks, prev, curr) = self.layout.unpack(written);
+        let w = self.window.get();
+        // `ks <= last`: no overflow (see `admitted_weighed`).
+        let start = ks * w;
+        match now.checked_sub(start) {
+            // Nothing weighs from the previous window, and the units counted in window `ks`
+            // weigh until two windows on (`e < W`: the written window is now's).
+            Some(e) if prev == 0 => Decision::allow(
+                self.limit,
+                u64::from(self.limit).saturating_sub(curr),
+                NonZeroU64::MIN,
+                (w - e).saturating_add(w),
+            ),
+            _ => self.admitted_weighed(written, now),
+        }
+    }
+
+    /// [`admitted`](Self::admitted) in general.
+    #[inline(never)]
+    fn admitted_weighed(&self, written: u64, now: u64) -> Decision {
         // The written window `ks` is the step's view's: now's window, or a later one (a clock
         // that went back), so the view of the written word needs no division: the time into
         // it is `now - ks * W`, or 0 when `ks * W` is past `now` (`ks <= last`: no overflow).
         let (ks, prev, curr) = self.layout.unpack(written);
         let w = self.window.get();
         let start = ks * w;
-        let e = now.saturating_sub(start);
+        // An admission counted units in window `ks`: they weigh until two windows on, so the
+        // reset is `start + 2W - now`, clamped to `u64` (`W - e` and each term are in range;
+        // the sums saturate exactly where the true value passes `u64::MAX`).
+        let (e, reset) = match now.checked_sub(start) {
+            Some(e) => (e, (w - e).saturating_add(w)),
+            None => (0, (start - now).saturating_add(w).saturating_add(w)),
+        };
         let prev_units = if prev == 0 {
             0
         } else {
@@ -353,10 +419,7 @@ impl SlidingWindow {
         let remaining = u64::from(self.limit)
             .saturating_sub(prev_units)
             .saturating_sub(curr);
-        // An admission counted units in window `ks`: they weigh until two windows on.
-        let w = u128::from(w);
-        let reset = (u128::from(start) + 2 * w).saturating_sub(u128::from(now));
-        Decision::allow(self.limit, remaining, NonZeroU64::MIN, clamp_ns(reset))
+        Decision::allow(self.limit, remaining, NonZeroU64::MIN, reset)
     }
 
     /// `ceil(x / W)`, clamped to `u64`: by the reciprocal when `x` fits in 64 bits (a
@@ -617,9 +680,7 @@ mod tests {
             assert_eq!(h, Some(horizon_windows * secs(window).get()), "{window} s");
             assert!(h.unwrap() >= MIN_HORIZON_NS);
             // One more bit of count would put the horizon under the minimum.
-            let wider = Layout {
-                count_bits: l.count_bits + 1,
-            };
+            let wider = Layout::with_bits(l.count_bits + 1);
             assert!(wider.horizon(secs(window)).unwrap() < MIN_HORIZON_NS);
         }
         // Limits the full-range layout held before have no horizon at all.

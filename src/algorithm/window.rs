@@ -22,6 +22,17 @@
 //! Hand-written rather than taken from a crate: it is a dozen lines of one published method,
 //! with one multiply and no branch per division, and its exactness over the whole `u64` range
 //! is tested here against the hardware division.
+//!
+//! # Why the common check divides nothing at all
+//!
+//! Most checks of a key land in the window its word already holds. Both counters' `next_word`
+//! test that first, by one multiplication and a compare: `now` is in stored window `ks` when
+//! `ks * W <= now < (ks + 1) * W`. Then the count is the word's low field, and an admission
+//! writes `word + n` (the count never exceeds the limit, so nothing carries into the fields
+//! above it). Only a word from another window takes the division and repacks. Each of these
+//! steps is its own small function reached by a tail call from one dispatch (see
+//! `Algorithm::next_word`), so that the common path saves no registers; the rare path is a
+//! second function for the same reason.
 
 use std::num::NonZeroU64;
 use std::time::Duration;
