@@ -34,6 +34,7 @@
 //! | `fixed1k_manual` | `sliding1k_manual` with a fixed window (200 per 1 ms) |
 //! | `window_fixed1k`, `window_sliding1k` | `table1k`'s shape (default store with `max_keys`, quanta clock, the same 1000 keys, every check admitted) with a fixed / sliding window of 10^6 per 10^4 s instead of GCRA: the three algorithms on one shape |
 //! | `floor` | the bare work under a keyed check, no limiter: a raw counter read (quanta's `raw`, no conversion to ns), a load and a compare-and-swap on one of 1000 cells of an array, in the same shuffled order as `table1k`'s keys, no hashing |
+//! | `insert1m_unbounded` | `insert1m` without a ceiling (no `max_keys`): the default table with no shared count of keys to update and no room to ask for per insert, 64 shards |
 //!
 //! Several names, comma-separated (`probe floor,table1k,gov1k 30000000`), run one after the
 //! other in one process, and each row after a `floor` row also prints its ratio to that floor:
@@ -568,6 +569,16 @@ fn workload(name: &str, checks: usize) -> f64 {
             run_floor(&clock, &cells, &order, order.len());
             start = Instant::now();
             run_floor(&clock, &cells, &order, checks)
+        }
+        "insert1m_unbounded" => {
+            // `insert1m`'s keys and order, into the default table built without a ceiling.
+            let l = KeyedLimiter::<u64>::gcra(quota())
+                .clock(cellgate::clock::QuantaClock::new())
+                .build()
+                .expect("valid quota");
+            let ks = u64_keys(checks.min(1_000_000), 4);
+            start = Instant::now();
+            run_single(&l, &ks, ks.len(), || {})
         }
         other => {
             eprintln!("unknown workload {other}");
