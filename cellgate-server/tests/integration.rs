@@ -16,6 +16,7 @@ mod resp_redis_cli;
 mod resp_vs_redis_cell;
 mod server_cli;
 mod server_fleet;
+mod server_fleet_cluster;
 mod server_grpc;
 mod server_http;
 mod server_python;

@@ -78,13 +78,22 @@ impl Backend {
     ///
     /// # Errors
     ///
-    /// A URL that is not `redis://` or `rediss://`, or a zero `max_wait`.
+    /// A URL that is not `redis://` or `rediss://` (or is `rediss://` without the `tls`
+    /// feature), or a zero `max_wait`.
     pub(crate) fn new(options: FleetOptions) -> Result<Self, String> {
         for url in options.redis.split(',').map(str::trim) {
             if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
                 return Err(format!(
                     "--redis: {url:?} is not a redis:// or rediss:// URL (several URLs are \
                      separated by commas)"
+                ));
+            }
+            // Without the feature the limits would start in the background, fail to connect and
+            // run in the outage fallback for good: refuse at startup instead.
+            if !cfg!(feature = "tls") && url.starts_with("rediss://") {
+                return Err(format!(
+                    "--redis: {url:?} is rediss:// (TLS), which needs cellgate-server built \
+                     with the `tls` feature (cargo build --features tls)"
                 ));
             }
         }
@@ -277,7 +286,13 @@ mod tests {
 
     #[test]
     fn only_redis_urls_are_taken() {
-        assert!(Backend::new(FleetOptions::new("redis://a:1,rediss://b:2")).is_ok());
+        assert!(Backend::new(FleetOptions::new("redis://a:1,redis://b:2")).is_ok());
+        let tls = Backend::new(FleetOptions::new("redis://a:1,rediss://b:2"));
+        if cfg!(feature = "tls") {
+            assert!(tls.is_ok());
+        } else {
+            assert!(tls.err().is_some_and(|e| e.contains("`tls` feature")));
+        }
         assert!(Backend::new(FleetOptions::new("http://a:1")).is_err());
         let mut zero = FleetOptions::new("redis://a:1");
         zero.max_wait = Duration::ZERO;

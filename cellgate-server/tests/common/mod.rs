@@ -3,6 +3,8 @@
 //! for external tools: missing tools skip the test with a reason, unless `CI=true`.
 #![allow(dead_code)]
 
+pub mod redis_cluster;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
