@@ -1,15 +1,16 @@
 //! The client: HTTP/2 connections shared by tasks, each with one request outstanding.
 //!
 //! Closed loop (the default): every task sends its next request when the last one is
-//! answered, so `--in-flight` requests are always outstanding. Open loop (`--rate R`): a pacer
-//! thread releases R sends a second at evenly spaced times (`start + i / R`) into a queue the
-//! tasks take from, so the arrivals are as smooth as the operating system's sleep allows
-//! (tens of microseconds) rather than batched on tokio's millisecond timer, which would send a
-//! whole millisecond's requests at once. Every latency counts from the send's scheduled time:
-//! a send that waits in the queue because every task is still waiting for an answer counts
-//! that wait (the server's doing, not omitted). `--in-flight` must be large enough that the
-//! queue seldom waits; the line printed gives the rate achieved and how many sends left the
-//! queue a millisecond or more after their time (`late`).
+//! answered, so `--in-flight` requests are always outstanding. Open loop (`--rate R`): the
+//! tasks share a schedule of R sends a second at evenly spaced times (`start + i / R`; task
+//! `t` of `M` owns the sends `t, t + M, t + 2M, ...`), released by a pacer thread into each
+//! task's queue when they come, so the arrivals are as smooth as the operating system's sleep
+//! allows (tens of microseconds) rather than batched on tokio's millisecond timer, which would
+//! send a whole millisecond's requests at once. Every latency counts from the send's scheduled
+//! time: a send that waits in its queue because its task still waits for an answer counts that
+//! wait (the server's doing, not omitted). `--in-flight` must be large enough that sends seldom
+//! wait; the line printed gives the rate achieved and how many sends left their queue a
+//! millisecond or more after their time (`late`).
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3 as pb;
 use envoy_types::pb::envoy::service::ratelimit::v3::{
     rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
 };
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
 use crate::{number, value};
@@ -144,7 +145,7 @@ impl Tally {
 }
 
 /// What one task sends, and when.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Plan {
     task: u64,
     tasks: u64,
@@ -153,17 +154,19 @@ struct Plan {
     end: Instant,
     /// Key flood: this many requests in all, each with a new key.
     distinct: Option<u64>,
-    /// Open loop: the pacer's queue of scheduled send times, shared by the tasks.
-    paced: Option<Paced>,
 }
 
-type Paced = std::sync::Arc<Mutex<mpsc::UnboundedReceiver<Instant>>>;
-
 /// Open loop's pacer: an OS thread that puts each send's scheduled time `start + i * every`
-/// into the queue when it comes, sleeping in between, until `end`. A thread rather than a
-/// tokio timer because the timer's resolution is one millisecond.
-fn pace(start: Instant, every: Duration, end: Instant) -> Paced {
-    let (tx, rx) = mpsc::unbounded_channel();
+/// into the queue of the task that owns it (`i % tasks`) when it comes, sleeping in between,
+/// until `end`. A thread rather than a tokio timer because the timer's resolution is one
+/// millisecond.
+fn pace(
+    start: Instant,
+    every: Duration,
+    end: Instant,
+    tasks: usize,
+) -> Vec<mpsc::UnboundedReceiver<Instant>> {
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..tasks).map(|_| mpsc::unbounded_channel()).unzip();
     std::thread::spawn(move || {
         for i in 0u32.. {
             let due = start + every * i;
@@ -174,18 +177,23 @@ fn pace(start: Instant, every: Duration, end: Instant) -> Paced {
             if due > now {
                 std::thread::sleep(due - now);
             }
-            if tx.send(due).is_err() {
+            if txs[i as usize % txs.len()].send(due).is_err() {
                 break;
             }
         }
     });
-    std::sync::Arc::new(Mutex::new(rx))
+    rxs
 }
 
 /// A send a millisecond or more after its scheduled time is counted late.
 const LATE: Duration = Duration::from_millis(1);
 
-async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
+/// One task's sends: on its own in closed loop, or those the pacer releases into `paced`.
+async fn task(
+    mut c: RateLimitServiceClient<Channel>,
+    p: Plan,
+    mut paced: Option<mpsc::UnboundedReceiver<Instant>>,
+) -> Tally {
     let mut t = Tally::default();
     let mut g = Keys((p.task + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
     for j in 0u64.. {
@@ -199,10 +207,9 @@ async fn task(mut c: RateLimitServiceClient<Channel>, p: Plan) -> Tally {
             }
             None => g.next(p.keys),
         };
-        let start = match &p.paced {
+        let start = match paced.as_mut() {
             Some(queue) => {
-                let due = queue.lock().await.recv().await;
-                let Some(due) = due else { break };
+                let Some(due) = queue.recv().await else { break };
                 if due.elapsed() >= LATE {
                     t.late += 1;
                 }
@@ -232,10 +239,16 @@ pub(crate) async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         keys: a.keys,
         end,
         distinct: a.distinct,
-        paced: a
-            .rate
-            .map(|r| pace(started, Duration::from_secs(1).div_f64(r as f64), end)),
     };
+    let mut queues = a.rate.map_or_else(Vec::new, |r| {
+        pace(
+            started,
+            Duration::from_secs(1).div_f64(r as f64),
+            end,
+            a.in_flight,
+        )
+    });
+    queues.reverse();
     let handles: Vec<_> = (0..a.in_flight)
         .map(|i| {
             let c = chans[i % chans.len()].clone();
@@ -243,8 +256,9 @@ pub(crate) async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 c,
                 Plan {
                     task: i as u64,
-                    ..plan.clone()
+                    ..plan
                 },
+                queues.pop(),
             ))
         })
         .collect();
