@@ -57,6 +57,28 @@ fn replace(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).expect("rename");
 }
 
+/// A ConfigMap volume holding `first`: DIR/shop.yaml -> ..data/shop.yaml, ..data -> ..v1.
+fn configmap(first: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().to_owned();
+    version(&root, "..v1", first);
+    std::os::unix::fs::symlink("..v1", root.join("..data")).expect("symlink");
+    std::os::unix::fs::symlink("..data/shop.yaml", root.join("shop.yaml")).expect("symlink");
+    (dir, root)
+}
+
+/// A new version `name` of the ConfigMap at `root`, not yet in force.
+fn version(root: &Path, name: &str, text: &str) {
+    std::fs::create_dir(root.join(name)).expect("mkdir");
+    std::fs::write(root.join(name).join("shop.yaml"), text).expect("write");
+}
+
+/// Puts version `name` in force as Kubernetes does: `..data` swapped by a rename.
+fn swap(root: &Path, name: &str) {
+    std::os::unix::fs::symlink(name, root.join("..data_tmp")).expect("symlink");
+    std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("swap ..data");
+}
+
 #[test]
 fn a_rewritten_file_is_reloaded_and_an_invalid_one_is_refused() {
     if !need(has("curl"), "curl") {
@@ -87,20 +109,9 @@ fn a_configmap_symlink_swap_is_reloaded() {
     if !need(has("curl"), "curl") {
         return;
     }
-    // A ConfigMap volume: DIR/shop.yaml -> ..data/shop.yaml, ..data -> ..v1.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path().to_owned();
-    let version = |name: &str, text: &str| {
-        std::fs::create_dir(root.join(name)).expect("mkdir");
-        std::fs::write(root.join(name).join("shop.yaml"), text).expect("write");
-    };
-    let swap = |name: &str| {
-        std::os::unix::fs::symlink(name, root.join("..data_tmp")).expect("symlink");
-        std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("swap ..data");
-    };
-    version("..v1", &config(3));
-    std::os::unix::fs::symlink("..v1", root.join("..data")).expect("symlink");
-    std::os::unix::fs::symlink("..data/shop.yaml", root.join("shop.yaml")).expect("symlink");
+    let (dir, root) = configmap(&config(3));
+    let version = |name: &str, text: &str| version(&root, name, text);
+    let swap = |name: &str| swap(&root, name);
 
     let s = Server::start_in(dir, &root, &[], &[]);
     assert_eq!(limit_in_force(&s), 3);
@@ -148,20 +159,9 @@ fn reloads_while_a_load_runs_answer_every_request_and_keep_the_unchanged_limits_
     if !need(has("curl"), "curl") {
         return;
     }
-    // A ConfigMap volume, as in `a_configmap_symlink_swap_is_reloaded`.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path().to_owned();
-    let version = |name: &str, text: &str| {
-        std::fs::create_dir(root.join(name)).expect("mkdir");
-        std::fs::write(root.join(name).join("shop.yaml"), text).expect("write");
-    };
-    let swap = |name: &str| {
-        std::os::unix::fs::symlink(name, root.join("..data_tmp")).expect("symlink");
-        std::fs::rename(root.join("..data_tmp"), root.join("..data")).expect("swap ..data");
-    };
-    version("..v1", &config_with_stock(3));
-    std::os::unix::fs::symlink("..v1", root.join("..data")).expect("symlink");
-    std::os::unix::fs::symlink("..data/shop.yaml", root.join("shop.yaml")).expect("symlink");
+    let (dir, root) = configmap(&config_with_stock(3));
+    let version = |name: &str, text: &str| version(&root, name, text);
+    let swap = |name: &str| swap(&root, name);
     let s = Server::start_in(dir, &root, &[], &[]);
     let url = s.url("/json");
 
