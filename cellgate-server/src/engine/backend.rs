@@ -8,7 +8,6 @@ use std::time::Duration;
 use cellgate::clock::Clock;
 use cellgate::{AnyLimiter, Decision, Policy, Reservation, Stats};
 
-use super::decide::{Mode, Owner};
 use crate::config::{build, LocalLim, RuleSpec};
 
 /// A limit's keyed state.
@@ -106,6 +105,21 @@ impl Backend {
                 .map_err(|e| e.to_string()),
         }
     }
+}
+
+/// The item and the check within it that a gate belongs to.
+pub(crate) type Owner = (usize, usize);
+
+/// How a run's fleet checks meet Redis.
+#[derive(Clone, Copy)]
+pub(crate) enum Mode<'a> {
+    /// A cold key's check waits for Redis on this thread (at most the request's bound).
+    Wait,
+    /// A check whose owner has an answer here takes it (Redis already decided it); another
+    /// that would wait gives up, and the run ends as [`Ran::Wait`] with nothing charged.
+    /// (Fleet mode's: without the `server` feature nothing builds it.)
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    Answers(&'a [(Owner, Decision)]),
 }
 
 /// One request's terms with Redis, shared by its fleet checks.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cellgate::{check_all_in, AnyLimiter, Decision};
 
-use super::backend::{Bound, Gate};
+use super::backend::{Bound, Gate, Mode, Owner};
 use super::limiters::Lim;
 use crate::api::{Code, CurrentLimit, DescriptorStatus, StatHits, Unit};
 
@@ -51,26 +51,11 @@ pub(crate) struct Item<'a> {
     pub(crate) replaces: Vec<Arc<str>>,
 }
 
-/// The item and the check within it that a gate belongs to.
-pub(crate) type Owner = (usize, usize);
-
 /// What happened to one check.
 #[derive(Clone, Copy)]
 struct Outcome {
     decision: Decision,
     over: bool,
-}
-
-/// How a run's fleet checks meet Redis.
-#[derive(Clone, Copy)]
-pub(crate) enum Mode<'a> {
-    /// A cold key's check waits for Redis on this thread (at most the request's bound).
-    Wait,
-    /// A check whose owner has an answer here takes it (Redis already decided it); another
-    /// that would wait gives up, and the run ends as [`Ran::Wait`] with nothing charged.
-    /// (Fleet mode's: without the `server` feature nothing builds it.)
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    Answers(&'a [(Owner, Decision)]),
 }
 
 /// How a run ended.

@@ -27,7 +27,8 @@ use crate::api::{
 };
 use crate::clock::UnixClock;
 use crate::config::Config;
-use decide::{Check, Item, Kind, Mode, Ran};
+use backend::Mode;
+use decide::{Check, Item, Kind, Ran};
 #[cfg(feature = "server")]
 pub(crate) use limiters::Lim;
 use limiters::{Backend, Limiters};

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use cellgate::Decision;
 
-use super::decide::{self, Mode, Owner, Ran};
+use super::backend::{Mode, Owner};
+use super::decide::{self, Ran};
 use super::limiters::Lim;
 use super::{response, Engine};
 use crate::api::{RateLimitRequest, RateLimitResponse, RequestError};
