@@ -116,7 +116,7 @@ pub(crate) enum Mode<'a> {
     /// A cold key's check waits for Redis on this thread (at most the request's bound).
     Wait,
     /// A check whose owner has an answer here takes it (Redis already decided it); another
-    /// that would wait gives up, and the run ends as [`Ran::Wait`] with nothing charged.
+    /// that would wait gives up, and the run ends as [`Ran::Wait`](super::decide::Ran::Wait) with nothing charged.
     /// (Fleet mode's: without the `server` feature nothing builds it.)
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     Answers(&'a [(Owner, Decision)]),
