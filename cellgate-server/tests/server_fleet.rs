@@ -11,7 +11,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{curl, has, need, Server};
+use common::{curl, has, need, send, Server};
 
 /// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
 /// per-key stock of 30.
@@ -116,36 +116,6 @@ fn server(redis: &str, extra: &[&str]) -> Server {
     let mut args = vec!["--redis", redis];
     args.extend_from_slice(extra);
     Server::start(FLEET, &args, &[])
-}
-
-/// Sends `body` to `/json` `n` times on one connection; returns (answered 200, answered 429).
-/// Any other answer fails the test.
-fn send(s: &Server, body: &str, n: usize) -> (u64, u64) {
-    let url = s.url("/json");
-    let mut args: Vec<&str> = vec![
-        "-s",
-        "--max-time",
-        "20",
-        "-w",
-        "%{http_code}\n",
-        "-X",
-        "POST",
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
-        body,
-    ];
-    for _ in 0..n {
-        args.extend(["-o", "/dev/null", url.as_str()]);
-    }
-    let out = Command::new("curl").args(&args).output().expect("run curl");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let codes: Vec<&str> = text.lines().collect();
-    assert_eq!(codes.len(), n, "every request answered: {text}");
-    let ok = codes.iter().filter(|c| **c == "200").count() as u64;
-    let over = codes.iter().filter(|c| **c == "429").count() as u64;
-    assert_eq!(ok + over, n as u64, "only 200 and 429: {text}");
-    (ok, over)
 }
 
 /// Sells `sku` on both servers, in rounds, until the fleet has sold `want` in all (or a

@@ -35,22 +35,7 @@ fn body(key: &str, value: &str) -> String {
 /// Sends `body` to `/json` `n` times on one connection; returns how many were answered 200.
 /// Any answer other than 200 or 429 fails the test.
 fn send(s: &Server, body: &str, n: usize) -> u64 {
-    let url = s.url("/json");
-    let mut args: Vec<&str> = vec!["-s", "--max-time", "20", "-w", "%{http_code}\n"];
-    args.extend(["-X", "POST", "-H", "content-type: application/json"]);
-    args.extend(["--data-binary", body]);
-    for _ in 0..n {
-        args.extend(["-o", "/dev/null", url.as_str()]);
-    }
-    let out = Command::new("curl").args(&args).output().expect("run curl");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let codes: Vec<&str> = text.lines().collect();
-    assert_eq!(codes.len(), n, "every request answered: {text}");
-    assert!(
-        codes.iter().all(|c| *c == "200" || *c == "429"),
-        "only 200 and 429: {text}"
-    );
-    codes.iter().filter(|c| **c == "200").count() as u64
+    common::send(s, body, n).0
 }
 
 /// Sells item `value` on every server, in rounds of 8 requests each, until `want` are sold in

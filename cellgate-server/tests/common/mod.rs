@@ -195,6 +195,40 @@ pub fn curl(args: &[&str]) -> Reply {
     }
 }
 
+/// Sends `body` to `/json` `n` times on one connection; returns (answered 200, answered 429).
+/// Any other answer fails the test.
+pub fn send(s: &Server, body: &str, n: usize) -> (u64, u64) {
+    send_to(&s.url("/json"), body, n)
+}
+
+/// As [`send`], to the `/json` endpoint at `url` (for a thread that does not hold the server).
+pub fn send_to(url: &str, body: &str, n: usize) -> (u64, u64) {
+    let mut args: Vec<&str> = vec![
+        "-s",
+        "--max-time",
+        "20",
+        "-w",
+        "%{http_code}\n",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        body,
+    ];
+    for _ in 0..n {
+        args.extend(["-o", "/dev/null", url]);
+    }
+    let out = Command::new("curl").args(&args).output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let codes: Vec<&str> = text.lines().collect();
+    assert_eq!(codes.len(), n, "every request answered: {text}");
+    let ok = codes.iter().filter(|c| **c == "200").count() as u64;
+    let over = codes.iter().filter(|c| **c == "429").count() as u64;
+    assert_eq!(ok + over, n as u64, "only 200 and 429: {text}");
+    (ok, over)
+}
+
 /// POSTs `body` to `/json`.
 pub fn post_json(s: &Server, body: &str) -> Reply {
     curl(&[
