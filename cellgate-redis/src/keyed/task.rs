@@ -513,6 +513,9 @@ impl Task {
         let pool = &self.shared.pool;
         let mut leased = 0;
         let mut cold = Vec::new();
+        // Closing, every lease goes back: a key spent from since the last look is not kept
+        // for being in use (its units would stay counted as this process's in Redis).
+        let closing = self.closing;
         for (key, h) in &mut self.hot {
             let remaining = |k: &str| u64::from(pool.peek_n(k, 0).remaining());
             let spent = h.book.observe(remaining(key), Some(now));
@@ -520,7 +523,7 @@ impl Task {
                 h.last_use = now;
                 h.window += spent;
             }
-            let idle = now.duration_since(h.last_use) >= self.cfg.idle;
+            let idle = closing || now.duration_since(h.last_use) >= self.cfg.idle;
             // Withdraw idle or expired units (the book observed above: a first look again
             // finds nothing more spent).
             let x = crate::local::withdraw(
@@ -770,7 +773,6 @@ impl Task {
         }
         let now = Instant::now();
         for h in self.hot.values_mut() {
-            h.last_use = now.checked_sub(self.cfg.idle).unwrap_or(h.last_use);
             h.asking = false;
         }
         self.housekeeping(now);
