@@ -96,6 +96,15 @@ impl Redis {
             .is_ok()
     }
 
+    /// Sends signal `sig` (`STOP`, `CONT`) to redis-server.
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} redis-server");
+    }
+
     /// SIGKILL, and reap.
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -403,6 +412,88 @@ fn cl_throttle_keys_are_shared_by_the_fleet() {
     // One parameter set is all `a` may share: another gets an error reply.
     let other = cli_lines(&cli, &a.port(), "CL.THROTTLE other 1 1 1\n").join(" ");
     assert!(other.contains("distinct parameter sets"), "{other}");
+}
+
+/// Sends one `CL.THROTTLE` call on a new connection.
+fn throttle_call(port: &str, key: &str) -> std::net::TcpStream {
+    let mut c = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).expect("connect");
+    let cmd = format!(
+        "*5\r\n$11\r\nCL.THROTTLE\r\n${}\r\n{key}\r\n$1\r\n9\r\n$2\r\n10\r\n$2\r\n60\r\n",
+        key.len()
+    );
+    std::io::Write::write_all(&mut c, cmd.as_bytes()).expect("send");
+    c
+}
+
+/// Reads a call's reply: five integers, or an error line.
+fn throttle_reply(c: &mut std::net::TcpStream) -> String {
+    c.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if text.starts_with('-') && text.ends_with("\r\n") || text.matches("\r\n").count() == 6 {
+            return text;
+        }
+        let n = std::io::Read::read(c, &mut byte).expect("a reply within 20 s");
+        assert_eq!(n, 1, "the server closed the connection after {text:?}");
+        got.push(byte[0]);
+    }
+}
+
+/// Threads of process `pid`.
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count)
+}
+
+#[test]
+fn cl_throttle_calls_waiting_on_redis_hold_no_thread_each() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return resp_common::skip("no /proc to count threads in");
+    }
+    let Some(redis) = Redis::start() else { return };
+    let url = redis.url();
+    let s = resp_common::Server::start(&["--redis", &url, "--redis-max-wait-ms", "3000"]);
+    // The parameter set's fleet limit starts with a first call; once Redis answers it, a call
+    // on a new key is checked there before its reply (its state is in Redis when it comes).
+    let mut c = redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("a connection to redis-server");
+    let checked_in_redis = (0..100).any(|i| {
+        let key = format!("probe{i}");
+        let r = throttle_reply(&mut throttle_call(&s.port(), &key));
+        assert!(r.starts_with("*5"), "{r}");
+        let state = format!("cellgate:{{cgs-throttle:10:6000000000ns}}:k:s:{key}");
+        let held: bool = redis::cmd("EXISTS")
+            .arg(&state)
+            .query(&mut c)
+            .expect("EXISTS");
+        held || {
+            std::thread::sleep(Duration::from_millis(100));
+            false
+        }
+    });
+    assert!(checked_in_redis, "no call was checked in Redis");
+    let base = threads(s.pid());
+    // Redis stops answering: calls on keys this server holds no lease for wait for it (at most
+    // the bound), all at once.
+    redis.signal("STOP");
+    let calls: Vec<_> = (0..24)
+        .map(|i| throttle_call(&s.port(), &format!("cold{i}")))
+        .collect();
+    for mut c in calls {
+        let r = throttle_reply(&mut c);
+        assert!(r.starts_with("*5"), "every waiting call is answered: {r}");
+    }
+    let grown = threads(s.pid()).saturating_sub(base);
+    eprintln!("threads: {base} before, {grown} more after 24 calls waited");
+    redis.signal("CONT");
+    // A call that blocked a thread while it waited would have left one thread per call.
+    assert!(
+        grown < 12,
+        "{grown} threads more for 24 calls waiting on Redis"
+    );
 }
 
 /// Five rate limits, one per descriptor key: a request naming all five checks five fleet

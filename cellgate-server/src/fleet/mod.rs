@@ -23,7 +23,7 @@ use crate::config::{Algorithm, RuleSpec};
 use crate::sync::Total;
 
 pub(crate) use name::{describe, name};
-pub(crate) use throttle::Throttles;
+pub(crate) use throttle::{Cold, Throttled, Throttles};
 
 /// How the servers of a fleet reach Redis.
 ///

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use cellgate::{AnyLimiter, Decision};
@@ -84,34 +84,40 @@ impl Throttles {
         self.map.load().get(&id).cloned().ok_or_else(full)
     }
 
-    /// Runs one call: `Err` is the error reply.
-    pub(crate) fn throttle(&self, key: &[u8], p: &Params) -> Result<Reply, String> {
+    /// Runs one call: `Err` is the error reply. A look, or a key this process can decide (a
+    /// lease), is answered at once; a key that needs Redis comes back as [`Throttled::Wait`],
+    /// for the connection to await without holding a thread.
+    pub(crate) fn throttle(&self, key: &[u8], p: &Params) -> Result<Throttled, String> {
         let limit = i64::from(p.burst);
         if p.quantity > limit {
             // More than the limit never fits: redis-cell's denial, no wait helps.
-            return Ok(Reply {
+            return Ok(Throttled::Now(Reply {
                 limited: true,
                 limit,
                 remaining: 0,
                 retry_after: -1,
                 reset_after: 0,
-            });
+            }));
         }
         let fleet = self.get(p)?;
         let key = fleet_key(key);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // ≤ burst (u32)
         let n = p.quantity as u32;
-        // A look, or a key this process can decide (a lease), is answered on this thread;
-        // only a check that waits for Redis moves off it.
         let now = if n == 0 {
             Some(AnyLimiter::<str>::peek_n(&*fleet, &key, 0))
         } else {
             fleet.charge_now(&key, n).map(|r| r.decision())
         };
-        let d = now.unwrap_or_else(|| {
-            crate::fleet::blocking(|| AnyLimiter::<str>::check_n(&*fleet, &key, n))
-        });
-        Ok(reply(limit, &d))
+        Ok(match now {
+            Some(d) => Throttled::Now(reply(limit, &d)),
+            None => Throttled::Wait(Cold {
+                by: Instant::now() + self.options.max_wait,
+                fleet,
+                key,
+                n,
+                limit,
+            }),
+        })
     }
 
     /// Hands every rate's leases back.
@@ -119,6 +125,40 @@ impl Throttles {
         for f in self.map.load().values() {
             f.shutdown();
         }
+    }
+}
+
+/// What a call gets: its reply, or the check that waits for Redis.
+#[derive(Debug)]
+pub(crate) enum Throttled {
+    Now(Reply),
+    Wait(Cold),
+}
+
+/// A call whose key is cold here: its check goes to Redis, awaited at most until `by` (the
+/// outage rules decide past it), as a request's cold limits are.
+pub(crate) struct Cold {
+    fleet: Arc<KeyedFleet>,
+    key: Cow<'static, str>,
+    n: u32,
+    limit: i64,
+    by: Instant,
+}
+
+impl std::fmt::Debug for Cold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cold")
+            .field("key", &self.key)
+            .field("n", &self.n)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cold {
+    /// The reply, once Redis answered (or the bound passed).
+    pub(crate) async fn answer(self) -> Reply {
+        let d = self.fleet.check_n_by(&self.key, self.n, self.by).await;
+        reply(self.limit, &self.fleet.decision_of(&d))
     }
 }
 

@@ -41,7 +41,15 @@ pub(crate) async fn run(
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(Frame::Command(args))) => {
-                    after = session.execute(shared, &args, &mut out);
+                    after = match session.execute(shared, &args, &mut out) {
+                        // A key cold here: its check is awaited in order, on no thread.
+                        #[cfg(feature = "server")]
+                        After::Wait(cold) => {
+                            session.throttled(&cold.answer().await, &mut out);
+                            After::Continue
+                        }
+                        a => a,
+                    };
                 }
                 Ok(Some(Frame::Nothing)) => {}
                 Ok(None) => break,
@@ -54,7 +62,7 @@ pub(crate) async fn run(
                     after = After::Close;
                 }
             }
-            if after == After::Close {
+            if matches!(after, After::Close) {
                 break;
             }
             if out.len() >= MAX_OUT_BATCH {
@@ -62,7 +70,7 @@ pub(crate) async fn run(
             }
         }
         write(&mut stream, &mut out, cfg.command_timeout).await?;
-        if after == After::Close {
+        if matches!(after, After::Close) {
             return Ok(());
         }
         if decoder.held() + buf.len() >= cfg.max_query_bytes {

@@ -34,7 +34,7 @@ pub fn process(input: &[u8], chunk: usize) -> Vec<u8> {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(Frame::Command(args))) => {
-                    if session.execute(&shared, &args, &mut out) == After::Close {
+                    if matches!(session.execute(&shared, &args, &mut out), After::Close) {
                         return out;
                     }
                 }

@@ -9,11 +9,15 @@ use super::throttle;
 use super::Shared;
 
 /// What the connection does after a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum After {
     Continue,
     /// Send what was written, then close (`QUIT`).
     Close,
+    /// Await this `CL.THROTTLE` check on Redis, then write its reply with
+    /// [`Session::throttled`] before the next command's.
+    #[cfg(feature = "server")]
+    Wait(crate::fleet::Cold),
 }
 
 /// The state `HELLO`, `CLIENT` and `RESET` act on.
@@ -36,6 +40,18 @@ impl Session {
         }
     }
 
+    /// Writes the reply of a `CL.THROTTLE` call that waited (see [`After::Wait`]).
+    #[cfg(feature = "server")]
+    pub(crate) fn throttled(&self, r: &throttle::Reply, buf: &mut Vec<u8>) {
+        five(
+            r,
+            &mut Out {
+                buf,
+                proto: self.proto,
+            },
+        );
+    }
+
     /// Runs one command (`args` is never empty), writing its reply into `buf`.
     pub(crate) fn execute(&mut self, shared: &Shared, args: &[Bytes], buf: &mut Vec<u8>) -> After {
         let mut out = Out {
@@ -54,7 +70,7 @@ impl Session {
             return After::Continue;
         }
         match spec.name {
-            "cl.throttle" => cl_throttle(shared, args, &mut out),
+            "cl.throttle" => return cl_throttle(shared, args, &mut out),
             "ping" => match args.get(1) {
                 None => out.simple("PONG"),
                 Some(msg) if args.len() == 2 => out.bulk(msg),
@@ -211,20 +227,26 @@ pub(crate) fn unknown_command(args: &[Bytes]) -> String {
     )
 }
 
-fn cl_throttle(shared: &Shared, args: &[Bytes], out: &mut Out<'_>) {
+fn cl_throttle(shared: &Shared, args: &[Bytes], out: &mut Out<'_>) -> After {
     if args.len() != 5 && args.len() != 6 {
-        return out.error(throttle::USAGE);
+        out.error(throttle::USAGE);
+        return After::Continue;
     }
     let params = match throttle::parse(&args[2..]) {
         Ok(p) => p,
-        Err(e) => return out.error(&e),
+        Err(e) => {
+            out.error(&e);
+            return After::Continue;
+        }
     };
     #[cfg(feature = "server")]
     if let Some(fleet) = &shared.fleet {
-        return match fleet.throttle(&args[1], &params) {
-            Ok(r) => five(&r, out),
+        match fleet.throttle(&args[1], &params) {
+            Ok(crate::fleet::Throttled::Now(r)) => five(&r, out),
+            Ok(crate::fleet::Throttled::Wait(cold)) => return After::Wait(cold),
             Err(e) => out.error(&e),
-        };
+        }
+        return After::Continue;
     }
     match throttle::throttle(&shared.limiter, &args[1], &params) {
         Ok(r) => five(&r, out),
@@ -233,6 +255,7 @@ fn cl_throttle(shared: &Shared, args: &[Bytes], out: &mut Out<'_>) {
              retry when some drain",
         ),
     }
+    After::Continue
 }
 
 /// The five integers of a `CL.THROTTLE` reply.
