@@ -32,6 +32,10 @@ use crate::shared::{KeyedShared, CONNECTED, FALLBACK, FORGOTTEN, PARTITIONED};
 
 /// How often hot keys are looked at.
 const TICK: Duration = Duration::from_millis(5);
+/// How often an idle task (no hot key, no key seen, nothing queued, owed or in flight, every
+/// shard answering) wakes for its heartbeat: it has nothing to look at until a request wakes
+/// it, so a server of many idle limits does not wake each one every `TICK`.
+const IDLE_TICK: Duration = Duration::from_millis(50);
 /// The window over which a key's rate is measured.
 const RATE_WINDOW: Duration = Duration::from_millis(100);
 /// A silent process still heartbeats, so the server counts it live.
@@ -289,11 +293,26 @@ impl Task {
             self.expire(now);
             if now >= self.next_tick {
                 self.housekeeping(now);
-                self.next_tick = now + TICK;
+                self.next_tick = now + if self.idle() { IDLE_TICK } else { TICK };
             }
             self.maybe_send(now);
         }
         self.finish().await;
+    }
+
+    /// Nothing to look at each tick (see [`IDLE_TICK`]).
+    fn idle(&self) -> bool {
+        let empty = |maps: &[HashMap<String, u64>]| maps.iter().all(HashMap::is_empty);
+        self.hot.is_empty()
+            && self.seen.is_empty()
+            && self.queues.iter().all(VecDeque::is_empty)
+            && self.inflight.iter().all(Option::is_none)
+            && self.forgets.iter().all(Vec::is_empty)
+            && empty(&self.gives)
+            && empty(&self.debts)
+            && empty(&self.holds)
+            && empty(&self.strands)
+            && (0..self.inflight.len()).all(|s| self.shared.shard_state(s) == CONNECTED)
     }
 
     /// The next moment something is due: a tick, a waiting check's deadline, a retry.
