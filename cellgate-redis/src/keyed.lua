@@ -172,7 +172,9 @@ for k = 1, nops do
   if not tat then tat = tonumber(stored[k]) or 0 end
   if tat < now and not stock then tat = now end
   local v, info = 0, 0
-  local mine = 'h:' .. pid .. ':' .. string.sub(key, kskip + 1)
+  -- This process's holding field of the key: a stock's only (a new string costs per key).
+  local mine
+  if stock then mine = 'h:' .. pid .. ':' .. string.sub(key, kskip + 1) end
   if op == 'f' then
     if (stock and tat > 0) or (not stock and tat > now) then v = 1 end
     tat = 0
