@@ -45,23 +45,25 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
-        // current algorithm is read and checked by a second, out-of-line copy of the check.
-        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
-        // inlining this function into its callers, and the call (the arguments, the 40-byte
-        // decision returned through memory) was all of the difference from a limiter with no
-        // runtime change at all; inlined, the flag costs a load and a predicted branch.
-        // A window counter (never changed at runtime) takes its own copy of the check, with
-        // its step inlined into the loop (see `algorithm::steps`).
+        // The built algorithm, at a fixed place in `self`, until a `set_quota`. A GCRA limiter
+        // whose quota never changed is checked here, by the copy of the check laid out for
+        // GCRA alone (its steps known, no dispatch in the loop: see `algorithm::steps`); every
+        // other case by a second, out-of-line copy, `check_other`. `inline(always)` (here and
+        // on `check`): with the runtime-change path, LLVM stopped inlining this function into
+        // its callers, and the call (the arguments, the 40-byte decision returned through
+        // memory) was all of the difference from a limiter with no runtime change at all;
+        // inlined, the flag and the kind cost two loads and two predicted branches.
         match self.setting.unchanged() {
             Some(Algorithm::Gcra(g)) => self.check_at(g, key, &Now::lazy(|| self.clock.now()), n),
             _ => self.check_other(key, n),
         }
     }
 
-    /// [`check_n`](Self::check_n) of every algorithm but an unchanged GCRA, out of line: a
-    /// window counter takes the check laid out for it alone; GCRA after a runtime quota change
-    /// reads its current parameters.
+    /// [`check_n`](Self::check_n) of every algorithm but a GCRA never changed, out of line so
+    /// that GCRA's check, inlined into the caller, stays small. A window counter (never changed
+    /// at runtime) takes the copy of the check laid out for it alone, GCRA after a `set_quota`
+    /// GCRA's copy on the current parameters, and a stock or warm-up the copy that dispatches
+    /// on the algorithm in its loop.
     #[inline(never)]
     fn check_other<Q>(&self, key: &Q, n: u32) -> Decision
     where
