@@ -1,12 +1,14 @@
 //! What a keyed check's compare-and-swap loop runs of an algorithm: [`Steps`], implemented by
-//! [`Algorithm`] (every kind, dispatched inside the loop) and by each window counter alone.
+//! [`Algorithm`] (every kind, dispatched inside the loop) and by GCRA and each window counter
+//! alone.
 //!
-//! A keyed check is generic over it so that a limiter built with a window counter runs a copy
-//! of the check laid out for that counter only: its step and its admission's decision inlined
-//! into the loop, as GCRA's are in the copy for [`Algorithm`]. The kind is known when the
+//! A keyed check is generic over it so that a limiter built with GCRA or a window counter runs
+//! a copy of the check laid out for that kind only: its step and its admission's decision
+//! inlined into the loop, with no dispatch on the kind there. The kind is known when the
 //! limiter is built and never changes (only GCRA's parameters change at runtime), so the check
-//! picks its copy with one branch on the built kind; inlining a window's step into the shared
-//! copy instead made every algorithm's check slower.
+//! picks its copy with one branch on the built kind. Inlining a window's step into the copy
+//! that dispatches instead made every algorithm's check slower; a stock and warm-up keep that
+//! copy.
 
 use super::{Algorithm, FixedWindow, Gcra, Outcome, SlidingWindow};
 use crate::decision::Decision;
@@ -60,7 +62,8 @@ impl Steps for Algorithm {
     }
 }
 
-/// The steps of a window counter, as its own check's loop runs them.
+/// The steps of a window counter, as its own check's loop runs them: the common path inlined,
+/// a denial's decision out of line.
 macro_rules! window_steps {
     ($($counter:ident),*) => {$(
         impl Steps for $counter {
@@ -92,6 +95,8 @@ macro_rules! window_steps {
 
 window_steps!(FixedWindow, SlidingWindow);
 
+/// GCRA's steps, as its own check's loop runs them: all inlined, a denial's decision too (as
+/// in the copy that dispatches).
 impl Steps for Gcra {
     #[inline(always)]
     fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
