@@ -135,6 +135,56 @@ fn admit_untracked_decides_as_fresh_without_storing() {
     assert!(!l.cancel(&4, r));
 }
 
+/// The window counters' keyed checks (laid out for each counter alone) decide an untracked key
+/// as a fresh one too, in every store that has a ceiling.
+#[test]
+fn admit_untracked_window_counters_decide_as_fresh() {
+    let w = Duration::from_secs(1);
+    for sliding in [false, true] {
+        for store in 0..3 {
+            let b = if sliding {
+                KeyedLimiter::<u64>::sliding_window(3, w)
+            } else {
+                KeyedLimiter::<u64>::fixed_window(3, w)
+            };
+            let b = b
+                .clock(ManualClock::new())
+                .max_keys(2)
+                .when_full(WhenFull::AdmitUntracked);
+            let l = match store {
+                0 => b.build(),
+                1 => b.fixed_capacity().build(),
+                _ => b.exact_keys().build(),
+            }
+            .unwrap();
+            let at = format!("sliding {sliding}, store {store}");
+            assert!(l.check_n(&1, 3).is_allowed(), "{at}");
+            assert!(l.check(&2).is_allowed(), "{at}");
+            for _ in 0..3 {
+                let d = l.check_n(&3, 3);
+                assert!(d.is_allowed(), "{at}");
+                assert_eq!(d.remaining(), 0, "{at}");
+            }
+            // Over the limit: denied as a fresh key is, with no wait that helps.
+            let d = l.check_n(&3, 4);
+            assert!(!d.is_allowed(), "{at}");
+            assert_eq!(d.retry_after(), None, "{at}");
+            // The held keys are limited as always: key 1 spent its window.
+            let d = l.check(&1);
+            assert!(!d.is_allowed(), "{at}");
+            // A fixed window's next one starts in `w`; a sliding window's estimate needs a
+            // third of the next window to pass (rounded up to the nanosecond).
+            let retry = if sliding {
+                w + Duration::from_nanos(333_333_334)
+            } else {
+                w
+            };
+            assert_eq!(d.retry_after(), Some(retry), "{at}");
+            assert_eq!((l.len(), l.stats().untracked), (2, 3), "{at}");
+        }
+    }
+}
+
 #[test]
 fn evict_nearest_fresh_forgets_the_key_closest_to_fresh() {
     let (_clock, l) = limiter(4, 10, WhenFull::EvictNearestFresh);

@@ -143,6 +143,13 @@ impl FixedWindow {
     /// that this path needs no saved registers.
     #[inline(never)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        self.next_word_inline(word, now, n)
+    }
+
+    /// [`next_word`](Self::next_word), inlined into a check laid out for this counter alone
+    /// (see [`super::steps`]).
+    #[inline(always)]
+    pub(crate) fn next_word_inline(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let w = self.window.get();
         let (ks, c) = self.layout.unpack(word);
         // Every word this configuration writes holds the index of a `u64` time (`ks <= last`,
@@ -172,6 +179,12 @@ impl FixedWindow {
     /// after it are in the word), without a second run of the step.
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        self.admitted_inline(written, now)
+    }
+
+    /// [`admitted`](Self::admitted), inlined into a check laid out for this counter alone.
+    #[inline(always)]
+    pub(crate) fn admitted_inline(&self, written: u64, now: u64) -> Decision {
         let (k, after) = self.layout.unpack(written);
         // The time to the end of window k, `(k + 1) * W - now`, in u64: `k * W` fits (k is a
         // window index of a u64 time), and k is now's window or a later one (a clock that went
@@ -184,6 +197,13 @@ impl FixedWindow {
         };
         let remaining = u64::from(self.limit).saturating_sub(after);
         Decision::allow(self.limit, remaining, NonZeroU64::MIN, to_end)
+    }
+
+    /// The decision of a step that wrote nothing (a denial, or `n = 0`): out of line, off a
+    /// check's common path.
+    #[inline(never)]
+    pub(crate) fn decide_cold(&self, word: u64, now: u64, n: u32) -> Decision {
+        self.step(word, now, n).0
     }
 
     /// See [`Algorithm::swept_word`](super::Algorithm::swept_word): an idle key may have used

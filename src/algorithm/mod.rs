@@ -8,6 +8,7 @@ pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
+pub(crate) mod steps;
 pub(crate) mod stock;
 pub(crate) mod warm_up;
 pub(crate) mod window;
@@ -19,6 +20,7 @@ use crate::reservation::Reservation;
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
 pub(crate) use sliding_window::SlidingWindow;
+pub(crate) use steps::Steps;
 pub(crate) use stock::Stock;
 pub(crate) use warm_up::WarmUp;
 
@@ -362,6 +364,34 @@ impl Outcome {
         }
     }
 
+    /// The outcome of a step that always writes when it admits (a window counter's): `next`
+    /// if it wrote, otherwise `word`.
+    #[inline(always)]
+    pub(crate) fn written(word: u64, next: Option<u64>) -> Self {
+        match next {
+            Some(written) => Self {
+                word: written,
+                written: true,
+            },
+            None => Self {
+                word,
+                written: false,
+            },
+        }
+    }
+
+    /// The word an admission wrote, or `None` when the step wrote nothing.
+    #[inline(always)]
+    pub(crate) fn admitted(self) -> Option<u64> {
+        self.written.then_some(self.word)
+    }
+
+    /// The word to decide on (see the type's docs).
+    #[inline(always)]
+    pub(crate) fn word(self) -> u64 {
+        self.word
+    }
+
     /// The decision after the step, as [`decision_after`] gives it. An admission's decision
     /// comes from the word it wrote, in a few instructions; the window counters' out of line,
     /// so that GCRA's check stays as it was laid out.
@@ -389,6 +419,11 @@ mod decision_props {
         match kind {
             0 => FixedWindow::new(limit, w).map(Algorithm::FixedWindow),
             1 => SlidingWindow::new(limit, w).map(Algorithm::SlidingWindow),
+            // A queue: admissions that wait, whose decisions carry a delay.
+            3 => crate::Quota::new(limit, w)
+                .with_queue(limit)
+                .gcra_params()
+                .map(|p| Algorithm::Gcra(Gcra::new(p))),
             _ => crate::Quota::new(limit, w)
                 .gcra_params()
                 .map(|p| Algorithm::Gcra(Gcra::new(p))),
@@ -401,11 +436,23 @@ mod decision_props {
         })
     }
 
+    /// A check's decision and write through `counter`'s own [`Steps`], as its loop runs them
+    /// (the word to write, then the decision from the outcome and from `after`).
+    fn steps_of(counter: &impl Steps, word: u64, now: u64, n: u32) -> Step {
+        let next = counter.next_word(word, now, n);
+        let decision = counter.decision(counter.outcome(word, next), now, n);
+        assert_eq!(counter.after(word, next, now, n), decision);
+        if next.is_none() {
+            assert_eq!(counter.decide(word, now, n), decision);
+        }
+        (decision, next)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2_000))]
         #[test]
         fn an_admissions_decision_is_the_steps(
-            kind in 0u8..3,
+            kind in 0u8..4,
             limit in prop_oneof![1u32..8, 1u32..1_000_000],
             window_ns in prop_oneof![1u64..10_000, 1_000u64..1_000_000_000_000, 1u64..],
             swept in prop_oneof![Just(None), any::<u64>().prop_map(Some)],
@@ -422,6 +469,16 @@ mod decision_props {
                 prop_assert_eq!(a.next_word(word, now, n), next);
                 prop_assert_eq!(decision_after(&a, word, next, now, n), decision);
                 prop_assert_eq!(Outcome::of(&a, word, next).decision(&a, now, n), decision);
+                // The check laid out for the kind alone (its own `Steps`) decides the same,
+                // and so does every kind's through `Algorithm`'s.
+                let own = match &a {
+                    Algorithm::Gcra(g) => steps_of(g, word, now, n),
+                    Algorithm::FixedWindow(f) => steps_of(f, word, now, n),
+                    Algorithm::SlidingWindow(s) => steps_of(s, word, now, n),
+                    other => steps_of(other, word, now, n),
+                };
+                prop_assert_eq!(own, (decision, next));
+                prop_assert_eq!(steps_of(&a, word, now, n), (decision, next));
                 if let Some(w) = next {
                     word = w;
                 }

@@ -324,6 +324,13 @@ impl SlidingWindow {
     /// saved registers.
     #[inline(never)]
     pub(crate) fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
+        self.next_word_inline(word, now, n)
+    }
+
+    /// [`next_word`](Self::next_word), inlined into a check laid out for this counter alone
+    /// (see [`super::steps`]).
+    #[inline(always)]
+    pub(crate) fn next_word_inline(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         let w = self.window.get();
         let (ks, p, c) = self.layout.unpack(word);
         // `checked_mul`: every word this configuration writes holds a window index up to
@@ -378,6 +385,12 @@ impl SlidingWindow {
     /// path needs no saved registers.
     #[inline(never)]
     pub(crate) fn admitted(&self, written: u64, now: u64) -> Decision {
+        self.admitted_inline(written, now)
+    }
+
+    /// [`admitted`](Self::admitted), inlined into a check laid out for this counter alone.
+    #[inline(always)]
+    pub(crate) fn admitted_inline(&self, written: u64, now: u64) -> Decision {
         let (ks, prev, curr) = self.layout.unpack(written);
         let w = self.window.get();
         // `ks <= last`: no overflow (see `admitted_weighed`).
@@ -420,6 +433,13 @@ impl SlidingWindow {
             .saturating_sub(prev_units)
             .saturating_sub(curr);
         Decision::allow(self.limit, remaining, NonZeroU64::MIN, reset)
+    }
+
+    /// The decision of a step that wrote nothing (a denial, or `n = 0`): out of line, off a
+    /// check's common path.
+    #[inline(never)]
+    pub(crate) fn decide_cold(&self, word: u64, now: u64, n: u32) -> Decision {
+        self.step(word, now, n).0
     }
 
     /// `ceil(x / W)`, clamped to `u64`: by the reciprocal when `x` fits in 64 bits (a

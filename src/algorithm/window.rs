@@ -29,10 +29,12 @@
 //! test that first, by one multiplication and a compare: `now` is in stored window `ks` when
 //! `ks * W <= now < (ks + 1) * W`. Then the count is the word's low field, and an admission
 //! writes `word + n` (the count never exceeds the limit, so nothing carries into the fields
-//! above it). Only a word from another window takes the division and repacks. Each of these
-//! steps is its own small function reached by a tail call from one dispatch (see
-//! `Algorithm::next_word`), so that the common path saves no registers; the rare path is a
-//! second function for the same reason.
+//! above it). Only a word from another window takes the division and repacks. A keyed check
+//! runs a copy of its loop laid out for the counter alone, into which this common path and the
+//! admission's decision inline (see `steps`); elsewhere each of these steps is its own small
+//! function reached by a tail call from one dispatch (see `Algorithm::next_word`), so that the
+//! common path saves no registers. The rare path is a second function in both, for the same
+//! reason.
 
 use std::num::NonZeroU64;
 use std::time::Duration;

@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::{KeyedLimiter, Store};
-use crate::algorithm::{decision_after, Algorithm, Outcome};
+use crate::algorithm::{Algorithm, Steps};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::store::grow_table::{ByFingerprint, Exact, GrowTable, Probe, SlotKey};
@@ -45,27 +45,41 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // The built algorithm, at a fixed place in `self`, until a `set_quota`; after one, the
-        // current algorithm is read and checked by a second, out-of-line copy of the check.
-        // `inline(always)` (here and on `check`): with the runtime-change path, LLVM stopped
-        // inlining this function into its callers, and the call (the arguments, the 40-byte
-        // decision returned through memory) was all of the difference from a limiter with no
-        // runtime change at all; inlined, the flag costs a load and a predicted branch.
+        // The built algorithm, at a fixed place in `self`, until a `set_quota`. A GCRA limiter
+        // whose quota never changed is checked here, by the copy of the check laid out for
+        // GCRA alone (its steps known, no dispatch in the loop: see `algorithm::steps`); every
+        // other case by a second, out-of-line copy, `check_other`. `inline(always)` (here and
+        // on `check`): with the runtime-change path, LLVM stopped inlining this function into
+        // its callers, and the call (the arguments, the 40-byte decision returned through
+        // memory) was all of the difference from a limiter with no runtime change at all;
+        // inlined, the flag and the kind cost two loads and two predicted branches.
         match self.setting.unchanged() {
-            Some(algorithm) => self.check_on(algorithm, key, n),
-            None => self.check_changed(key, n),
+            Some(Algorithm::Gcra(g)) => self.check_at(g, key, &Now::lazy(|| self.clock.now()), n),
+            _ => self.check_other(key, n),
         }
     }
 
-    /// [`check_n`](Self::check_n) after a runtime quota change.
-    #[cold]
+    /// [`check_n`](Self::check_n) of every algorithm but a GCRA never changed, out of line so
+    /// that GCRA's check, inlined into the caller, stays small. A window counter (never changed
+    /// at runtime) takes the copy of the check laid out for it alone, GCRA after a `set_quota`
+    /// GCRA's copy on the current parameters, and a stock or warm-up the copy that dispatches
+    /// on the algorithm in its loop.
     #[inline(never)]
-    fn check_changed<Q>(&self, key: &Q, n: u32) -> Decision
+    fn check_other<Q>(&self, key: &Q, n: u32) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_on(&self.setting.load(), key, n)
+        let now = Now::lazy(|| self.clock.now());
+        match self.setting.unchanged() {
+            Some(Algorithm::FixedWindow(f)) => self.check_at(f, key, &now, n),
+            Some(Algorithm::SlidingWindow(s)) => self.check_at(s, key, &now, n),
+            Some(algorithm) => self.check_on(algorithm, key, n),
+            None => match self.setting.load() {
+                Algorithm::Gcra(g) => self.check_at(&g, key, &now, n),
+                other => self.check_on(&other, key, n),
+            },
+        }
     }
 
     #[inline(always)]
@@ -86,7 +100,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     #[inline(always)]
     pub(super) fn check_at<Q>(
         &self,
-        algorithm: &Algorithm,
+        algorithm: &impl Steps,
         key: &Q,
         now: &Now<impl Fn() -> u64>,
         n: u32,
@@ -136,7 +150,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         &self,
         table: &Table,
         h: u64,
-        algorithm: &Algorithm,
+        algorithm: &impl Steps,
         now: u64,
         n: u32,
     ) -> Decision {
@@ -146,7 +160,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
                 ((w, next), next)
             });
             if let Ok((word, next)) = hit {
-                return decision_after(algorithm, word, next, now, n);
+                return algorithm.after(word, next, now, n);
             }
         }
         let step = move |w| {
@@ -154,7 +168,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
             ((w, next), next)
         };
         match self.insert_hashed(table, h, &ByFingerprint, now, step, true, None) {
-            Some((word, next)) => decision_after(algorithm, word, next, now, n),
+            Some((word, next)) => algorithm.after(word, next, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }
@@ -166,7 +180,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         table: &GrowTable,
         h: u64,
         key: &impl SlotKey,
-        algorithm: &Algorithm,
+        algorithm: &impl Steps,
         now: &Now<impl Fn() -> u64>,
         n: u32,
     ) -> Decision {
@@ -176,19 +190,19 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // the key's slot.
         let step = move |w| {
             let next = algorithm.next_word(w, now.get(), n);
-            (Outcome::of(algorithm, w, next), next)
+            (algorithm.outcome(w, next), next)
         };
         let decided = match table.try_update(h, key, step) {
-            Probe::Hit(outcome) => return outcome.decision(algorithm, now.get(), n),
+            Probe::Hit(outcome) => return algorithm.decision(outcome, now.get(), n),
             Probe::Absent => match self.decide_absent(&step) {
-                Ok(outcome) => return outcome.decision(algorithm, now.get(), n),
+                Ok(outcome) => return algorithm.decision(outcome, now.get(), n),
                 Err(decided) => Some(decided),
             },
             Probe::Unsure => None,
         };
         let now = now.get();
         match self.insert_hashed(table, h, key, now, step, true, decided) {
-            Some(outcome) => outcome.decision(algorithm, now, n),
+            Some(outcome) => algorithm.decision(outcome, now, n),
             None => self.full(move |w| algorithm.decide(w, now, n)),
         }
     }

@@ -4,6 +4,7 @@
 use super::check::Now;
 use super::lifecycle::Fingerprints;
 use super::*;
+use crate::algorithm::Steps;
 use crate::store::Hasher;
 
 impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
@@ -58,6 +59,28 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         };
         let now = self.now();
         let keys = keys.into_iter();
+        // Each kind with steps of its own takes a copy of the batch laid out for it (see
+        // `algorithm::steps`).
+        match algorithm {
+            Algorithm::Gcra(g) => self.check_many_on(g, now, keys, out),
+            Algorithm::FixedWindow(f) => self.check_many_on(f, now, keys, out),
+            Algorithm::SlidingWindow(s) => self.check_many_on(s, now, keys, out),
+            other => self.check_many_on(other, now, keys, out),
+        }
+    }
+
+    /// [`check_many`](Self::check_many) by `algorithm`'s steps, at `now`.
+    #[inline(always)]
+    fn check_many_on<'q, Q>(
+        &self,
+        algorithm: &impl Steps,
+        now: u64,
+        keys: impl Iterator<Item = &'q Q>,
+        out: &mut Vec<Decision>,
+    ) where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'q,
+    {
         match &self.store {
             Store::Table(table, hasher) => batched(table, hasher, keys, out, move |h| {
                 self.check_hashed(table, h, algorithm, now, 1)
