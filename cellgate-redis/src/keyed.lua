@@ -13,8 +13,10 @@
 -- KEYS[4 + i]           a rate: key i's theoretical arrival time (us), expiring once it is in
 --                       the past; a stock: the units of key i taken (sold or leased), kept
 --                       (absent: none taken)
--- ARGV: pid, seq, T (us), B, holder ttl (us), touch (1: refresh this holder's liveness and
---   count the live holders; a batch with a lease always does), known epoch (0: none yet),
+-- ARGV: pid, seq, T (us), B, holder ttl (us), flags (bit 1, touch: refresh this holder's
+--   liveness and count the live holders, as a batch with a lease always does; bit 2, on shard
+--   0 only: mark the limit complete, sent by a process that has seen every shard carry shard
+--   0's epoch), known epoch (0: none yet),
 --   fresh epoch (used if this batch creates the limit), then for each key i: op_i, n_i
 --   op 'g' check n units, all or nothing (a cold check passed through)
 --   op 'l' lease up to n units, at most max(1, B / (2 live)) (a hot key's local pool); a
@@ -35,13 +37,17 @@
 -- expires (silent for the ttl), its h: fields are added to the keys' s: fields: the leases it
 -- held unsold when it last spoke (an upper bound: it may have sold some since).
 -- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
---   batch did not touch), the limit's epoch, v1, i1, v2, i2, ... }
+--   batch did not touch), the limit's epoch, complete (1: this config is marked complete),
+--   v1, i1, v2, i2, ... }
 --
 -- The epoch (as in lease.lua) is a random id written when the limit is created: a process that
 -- knew it and finds no limit or another epoch knows Redis lost it. A per-key stock is then
 -- marked forgotten and every batch fails (its counts of units taken are gone: never sold
 -- afresh); a per-key rate goes on (a key's state expires anyway once its bucket is full again:
--- a lost one costs at most that key's burst once).
+-- a lost one costs at most that key's burst once). On a cluster each shard has its config,
+-- created with shard 0's epoch by whichever process reaches it first; until shard 0 is marked
+-- complete (every shard seen created), a process sends a shard it has not seen as unknown, so
+-- that one being created is not taken for one lost.
 --   v: units checked (0 denied) / leased / given / charged
 --   i: for 'g' and 'l', the units still available after it, or when none is (i <= 0) the
 --      negated microseconds until one unit is (-1 when the check can never fit: n > B,
@@ -53,7 +59,9 @@
 local C, H, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, seq = ARGV[1], tonumber(ARGV[2])
 local T, B, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local touch = ARGV[6] == '1'
+local flags = tonumber(ARGV[6]) or 0
+local touch = flags % 2 == 1
+local mark = flags >= 2
 local known, fresh = tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1
 local nops = #KEYS - 4
 -- A key's Redis name is the configuration's prefix, 'k:', then the key.
@@ -75,7 +83,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local FORGOTTEN = 'CELLGATE_FORGOTTEN redis lost this per-key stock (restarted without persistence, or a failover to a replica that lagged): it is not sold afresh; reset it (see the README)'
-local conf = redis.call('HMGET', C, 'T', 'B', 'epoch', 'forgotten')
+local conf = redis.call('HMGET', C, 'T', 'B', 'epoch', 'forgotten', 'complete')
 local epoch = tonumber(conf[3] or '0') or 0
 if not conf[1] then
   if known ~= 0 and T == 0 then
@@ -97,6 +105,12 @@ if known ~= 0 and known ~= epoch and T == 0 then
   redis.call('HSET', C, 'forgotten', '1')
   return redis.error_reply(FORGOTTEN)
 end
+local complete = 0
+if conf[5] then complete = 1 end
+if mark and complete == 0 and known == epoch then
+  redis.call('HSET', C, 'complete', '1')
+  complete = 1
+end
 
 -- A batch is executed once: a retry of the same sequence gets the first answer, an older one
 -- changes nothing.
@@ -108,11 +122,11 @@ if last then
     out[i] = tonumber(w)
   end
   if seq == out[1] then
-    local again = { 1, out[2], epoch }
-    for j = 3, i do again[j + 1] = out[j] end
+    local again = { 1, out[2], epoch, complete }
+    for j = 3, i do again[j + 2] = out[j] end
     return again
   end
-  if seq < out[1] then return { 2, out[2], epoch } end
+  if seq < out[1] then return { 2, out[2], epoch, complete } end
 end
 
 -- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
@@ -163,7 +177,7 @@ local tats = {}
 -- One read for every key of the batch.
 local stored = {}
 if #KEYS > 4 then stored = redis.call('MGET', unpack(KEYS, 5)) end
-local out = { 0, live, epoch }
+local out = { 0, live, epoch, complete }
 local saved = { int(seq), int(live) }
 for k = 1, nops do
   local key = KEYS[4 + k]

@@ -352,6 +352,74 @@ fn a_lost_shard_of_a_per_key_stock_is_never_sold_afresh() {
     assert_eq!(taken, None, "the lost key was created again");
 }
 
+/// Two processes registering a new per-key stock at the same moment: the one that did not
+/// create shard 0 reaches the other shards before their creator does (or the creator stopped
+/// after shard 0). It creates them with the limit's epoch instead of taking them for lost, and
+/// both sell everywhere. Once a process has seen every shard, shard 0 is marked complete, and a
+/// shard lost after that is found forgotten by every process, one that never used it too.
+#[test]
+fn a_stock_registered_by_two_processes_at_once_sells_on_every_shard() {
+    use cellgate_redis::wire::KeyOp;
+    use cellgate_redis::FleetError;
+    let Some(nodes) = common::cluster() else {
+        return;
+    };
+    let seeds = common::seeds(&nodes);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = |pid: &str| {
+        rt.block_on(KeyedClient::connect(
+            &seeds,
+            "at-once",
+            0,
+            10,
+            pid,
+            Duration::from_secs(1),
+        ))
+        .unwrap()
+    };
+    let (mut a, mut b) = (client("a"), client("b"));
+    let shards = a.shards();
+    let keys: Vec<String> = (0..shards)
+        .map(|s| {
+            (0..)
+                .map(|k| format!("sku{k}"))
+                .find(|k| a.shard(k) == s)
+                .unwrap()
+        })
+        .collect();
+    let one = |k: &str| vec![(k.to_owned(), KeyOp::Check, 1)];
+    // `a` creates the limit's shard 0, and goes no further for now.
+    rt.block_on(a.batch_on(0, 1, &[], true)).unwrap();
+    let first = rt.block_on(b.batch_on(0, 1, &one(&keys[0]), true)).unwrap();
+    assert!(
+        !first.complete,
+        "complete before any process saw every shard"
+    );
+    for (s, key) in keys.iter().enumerate().skip(1) {
+        let r = rt
+            .block_on(b.batch_on(s, 1, &one(key), true))
+            .unwrap_or_else(|e| panic!("shard {s} not yet created by its creator: {e}"));
+        assert_eq!((r.epoch, r.results[0].value), (first.epoch, 1), "shard {s}");
+    }
+    for (s, key) in keys.iter().enumerate().skip(1) {
+        let r = rt.block_on(a.batch_on(s, 1, &one(key), true)).unwrap();
+        assert_eq!((r.epoch, r.results[0].value), (first.epoch, 1), "shard {s}");
+    }
+    // `b` has seen every shard with the limit's epoch: its next batch on shard 0 marks it.
+    assert!(rt.block_on(b.batch_on(0, 2, &[], true)).unwrap().complete);
+    // A shard lost now is not created afresh: not by a newcomer, nor by `a`.
+    lose_shard(&nodes, "at-once", 10, &keys[1]);
+    let mut c = client("c");
+    assert!(rt.block_on(c.batch_on(0, 1, &[], true)).unwrap().complete);
+    let late = rt.block_on(c.batch_on(1, 1, &one(&keys[1]), true));
+    assert!(matches!(late, Err(FleetError::Forgotten)), "{late:?}");
+    let again = rt.block_on(a.batch_on(1, 2, &one(&keys[1]), true));
+    assert!(matches!(again, Err(FleetError::Forgotten)), "{again:?}");
+}
+
 /// What `fleet` sells of `key` while it starts (until it says the limit is forgotten, at most
 /// 10 s), and in five checks afterwards.
 fn sold_until_forgotten(fleet: &KeyedFleet, key: &str) -> usize {

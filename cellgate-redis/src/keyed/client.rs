@@ -95,6 +95,9 @@ pub struct BatchReply {
     pub live: u64,
     /// The epoch of the batch's shard (the limit's epoch, unless Redis lost a part of it).
     pub epoch: u64,
+    /// Whether the shard's config is marked complete: on shard 0, that every shard of the
+    /// limit has been created (a shard found missing since was lost).
+    pub complete: bool,
     /// One per operation, in order.
     pub results: Vec<KeyReply>,
     /// A stock's batch that had to reach a replica ([`Replication`]) and that no replica
@@ -139,6 +142,8 @@ pub struct KeyedClient {
     epochs: Vec<u64>,
     /// The epoch this client creates shard 0 with if the limit does not exist yet.
     fresh: u64,
+    /// Shard 0 answered that every shard has been created (see [`adopt`](Self::adopt)).
+    complete: bool,
     /// Whether a stock's batches wait for a replica, and for how long at most.
     replication: Replication,
     replica_wait: Duration,
@@ -244,6 +249,7 @@ impl KeyedClient {
             burst,
             epochs: vec![0; shards],
             fresh: crate::conn::fresh_epoch(),
+            complete: false,
             replication: Replication::Auto,
             replica_wait: DEFAULT_REPLICA_WAIT,
             watches: Arc::new(Lock::new(vec![Watch::default(); shards])),
@@ -288,26 +294,36 @@ impl KeyedClient {
         self.epochs.get(shard).copied().unwrap_or(0)
     }
 
-    /// Records the epoch a batch on `shard` answered (a clone of this client sent it).
-    pub(crate) fn learn(&mut self, shard: usize, epoch: u64) {
+    /// Records the epoch a batch on `shard` answered, and on shard 0 whether the limit is
+    /// complete (a clone of this client may have sent it).
+    pub(crate) fn learn(&mut self, shard: usize, epoch: u64, complete: bool) {
         if let Some(e) = self.epochs.get_mut(shard) {
             *e = epoch;
         }
         if shard == 0 {
+            self.complete = complete;
             self.adopt();
         }
     }
 
-    /// Once shard 0 answered: unless this client created the limit there (it then creates
-    /// the other shards with its epoch), every other shard it has not seen yet must exist
-    /// with the limit's epoch, so it is sent as known: a shard Redis lost is then found
-    /// forgotten rather than created afresh by a process that never used it. (A creator that
-    /// dies between creating shard 0 and the others leaves those shards to be found missing:
-    /// a per-key stock then refuses to sell there, failing closed, until an operator resets
-    /// it.)
+    /// Whether this client's next batch on shard 0 marks the limit complete: it has seen every
+    /// shard carry shard 0's epoch, and shard 0 did not say complete yet.
+    pub(crate) fn marks_complete(&self) -> bool {
+        let limit = self.epochs[0];
+        !self.complete && limit != 0 && self.epochs.iter().all(|&e| e == limit)
+    }
+
+    /// Once shard 0 says the limit is complete (some process saw every shard created with
+    /// its epoch, and marked it), every shard this client has not seen must exist with that
+    /// epoch, so it is sent as known: a shard Redis lost is then found forgotten rather than
+    /// created afresh. Before that, a shard not seen is sent as unknown: it may not be
+    /// created yet (another process is registering, or its creator died after shard 0), and
+    /// whoever reaches it first creates it with shard 0's epoch. What this leaves open: a shard
+    /// lost before the mark (within about a heartbeat of the limit's creation) is created
+    /// again, with the same epoch, by a process that had not seen it.
     fn adopt(&mut self) {
         let limit = self.epochs[0];
-        if limit == 0 || limit == self.fresh {
+        if limit == 0 || !self.complete {
             return;
         }
         for e in self.epochs.iter_mut().skip(1).filter(|e| **e == 0) {
@@ -372,24 +388,26 @@ impl KeyedClient {
             )
             .await?;
         let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
-        let (&flag, &live, &epoch) = match &reply[..] {
-            [flag, live, epoch, ..] => (flag, live, epoch),
+        let (&flag, &live, &epoch, &complete) = match &reply[..] {
+            [flag, live, epoch, complete, ..] => (flag, live, epoch, complete),
             _ => return Err(bad()),
         };
         let live = u64::try_from(live).map_err(|_| bad())?;
         let epoch = u64::try_from(epoch).map_err(|_| bad())?;
-        self.learn(shard, epoch);
+        let complete = complete == 1;
+        self.learn(shard, epoch, complete);
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
                 stale: true,
                 live,
                 epoch,
+                complete,
                 results: Vec::new(),
                 unreplicated: false,
             });
         }
-        let rest = &reply[3..];
+        let rest = &reply[4..];
         if rest.len() != 2 * ops.len() {
             return Err(bad());
         }
@@ -407,6 +425,7 @@ impl KeyedClient {
             stale: false,
             live,
             epoch,
+            complete,
             results,
             unreplicated: replicated.unsold(flag == 1),
         })
@@ -456,7 +475,7 @@ impl KeyedClient {
             .arg(self.interval_us)
             .arg(self.burst)
             .arg(ttl_us)
-            .arg(u8::from(touch))
+            .arg(u8::from(touch) | (u8::from(shard == 0 && self.marks_complete()) << 1))
             .arg(self.epochs[shard])
             .arg(fresh);
         for (_, op, n) in ops {

@@ -179,6 +179,11 @@ impl Task {
             }
             let live = register(&mut c).await?;
             agree_on_epoch(&mut c, interval_us == 0).await?;
+            if c.marks_complete() {
+                // Every shard seen with the limit's epoch: shard 0 records it (batch 2 there:
+                // registration used 1, and `agree_on_epoch` uses 2 on the others only).
+                c.batch_on(0, 2, &[], true).await?;
+            }
             Ok::<_, FleetError>((c, live))
         })?;
         let shards = client.shards();
@@ -883,7 +888,7 @@ async fn agree_on_epoch(c: &mut KeyedClient, stock: bool) -> Result<(), FleetErr
     let mut lost = false;
     for shard in 1..c.shards() {
         if c.epoch(shard) != limit && stock {
-            c.learn(shard, limit);
+            c.learn(shard, limit, false);
             match c.batch_on(shard, 2, &[], true).await {
                 Err(FleetError::Forgotten) => lost = true,
                 Err(e) => return Err(e),
