@@ -22,6 +22,7 @@ use cellgate::{KeyedLimiter, Quota};
 use tokio::sync::mpsc;
 
 mod holdings;
+mod register;
 mod reply;
 
 use super::client::{BatchReply, KeyOp, KeyedClient, MAX_BATCH};
@@ -177,13 +178,7 @@ impl Task {
             if lazy {
                 return Ok((c, cfg.outage_processes));
             }
-            let live = register(&mut c).await?;
-            agree_on_epoch(&mut c, interval_us == 0).await?;
-            if c.marks_complete() {
-                // Every shard seen with the limit's epoch: shard 0 records it (batch 2 there:
-                // registration used 1, and `agree_on_epoch` uses 2 on the others only).
-                c.batch_on(0, 2, &[], true).await?;
-            }
+            let live = register::register(&mut c, interval_us == 0).await?;
             Ok::<_, FleetError>((c, live))
         })?;
         let shards = client.shards();
@@ -853,53 +848,6 @@ fn call(
     shared.counters.batches.add(1);
     let mut client = client.clone();
     Box::pin(async move { client.batch_on(shard, seq, &ops, touch).await })
-}
-
-/// Registers on every shard: shard 0 first (it fixes the limit's epoch), then every other
-/// shard (created with that epoch), each batch 1 of its shard, a timeout retried a few times.
-/// Returns the live holders shard 0 counts.
-async fn register(c: &mut KeyedClient) -> Result<u64, FleetError> {
-    let mut live = 1;
-    for shard in 0..c.shards() {
-        let mut tries = 0;
-        let r = loop {
-            match c.batch_on(shard, 1, &[], true).await {
-                Ok(r) => break r,
-                Err(FleetError::Timeout) if tries < 4 => tries += 1,
-                Err(FleetError::Redis(e)) if tries < 4 && e.is_timeout() => tries += 1,
-                Err(e) => return Err(e),
-            }
-        };
-        if shard == 0 {
-            live = r.live.max(1);
-        }
-    }
-    Ok(live)
-}
-
-/// After registering on every shard: on a cluster each shard must carry the epoch of shard 0
-/// (the limit's). One that carries another was created afresh after Redis lost a part of the
-/// limit (or shard 0 was): a per-key stock is then marked forgotten on that shard (a batch
-/// sending the limit's epoch, which the script refuses and marks) and the limiter fails with
-/// [`FleetError::Forgotten`]; a per-key rate goes on with each shard's own epoch (a lost key
-/// costs at most its burst once).
-async fn agree_on_epoch(c: &mut KeyedClient, stock: bool) -> Result<(), FleetError> {
-    let limit = c.epoch(0);
-    let mut lost = false;
-    for shard in 1..c.shards() {
-        if c.epoch(shard) != limit && stock {
-            c.learn(shard, limit, false);
-            match c.batch_on(shard, 2, &[], true).await {
-                Err(FleetError::Forgotten) => lost = true,
-                Err(e) => return Err(e),
-                Ok(_) => {}
-            }
-        }
-    }
-    if lost {
-        return Err(FleetError::Forgotten);
-    }
-    Ok(())
 }
 
 /// The largest check a spent lease denies locally (see `KeyedShared::lease_max`).
