@@ -90,7 +90,7 @@ if not conf[1] then
     redis.call('HSET', C, 'T', int(T), 'B', int(B), 'forgotten', '1')
     return redis.error_reply(FORGOTTEN)
   end
-  redis.call('HSET', C, 'T', int(T), 'B', int(B), 'epoch', int(fresh))
+  redis.call('HSET', C, 'T', int(T), 'B', int(B), 'epoch', int(fresh), 'complete', '0')
   epoch = fresh
 elseif tonumber(conf[1]) ~= T or tonumber(conf[2]) ~= B then
   return redis.error_reply('CELLGATE keyed limit exists with another configuration')
@@ -105,8 +105,10 @@ if known ~= 0 and known ~= epoch and T == 0 then
   redis.call('HSET', C, 'forgotten', '1')
   return redis.error_reply(FORGOTTEN)
 end
+-- A config without the field predates the mark: it counts as complete, as every shard was
+-- then taken for created (a missing one for lost).
 local complete = 0
-if conf[5] then complete = 1 end
+if conf[1] and conf[5] ~= '0' then complete = 1 end
 if mark and complete == 0 and known == epoch then
   redis.call('HSET', C, 'complete', '1')
   complete = 1

@@ -410,6 +410,12 @@ fn a_stock_registered_by_two_processes_at_once_sells_on_every_shard() {
     }
     // `b` has seen every shard with the limit's epoch: its next batch on shard 0 marks it.
     assert!(rt.block_on(b.batch_on(0, 2, &[], true)).unwrap().complete);
+    // A config written before the mark existed has no such field: it counts as complete.
+    let conf = format!("cellgate:{{{}}}:kconf", a.tag(0));
+    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &conf]);
+    let port = master_of(&nodes[0], slot).unwrap();
+    let master = nodes.iter().find(|n| n.port == port).unwrap();
+    assert_eq!(master.cmd::<u64>(&["HDEL", &conf, "complete"]), 1);
     // A shard lost now is not created afresh: not by a newcomer, nor by `a`.
     lose_shard(&nodes, "at-once", 10, &keys[1]);
     let mut c = client("c");
