@@ -496,6 +496,86 @@ fn cl_throttle_calls_waiting_on_redis_hold_no_thread_each() {
     );
 }
 
+/// A shadow-mode rate: counted, never enforced.
+const SHADOW: &str = r#"domain: fleet
+descriptors:
+  - key: watch
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+"#;
+
+#[test]
+fn shadow_charges_waiting_on_redis_hold_no_thread_each() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return resp_common::skip("no /proc to count threads in");
+    }
+    let Some(redis) = Redis::start() else { return };
+    let s = Server::start(
+        SHADOW,
+        // Keys stay cold: each charge is decided by Redis.
+        &[
+            "--redis",
+            &redis.url(),
+            "--redis-max-wait-ms",
+            "3000",
+            "--redis-hot-rate",
+            "1000000",
+        ],
+        &[],
+    );
+    let body = |v: &str| {
+        format!(
+            r#"{{"domain":"fleet","descriptors":[{{"entries":[{{"key":"watch","value":"{v}"}}]}}]}}"#
+        )
+    };
+    // Once a charge was checked in Redis, the limit is connected: a new key's charge waits
+    // for Redis (a limit not connected would decide it at once by the outage rules).
+    common::eventually("a shadow charge checked in Redis", || {
+        send(&s, &body("probe"), 1);
+        curl(&[&s.url("/healthcheck")]).body.trim() == "OK"
+            && metric(&s, "cellgate_fleet_requests_waited") > 0
+    });
+    // A shadow descriptor's charge awaited, then made: 2 of 4 fit, all are admitted, the 2
+    // others are counted over the limit.
+    let over = r#"ratelimit_service_rate_limit_shadow_mode{domain="fleet",key1="watch"}"#;
+    let before = metric(&s, over);
+    assert_eq!(send(&s, &body("over"), 4), (4, 0));
+    assert_eq!(
+        metric(&s, over) - before,
+        2,
+        "shadow charges over the limit"
+    );
+    let base = threads(s.pid());
+    let waited = metric(&s, "cellgate_fleet_requests_waited");
+    // Redis stops answering: 24 requests on new keys, at once, each charging its shadow
+    // descriptor after the (empty) rest of the request is decided, wait for it.
+    redis.signal("STOP");
+    let url = s.url("/json");
+    let requests: Vec<_> = (0..24)
+        .map(|i| {
+            let (url, body) = (url.clone(), body(&format!("cold{i}")));
+            std::thread::spawn(move || common::send_to(&url, &body, 1))
+        })
+        .collect();
+    for r in requests {
+        assert_eq!(
+            r.join().expect("a request thread"),
+            (1, 0),
+            "a shadow request is admitted"
+        );
+    }
+    let grown = threads(s.pid()).saturating_sub(base);
+    let waits = metric(&s, "cellgate_fleet_requests_waited") - waited;
+    eprintln!("threads: {base} before, {grown} more after 24 shadow charges waited ({waits})");
+    redis.signal("CONT");
+    assert_eq!(waits, 24, "every request waited for Redis");
+    // A charge that blocked a thread while it waited would have left one thread per request.
+    assert!(
+        grown < 12,
+        "{grown} threads more for 24 shadow charges waiting on Redis"
+    );
+}
+
 /// Five rate limits, one per descriptor key: a request naming all five checks five fleet
 /// limits.
 const FIVE: &str = r#"domain: five

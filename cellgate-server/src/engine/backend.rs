@@ -148,6 +148,11 @@ impl<'a> Bound<'a> {
     pub(crate) fn pending(&self) -> Option<Owner> {
         self.pending.get()
     }
+
+    /// As [`pending`](Self::pending), clearing it.
+    pub(crate) fn take_pending(&self) -> Option<Owner> {
+        self.pending.take()
+    }
 }
 
 /// A limiter and the key it is checked for, within a request's `bound`: a fleet limit's cold

@@ -5,7 +5,9 @@
 //! charges at least one unit go through one `check_all_in` (each keyed limiter's key as a
 //! gate): the first limit that refuses makes the core give back what the others took. Then,
 //! if the request was admitted, each shadow-mode descriptor is charged on its own, all or
-//! nothing within it (its refusal is reported, never enforced). When the request is refused,
+//! nothing within it (its refusal is reported, never enforced); in a run that may not wait, a
+//! shadow descriptor whose charge needs Redis is charged again on its own once Redis has
+//! answered (see [`shadow`]), the others' charges being final. When the request is refused,
 //! every status is read with `peek` (nothing charged): a descriptor is over its limit when its
 //! own charge would not fit, so that a client sees each limit that refused, as ratelimit
 //! reports them.
@@ -64,18 +66,15 @@ pub(crate) enum Ran {
     Done(Vec<DescriptorStatus>),
     /// Nothing charged: this check needs Redis's answer first.
     Wait(#[cfg_attr(not(feature = "server"), allow(dead_code))] Owner),
-    /// Nothing charged: decide waiting (a charged shadow descriptor, whose charge comes after
-    /// the others are final: too late to give up then).
-    Blocking,
+    /// Decided and charged, but for the shadow descriptors listed (item, and its check that
+    /// needs Redis's answer first), of which nothing was charged: their statuses are
+    /// placeholders until [`shadow`] charges each on its own.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    Shadowed(Vec<DescriptorStatus>, Vec<(usize, Owner)>),
 }
 
 /// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
 pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
-    let shadow_charges =
-        |it: &Item<'_>| it.shadow && it.hits > 0 && matches!(it.kind, Kind::Limited);
-    if matches!(mode, Mode::Answers(_)) && items.iter().any(shadow_charges) {
-        return Ran::Blocking;
-    }
     // One bound on Redis for the whole request (see `Bound`).
     let bound = Bound::new(mode);
     let start = &bound;
@@ -117,6 +116,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
     }
     let denied = forced || denier.is_some();
     let mut taken = decisions.as_slice();
+    let mut waiting = Vec::new();
     let statuses = items
         .iter()
         .enumerate()
@@ -132,10 +132,38 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
             } else {
                 Verdict::Admitted
             };
-            status(it, verdict, ratio, start)
+            let status = status(i, it, verdict, ratio, start);
+            // Only a shadow descriptor's own charge comes here wanting Redis (the others'
+            // did above): nothing of it was charged, and the rest of the request stands.
+            if let Some(owner) = start.take_pending() {
+                waiting.push((i, owner));
+            }
+            status
         })
         .collect::<Vec<_>>();
-    Ran::Done(statuses)
+    if waiting.is_empty() {
+        Ran::Done(statuses)
+    } else {
+        Ran::Shadowed(statuses, waiting)
+    }
+}
+
+/// Charges shadow descriptor `items[i]` on its own, after the request was decided (its other
+/// descriptors' charges are final), in a run that takes Redis's `answers`: its status, or the
+/// check that needs Redis's answer first (nothing of the descriptor charged).
+#[cfg(feature = "server")]
+pub(crate) fn shadow(
+    items: &[Item<'_>],
+    i: usize,
+    ratio: f64,
+    answers: &[(Owner, Decision)],
+) -> Result<DescriptorStatus, Owner> {
+    let bound = Bound::new(Mode::Answers(answers));
+    let status = status(i, &items[i], Verdict::Admitted, ratio, &bound);
+    match bound.take_pending() {
+        Some(owner) => Err(owner),
+        None => Ok(status),
+    }
 }
 
 /// What happened to the request, as one descriptor sees it.
@@ -152,7 +180,13 @@ enum Verdict<'d> {
 
 /// The status of one item once the enforced charges are made (`start`: when the request's
 /// bound on Redis began).
-fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) -> DescriptorStatus {
+fn status(
+    i: usize,
+    it: &Item<'_>,
+    verdict: Verdict<'_>,
+    ratio: f64,
+    start: &Bound<'_>,
+) -> DescriptorStatus {
     match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
@@ -174,11 +208,17 @@ fn status(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) ->
             duration_until_reset: None,
             stats: Some(over_stats(it)),
         },
-        Kind::Limited => limited(it, verdict, ratio, start),
+        Kind::Limited => limited(i, it, verdict, ratio, start),
     }
 }
 
-fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) -> DescriptorStatus {
+fn limited(
+    i: usize,
+    it: &Item<'_>,
+    verdict: Verdict<'_>,
+    ratio: f64,
+    start: &Bound<'_>,
+) -> DescriptorStatus {
     let n = it.hits;
     let outcomes: Vec<Outcome> = match verdict {
         Verdict::Charged(decisions) => decisions
@@ -189,7 +229,7 @@ fn limited(it: &Item<'_>, verdict: Verdict<'_>, ratio: f64, start: &Bound<'_>) -
             })
             .collect(),
         // A shadow descriptor of an admitted request is charged on its own.
-        Verdict::Admitted if n > 0 => charge_alone(it, start),
+        Verdict::Admitted if n > 0 => charge_alone(i, it, start),
         Verdict::Admitted => look(it, false, None),
         Verdict::Refused { denier } => look(it, n > 0, denier),
     };
@@ -250,15 +290,15 @@ fn look(it: &Item<'_>, judge: bool, denier: Option<usize>) -> Vec<Outcome> {
         .collect()
 }
 
-/// A shadow descriptor's own charge: its limits all or nothing, a refusal only reported.
-fn charge_alone(it: &Item<'_>, start: &Bound<'_>) -> Vec<Outcome> {
+/// A shadow descriptor's own charge (`items[i]`): its limits all or nothing, a refusal only
+/// reported.
+fn charge_alone(i: usize, it: &Item<'_>, start: &Bound<'_>) -> Vec<Outcome> {
     let gates: Vec<Gate<'_>> = (it.checks.iter())
         .enumerate()
         .map(|(j, c)| Gate {
             lim: c.lim,
             key: it.key.as_str(),
-            // Shadow charges run only in `Mode::Wait`, where no owner is looked up.
-            owner: (usize::MAX, j),
+            owner: (i, j),
             bound: start,
         })
         .collect();

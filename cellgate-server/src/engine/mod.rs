@@ -258,7 +258,7 @@ impl Engine {
             Ran::Done(statuses) => response(statuses),
             // A run that may wait always ends (the others come only from runs that may not);
             // were it ever otherwise, the request is refused rather than admitted unchecked.
-            Ran::Wait(_) | Ran::Blocking => refused(req),
+            Ran::Wait(_) | Ran::Shadowed(..) => refused(req),
         })
     }
 

@@ -54,8 +54,8 @@ pub(crate) struct Service {
 
 impl Service {
     /// The engine's decision. In fleet mode a check that needs Redis is awaited (see
-    /// `Engine::decide_async`); a request the engine cannot decide that way waits on a thread
-    /// marked as blocking (see `fleet::blocking`).
+    /// `Engine::decide_async`); a request the engine could not decide that way (none does:
+    /// see `Awaited::Blocking`) would wait on a thread marked as blocking (`fleet::blocking`).
     async fn engine_decide(
         &self,
         req: &RateLimitRequest,

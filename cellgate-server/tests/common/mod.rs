@@ -144,6 +144,11 @@ impl Server {
         s
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.http.as_deref().unwrap_or_default())
     }
