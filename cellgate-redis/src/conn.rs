@@ -126,12 +126,12 @@ impl Conn {
         Ok(conn.as_mut())
     }
 
-    /// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for a list of
-    /// integers.
-    pub(crate) async fn invoke(
+    /// Runs a prepared script call (EVALSHA, loading the script on NOSCRIPT) for its reply
+    /// (a list of integers, or one string of them).
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &mut self,
         inv: &redis::ScriptInvocation<'_>,
-    ) -> Result<Vec<i64>, FleetError> {
+    ) -> Result<T, FleetError> {
         // The connection has its own response timeout; this outer one also bounds a NOSCRIPT
         // reload (two round trips) and a reconnect in progress.
         let limit = self.timeout.saturating_mul(2);
@@ -151,14 +151,14 @@ impl Conn {
     /// Runs a script call (EVALSHA of `keys` and `args`, loading the script on NOSCRIPT) and,
     /// with `wait`, `WAIT 1 <wait>` right after it in one pipeline: on one connection (the
     /// node of the keys, on a cluster), so the wait covers the script's writes. Returns the
-    /// script's integers and, with `wait`, how many replicas acknowledged them.
-    pub(crate) async fn invoke_acked(
+    /// script's reply and, with `wait`, how many replicas acknowledged its writes.
+    pub(crate) async fn invoke_acked<T: redis::FromRedisValue>(
         &mut self,
         script: &Script,
         keys: &[String],
         args: &[Vec<u8>],
         wait: Option<Duration>,
-    ) -> Result<(Vec<i64>, Option<u64>), FleetError> {
+    ) -> Result<(T, Option<u64>), FleetError> {
         let Some(wait) = wait else {
             let mut inv = script.prepare_invoke();
             for k in keys {
@@ -189,7 +189,7 @@ impl Conn {
                     Link::Cluster { .. } => return Err(FleetError::Timeout),
                 },
             };
-            let r: redis::RedisResult<(Vec<i64>, u64)> = r.map_err(|_| FleetError::Timeout)?;
+            let r: redis::RedisResult<(T, u64)> = r.map_err(|_| FleetError::Timeout)?;
             // The script's error as if it had run alone (its code says what went wrong: a
             // forgotten limit, NOSCRIPT, a refused configuration).
             let r = r.map_err(|e| match e.clone().into_server_errors() {
@@ -239,14 +239,14 @@ impl Conn {
     /// for it on the master of `keys[0]` (for [`Replication::Auto`]: whether it has replicas,
     /// `INFO replication` read when `watch` is due), and keeping `watch` up to date: read
     /// again after an error or a wait no replica answered (maybe another master now).
-    pub(crate) async fn invoke_replicated(
+    pub(crate) async fn invoke_replicated<T: redis::FromRedisValue>(
         &mut self,
         script: &Script,
         keys: &[String],
         args: &[Vec<u8>],
         replicas: Option<(Replication, Duration)>,
         watch: &mut impl WatchSlot,
-    ) -> Result<(Vec<i64>, Replicated), FleetError> {
+    ) -> Result<(T, Replicated), FleetError> {
         let mut wait = None;
         if let Some((policy, longest)) = replicas {
             let now = std::time::Instant::now();

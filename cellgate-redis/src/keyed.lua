@@ -36,9 +36,10 @@
 -- A stock's 'l' adds what it leased to this process's h: field of the key. When a holder
 -- expires (silent for the ttl), its h: fields are added to the keys' s: fields: the leases it
 -- held unsold when it last spoke (an upper bound: it may have sold some since).
--- Reply: { flag (0 new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the
---   batch did not touch), the limit's epoch, complete (1: this config is marked complete),
---   v1, i1, v2, i2, ... }
+-- Reply: one string of integers separated by spaces (a long array costs Redis and the client
+--   more to convert than one string, which the batch's stored answer needs anyway): flag (0
+--   new, 1 repeated batch, 2 stale batch), live holders (0: not counted, the batch did not
+--   touch), the limit's epoch, complete (1: this config is marked complete), v1, i1, v2, i2, ...
 --
 -- The epoch (as in lease.lua) is a random id written when the limit is created: a process that
 -- knew it and finds no limit or another epoch knows Redis lost it. A per-key stock is then
@@ -116,19 +117,17 @@ end
 
 -- A batch is executed once: a retry of the same sequence gets the first answer, an older one
 -- changes nothing.
+-- The stored answer is "seq live v1 i1 ...".
 local last = redis.call('HGET', Q, pid)
 if last then
-  local out, i = {}, 0
-  for w in string.gmatch(last, '%-?%d+') do
-    i = i + 1
-    out[i] = tonumber(w)
+  local before, lv, rest = string.match(last, '^(%-?%d+) (%-?%d+)(.*)$')
+  before = tonumber(before)
+  if before and seq == before then
+    return '1 ' .. lv .. ' ' .. int(epoch) .. ' ' .. complete .. rest
   end
-  if seq == out[1] then
-    local again = { 1, out[2], epoch, complete }
-    for j = 3, i do again[j + 2] = out[j] end
-    return again
+  if before and seq < before then
+    return '2 ' .. lv .. ' ' .. int(epoch) .. ' ' .. complete
   end
-  if seq < out[1] then return { 2, out[2], epoch, complete } end
 end
 
 -- Live holders (silent longer than the ttl: forgotten; a rate holder leaves nothing behind),
@@ -179,8 +178,8 @@ local tats = {}
 -- One read for every key of the batch.
 local stored = {}
 if #KEYS > 4 then stored = redis.call('MGET', unpack(KEYS, 5)) end
-local out = { 0, live, epoch, complete }
-local saved = { int(seq), int(live) }
+-- Each key's "v i", in order.
+local results = {}
 for k = 1, nops do
   local key = KEYS[4 + k]
   local op, n = ARGV[7 + 2 * k], tonumber(ARGV[8 + 2 * k])
@@ -258,10 +257,7 @@ for k = 1, nops do
     tat = tat + n * T
   end
   if op ~= 'h' and op ~= 's' then tats[key] = tat end
-  out[#out + 1] = v
-  out[#out + 1] = info
-  saved[#saved + 1] = int(v)
-  saved[#saved + 1] = int(info)
+  results[k] = string.format('%d %d', v, info)
 end
 for key, tat in pairs(tats) do
   if stock then
@@ -275,5 +271,7 @@ for key, tat in pairs(tats) do
     redis.call('DEL', key)
   end
 end
-redis.call('HSET', Q, pid, table.concat(saved, ' '))
-return out
+local tail = ''
+if nops > 0 then tail = ' ' .. table.concat(results, ' ') end
+redis.call('HSET', Q, pid, int(seq) .. ' ' .. int(live) .. tail)
+return '0 ' .. int(live) .. ' ' .. int(epoch) .. ' ' .. complete .. tail

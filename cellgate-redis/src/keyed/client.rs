@@ -377,7 +377,7 @@ impl KeyedClient {
         let (keys, args) = self.prepare(shard, seq, ops, touch)?;
         // A stock's batches wait for a replica; a rate's never do.
         let replicas = (self.interval_us == 0).then_some((self.replication, self.replica_wait));
-        let (reply, replicated) = self
+        let (text, replicated): (String, _) = self
             .conn
             .invoke_replicated(
                 &self.script,
@@ -387,11 +387,10 @@ impl KeyedClient {
                 &mut ShardWatch(&self.watches, shard),
             )
             .await?;
-        let bad = || FleetError::Protocol(format!("batch reply {reply:?}"));
-        let (&flag, &live, &epoch, &complete) = match &reply[..] {
-            [flag, live, epoch, complete, ..] => (flag, live, epoch, complete),
-            _ => return Err(bad()),
-        };
+        let bad = || FleetError::Protocol(format!("batch reply {text:?}"));
+        let mut numbers = text.split_ascii_whitespace().map(str::parse::<i64>);
+        let mut next = || numbers.next().and_then(Result::ok).ok_or_else(bad);
+        let (flag, live, epoch, complete) = (next()?, next()?, next()?, next()?);
         let live = u64::try_from(live).map_err(|_| bad())?;
         let epoch = u64::try_from(epoch).map_err(|_| bad())?;
         let complete = complete == 1;
@@ -407,19 +406,17 @@ impl KeyedClient {
                 unreplicated: false,
             });
         }
-        let rest = &reply[4..];
-        if rest.len() != 2 * ops.len() {
+        let mut results = Vec::with_capacity(ops.len());
+        for _ in ops {
+            let value = u64::try_from(next()?).map_err(|_| bad())?;
+            results.push(KeyReply {
+                value,
+                info: next()?,
+            });
+        }
+        if numbers.next().is_some() {
             return Err(bad());
         }
-        let results = rest
-            .chunks(2)
-            .map(|c| {
-                Ok(KeyReply {
-                    value: u64::try_from(c[0]).map_err(|_| bad())?,
-                    info: c[1],
-                })
-            })
-            .collect::<Result<Vec<_>, FleetError>>()?;
         Ok(BatchReply {
             repeated: flag == 1,
             stale: false,

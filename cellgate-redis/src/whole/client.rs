@@ -317,7 +317,7 @@ impl LeaseClient {
             .arg(self.short_lease());
         // Only a grant's units are sold: gives and charges need no replica.
         let replicas = (op == Op::Grant).then_some((self.replication, self.replica_wait));
-        let (reply, replicated) = self
+        let (reply, replicated): (Vec<i64>, _) = self
             .conn
             .invoke_replicated(&self.script, &self.keys, &args.0, replicas, &mut self.watch)
             .await?;
