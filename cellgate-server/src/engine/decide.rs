@@ -132,7 +132,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
             } else {
                 Verdict::Admitted
             };
-            let status = status(i, it, verdict, ratio, start);
+            let status = fixed_status(it).unwrap_or_else(|| limited(i, it, verdict, ratio, start));
             // Only a shadow descriptor's own charge comes here wanting Redis (the others'
             // did above): nothing of it was charged, and the rest of the request stands.
             if let Some(owner) = start.take_pending() {
@@ -159,7 +159,9 @@ pub(crate) fn shadow(
     answers: &[(Owner, Decision)],
 ) -> Result<DescriptorStatus, Owner> {
     let bound = Bound::new(Mode::Answers(answers));
-    let status = status(i, &items[i], Verdict::Admitted, ratio, &bound);
+    let it = &items[i];
+    let status =
+        fixed_status(it).unwrap_or_else(|| limited(i, it, Verdict::Admitted, ratio, &bound));
     match bound.take_pending() {
         Some(owner) => Err(owner),
         None => Ok(status),
@@ -178,16 +180,10 @@ enum Verdict<'d> {
     Refused { denier: Option<usize> },
 }
 
-/// The status of one item once the enforced charges are made (`start`: when the request's
-/// bound on Redis began).
-fn status(
-    i: usize,
-    it: &Item<'_>,
-    verdict: Verdict<'_>,
-    ratio: f64,
-    start: &Bound<'_>,
-) -> DescriptorStatus {
-    match it.kind {
+/// The status of an item whose answer does not depend on any limiter's state (`None` for a
+/// limited one).
+fn fixed_status(it: &Item<'_>) -> Option<DescriptorStatus> {
+    Some(match it.kind {
         Kind::Nothing => DescriptorStatus::unlimited(),
         Kind::Unlimited => DescriptorStatus {
             limit_remaining: u32::MAX,
@@ -208,10 +204,12 @@ fn status(
             duration_until_reset: None,
             stats: Some(over_stats(it)),
         },
-        Kind::Limited => limited(i, it, verdict, ratio, start),
-    }
+        Kind::Limited => return None,
+    })
 }
 
+/// The status of limited item `items[i]` once the enforced charges are made (`start`: when
+/// the request's bound on Redis began).
 fn limited(
     i: usize,
     it: &Item<'_>,
