@@ -24,6 +24,8 @@ descriptors:
 "#;
 
 const STOCK: u64 = 30;
+/// The largest lease of the stock between two servers: a quarter of what is left.
+const LEASE: u64 = STOCK / 4;
 
 /// The `/json` request for the descriptor `key: value`.
 fn body(key: &str, value: &str) -> String {
@@ -130,7 +132,7 @@ fn ledger(cluster: &Cluster) -> Ledger {
 /// Sells items `values` on both servers while the master holding the most limit keys is
 /// killed with SIGKILL and its replica takes over, and after; every request is answered, and
 /// once the servers hand their idle leases back, Redis accounts for every unit of every item:
-/// taken = sold + stranded, never more sold than the stock. Items first sold after the
+/// taken = sold + stranded (+ at most a lease the crash cost), never more sold than the stock. Items first sold after the
 /// failover sell.
 fn check_master_killed(
     cluster: &mut Cluster,
@@ -169,9 +171,17 @@ fn check_master_killed(
         assert!(n <= STOCK, "item {v} oversold: {n} > {STOCK}");
         let taken = l.taken.get(v).copied().unwrap_or(0);
         let stranded = l.stranded.get(v).copied().unwrap_or(0);
-        assert_eq!(
-            taken,
-            n + stranded,
+        // Redis never counts fewer units taken than were sold or stranded (it would sell them
+        // again); more only by what the crash cost: a give-back the dead master executed
+        // without a replica's acknowledgement, taken for done (never sold: at most one lease,
+        // the fleet's bound on a crash's undersell). In the runs so far, none: equal.
+        let unaccounted = taken.checked_sub(n + stranded).unwrap_or_else(|| {
+            panic!(
+                "item {v}: Redis counts {taken} taken, fewer than {n} sold + {stranded} stranded"
+            )
+        });
+        assert!(
+            unaccounted <= LEASE,
             "item {v}: Redis counts {taken} taken, the servers sold {n} and {stranded} are stranded"
         );
     }
