@@ -35,6 +35,11 @@
 mod load;
 mod serve;
 
+/// The allocator cellgate-server runs on, so that the servers compared with it (and the
+/// client) run on the same.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: rls_load serve --handler empty|redis-pipeline [--listen ADDR] \
 [--redis URL] [--redis-connections N] [--threads N]\n       rls_load load --addr ADDR \
 [--connections N] [--in-flight M] [--descriptors 1|3] [--keys K] [--seconds S] [--rate R] \
