@@ -66,6 +66,7 @@ mod local;
 mod metrics;
 mod replica;
 mod report;
+mod runtime;
 mod setters;
 mod shared;
 mod sync;

@@ -106,14 +106,33 @@ fn describe(state: u8) -> &'static str {
     }
 }
 
-/// Stops a limiter's background thread: sets `stop`, wakes it, and waits for it to finish
-/// (its last commands included). Later calls find no thread and return at once.
-pub(crate) fn stop_thread(stop: &Stop, wake: &Notify, thread: &Lock<Option<JoinHandle<()>>>) {
+/// What a limiter waits on to know its background task has finished (its last commands
+/// included).
+#[derive(Debug)]
+pub(crate) enum Runner {
+    /// The thread the task runs on (a whole-key fleet limit).
+    Thread(JoinHandle<()>),
+    /// The end of the task, on the keyed limits' shared runtime: the sender is dropped when
+    /// the task's future completes (or is dropped).
+    Task(std::sync::mpsc::Receiver<()>),
+}
+
+/// Stops a limiter's background task: sets `stop`, wakes it, and waits for it to finish (its
+/// last commands included), blocking the calling thread. Later calls find nothing to wait for
+/// and return at once.
+pub(crate) fn stop_thread(stop: &Stop, wake: &Notify, runner: &Lock<Option<Runner>>) {
     stop.raise();
     wake.notify_one();
-    let handle = thread.lock().take();
-    if let Some(h) = handle {
-        let _ = h.join();
+    let runner = runner.lock().take();
+    match runner {
+        Some(Runner::Thread(h)) => {
+            let _ = h.join();
+        }
+        // Err once the sender is gone: the task ended.
+        Some(Runner::Task(done)) => {
+            let _ = done.recv();
+        }
+        None => {}
     }
 }
 

@@ -143,6 +143,23 @@ impl<T> Lock<T> {
     }
 }
 
+/// A value made at its first use and kept for the process's life (the runtime the keyed fleet
+/// limits' tasks share). `std`'s `OnceLock`: one caller runs the initializer, every other waits
+/// for it, and all then see the value it made (its completion synchronises with their reads).
+#[cfg(not(loom))]
+pub(crate) struct Once<T>(std::sync::OnceLock<T>);
+
+#[cfg(not(loom))]
+impl<T> Once<T> {
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::OnceLock::new())
+    }
+
+    pub(crate) fn get_or_init(&self, make: impl FnOnce() -> T) -> &T {
+        self.0.get_or_init(make)
+    }
+}
+
 /// A number no earlier call in this process returned.
 #[cfg(not(loom))]
 pub(crate) fn next_sequence() -> u64 {

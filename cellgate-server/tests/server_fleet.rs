@@ -287,6 +287,32 @@ fn a_redis_where_nothing_listens_still_starts_and_answers() {
 }
 
 #[test]
+fn many_fleet_limits_share_a_few_threads() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return resp_common::skip("no /proc to count threads in");
+    }
+    // 24 fleet limits (one per descriptor key), against a Redis where nothing listens: each
+    // runs its batching task, retrying, from the start.
+    let mut config = String::from("domain: many\ndescriptors:\n");
+    for i in 0..24 {
+        config +=
+            &format!("  - key: k{i}\n    rate_limit: {{unit: minute, requests_per_unit: 100}}\n");
+    }
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let s = Server::start(&config, &["--redis", &url], &[]);
+    let fleet = |state: &str| metric(&s, &format!("cellgate_fleet_limits{{state=\"{state}\"}}"));
+    assert_eq!(
+        fleet("connected") + fleet("fallback") + fleet("partitioned"),
+        24
+    );
+    // The tasks share the keyed limits' runtime (at most four threads) with the server's own
+    // few: a thread per limit would make this more than 24.
+    let threads = threads(s.pid());
+    eprintln!("{threads} threads for 24 fleet limits");
+    assert!(threads < 16, "{threads} threads for 24 fleet limits");
+}
+
+#[test]
 fn a_server_stopped_with_sigterm_hands_its_leases_back() {
     let Some(redis) = Redis::start() else { return };
     // A stock of 400 per key: leases of 4 (a key is leased once a server sees it often).

@@ -367,6 +367,11 @@ impl KeyedFleetBuilder {
     /// Connects to the Redis at `url` and starts the batching task. Blocks for at most a few
     /// command timeouts.
     ///
+    /// The task runs on a runtime that every keyed limit of the process shares (a thread per
+    /// core, at most four), never on the caller's threads: a limit costs a task and its
+    /// connections, not a thread. Call this (and [`start`](Self::start)) from a thread that
+    /// does not drive an async runtime: the connection is made by blocking on that runtime.
+    ///
     /// # Errors
     ///
     /// [`FleetError::Config`] for an invalid configuration or URL; [`FleetError::Redis`] or
@@ -456,26 +461,29 @@ impl KeyedFleetBuilder {
         let (tx, rx) = mpsc::channel(self.queue);
         let (dry_tx, dry_rx) = mpsc::channel(DRY_SIGNALS);
         let (forget_tx, forget_rx) = mpsc::channel(FORGETS);
-        let (task, runtime) = task::Task::connect(
+        let runtime = crate::runtime::keyed()?;
+        let task = task::Task::connect(
             &self,
             url,
             (interval_us, burst),
             shared.clone(),
             (rx, dry_rx, forget_rx),
             lazy,
+            runtime,
         )?;
         let shards = usize::try_from(shared.shards.get()).unwrap_or(CLUSTER_SHARDS);
-        let thread = std::thread::Builder::new()
-            .name(format!("cellgate-keyed-{}", self.name))
-            .spawn(move || runtime.block_on(task.run()))
-            .map_err(|e| FleetError::Config(format!("spawning the batching thread: {e}")))?;
+        let (done, ended) = std::sync::mpsc::channel::<()>();
+        runtime.spawn(async move {
+            task.run().await;
+            drop(done);
+        });
         Ok(KeyedFleet {
             shared,
             policy: keyed_policy(self.stock, interval_us, burst)?,
             tx,
             dry_tx,
             forget_tx,
-            thread: Lock::new(Some(thread)),
+            task: Lock::new(Some(crate::shared::Runner::Task(ended))),
             name: self.name,
             max_wait: self.max_wait,
             shards,

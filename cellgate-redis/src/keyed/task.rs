@@ -150,9 +150,9 @@ pub(crate) struct Task {
 }
 
 impl Task {
-    /// Connects and registers (one empty batch), on a runtime the task will run on; with
-    /// `lazy`, neither: the task starts in the outage fallback and registers with its first
-    /// batch (a heartbeat, sent at once) when Redis answers.
+    /// Connects and registers (one empty batch), on `runtime`, which the task will run on;
+    /// with `lazy`, neither: the task starts in the outage fallback and registers with its
+    /// first batch (a heartbeat, sent at once) when Redis answers.
     pub(crate) fn connect(
         cfg: &KeyedFleetBuilder,
         url: &str,
@@ -164,11 +164,8 @@ impl Task {
             mpsc::Receiver<Forget>,
         ),
         lazy: bool,
-    ) -> Result<(Task, tokio::runtime::Runtime), FleetError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))?;
+        runtime: &tokio::runtime::Runtime,
+    ) -> Result<Task, FleetError> {
         let pid = crate::conn::process_id();
         let timeout = cfg.command_timeout;
         let (client, live) = runtime.block_on(async {
@@ -237,7 +234,7 @@ impl Task {
             closing: false,
             starting: (lazy && interval_us == 0).then(|| vec![None; shards]),
         };
-        Ok((task, runtime))
+        Ok(task)
     }
 
     pub(crate) async fn run(mut self) {
@@ -797,22 +794,24 @@ impl Task {
         self.housekeeping(now);
         let give_up = now + self.cfg.command_timeout * 8;
         while Instant::now() < give_up {
-            if let Some(shard) = self.inflight.iter().position(Option::is_some) {
-                let f = self.inflight[shard].as_mut().expect("found");
-                let pending = f.call.take();
-                let r = match pending {
-                    Some(c) => c.await,
-                    None => {
-                        call(
+            // No borrow of the task is held across the wait below (its future is `Send`: it
+            // runs on a multi-threaded runtime).
+            let next = self.inflight.iter().position(Option::is_some);
+            if let Some(shard) = next {
+                let pending = {
+                    let f = self.inflight[shard].as_mut().expect("found");
+                    match f.call.take() {
+                        Some(c) => c,
+                        None => call(
                             &self.client,
                             &self.shared,
                             (shard, f.seq),
                             f.ops.clone(),
                             f.touch,
-                        )
-                        .await
+                        ),
                     }
                 };
+                let r = pending.await;
                 self.on_reply(shard, r);
                 if self.inflight[shard].is_some() {
                     tokio::time::sleep(Duration::from_millis(20)).await;

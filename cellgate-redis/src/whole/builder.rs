@@ -397,7 +397,7 @@ impl FleetBuilder {
             .map_err(|e| FleetError::Config(format!("spawning the lease thread: {e}")))?;
         Ok(Fleet {
             shared,
-            thread: Lock::new(Some(thread)),
+            thread: Lock::new(Some(crate::shared::Runner::Thread(thread))),
             descriptor,
             name: self.name,
         })

@@ -23,7 +23,6 @@ pub(crate) mod client;
 mod task;
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use cellgate::{Decision, Limiter};
 
@@ -57,7 +56,7 @@ use crate::sync::Lock;
 /// ```
 pub struct Fleet {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) thread: Lock<Option<JoinHandle<()>>>,
+    pub(crate) thread: Lock<Option<crate::shared::Runner>>,
     pub(crate) descriptor: Limiter,
     pub(crate) name: String,
 }

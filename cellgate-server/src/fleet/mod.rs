@@ -145,9 +145,10 @@ impl Backend {
     }
 }
 
-/// Starts `builder`'s limit on `url` without waiting for Redis. The limit starts its own
-/// runtime, which cannot be started from a thread that drives one (a request bringing a new
-/// override or parameter set, the server's start): there, it is started from a plain thread.
+/// Starts `builder`'s limit on `url` without waiting for Redis. The start runs on
+/// cellgate-redis's runtime for keyed limits (`block_on`), which cannot be done from a thread
+/// that drives a runtime (a request bringing a new override or parameter set, the server's
+/// start): there, it is started from a plain thread.
 pub(crate) fn start(
     builder: cellgate_redis::KeyedFleetBuilder,
     url: &str,
