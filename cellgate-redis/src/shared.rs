@@ -1,8 +1,6 @@
 //! What the checking threads and the background task share (its atomics and locks are the
 //! types of [`crate::sync`]).
 
-use std::thread::JoinHandle;
-
 use cellgate::{Decision, KeyedLimiter, Limiter, StripedLimiter};
 
 use crate::error::FleetError;
@@ -106,33 +104,21 @@ fn describe(state: u8) -> &'static str {
     }
 }
 
-/// What a limiter waits on to know its background task has finished (its last commands
-/// included).
-#[derive(Debug)]
-pub(crate) enum Runner {
-    /// The thread the task runs on (a whole-key fleet limit).
-    Thread(JoinHandle<()>),
-    /// The end of the task, on the keyed limits' shared runtime: the sender is dropped when
-    /// the task's future completes (or is dropped).
-    Task(std::sync::mpsc::Receiver<()>),
-}
+/// What a limiter waits on to know its background task, on the fleet limiters' shared runtime,
+/// has finished (its last commands included): the task drops the sender when its future
+/// completes (or is dropped).
+pub(crate) type Ended = std::sync::mpsc::Receiver<()>;
 
-/// Stops a limiter's background task: sets `stop`, wakes it, and waits for it to finish (its
-/// last commands included), blocking the calling thread. Later calls find nothing to wait for
-/// and return at once.
-pub(crate) fn stop_thread(stop: &Stop, wake: &Notify, runner: &Lock<Option<Runner>>) {
+/// Stops a limiter's background task: sets `stop`, wakes it, and waits for it to finish,
+/// blocking the calling thread (never one of the runtime's: the task is not waited on there).
+/// Later calls find nothing to wait for and return at once.
+pub(crate) fn stop_task(stop: &Stop, wake: &Notify, ended: &Lock<Option<Ended>>) {
     stop.raise();
     wake.notify_one();
-    let runner = runner.lock().take();
-    match runner {
-        Some(Runner::Thread(h)) => {
-            let _ = h.join();
-        }
+    let ended = ended.lock().take();
+    if let Some(ended) = ended {
         // Err once the sender is gone: the task ended.
-        Some(Runner::Task(done)) => {
-            let _ = done.recv();
-        }
-        None => {}
+        let _ = ended.recv();
     }
 }
 

@@ -367,9 +367,9 @@ impl KeyedFleetBuilder {
     /// Connects to the Redis at `url` and starts the batching task. Blocks for at most a few
     /// command timeouts.
     ///
-    /// The task runs on a runtime that every keyed limit of the process shares (a thread per
-    /// core, at most four), never on the caller's threads: a limit costs a task and its
-    /// connections, not a thread. Call this (and [`start`](Self::start)) from a thread that
+    /// The task runs on one of a few runtimes that every fleet limiter of the process shares
+    /// (a thread each, a thread per core, at most four), never on the caller's threads: a limit
+    /// costs a task and its connections, not a thread. Call this (and [`start`](Self::start)) from a thread that
     /// does not drive an async runtime: the connection is made by blocking on that runtime.
     ///
     /// # Errors
@@ -461,7 +461,7 @@ impl KeyedFleetBuilder {
         let (tx, rx) = mpsc::channel(self.queue);
         let (dry_tx, dry_rx) = mpsc::channel(DRY_SIGNALS);
         let (forget_tx, forget_rx) = mpsc::channel(FORGETS);
-        let runtime = crate::runtime::keyed()?;
+        let runtime = crate::runtime::next()?;
         let task = task::Task::connect(
             &self,
             url,
@@ -469,7 +469,7 @@ impl KeyedFleetBuilder {
             shared.clone(),
             (rx, dry_rx, forget_rx),
             lazy,
-            runtime,
+            &runtime,
         )?;
         let shards = usize::try_from(shared.shards.get()).unwrap_or(CLUSTER_SHARDS);
         let (done, ended) = std::sync::mpsc::channel::<()>();
@@ -483,7 +483,7 @@ impl KeyedFleetBuilder {
             tx,
             dry_tx,
             forget_tx,
-            task: Lock::new(Some(crate::shared::Runner::Task(ended))),
+            task: Lock::new(Some(ended)),
             name: self.name,
             max_wait: self.max_wait,
             shards,

@@ -273,8 +273,8 @@ pub struct KeyedFleet {
     /// Hot keys whose lease a check found spent (one signal per lease answer).
     dry_tx: mpsc::Sender<String>,
     forget_tx: mpsc::Sender<Forget>,
-    /// The end of the batching task, which runs on the keyed limits' shared runtime.
-    task: Lock<Option<crate::shared::Runner>>,
+    /// The end of the batching task, which runs on the fleet limiters' shared runtime.
+    task: Lock<Option<crate::shared::Ended>>,
     name: String,
     pub(crate) max_wait: Duration,
     /// The limit's shards: 1 on one node, `CLUSTER_SHARDS` on a cluster.
@@ -622,7 +622,7 @@ impl KeyedFleet {
     /// # Ok::<(), cellgate_redis::FleetError>(())
     /// ```
     pub fn shutdown(&self) {
-        crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.task);
+        crate::shared::stop_task(&self.shared.stop, &self.shared.wake, &self.task);
     }
 }
 

@@ -164,7 +164,7 @@ impl Task {
             mpsc::Receiver<Forget>,
         ),
         lazy: bool,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
     ) -> Result<Task, FleetError> {
         let pid = crate::conn::process_id();
         let timeout = cfg.command_timeout;
@@ -794,8 +794,8 @@ impl Task {
         self.housekeeping(now);
         let give_up = now + self.cfg.command_timeout * 8;
         while Instant::now() < give_up {
-            // No borrow of the task is held across the wait below (its future is `Send`: it
-            // runs on a multi-threaded runtime).
+            // No borrow of the task is held across the wait below (its future is `Send`: it is
+            // spawned through a runtime's handle).
             let next = self.inflight.iter().position(Option::is_some);
             if let Some(shard) = next {
                 let pending = {

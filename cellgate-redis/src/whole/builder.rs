@@ -222,7 +222,7 @@ impl FleetBuilder {
             };
             Ok::<_, FleetError>((c, first))
         })?;
-        self.launch(runtime, client, kind, descriptor, Some(first))
+        self.launch(&runtime, client, kind, descriptor, Some(first))
     }
 
     /// Starts without waiting for Redis: returns at once (errors only for an invalid
@@ -263,7 +263,7 @@ impl FleetBuilder {
         client.set_min_lease(self.min_lease);
         client.set_short_spacing(self.short_spacing);
         client.set_replication(self.replication, self.wait());
-        self.launch(runtime, client, kind, descriptor, None)
+        self.launch(&runtime, client, kind, descriptor, None)
     }
 
     /// The replica wait: as set, or by default 100 ms within half the command timeout.
@@ -309,7 +309,7 @@ impl FleetBuilder {
     /// registered, starting in the outage fallback).
     fn launch(
         self,
-        runtime: tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         client: LeaseClient,
         kind: Kind,
         descriptor: Limiter,
@@ -391,23 +391,21 @@ impl FleetBuilder {
                 max_lease: self.max_lease,
             },
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("cellgate-fleet-{}", self.name))
-            .spawn(move || runtime.block_on(task.run()))
-            .map_err(|e| FleetError::Config(format!("spawning the lease thread: {e}")))?;
+        let (done, ended) = std::sync::mpsc::channel::<()>();
+        runtime.spawn(async move {
+            task.run().await;
+            drop(done);
+        });
         Ok(Fleet {
             shared,
-            thread: Lock::new(Some(crate::shared::Runner::Thread(thread))),
+            task: Lock::new(Some(ended)),
             descriptor,
             name: self.name,
         })
     }
 }
 
-/// The background task's runtime: one thread, timers and I/O.
-fn runtime() -> Result<tokio::runtime::Runtime, FleetError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| FleetError::Config(format!("tokio runtime: {e}")))
+/// The background task's runtime: one of those every fleet limiter of the process shares.
+fn runtime() -> Result<tokio::runtime::Handle, FleetError> {
+    crate::runtime::next()
 }

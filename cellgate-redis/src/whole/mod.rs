@@ -6,8 +6,8 @@
 //! # Implementation details
 //!
 //! A check is one compare-and-swap on a local `cellgate` stock (the *pool*) that holds only
-//! units already taken from Redis. A background thread (its own single-threaded tokio runtime)
-//! watches the pool every tick: it accounts what was spent (`book.rs`), withdraws rate leases
+//! units already taken from Redis. A background task (on the runtime every fleet limiter of the
+//! process shares) watches the pool every tick: it accounts what was spent (`book.rs`), withdraws rate leases
 //! whose lifetime ended and leftovers of an idle process, and sends at most one command at a
 //! time, retrying the same sequence until it is answered, so a timed-out or duplicated command
 //! never grants twice. A denial wakes it early.
@@ -56,7 +56,8 @@ use crate::sync::Lock;
 /// ```
 pub struct Fleet {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) thread: Lock<Option<crate::shared::Runner>>,
+    /// The end of the lease task.
+    pub(crate) task: Lock<Option<crate::shared::Ended>>,
     pub(crate) descriptor: Limiter,
     pub(crate) name: String,
 }
@@ -123,7 +124,7 @@ impl Fleet {
     /// something to give back or charge. Checks afterwards are denied. Dropping the limiter
     /// does the same.
     pub fn shutdown(&self) {
-        crate::shared::stop_thread(&self.shared.stop, &self.shared.wake, &self.thread);
+        crate::shared::stop_task(&self.shared.stop, &self.shared.wake, &self.task);
     }
 }
 
