@@ -190,7 +190,7 @@ impl KeyedFleet {
 }
 
 /// Runs `fut` to completion on this thread, parking it while the future waits (the keyed
-/// fleet's batching task runs on the fleet limiters' own runtime, whose threads are never the
+/// fleet's batching task runs on the fleet limiters' own runtimes, whose threads are never the
 /// caller's, so this never waits on itself).
 fn wait<F: Future>(fut: F) -> F::Output {
     struct Unpark(std::thread::Thread);

@@ -104,8 +104,8 @@ fn describe(state: u8) -> &'static str {
     }
 }
 
-/// What a limiter waits on to know its background task, on the fleet limiters' shared runtime,
-/// has finished (its last commands included): the task drops the sender when its future
+/// What a limiter waits on to know its background task, on one of the fleet limiters' shared
+/// runtimes, has finished (its last commands included): the task drops the sender when its future
 /// completes (or is dropped).
 pub(crate) type Ended = std::sync::mpsc::Receiver<()>;
 

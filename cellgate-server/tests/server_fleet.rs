@@ -305,7 +305,7 @@ fn many_fleet_limits_share_a_few_threads() {
         fleet("connected") + fleet("fallback") + fleet("partitioned"),
         24
     );
-    // The tasks share the keyed limits' runtime (at most four threads) with the server's own
+    // The tasks share the fleet limiters' runtimes (at most four threads) with the server's own
     // few: a thread per limit would make this more than 24.
     let threads = threads(s.pid());
     eprintln!("{threads} threads for 24 fleet limits");

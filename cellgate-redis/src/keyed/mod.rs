@@ -273,7 +273,7 @@ pub struct KeyedFleet {
     /// Hot keys whose lease a check found spent (one signal per lease answer).
     dry_tx: mpsc::Sender<String>,
     forget_tx: mpsc::Sender<Forget>,
-    /// The end of the batching task, which runs on the fleet limiters' shared runtime.
+    /// The end of the batching task, which runs on one of the fleet limiters' shared runtimes.
     task: Lock<Option<crate::shared::Ended>>,
     name: String,
     pub(crate) max_wait: Duration,
