@@ -18,8 +18,13 @@ pub(crate) trait Steps {
     /// The word to write for `n` units at `now` on `word`: [`Algorithm::next_word`].
     fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64>;
 
-    /// What the check carries out of its loop: [`Outcome::of`].
-    fn outcome(&self, word: u64, next: Option<u64>) -> Outcome;
+    /// What the check carries out of its loop: [`Outcome::of`]; for a kind whose check's
+    /// decision follows from the written word alone (GCRA, the window counters), the word and
+    /// what was written.
+    #[inline(always)]
+    fn outcome(&self, word: u64, next: Option<u64>) -> Outcome {
+        Outcome::written(word, next)
+    }
 
     /// The check's decision from what its loop gave: [`Outcome::decision`].
     fn decision(&self, outcome: Outcome, now: u64, n: u32) -> Decision;
@@ -73,11 +78,6 @@ macro_rules! window_steps {
             }
 
             #[inline(always)]
-            fn outcome(&self, word: u64, next: Option<u64>) -> Outcome {
-                Outcome::written(word, next)
-            }
-
-            #[inline(always)]
             fn decision(&self, outcome: Outcome, now: u64, n: u32) -> Decision {
                 match outcome.admitted() {
                     Some(written) => self.admitted_inline(written, now),
@@ -101,11 +101,6 @@ impl Steps for Gcra {
     #[inline(always)]
     fn next_word(&self, word: u64, now: u64, n: u32) -> Option<u64> {
         Gcra::next_word(self, word, now, n)
-    }
-
-    #[inline(always)]
-    fn outcome(&self, word: u64, next: Option<u64>) -> Outcome {
-        Outcome::written(word, next)
     }
 
     #[inline(always)]
