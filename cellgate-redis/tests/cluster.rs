@@ -1,8 +1,8 @@
 //! Redis Cluster: a real cluster of three masters and three replicas on loopback, started by
 //! the test (`redis-server --cluster-enabled yes`, `redis-cli --cluster create`). Limits are
 //! spread over the masters (each limit's keys on one slot, by its hash tag), and so are the
-//! keys of one per-key limit (its shards' hash tags); a master failover mid-sale oversells
-//! nothing.
+//! keys of one per-key limit (its shards' hash tags). Unplanned failovers are in
+//! `cluster_failover`.
 
 use crate::common;
 
@@ -14,7 +14,7 @@ use cellgate_redis::{Fleet, KeyedFleet};
 use common::RedisServer;
 
 /// The cluster's slot of limit `name` (its keys share the hash tag `{name}`).
-fn slot(node: &RedisServer, name: &str) -> u16 {
+pub(crate) fn slot(node: &RedisServer, name: &str) -> u16 {
     node.cmd(&["CLUSTER", "KEYSLOT", &cellgate_redis::wire::keys(name)[0]])
 }
 
@@ -52,7 +52,7 @@ fn cluster_nodes(node: &RedisServer) -> Vec<ClusterNode> {
 }
 
 /// The port of the master serving `slot`, as `node` sees the cluster.
-fn master_of(node: &RedisServer, slot: u16) -> Option<u16> {
+pub(crate) fn master_of(node: &RedisServer, slot: u16) -> Option<u16> {
     cluster_nodes(node)
         .iter()
         .find(|n| n.master && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
@@ -60,7 +60,7 @@ fn master_of(node: &RedisServer, slot: u16) -> Option<u16> {
 }
 
 /// The port of the master serving `slot`, and of its replica.
-fn master_and_replica(node: &RedisServer, slot: u16) -> (u16, u16) {
+pub(crate) fn master_and_replica(node: &RedisServer, slot: u16) -> (u16, u16) {
     let all = cluster_nodes(node);
     let port = master_of(node, slot).expect("a master for the slot");
     let master = all.iter().find(|n| n.port == port).expect("listed");
@@ -73,7 +73,11 @@ fn master_and_replica(node: &RedisServer, slot: u16) -> (u16, u16) {
 
 /// A keyed client of the per-key stock `limit` (`units` a key), for the names and slots of its
 /// keys, with the runtime it was connected on (keep it while the client is used).
-fn probe(seeds: &str, limit: &str, units: u64) -> (tokio::runtime::Runtime, KeyedClient) {
+pub(crate) fn probe(
+    seeds: &str,
+    limit: &str,
+    units: u64,
+) -> (tokio::runtime::Runtime, KeyedClient) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -277,7 +281,7 @@ fn a_keyed_limits_keys_spread_over_the_masters() {
 }
 
 /// The per-key stock `name` of 3 units a key, as the lost-shard tests use it.
-fn stock_of_3(name: &str) -> cellgate_redis::KeyedFleetBuilder {
+pub(crate) fn stock_of_3(name: &str) -> cellgate_redis::KeyedFleetBuilder {
     KeyedFleet::stock(name, 3)
         .max_wait(Duration::from_secs(2))
         .command_timeout(Duration::from_secs(1))
@@ -490,155 +494,9 @@ fn a_lazy_start_never_sells_afresh_a_lost_shard_0() {
     assert_eq!(late.state_of(&key), FleetState::Forgotten);
 }
 
-/// An unplanned failover: the master holding a stock dies with writes its replica never
-/// received, and the replica takes over. Here the replica is frozen (SIGSTOP) and its link
-/// cut (`CLIENT KILL TYPE replica` on the master) while the limiters go on leasing from the
-/// master, then the master is killed (SIGKILL), the replica thawed and promoted (`CLUSTER
-/// FAILOVER TAKEOVER`). Every lease debited while the replica was frozen is gone from the new
-/// master, whose limit keeps its epoch (nothing tells it from the old one): a limiter that
-/// sold those units would see them sold a second time. A lease's units are sold only once a
-/// replica acknowledged its debit (`WAIT`), so nothing is oversold; the sale goes on after the
-/// takeover and strands at most one lease per limiter (a debit the replica may have received
-/// without acknowledging it before it froze).
-///
-/// The scenario of both tests below: `sellers` sell a stock of `stock` units whose keys live
-/// on `slot`, through `limiters` limiters leasing at most `max_lease` units at a time;
-/// `report` describes the limiters once the sale is over.
-fn crash_the_master_mid_sale(
-    nodes: &mut [RedisServer],
-    slot: u16,
-    sellers: common::Sellers,
-    (stock, max_lease, limiters): (u64, u64, u64),
-    report: impl Fn() -> String,
-) {
-    common::wait_for("the first 500 sales", || sellers.sold() >= 500);
-    let (master, replica) = master_and_replica(&nodes[0], slot);
-    let m = nodes.iter().position(|n| n.port == master).unwrap();
-    let r = nodes.iter().position(|n| n.port == replica).unwrap();
-    // The replica stops receiving the master's writes (frozen, and its link cut by the
-    // master: what the master writes next is in no socket buffer of the replica either); the
-    // limiters go on leasing there.
-    nodes[r].pause();
-    nodes[m].cmd::<u64>(&["CLIENT", "KILL", "TYPE", "replica"]);
-    let at_pause = sellers.sold();
-    let calls = nodes[m].script_calls();
-    common::wait_for("six script calls on the master", || {
-        nodes[m].script_calls() >= calls + 6
-    });
-    let while_paused = sellers.sold() - at_pause;
-    // The master crashes with those writes; the replica takes over without it.
-    nodes[m].kill();
-    nodes[r].resume();
-    nodes[r].cmd::<()>(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
-    common::wait_for("the replica to take over", || {
-        master_of(&nodes[r], slot) == Some(replica)
-    });
-    let at_takeover = sellers.sold();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && sellers.sold() < stock {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Sell on a little past the end: nothing more may be sold.
-    std::thread::sleep(Duration::from_millis(300));
-    let sold = sellers.stop();
-    eprint!("{}", report());
-    eprintln!(
-        "unplanned failover from :{master} to :{replica}: {while_paused} sold while the replica \
-         was frozen, {at_takeover} at the takeover, {sold} of {stock} in all"
-    );
-    assert!(sold <= stock, "sold {sold} of {stock}: oversold");
-    assert!(sold > at_takeover, "the sale stopped at the takeover");
-    assert!(
-        sold >= stock - limiters * max_lease,
-        "sold {sold} of {stock}: more than one lease per limiter stranded"
-    );
-}
-
-/// [`crash_the_master_mid_sale`] with two `Fleet::stock` limiters (3,300 of 3,000 sold before
-/// leases waited for a replica, three runs in three).
-#[test]
-fn an_unplanned_master_failover_mid_sale_oversells_nothing() {
-    let Some(mut nodes) = common::cluster() else {
-        return;
-    };
-    let seeds = common::seeds(&nodes);
-    let (stock, max_lease) = (3_000u64, 50u64);
-    let fleets: Vec<Arc<Fleet>> = (0..2)
-        .map(|_| {
-            Arc::new(
-                Fleet::stock("crash", stock)
-                    .max_lease(max_lease)
-                    .connect(&seeds)
-                    .unwrap(),
-            )
-        })
-        .collect();
-    let sellers = common::Sellers::start(&fleets);
-    let slot = slot(&nodes[0], "crash");
-    crash_the_master_mid_sale(&mut nodes, slot, sellers, (stock, max_lease, 2), || {
-        fleets
-            .iter()
-            .map(|f| {
-                format!(
-                    "limiter: {:?}, last error {:?}\n",
-                    f.state(),
-                    f.last_error()
-                )
-            })
-            .collect()
-    });
-}
-
-/// [`crash_the_master_mid_sale`] with one key of a `KeyedFleet::stock` sold by two limiters:
-/// the key is hot in both (leased), and its cold checks and leases ride in batches that wait
-/// for a replica too.
-#[test]
-fn an_unplanned_master_failover_mid_sale_oversells_no_key_of_a_keyed_stock() {
-    let Some(mut nodes) = common::cluster() else {
-        return;
-    };
-    let seeds = common::seeds(&nodes);
-    let (stock, max_lease) = (3_000u64, 50u64);
-    let fleets: Vec<Arc<KeyedFleet>> = (0..2)
-        .map(|_| {
-            Arc::new(
-                KeyedFleet::stock("crash-keys", stock)
-                    .max_lease(max_lease)
-                    .connect(&seeds)
-                    .unwrap(),
-            )
-        })
-        .collect();
-    let key = "sku-1";
-    let sellers = common::Sellers::selling(
-        fleets
-            .iter()
-            .map(|f| {
-                let f = f.clone();
-                move || f.check_blocking(key, 1).is_allowed()
-            })
-            .collect(),
-    );
-    let (_rt, probe) = probe(&seeds, "crash-keys", stock);
-    let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
-    crash_the_master_mid_sale(&mut nodes, slot, sellers, (stock, max_lease, 2), || {
-        fleets
-            .iter()
-            .map(|f| {
-                format!(
-                    "limiter: {:?}, last error {:?}, {:?}\n",
-                    f.state(),
-                    f.last_error(),
-                    f.stats()
-                )
-            })
-            .collect()
-    });
-}
-
 /// Two keys of the keyed limit `probe` names, on two masters, neither of them the master of
 /// shard 0 (where every process heartbeats): `(sick, its master's port, healthy)`.
-fn apart(nodes: &[RedisServer], probe: &KeyedClient) -> (String, u16, String) {
+pub(crate) fn apart(nodes: &[RedisServer], probe: &KeyedClient) -> (String, u16, String) {
     let master_of_key = |key: &str| {
         let slot: u16 = nodes[0].cmd(&["CLUSTER", "KEYSLOT", &probe.redis_key(key)]);
         master_of(&nodes[0], slot).expect("a master for the slot")

@@ -5,6 +5,7 @@
 mod common;
 
 mod cluster;
+mod cluster_failover;
 mod compose;
 mod failures;
 mod fleet_api;

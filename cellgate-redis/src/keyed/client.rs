@@ -140,6 +140,12 @@ pub struct KeyedClient {
     burst: u64,
     /// Each shard's epoch as this client last saw it (0: not yet).
     epochs: Vec<u64>,
+    /// Each shard's epoch as an acknowledged answer carried it (0: none yet): the epoch a
+    /// batch sends as known. An answer no replica acknowledged may have created the shard, and
+    /// a failover can lose that creation; had it taught the known epoch, the shard would then
+    /// be taken for one Redis lost after selling (forgotten, never sold again), where nothing
+    /// was sold from it and it can be created again.
+    known: Vec<u64>,
     /// The epoch this client creates shard 0 with if the limit does not exist yet.
     fresh: u64,
     /// Shard 0 answered that every shard has been created (see [`adopt`](Self::adopt)).
@@ -248,6 +254,7 @@ impl KeyedClient {
             interval_us,
             burst,
             epochs: vec![0; shards],
+            known: vec![0; shards],
             fresh: crate::conn::fresh_epoch(),
             complete: false,
             replication: Replication::Auto,
@@ -294,11 +301,15 @@ impl KeyedClient {
         self.epochs.get(shard).copied().unwrap_or(0)
     }
 
-    /// Records the epoch a batch on `shard` answered, and on shard 0 whether the limit is
-    /// complete (a clone of this client may have sent it).
-    pub(crate) fn learn(&mut self, shard: usize, epoch: u64, complete: bool) {
+    /// Records the epoch a batch on `shard` answered, as known when the answer was
+    /// `acknowledged` (a replica has it, or it needed none), and on shard 0 whether the limit
+    /// is complete (a clone of this client may have sent it).
+    pub(crate) fn learn(&mut self, shard: usize, epoch: u64, complete: bool, acknowledged: bool) {
         if let Some(e) = self.epochs.get_mut(shard) {
             *e = epoch;
+        }
+        if let Some(k) = self.known.get_mut(shard).filter(|_| acknowledged) {
+            *k = epoch;
         }
         if shard == 0 {
             self.complete = complete;
@@ -306,11 +317,11 @@ impl KeyedClient {
         }
     }
 
-    /// Whether this client's next batch on shard 0 marks the limit complete: it has seen every
-    /// shard carry shard 0's epoch, and shard 0 did not say complete yet.
+    /// Whether this client's next batch on shard 0 marks the limit complete: acknowledged
+    /// answers showed it every shard with shard 0's epoch, and shard 0 did not say complete yet.
     pub(crate) fn marks_complete(&self) -> bool {
-        let limit = self.epochs[0];
-        !self.complete && limit != 0 && self.epochs.iter().all(|&e| e == limit)
+        let limit = self.known[0];
+        !self.complete && limit != 0 && self.known.iter().all(|&e| e == limit)
     }
 
     /// Once shard 0 says the limit is complete (some process saw every shard created with
@@ -322,12 +333,17 @@ impl KeyedClient {
     /// lost before the mark (within about a heartbeat of the limit's creation) is created
     /// again, with the same epoch, by a process that had not seen it.
     fn adopt(&mut self) {
-        let limit = self.epochs[0];
+        let limit = self.known[0];
         if limit == 0 || !self.complete {
             return;
         }
-        for e in self.epochs.iter_mut().skip(1).filter(|e| **e == 0) {
-            *e = limit;
+        for (seen, known) in self.epochs.iter_mut().zip(&mut self.known).skip(1) {
+            if *known == 0 {
+                *known = limit;
+            }
+            if *seen == 0 {
+                *seen = limit;
+            }
         }
     }
 
@@ -394,7 +410,8 @@ impl KeyedClient {
         let live = u64::try_from(live).map_err(|_| bad())?;
         let epoch = u64::try_from(epoch).map_err(|_| bad())?;
         let complete = complete == 1;
-        self.learn(shard, epoch, complete);
+        let acknowledged = !replicated.unsold(flag == 1);
+        self.learn(shard, epoch, complete, acknowledged);
         if flag == 2 {
             return Ok(BatchReply {
                 repeated: false,
@@ -473,7 +490,7 @@ impl KeyedClient {
             .arg(self.burst)
             .arg(ttl_us)
             .arg(u8::from(touch) | (u8::from(shard == 0 && self.marks_complete()) << 1))
-            .arg(self.epochs[shard])
+            .arg(self.known[shard])
             .arg(fresh);
         for (_, op, n) in ops {
             args.arg(op.wire()).arg(*n);

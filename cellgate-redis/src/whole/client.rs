@@ -134,7 +134,7 @@ pub struct LeaseClient {
     min_lease: u64,
     /// The least time between two short requests of the fleet (see [`Reply::retry_us`]).
     short_spacing: Duration,
-    /// The epoch of the limit as this client last saw it (0: not yet).
+    /// The epoch of the limit as an acknowledged answer carried it (0: not yet), sent as known.
     epoch: u64,
     /// Whether grants wait for a replica, and for how long at most.
     replication: Replication,
@@ -280,7 +280,8 @@ impl LeaseClient {
         }
     }
 
-    /// The limit's epoch as this client last saw it (0 before its first answered command).
+    /// The limit's epoch as this client last saw it in an answer a replica acknowledged (or
+    /// that needed none); 0 before the first.
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
@@ -327,7 +328,13 @@ impl LeaseClient {
         let non_negative =
             |x: i64| u64::try_from(x).map_err(|_| FleetError::Protocol(format!("reply {reply:?}")));
         let epoch = non_negative(epoch)?;
-        self.epoch = epoch;
+        let unreplicated = replicated.unsold(flag == 1);
+        // An answer no replica acknowledged may have created the limit, and a failover can
+        // lose that creation: sent as known, its epoch would then mark the limit forgotten
+        // (never sold again) where nothing was sold and it can be created again.
+        if !unreplicated {
+            self.epoch = epoch;
+        }
         Ok(Reply {
             epoch,
             forgotten: forgotten == 1,
@@ -339,7 +346,7 @@ impl LeaseClient {
             fallback_burst: non_negative(fb)?,
             info,
             leasable_burst: non_negative(leasable)?,
-            unreplicated: replicated.unsold(flag == 1),
+            unreplicated,
         })
     }
 }

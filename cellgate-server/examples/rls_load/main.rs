@@ -4,7 +4,8 @@
 //! rls_load serve --handler empty|redis-pipeline [--listen ADDR] [--redis URL]
 //!     [--redis-connections N] [--threads N]
 //! rls_load load --addr ADDR [--connections N] [--in-flight M] [--descriptors 1|3]
-//!     [--keys K] [--seconds S] [--rate R] [--distinct N] [--label L] [--csv] [--threads N]
+//!     [--keys K] [--seconds S] [--rate R] [--tick-us T] [--distinct N] [--label L] [--csv]
+//!     [--threads N]
 //! ```
 //!
 //! `serve` runs one of the two servers cellgate-server is compared with, each a separate

@@ -51,7 +51,7 @@ async fn agree_on_epoch(c: &mut KeyedClient, stock: bool) -> Result<(), FleetErr
     let mut lost = false;
     for shard in 1..c.shards() {
         if c.epoch(shard) != limit && stock {
-            c.learn(shard, limit, false);
+            c.learn(shard, limit, false, true);
             match c.batch_on(shard, 2, &[], true).await {
                 Err(FleetError::Forgotten) => lost = true,
                 Err(e) => return Err(e),

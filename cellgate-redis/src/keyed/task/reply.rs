@@ -68,7 +68,8 @@ impl Task {
     /// operation's result.
     fn on_answer(&mut self, shard: usize, f: InFlight, reply: BatchReply, now: Instant) {
         self.failures[shard] = 0;
-        self.client.learn(shard, reply.epoch, reply.complete);
+        self.client
+            .learn(shard, reply.epoch, reply.complete, !reply.unreplicated);
         let settled = self.settle(shard, !reply.unreplicated);
         if reply.unreplicated {
             // Executed, but no replica acknowledged it: a failover could lose its debits, so
