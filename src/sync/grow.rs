@@ -225,7 +225,10 @@ impl Array {
             ) {
                 Ok(_) => Swap::Done,
                 Err(_) if self.is_frozen() => Swap::Abort(()),
-                Err(actual) => Swap::Retry(actual),
+                Err(actual) => {
+                    super::contended::lost();
+                    Swap::Retry(actual)
+                }
             }
         })
         .ok()

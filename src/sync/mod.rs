@@ -14,6 +14,8 @@
 //! - [`Lock`]: a mutex that ignores poisoning (table shards, sliding logs);
 //! - [`high_water`]: a striped limiter's record of time (each stripe's latest admission, and
 //!   the latest instant a check found proven);
+//! - [`contended`]: a per-thread hint that this thread's keyed checks lately lost a
+//!   compare-and-swap (no atomic: when to read the clock);
 //! - [`Counter`]: key counts (the key cap), statistics and the sweep floor;
 //! - [`sweep_gate::SweepGate`]: which caller runs a due sweep;
 //! - [`time`]: the clocks' own words (the coarse clock's shared timestamp and upkeep thread, a
@@ -22,6 +24,7 @@
 //! Every ordering used is written at its one place here, with why it suffices.
 
 pub(crate) mod cell;
+pub(crate) mod contended;
 mod counter;
 #[cfg(all(test, not(loom)))]
 pub(crate) mod counts;

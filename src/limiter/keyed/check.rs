@@ -188,6 +188,10 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // `Option<u64>` (three): what comes back through the per-thread view's closures then
         // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
         // the key's slot.
+        // After a lost compare-and-swap, the clock first (see `sync::contended`).
+        if crate::sync::contended::read_clock_first() {
+            now.get();
+        }
         let step = move |w| {
             let next = algorithm.next_word(w, now.get(), n);
             (algorithm.outcome(w, next), next)
@@ -214,7 +218,9 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
 /// probe, a keyed check on the default clock was measurably slower (BENCHMARKS.md, "The
 /// clock's share of a check"), likely because the time-stamp counter read's latency added to
 /// the probe's loads instead of overlapping them. A clock that is one load (`CoarseClock`,
-/// `ManualClock`) gains nothing and pays the deferral, a call.
+/// `ManualClock`) gains nothing and pays the deferral, a call. A thread whose checks lately
+/// lost a compare-and-swap (one hot key, several threads) reads it before the probe instead
+/// (`sync::contended`).
 pub(super) struct Now<F> {
     read: F,
     at: std::cell::Cell<Option<u64>>,
