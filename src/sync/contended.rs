@@ -7,7 +7,8 @@
 //! reads the clock and computes, another thread takes the line away, so the compare-and-swap
 //! fails and the line comes again. A thread that met such a failure reads the clock before the
 //! probe for its next [`HOLD`] checks: the line then stays for the few instructions between the
-//! load and the compare-and-swap. Only when the clock is read changes, never what is decided.
+//! load and the compare-and-swap. Only when the clock is read changes (a few nanoseconds
+//! earlier, within the same check), never how the check decides.
 
 use std::cell::Cell;
 
