@@ -196,7 +196,8 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
             let next = algorithm.next_word(w, now.get(), n);
             (algorithm.outcome(w, next), next)
         };
-        let decided = match table.try_update(h, key, step) {
+        let lost = crate::sync::contended::lost;
+        let decided = match table.try_update_noting(h, key, step, lost) {
             Probe::Hit(outcome) => return algorithm.decision(outcome, now.get(), n),
             Probe::Absent => match self.decide_absent(&step) {
                 Ok(outcome) => return algorithm.decision(outcome, now.get(), n),

@@ -58,6 +58,19 @@ impl GrowTable {
         key: &impl SlotKey,
         step: impl FnMut(u64) -> (R, Option<u64>),
     ) -> Probe<R> {
+        self.try_update_noting(h, key, step, || {})
+    }
+
+    /// [`try_update`](Self::try_update), calling `lost` each time the state's compare-and-swap
+    /// loses to another thread's (see [`Array::update_noting`]).
+    #[inline(always)]
+    pub(crate) fn try_update_noting<R>(
+        &self,
+        h: u64,
+        key: &impl SlotKey,
+        step: impl FnMut(u64) -> (R, Option<u64>),
+        lost: impl FnMut(),
+    ) -> Probe<R> {
         // `inline(always)`: with a keyed check's step reading the clock (its `Now`), LLVM left
         // this closure out of line, a call per check (`probe table1k`: 313 instructions a check
         // against 295).
@@ -65,7 +78,7 @@ impl GrowTable {
             h,
             key,
             #[inline(always)]
-            |array, i| array.update(i, step),
+            |array, i| array.update_noting(i, step, lost),
         )
     }
 
