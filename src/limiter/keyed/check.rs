@@ -184,20 +184,20 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         now: &Now<impl Fn() -> u64>,
         n: u32,
     ) -> Decision {
-        // The step gives an `Outcome` (two words) rather than the word and the step's
-        // `Option<u64>` (three): what comes back through the per-thread view's closures then
-        // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
-        // the key's slot.
-        // After a lost compare-and-swap, the clock first (see `sync::contended`).
+        // A thread whose checks lately lost a compare-and-swap reads the clock now, before the
+        // probe (see `sync::contended`); a lost one tells it so, through the loop's hook.
         if crate::sync::contended::read_clock_first() {
             now.get();
         }
+        // The step gives an `Outcome` (two words) rather than the word and the step's
+        // `Option<u64>` (three): what comes back through the per-thread view's closures then
+        // fits in two registers. It reads the clock (`now`) itself, once the probe has loaded
+        // the key's slot, unless it was read above.
         let step = move |w| {
             let next = algorithm.next_word(w, now.get(), n);
             (algorithm.outcome(w, next), next)
         };
-        let lost = crate::sync::contended::lost;
-        let decided = match table.try_update_noting(h, key, step, lost) {
+        let decided = match table.try_update_noting(h, key, step, crate::sync::contended::lost) {
             Probe::Hit(outcome) => return algorithm.decision(outcome, now.get(), n),
             Probe::Absent => match self.decide_absent(&step) {
                 Ok(outcome) => return algorithm.decision(outcome, now.get(), n),
