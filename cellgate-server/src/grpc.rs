@@ -40,6 +40,7 @@ impl RateLimitService for Rls {
         &self,
         request: Request<pb::RateLimitRequest>,
     ) -> Result<Response<pb::RateLimitResponse>, Status> {
+        let _timer = self.service.metrics.time_request();
         let req = from_proto(request.into_inner())
             .inspect_err(|_| self.service.metrics.request_error())?;
         match self.service.decide(&req).await {

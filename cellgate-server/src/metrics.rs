@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use cellgate::clock::{Clock, QuantaClock};
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,7 +17,106 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::api::StatHits;
-use crate::sync::BoundedSet;
+use crate::sync::{BoundedSet, Histogram};
+
+/// The response-time buckets' upper bounds, in nanoseconds: Prometheus' default buckets (5 ms
+/// to 10 s, which ratelimit's mapping uses), with four below them (100 µs to 1 ms), where a
+/// decision taken in memory lands.
+const RESPONSE_TIME_BOUNDS: [u64; 17] = [
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    u64::MAX,
+];
+
+type ResponseTimes = Histogram<{ RESPONSE_TIME_BOUNDS.len() }>;
+
+/// `ShouldRateLimit`'s response times in seconds, as ratelimit's
+/// `ratelimit_service_response_time_seconds` histogram.
+#[derive(Clone)]
+struct ResponseTime(Arc<ResponseTimes>);
+
+impl std::fmt::Debug for ResponseTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseTime")
+    }
+}
+
+impl TypedMetric for ResponseTime {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for ResponseTime {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (bounds, counts, sum_ns) = self.0.snapshot();
+        // The encoder accumulates the counts and writes `f64::MAX` as `+Inf`.
+        let buckets: Vec<(f64, u64)> = bounds
+            .iter()
+            .zip(counts)
+            .map(|(&b, n)| {
+                (
+                    if b == u64::MAX {
+                        f64::MAX
+                    } else {
+                        b as f64 / 1e9
+                    },
+                    n,
+                )
+            })
+            .collect();
+        let count = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            sum_ns as f64 / 1e9,
+            count,
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// `ShouldRateLimit` requests served, as ratelimit's `ratelimit_service_total_requests`: the
+/// response-time histogram's count (each request is recorded there once).
+#[derive(Clone)]
+struct Requests(Arc<ResponseTimes>);
+
+impl std::fmt::Debug for Requests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Requests")
+    }
+}
+
+impl TypedMetric for Requests {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl EncodeMetric for Requests {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (_, counts, _) = self.0.snapshot();
+        let n = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
+        encoder.encode_gauge(&i64::try_from(n).unwrap_or(i64::MAX))
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Unknown
+    }
+}
 
 /// A monotonic count encoded under its exact name (see the module docs).
 #[derive(Clone, Debug, Default)]
@@ -89,6 +189,24 @@ pub(crate) struct Metrics {
     fleet_backend_errors: Seen,
     pub(crate) fleet_waited: Count,
     series: BoundedSet<Arc<str>>,
+    response_times: Arc<ResponseTimes>,
+    /// Times requests: the time-stamp counter (a few nanoseconds a read, against tens for
+    /// `Instant::now` on a virtual machine's clock).
+    clock: QuantaClock,
+}
+
+/// See [`Metrics::time_request`].
+pub(crate) struct RequestTimer<'a> {
+    metrics: &'a Metrics,
+    start: u64,
+}
+
+impl Drop for RequestTimer<'_> {
+    fn drop(&mut self) {
+        // Saturating: the counter is not promised monotonic across cores.
+        let took = self.metrics.clock.now().saturating_sub(self.start);
+        self.metrics.response_times.record(took);
+    }
 }
 
 impl Metrics {
@@ -111,6 +229,8 @@ impl Metrics {
             fleet_backend_errors: Seen::default(),
             fleet_waited: Count::default(),
             series: BoundedSet::new(max_series),
+            response_times: Arc::new(Histogram::new(RESPONSE_TIME_BOUNDS)),
+            clock: QuantaClock::new(),
         };
         let hits = [
             ("total_hits", "Units asked for", &m.total_hits),
@@ -176,7 +296,31 @@ impl Metrics {
              decided off the threads that serve the network",
             m.fleet_waited.clone(),
         );
+        let grpc =
+            registry.sub_registry_with_label(("grpc_method".into(), "ShouldRateLimit".into()));
+        grpc.register(
+            "ratelimit_service_total_requests",
+            "gRPC ShouldRateLimit requests answered (or cancelled)",
+            Requests(Arc::clone(&m.response_times)),
+        );
+        grpc.register(
+            "ratelimit_service_response_time_seconds",
+            "gRPC ShouldRateLimit: time from the request decoded to the answer made (or the \
+             request cancelled)",
+            ResponseTime(Arc::clone(&m.response_times)),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Times one gRPC `ShouldRateLimit` request, from now until the timer is dropped: when its
+    /// answer is made, and also when the request is cancelled (its client went away, or
+    /// `--request-timeout-ms` passed), which a record after the handler's `await` would miss,
+    /// and which are the slowest.
+    pub(crate) fn time_request(&self) -> RequestTimer<'_> {
+        RequestTimer {
+            metrics: self,
+            start: self.clock.now(),
+        }
     }
 
     /// Counts one descriptor's hits; `domain` is the request's.
@@ -276,5 +420,32 @@ mod tests {
         assert!(!text.contains("other"));
         assert!(text.contains("cellgate_metric_series_dropped 1"));
         assert!(text.contains("cellgate_live_keys 7"));
+    }
+
+    #[test]
+    fn response_times_are_ratelimits_histogram_in_seconds() {
+        let m = Metrics::new(1);
+        for us in [50, 300, 300, 20_000] {
+            m.response_times.record(us * 1_000);
+        }
+        // A timer records once, when dropped.
+        drop(m.time_request());
+        let text = m.encode(0, None);
+        let method = r#"grpc_method="ShouldRateLimit""#;
+        for want in [
+            format!("ratelimit_service_total_requests{{{method}}} 5\n"),
+            format!("ratelimit_service_response_time_seconds_count{{{method}}} 5\n"),
+            // 20,650 µs and the timer's few.
+            format!("ratelimit_service_response_time_seconds_sum{{{method}}} 0.0206"),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.0001"}} 2"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.00025"}} 2"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.0005"}} 4"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.01"}} 4"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.025"}} 5"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="+Inf"}} 5"#),
+            "# TYPE ratelimit_service_response_time_seconds histogram".to_string(),
+        ] {
+            assert!(text.contains(&want), "{want} not in\n{text}");
+        }
     }
 }

@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 #[cfg(feature = "server")]
 use std::hash::Hash;
+#[cfg(feature = "server")]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(feature = "server")]
 use std::sync::RwLock;
@@ -74,6 +76,95 @@ impl Total {
     }
 }
 
+/// Counts of durations (or any `u64` measure) in `N` fixed buckets, with their sum, spread
+/// over stripes so that threads recording at the same moment write different cache lines: a
+/// thread adds to its own stripe (two relaxed additions), a scrape sums the stripes.
+///
+/// Hand-written rather than prometheus-client's `Histogram`, whose `observe` takes a write lock
+/// shared by every thread: one per gRPC request here, on every core.
+#[cfg(feature = "server")]
+pub(crate) struct Histogram<const N: usize> {
+    /// Inclusive upper bounds, increasing; the last is `u64::MAX` (the `+Inf` bucket).
+    bounds: [u64; N],
+    stripes: Box<[Stripe<N>]>,
+}
+
+/// One thread group's counts, on cache lines of its own (128 bytes: the pair of lines that
+/// adjacent-line prefetchers fetch together).
+#[cfg(feature = "server")]
+#[repr(align(128))]
+struct Stripe<const N: usize> {
+    buckets: [AtomicU64; N],
+    sum: AtomicU64,
+}
+
+#[cfg(feature = "server")]
+impl<const N: usize> Histogram<N> {
+    /// An empty histogram with `bounds` (increasing, the last `u64::MAX`), one stripe per
+    /// available core (a power of two, at most 64).
+    pub(crate) fn new(bounds: [u64; N]) -> Self {
+        debug_assert!(bounds.windows(2).all(|w| w[0] < w[1]) && bounds.last() == Some(&u64::MAX));
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let stripes = cores.next_power_of_two().min(64);
+        Histogram {
+            bounds,
+            stripes: (0..stripes)
+                .map(|_| Stripe {
+                    buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+                    sum: AtomicU64::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    /// Counts `value` in the first bucket whose bound is at least `value`.
+    pub(crate) fn record(&self, value: u64) {
+        let bucket = self.bounds.partition_point(|&b| b < value).min(N - 1);
+        let stripe = &self.stripes[stripe_of_thread() & (self.stripes.len() - 1)];
+        // Relaxed: statistics read on their own by a scrape; nothing else is published through
+        // them, and a scrape racing a record may see one of the two additions (see `snapshot`).
+        stripe.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        stripe.sum.fetch_add(value, Ordering::Relaxed);
+    }
+
+    /// The bounds, each bucket's count (not cumulative) and the sum of the values recorded.
+    /// The count of values is the buckets' total, so it always agrees with them; the sum may
+    /// lack (or hold) a value whose bucket a racing scrape did not (or did) see.
+    pub(crate) fn snapshot(&self) -> ([u64; N], [u64; N], u64) {
+        let mut counts = [0u64; N];
+        let mut sum = 0u64;
+        for stripe in &self.stripes {
+            for (c, b) in counts.iter_mut().zip(&stripe.buckets) {
+                // Relaxed: see `record`.
+                *c = c.wrapping_add(b.load(Ordering::Relaxed));
+            }
+            // Relaxed: see `record`.
+            sum = sum.wrapping_add(stripe.sum.load(Ordering::Relaxed));
+        }
+        (self.bounds, counts, sum)
+    }
+}
+
+/// This thread's stripe number: handed out in turn at a thread's first record, so that the
+/// threads of a runtime (which start together) land on different stripes.
+#[cfg(feature = "server")]
+fn stripe_of_thread() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    STRIPE
+        .try_with(|s| {
+            if s.get() == usize::MAX {
+                // Relaxed: only distinctness (and spread) matters, which the increment gives.
+                s.set(NEXT.fetch_add(1, Ordering::Relaxed) & (usize::MAX >> 1));
+            }
+            s.get()
+        })
+        // A thread being torn down shares stripe 0.
+        .unwrap_or(0)
+}
+
 /// Hands out connection ids (`CLIENT ID`, `HELLO`'s `id`): unique, increasing from 1.
 #[derive(Debug)]
 pub(crate) struct ClientIds(AtomicU64);
@@ -92,7 +183,36 @@ impl ClientIds {
 
 #[cfg(all(test, feature = "server"))]
 mod tests {
-    use super::BoundedSet;
+    use super::{BoundedSet, Histogram};
+
+    #[test]
+    fn histogram_counts_each_value_once_in_its_bucket_across_threads() {
+        let h = Histogram::new([10, 100, u64::MAX]);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let h = &h;
+                s.spawn(move || {
+                    for v in [0, 10, 11, 100, 101, u64::MAX / 8] {
+                        h.record(v + t);
+                    }
+                });
+            }
+        });
+        let (bounds, counts, sum) = h.snapshot();
+        assert_eq!(bounds, [10, 100, u64::MAX]);
+        // Threads t = 0..4 record 0+t, 10+t, 11+t, 100+t, 101+t and a huge value plus t:
+        // <= 10: 0+t (4) and 10 (1); <= 100: 11..=13 (3), 11+t (4), 100 (1); the rest, 11.
+        assert_eq!(counts, [5, 8, 11]);
+        let want: u64 = (0..4u64)
+            .map(|t| {
+                [0, 10, 11, 100, 101, u64::MAX / 8]
+                    .iter()
+                    .map(|v| v + t)
+                    .sum::<u64>()
+            })
+            .fold(0, u64::wrapping_add);
+        assert_eq!(sum, want);
+    }
 
     #[test]
     fn bounded_set_refuses_past_its_cap_but_keeps_members() {

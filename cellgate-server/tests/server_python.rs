@@ -5,7 +5,7 @@ use crate::common;
 
 use std::process::Command;
 
-use common::{envoy_proto_dir, need, python_with, Server, SHOP};
+use common::{curl, envoy_proto_dir, has, need, python_with, Server, SHOP};
 
 #[test]
 fn grpcio_client_sees_ratelimit_semantics() {
@@ -36,4 +36,43 @@ fn grpcio_client_sees_ratelimit_semantics() {
         stdout.contains("ok bad inputs"),
         "the scenarios did not all run"
     );
+
+    // ratelimit's request count and response-time histogram, through curl: one per request
+    // that reached the service (the script counts them), in seconds, buckets cumulative.
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let handled: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("handled ")?.trim().parse().ok())
+        .expect("the script prints how many requests it sent to the handler");
+    let m = curl(&[&server.url("/metrics")]);
+    let method = r#"{grpc_method="ShouldRateLimit""#;
+    let value = |name: &str| -> Option<f64> {
+        m.body
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let total = value(&format!("ratelimit_service_total_requests{method}}}"));
+    let count = value(&format!(
+        "ratelimit_service_response_time_seconds_count{method}}}"
+    ));
+    let inf = value(&format!(
+        r#"ratelimit_service_response_time_seconds_bucket{method},le="+Inf"}}"#
+    ));
+    let want = Some(handled as f64);
+    assert_eq!((total, count, inf), (want, want, want), "{}", m.body);
+    let sum = value(&format!(
+        "ratelimit_service_response_time_seconds_sum{method}}}"
+    ));
+    assert!(sum.is_some_and(|s| s > 0.0), "{}", m.body);
+    let buckets: Vec<f64> = m
+        .body
+        .lines()
+        .filter(|l| l.starts_with("ratelimit_service_response_time_seconds_bucket"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(buckets.len(), 17, "{}", m.body);
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{}", m.body);
 }
