@@ -137,6 +137,39 @@ pub(crate) struct Cli {
     /// RESP: milliseconds an idle connection is kept (0: forever, as Redis).
     #[arg(long, default_value_t = 0)]
     pub resp_idle_timeout_ms: u64,
+    /// Log level: trace, debug, info, warn or error (ratelimit's warning, fatal and panic are
+    /// read as warn, error, error); RUST_LOG, when set, takes precedence, with its full syntax.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", value_name = "LEVEL",
+          value_parser = log_level)]
+    pub log_level: String,
+    /// Log format on standard error: text, or json (one object per line).
+    #[arg(long, env = "LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Export ratelimit_service_response_time_seconds in milliseconds, as ratelimit does
+    /// with this variable (its name unchanged).
+    #[arg(long, env = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub prometheus_response_time_as_milliseconds: bool,
+}
+
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (ratelimit's `LOG_FORMAT=json`).
+    Json,
+}
+
+/// A log level as `tracing`'s filter reads it, from ratelimit's (logrus') names or its own,
+/// in any case.
+fn log_level(s: &str) -> Result<String, String> {
+    match s.to_ascii_lowercase().as_str() {
+        l @ ("trace" | "debug" | "info" | "warn" | "error") => Ok(l.to_owned()),
+        "warning" => Ok("warn".to_owned()),
+        "fatal" | "panic" => Ok("error".to_owned()),
+        _ => Err("expected trace, debug, info, warn or error".to_owned()),
+    }
 }
 
 fn env(name: &str) -> Option<String> {
@@ -222,6 +255,7 @@ impl Cli {
                 hot_rate: self.redis_hot_rate,
             }),
             health_strict: self.redis_health_strict,
+            response_time_as_milliseconds: self.prometheus_response_time_as_milliseconds,
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {
                 limit: self.limit_limit_header.clone(),
                 remaining: self.limit_remaining_header.clone(),

@@ -44,10 +44,13 @@ const RESPONSE_TIME_BOUNDS: [u64; 17] = [
 
 type ResponseTimes = Histogram<{ RESPONSE_TIME_BOUNDS.len() }>;
 
-/// `ShouldRateLimit`'s response times in seconds, as ratelimit's
-/// `ratelimit_service_response_time_seconds` histogram.
+/// `ShouldRateLimit`'s response times, as ratelimit's `ratelimit_service_response_time_seconds`
+/// histogram: in seconds, or in milliseconds when `per_unit` is 1e6 (nanoseconds a unit).
 #[derive(Clone)]
-struct ResponseTime(Arc<ResponseTimes>);
+struct ResponseTime {
+    times: Arc<ResponseTimes>,
+    per_unit: f64,
+}
 
 impl std::fmt::Debug for ResponseTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,25 +64,23 @@ impl TypedMetric for ResponseTime {
 
 impl EncodeMetric for ResponseTime {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let (bounds, counts, sum_ns) = self.0.snapshot();
+        let (bounds, counts, sum_ns) = self.times.snapshot();
         // The encoder accumulates the counts and writes `f64::MAX` as `+Inf`.
         let buckets: Vec<(f64, u64)> = bounds
             .iter()
             .zip(counts)
             .map(|(&b, n)| {
-                (
-                    if b == u64::MAX {
-                        f64::MAX
-                    } else {
-                        b as f64 / 1e9
-                    },
-                    n,
-                )
+                let bound = if b == u64::MAX {
+                    f64::MAX
+                } else {
+                    b as f64 / self.per_unit
+                };
+                (bound, n)
             })
             .collect();
         let count = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
         encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-            sum_ns as f64 / 1e9,
+            sum_ns as f64 / self.per_unit,
             count,
             &buckets,
             None,
@@ -210,8 +211,9 @@ impl Drop for RequestTimer<'_> {
 }
 
 impl Metrics {
-    /// The metrics, with at most `max_series` distinct descriptor keys.
-    pub(crate) fn new(max_series: usize) -> Self {
+    /// The metrics, with at most `max_series` distinct descriptor keys; response times in
+    /// milliseconds if `response_time_ms` (ratelimit's legacy unit), else in seconds.
+    pub(crate) fn new(max_series: usize, response_time_ms: bool) -> Self {
         let mut registry = Registry::default();
         let m = Metrics {
             registry: Registry::default(),
@@ -307,7 +309,10 @@ impl Metrics {
             "ratelimit_service_response_time_seconds",
             "gRPC ShouldRateLimit: time from the request decoded to the answer made (or the \
              request cancelled)",
-            ResponseTime(Arc::clone(&m.response_times)),
+            ResponseTime {
+                times: Arc::clone(&m.response_times),
+                per_unit: if response_time_ms { 1e6 } else { 1e9 },
+            },
         );
         Metrics { registry, ..m }
     }
@@ -404,7 +409,7 @@ mod tests {
 
     #[test]
     fn counts_are_encoded_under_exact_names_and_series_are_capped() {
-        let m = Metrics::new(1);
+        let m = Metrics::new(1, false);
         let hits = |key: &str| StatHits {
             key: key.into(),
             total_hits: 2,
@@ -424,7 +429,7 @@ mod tests {
 
     #[test]
     fn response_times_are_ratelimits_histogram_in_seconds() {
-        let m = Metrics::new(1);
+        let m = Metrics::new(1, false);
         for us in [50, 300, 300, 20_000] {
             m.response_times.record(us * 1_000);
         }
@@ -444,6 +449,18 @@ mod tests {
             format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.025"}} 5"#),
             format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="+Inf"}} 5"#),
             "# TYPE ratelimit_service_response_time_seconds histogram".to_string(),
+        ] {
+            assert!(text.contains(&want), "{want} not in\n{text}");
+        }
+        // In milliseconds, as ratelimit's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS.
+        let m = Metrics::new(1, true);
+        m.response_times.record(300_000);
+        let text = m.encode(0, None);
+        for want in [
+            format!("ratelimit_service_response_time_seconds_sum{{{method}}} 0.3\n"),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.25"}} 0"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="0.5"}} 1"#),
+            format!(r#"ratelimit_service_response_time_seconds_bucket{{{method},le="10000.0"}} 1"#),
         ] {
             assert!(text.contains(&want), "{want} not in\n{text}");
         }

@@ -173,3 +173,73 @@ fn the_sample_config_directory_is_valid() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// Starts the binary on an ephemeral gRPC port with `env`, waits for its `listening` line,
+/// stops it with SIGTERM and returns its exit status and standard error.
+fn run_then_terminate(env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("shop.yaml");
+    std::fs::write(&cfg, SHOP).expect("write");
+    let mut cmd = bin();
+    cmd.arg("--config")
+        .arg(&cfg)
+        .args(["--grpc", "127.0.0.1:0", "--http", "off", "--resp", "off"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start");
+    let stdout = child.stdout.take().expect("stdout");
+    let listening = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("listening grpc "));
+    assert!(listening, "no listening line");
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -TERM failed");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn log_format_json_writes_one_object_per_line_at_ratelimits_level_names() {
+    // ratelimit's variables, in its spelling: upper-case values, logrus' level names.
+    let (status, err) = run_then_terminate(&[("LOG_FORMAT", "JSON"), ("LOG_LEVEL", "Info")]);
+    assert_eq!(status.code(), Some(0), "{err}");
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().all(|v| v["level"] == "INFO"),
+        "only info lines on a clean stop: {err}"
+    );
+    assert!(
+        lines.iter().any(|v| v["fields"]["message"] == "stopped"),
+        "{err}"
+    );
+
+    // At ratelimit's "warning" a clean stop writes nothing.
+    let (status, err) = run_then_terminate(&[("LOG_LEVEL", "warning")]);
+    assert_eq!((status.code(), err.as_str()), (Some(0), ""));
+
+    // A level that is none is refused, naming the choices.
+    let out = bin()
+        .args(["--grpc", "off", "--http", "off", "--resp", "off"])
+        .env("LOG_LEVEL", "loud")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected trace, debug, info, warn or error"),
+        "{err}"
+    );
+}

@@ -118,3 +118,26 @@ async fn past_the_connection_cap_a_client_waits_until_a_connection_closes() {
         .expect("task");
     assert_eq!(r.overall_code, Code::Ok as i32);
 }
+
+/// ratelimit's `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: the response-time histogram's
+/// bounds and sum in milliseconds, under the same name (its last bound, 10 s, reads 10000).
+#[tokio::test]
+async fn response_times_in_milliseconds_when_asked_as_ratelimit() {
+    if !common::need(common::has("curl"), "curl") {
+        return;
+    }
+    for (ms, last_bound) in [("true", "10000.0"), ("false", "10.0")] {
+        let s = Server::start(
+            SHOP,
+            &[],
+            &[("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", ms)],
+        );
+        let mut c = client(&s).await;
+        ask(&mut c, request(vec![descriptor("remote_address", "m")])).await;
+        let m = common::curl(&[&s.url("/metrics")]);
+        let want = format!(
+            r#"ratelimit_service_response_time_seconds_bucket{{grpc_method="ShouldRateLimit",le="{last_bound}"}} 1"#
+        );
+        assert!(m.body.contains(&want), "{want} not in {}", m.body);
+    }
+}

@@ -86,6 +86,9 @@ pub struct Settings {
     /// `GET /healthcheck` answers 503 (rather than 200 naming the state) while Redis does not
     /// answer for some limit.
     pub health_strict: bool,
+    /// `ratelimit_service_response_time_seconds` in milliseconds (ratelimit's
+    /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`), its name unchanged.
+    pub response_time_as_milliseconds: bool,
 }
 
 /// Why the server could not start.
@@ -216,7 +219,10 @@ impl Server {
     /// ```
     pub async fn bind(settings: Settings) -> Result<Server, StartError> {
         let config = load_config(settings.config.as_deref()).map_err(StartError::Config)?;
-        let metrics = Arc::new(Metrics::new(settings.limits.max_metric_series));
+        let metrics = Arc::new(Metrics::new(
+            settings.limits.max_metric_series,
+            settings.response_time_as_milliseconds,
+        ));
         if settings.config.is_some() {
             metrics.config_load_success.add(1);
         }
