@@ -100,6 +100,17 @@ pub(crate) struct Cli {
     /// Milliseconds to answer one request.
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
+    /// gRPC: a connection open this long is asked to close (an HTTP/2 GOAWAY: its client
+    /// reconnects, to any server behind the load balancer), as ratelimit's; Go's duration
+    /// syntax (`24h`, `1h30m`, `300s`); 0: never.
+    #[arg(long, env = "GRPC_MAX_CONNECTION_AGE", default_value = "24h", value_name = "DURATION",
+          value_parser = duration)]
+    pub grpc_max_connection_age: Duration,
+    /// gRPC: how long a connection asked to close may go on finishing its requests before it
+    /// is cut; 0: until they are done.
+    #[arg(long, env = "GRPC_MAX_CONNECTION_AGE_GRACE", default_value = "1h",
+          value_name = "DURATION", value_parser = duration)]
+    pub grpc_max_connection_age_grace: Duration,
     /// Descriptors in one request.
     #[arg(long, default_value_t = InputLimits::default().max_descriptors)]
     pub max_descriptors: usize,
@@ -159,6 +170,12 @@ pub(crate) enum LogFormat {
     Text,
     /// One JSON object per line (ratelimit's `LOG_FORMAT=json`).
     Json,
+}
+
+/// A duration in Go's syntax, as ratelimit's variables hold them (`24h`, `1h30m`, `1.5h`,
+/// `300ms`).
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (expected e.g. 24h, 1h30m, 300s)"))
 }
 
 /// A log level as `tracing`'s filter reads it, from ratelimit's (logrus') names or its own,
@@ -247,6 +264,10 @@ impl Cli {
                 max_streams_per_connection: self.max_streams_per_connection,
                 idle_timeout: Duration::from_millis(self.idle_timeout_ms),
                 request_timeout: Duration::from_millis(self.request_timeout_ms),
+                max_connection_age: (!self.grpc_max_connection_age.is_zero())
+                    .then_some(self.grpc_max_connection_age),
+                max_connection_age_grace: (!self.grpc_max_connection_age_grace.is_zero())
+                    .then_some(self.grpc_max_connection_age_grace),
                 max_metric_series: self.max_metric_series,
             },
             fleet: self.redis.as_deref().map(|url| FleetOptions {

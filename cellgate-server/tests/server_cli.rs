@@ -243,3 +243,19 @@ fn log_format_json_writes_one_object_per_line_at_ratelimits_level_names() {
         "{err}"
     );
 }
+
+#[test]
+fn a_connection_age_that_is_no_duration_is_refused() {
+    let out = bin()
+        .args(["--grpc", "off", "--http", "off", "--resp", "off"])
+        .env("GRPC_MAX_CONNECTION_AGE", "forever")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("GRPC_MAX_CONNECTION_AGE") || err.contains("max-connection-age"),
+        "{err}"
+    );
+    assert!(err.contains("expected e.g. 24h"), "{err}");
+}

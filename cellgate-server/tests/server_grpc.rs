@@ -141,3 +141,73 @@ async fn response_times_in_milliseconds_when_asked_as_ratelimit() {
         assert!(m.body.contains(&want), "{want} not in {}", m.body);
     }
 }
+
+/// Established TCP connections whose local port is `port` (the server's side of each), from
+/// the kernel's table (IPv4, loopback).
+fn established_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // f[1]: local address:port in hex; f[3]: state, 01 = ESTABLISHED.
+            f.len() > 3
+                && f[3] == "01"
+                && f[1]
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+        })
+        .count()
+}
+
+/// ratelimit's `GRPC_MAX_CONNECTION_AGE`: a connection past its age is asked to close and
+/// closes (an idle client's too), and the client's next request reconnects. Without it (the
+/// default age is 24 h) the same idle connection stays open.
+#[tokio::test]
+async fn a_connection_past_its_max_age_is_closed_and_the_client_reconnects() {
+    if !std::path::Path::new("/proc/net/tcp").exists() {
+        return;
+    }
+    let port = |s: &Server| -> u16 {
+        let addr = s.grpc.as_deref().expect("grpc");
+        addr.rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port")
+    };
+    let aged = Server::start(
+        SHOP,
+        &[],
+        &[
+            ("GRPC_MAX_CONNECTION_AGE", "300ms"),
+            ("GRPC_MAX_CONNECTION_AGE_GRACE", "200ms"),
+        ],
+    );
+    let kept = Server::start(SHOP, &[], &[]);
+    let (mut a, mut k) = (client(&aged).await, client(&kept).await);
+    ask(&mut a, request(vec![descriptor("remote_address", "age")])).await;
+    ask(&mut k, request(vec![descriptor("remote_address", "age")])).await;
+    assert_eq!(
+        (established_to(port(&aged)), established_to(port(&kept))),
+        (1, 1)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while established_to(port(&aged)) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the aged connection stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        established_to(port(&kept)),
+        1,
+        "the connection without an age closed"
+    );
+    // The client reconnects for its next request; the limit's state is the server's.
+    let r = ask(&mut a, request(vec![descriptor("remote_address", "age")])).await;
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+}

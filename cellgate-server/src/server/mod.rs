@@ -43,6 +43,12 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Distinct descriptor metric series (past it, hits are counted as dropped).
     pub max_metric_series: usize,
+    /// A gRPC connection open this long is asked to close (HTTP/2 GOAWAY), so that clients
+    /// spread over servers added since (`None`: never).
+    pub max_connection_age: Option<Duration>,
+    /// How long a gRPC connection asked to close may finish its requests before it is cut
+    /// (`None`: until they are done).
+    pub max_connection_age_grace: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -54,6 +60,8 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(5),
             max_metric_series: 10_000,
+            max_connection_age: Some(Duration::from_secs(24 * 3600)),
+            max_connection_age_grace: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -358,7 +366,14 @@ async fn serve_grpc(
 ) {
     let incoming =
         CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
-    let r = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(age) = limits.max_connection_age {
+        builder = builder.max_connection_age(age);
+    }
+    if let Some(grace) = limits.max_connection_age_grace {
+        builder = builder.max_connection_age_grace(grace);
+    }
+    let r = builder
         .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
         .max_concurrent_streams(limits.max_streams_per_connection)
         .timeout(limits.request_timeout)
