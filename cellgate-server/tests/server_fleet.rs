@@ -228,11 +228,16 @@ fn a_redis_outage_keeps_answers_coming_and_never_oversells() {
     assert!(ha.body.starts_with("OK (redis "), "{}", ha.body);
     let hb = health_until(&b, |b| b.contains("redis"));
     assert_eq!(hb.status, 503, "strict health: {}", hb.body);
+    // grpc.health.v1 follows: NOT_SERVING on the strict server, SERVING on the other.
+    let grpc_health = |s: &Server| common::grpc_health(s.grpc.as_deref().expect("grpc"), "");
+    common::eventually("gRPC health NOT_SERVING", || grpc_health(&b) == Ok(2));
+    assert_eq!(grpc_health(&a), Ok(1));
     assert!(metric(&a, "cellgate_fleet_limits{state=\"connected\"}") < 2);
     assert!(metric(&a, "cellgate_fleet_backend_errors") > 0);
     redis.run();
     let back = health_until(&a, |b| b.trim() == "OK");
     assert_eq!(back.body.trim(), "OK", "connected again");
+    common::eventually("gRPC health SERVING again", || grpc_health(&b) == Ok(1));
     let mut after = [0, 0];
     sell_until(&[&a, &b], &mut after, STOCK, 30);
     let total = sold.iter().sum::<u64>() + during + after.iter().sum::<u64>();

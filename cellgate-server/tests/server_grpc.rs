@@ -211,3 +211,22 @@ async fn a_connection_past_its_max_age_is_closed_and_the_client_reconnects() {
     let r = ask(&mut a, request(vec![descriptor("remote_address", "age")])).await;
     assert_eq!(r.statuses[0].limit_remaining, 1);
 }
+
+/// grpc.health.v1 beside RLS (tonic health's client), as ratelimit registers it: SERVING for
+/// the server, for "ratelimit" and for the RLS service's name; an unknown name is NOT_FOUND.
+#[test]
+fn grpc_health_answers_serving_for_ratelimits_names() {
+    let s = Server::start(SHOP, &[], &[]);
+    let addr = s.grpc.as_deref().expect("grpc");
+    for name in [
+        "",
+        "ratelimit",
+        "envoy.service.ratelimit.v3.RateLimitService",
+    ] {
+        assert_eq!(common::grpc_health(addr, name), Ok(1), "{name:?}");
+    }
+    assert_eq!(
+        common::grpc_health(addr, "nothing.Here"),
+        Err(tonic::Code::NotFound)
+    );
+}

@@ -75,10 +75,10 @@ async fn health(State(service): State<Arc<Service>>) -> Response {
     let Some(report) = service.engine.fleet_report().filter(|r| r.out() > 0) else {
         return "OK".into_response();
     };
-    let (status, word) = if service.health_strict {
-        (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE")
-    } else {
+    let (status, word) = if service.healthy() {
         (StatusCode::OK, "OK")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE")
     };
     let body = format!(
         "{word} (redis {}: {} of {} limits not connected)\n",

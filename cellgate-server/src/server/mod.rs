@@ -332,6 +332,7 @@ impl Server {
                 Arc::clone(&service),
                 limits,
                 stopped(&shutdown_tx),
+                stopped(&shutdown_tx),
             )));
         }
         if let Some(l) = http {
@@ -358,12 +359,71 @@ fn stopped(tx: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'stati
     }
 }
 
+/// The names grpc.health.v1 answers for: the whole server (""), ratelimit's ("ratelimit"),
+/// and the RLS service's full name.
+const HEALTH_NAMES: [&str; 3] = [
+    "",
+    "ratelimit",
+    "envoy.service.ratelimit.v3.RateLimitService",
+];
+
+/// How often the gRPC health service's status is brought in step with [`Service::healthy`].
+const HEALTH_POLL: Duration = Duration::from_secs(1);
+
+/// Sets every name of [`HEALTH_NAMES`] to `serving` or not.
+async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bool) {
+    let status = if serving {
+        tonic_health::ServingStatus::Serving
+    } else {
+        tonic_health::ServingStatus::NotServing
+    };
+    for name in HEALTH_NAMES {
+        reporter.set_service_status(name, status).await;
+    }
+}
+
+/// Keeps the gRPC health service's answers in step with `/healthcheck`: SERVING while the
+/// server decides, NOT_SERVING while (with `--redis-health-strict`) Redis does not answer for
+/// some limit (seen within [`HEALTH_POLL`]), and from the moment the server begins to drain.
+/// `last`: what was set before.
+async fn report_health(
+    reporter: tonic_health::server::HealthReporter,
+    service: Arc<Service>,
+    mut last: bool,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            () = tokio::time::sleep(HEALTH_POLL) => {}
+        }
+        let healthy = service.healthy();
+        if healthy != last {
+            set_health(&reporter, healthy).await;
+            last = healthy;
+        }
+    }
+    set_health(&reporter, false).await;
+}
+
 async fn serve_grpc(
     listener: TcpListener,
     service: Arc<Service>,
     limits: Limits,
     stop: impl Future<Output = ()>,
+    draining: impl Future<Output = ()> + Send + 'static,
 ) {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    // Set before the first connection is served, so that no check finds a name unknown.
+    let healthy = service.healthy();
+    set_health(&reporter, healthy).await;
+    tokio::spawn(report_health(
+        reporter,
+        Arc::clone(&service),
+        healthy,
+        draining,
+    ));
     let incoming =
         CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
     let mut builder = tonic::transport::Server::builder();
@@ -378,6 +438,7 @@ async fn serve_grpc(
         .max_concurrent_streams(limits.max_streams_per_connection)
         .timeout(limits.request_timeout)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(health)
         .add_service(crate::grpc::Rls::server(service, limits.max_request_bytes))
         .serve_with_incoming_shutdown(incoming, stop)
         .await;

@@ -53,6 +53,16 @@ pub(crate) struct Service {
 }
 
 impl Service {
+    /// Whether health checks should call the server healthy: always, unless it runs with
+    /// `--redis-health-strict` and Redis does not answer for some fleet limit.
+    pub(crate) fn healthy(&self) -> bool {
+        !(self.health_strict
+            && self
+                .engine
+                .fleet_report()
+                .is_some_and(|report| report.out() > 0))
+    }
+
     /// The engine's decision. In fleet mode a check that needs Redis is awaited (see
     /// `Engine::decide_async`); a request the engine could not decide that way (none does:
     /// see `Awaited::Blocking`) would wait on a thread marked as blocking (`fleet::blocking`).

@@ -287,3 +287,28 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// What grpc.health.v1's `Check` answers for `service` on the gRPC listener at `addr` (tonic
+/// health's client): the status number (1 SERVING, 2 NOT_SERVING), or the gRPC error's code.
+pub fn grpc_health(addr: &str, service: &str) -> Result<i32, tonic::Code> {
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .map_err(|_| tonic::Code::InvalidArgument)?
+            .connect()
+            .await
+            .map_err(|_| tonic::Code::Unavailable)?;
+        let mut c = HealthClient::new(channel);
+        let r = c
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .map_err(|s| s.code())?;
+        Ok(r.into_inner().status)
+    })
+}
