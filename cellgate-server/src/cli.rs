@@ -9,7 +9,7 @@ use clap::Parser;
 use cellgate_server::engine::{EngineOptions, InputLimits};
 use cellgate_server::fleet::FleetOptions;
 use cellgate_server::resp::RespConfig;
-use cellgate_server::server::{HeaderNames, Limits, Settings};
+use cellgate_server::server::{GrpcTls, HeaderNames, Limits, Settings};
 
 // Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
 // on/off.
@@ -156,6 +156,23 @@ pub(crate) struct Cli {
     /// Log format on standard error: text, or json (one object per line).
     #[arg(long, env = "LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// gRPC over TLS, with --grpc-tls-cert and --grpc-tls-key (a build with the `tls`
+    /// feature).
+    #[arg(long, env = "GRPC_SERVER_USE_TLS", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub grpc_tls: bool,
+    /// gRPC over TLS: the server's certificate chain (PEM).
+    #[arg(long, env = "GRPC_SERVER_TLS_CERT", value_name = "PATH")]
+    pub grpc_tls_cert: Option<PathBuf>,
+    /// gRPC over TLS: the server's private key (PEM).
+    #[arg(long, env = "GRPC_SERVER_TLS_KEY", value_name = "PATH")]
+    pub grpc_tls_key: Option<PathBuf>,
+    /// gRPC over TLS: clients must present a certificate this authority signed (PEM).
+    #[arg(long, env = "GRPC_CLIENT_TLS_CACERT", value_name = "PATH")]
+    pub grpc_client_ca: Option<PathBuf>,
+    /// gRPC over TLS: a client's certificate must name this DNS name.
+    #[arg(long, env = "GRPC_CLIENT_TLS_SAN", value_name = "NAME")]
+    pub grpc_client_san: Option<String>,
     /// Export ratelimit_service_response_time_seconds in milliseconds, as ratelimit does
     /// with this variable (its name unchanged).
     #[arg(long, env = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", action = clap::ArgAction::Set,
@@ -277,6 +294,15 @@ impl Cli {
             }),
             health_strict: self.redis_health_strict,
             response_time_as_milliseconds: self.prometheus_response_time_as_milliseconds,
+            grpc_tls: self.grpc_tls.then(|| {
+                let path = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
+                GrpcTls {
+                    cert: path(&self.grpc_tls_cert).unwrap_or_default(),
+                    key: path(&self.grpc_tls_key).unwrap_or_default(),
+                    client_ca: path(&self.grpc_client_ca),
+                    client_san: self.grpc_client_san.clone().filter(|s| !s.is_empty()),
+                }
+            }),
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {
                 limit: self.limit_limit_header.clone(),
                 remaining: self.limit_remaining_header.clone(),

@@ -21,3 +21,4 @@ mod server_grpc;
 mod server_http;
 mod server_python;
 mod server_reload;
+mod server_tls;

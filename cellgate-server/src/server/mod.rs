@@ -2,6 +2,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod service;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::io::Write;
@@ -20,6 +21,7 @@ use crate::metrics::Metrics;
 use conn::CappedListener;
 pub use service::HeaderNames;
 use service::Service;
+pub use tls::GrpcTls;
 
 /// Bounds on what clients can make the server hold; each has a flag.
 ///
@@ -97,6 +99,8 @@ pub struct Settings {
     /// `ratelimit_service_response_time_seconds` in milliseconds (ratelimit's
     /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`), its name unchanged.
     pub response_time_as_milliseconds: bool,
+    /// gRPC over TLS (`None`: plaintext); needs the `tls` feature.
+    pub grpc_tls: Option<GrpcTls>,
 }
 
 /// Why the server could not start.
@@ -115,6 +119,8 @@ pub enum StartError {
     Config(ConfigError),
     /// Fleet mode cannot start (an invalid Redis URL, a limit Redis cannot hold).
     Fleet(String),
+    /// gRPC over TLS cannot start (a file unread or unparsed, a build without `tls`).
+    Tls(String),
     /// A listener could not be bound.
     Bind {
         /// Which listener.
@@ -131,6 +137,7 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Config(e) => write!(f, "invalid configuration: {e}"),
             StartError::Fleet(e) => write!(f, "fleet mode (--redis): {e}"),
+            StartError::Tls(e) => write!(f, "gRPC over TLS: {e}"),
             StartError::Bind { what, addr, error } => {
                 write!(f, "cannot listen ({what}) on {addr}: {error}")
             }
@@ -156,6 +163,7 @@ pub struct Server {
     settings: Settings,
     service: Arc<Service>,
     grpc: Option<TcpListener>,
+    grpc_tls: Option<tls::Config>,
     http: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -227,6 +235,14 @@ impl Server {
     /// ```
     pub async fn bind(settings: Settings) -> Result<Server, StartError> {
         let config = load_config(settings.config.as_deref()).map_err(StartError::Config)?;
+        // A handshake that takes longer is dropped (the connection cap bounds how many wait).
+        let handshake = settings.limits.idle_timeout.min(Duration::from_secs(10));
+        let grpc_tls = settings
+            .grpc_tls
+            .as_ref()
+            .map(|t| tls::load(t, handshake))
+            .transpose()
+            .map_err(StartError::Tls)?;
         let metrics = Arc::new(Metrics::new(
             settings.limits.max_metric_series,
             settings.response_time_as_milliseconds,
@@ -244,6 +260,10 @@ impl Server {
             metrics,
             headers: settings.headers.clone(),
             health_strict: settings.health_strict,
+            grpc_client_san: settings
+                .grpc_tls
+                .as_ref()
+                .and_then(|t| t.client_san.clone()),
         });
         let grpc = bind("grpc", &settings.grpc).await?;
         let http = bind("http", &settings.http).await?;
@@ -270,6 +290,7 @@ impl Server {
             settings,
             service,
             grpc,
+            grpc_tls,
             http,
             shutdown_tx,
         })
@@ -321,6 +342,7 @@ impl Server {
             settings,
             service,
             grpc,
+            grpc_tls,
             http,
             shutdown_tx,
         } = self;
@@ -329,6 +351,7 @@ impl Server {
         if let Some(l) = grpc {
             tasks.push(tokio::spawn(serve_grpc(
                 l,
+                grpc_tls,
                 Arc::clone(&service),
                 limits,
                 stopped(&shutdown_tx),
@@ -409,6 +432,7 @@ async fn report_health(
 
 async fn serve_grpc(
     listener: TcpListener,
+    tls: Option<tls::Config>,
     service: Arc<Service>,
     limits: Limits,
     stop: impl Future<Output = ()>,
@@ -427,6 +451,16 @@ async fn serve_grpc(
     let incoming =
         CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
     let mut builder = tonic::transport::Server::builder();
+    if let Some(config) = tls {
+        builder = match tls::apply(builder, config) {
+            Ok(b) => b,
+            Err(e) => {
+                // Never: `Server::bind` built the same configuration.
+                tracing::error!(error = %e, "gRPC listener's TLS failed");
+                return;
+            }
+        };
+    }
     if let Some(age) = limits.max_connection_age {
         builder = builder.max_connection_age(age);
     }

@@ -1,0 +1,239 @@
+//! gRPC over TLS (feature `tls`), configured by ratelimit's variables: a certificate authority,
+//! a server certificate and two client certificates made with the `openssl` command, and
+//! tonic's TLS client: server TLS alone, then client certificates checked against the authority
+//! and against `GRPC_CLIENT_TLS_SAN`.
+#![cfg(feature = "tls")]
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{Server, SHOP};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{
+    rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
+};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+/// Runs `openssl` with `args` in `dir`, failing the test when it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A certificate `name` (`name.pem`, `name.key`) signed by `ca.pem`, with the extensions `ext`.
+fn signed(dir: &Path, name: &str, ext: &str) {
+    let (key, csr, pem, extfile) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.ext"),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ],
+    );
+    std::fs::write(dir.join(&extfile), ext).expect("write extensions");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &extfile,
+            "-out",
+            &pem,
+        ],
+    );
+}
+
+/// In `dir`: `ca.pem`; `server` for localhost and 127.0.0.1; clients `envoy` (DNS name
+/// envoy.local) and `intruder` (intruder.local). `None` when `openssl` is missing (outside CI).
+fn certificates(dir: &Path) -> Option<()> {
+    let found = Command::new("openssl")
+        .arg("version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !common::need(found, "openssl") {
+        return None;
+    }
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=cellgate test CA",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    signed(
+        dir,
+        "server",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    );
+    for client in ["envoy", "intruder"] {
+        signed(
+            dir,
+            client,
+            &format!("subjectAltName=DNS:{client}.local\nextendedKeyUsage=clientAuth\n"),
+        );
+    }
+    Some(())
+}
+
+/// Asks `s` once over TLS trusting `ca.pem`, presenting `client`'s certificate if given:
+/// the answer's code, or the gRPC error's.
+async fn ask(s: &Server, dir: &Path, client: Option<&str>) -> Result<i32, tonic::Code> {
+    let read = |f: &str| std::fs::read(dir.join(f)).expect("read a certificate file");
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("ca.pem")))
+        .domain_name("localhost");
+    if let Some(c) = client {
+        tls = tls.identity(Identity::from_pem(
+            read(&format!("{c}.pem")),
+            read(&format!("{c}.key")),
+        ));
+    }
+    let url = format!("https://{}", s.grpc.as_deref().expect("grpc"));
+    let channel = Channel::from_shared(url)
+        .expect("url")
+        .tls_config(tls)
+        .expect("client TLS")
+        .connect()
+        .await
+        .map_err(|_| tonic::Code::Unavailable)?;
+    let mut c = RateLimitServiceClient::new(channel);
+    let r = c.should_rate_limit(request()).await.map_err(|e| e.code())?;
+    Ok(r.into_inner().overall_code)
+}
+
+fn request() -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "shop".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".into(),
+                value: "tls".into(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+#[tokio::test]
+async fn grpc_over_tls_then_client_certificates_checked_as_ratelimit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    if certificates(dir.path()).is_none() {
+        return;
+    }
+    let file = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+    let (cert, key, ca) = (file("server.pem"), file("server.key"), file("ca.pem"));
+    let ok = Ok(Code::Ok as i32);
+
+    // Server TLS alone: a TLS client is answered; a plaintext one is not.
+    let s = Server::start(
+        SHOP,
+        &[],
+        &[
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &cert),
+            ("GRPC_SERVER_TLS_KEY", &key),
+        ],
+    );
+    assert_eq!(ask(&s, dir.path(), None).await, ok);
+    let plain = format!("http://{}", s.grpc.as_deref().expect("grpc"));
+    let answered = match RateLimitServiceClient::connect(plain).await {
+        Ok(mut c) => c.should_rate_limit(request()).await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(
+        !answered,
+        "a plaintext client was answered by a TLS listener"
+    );
+    drop(s);
+
+    // Client certificates: signed by the authority and naming envoy.local.
+    let s = Server::start(
+        SHOP,
+        &[],
+        &[
+            ("GRPC_SERVER_USE_TLS", "1"),
+            ("GRPC_SERVER_TLS_CERT", &cert),
+            ("GRPC_SERVER_TLS_KEY", &key),
+            ("GRPC_CLIENT_TLS_CACERT", &ca),
+            ("GRPC_CLIENT_TLS_SAN", "envoy.local"),
+        ],
+    );
+    assert_eq!(ask(&s, dir.path(), Some("envoy")).await, ok);
+    assert!(
+        ask(&s, dir.path(), None).await.is_err(),
+        "a client without a certificate was answered"
+    );
+    assert_eq!(
+        ask(&s, dir.path(), Some("intruder")).await,
+        Err(tonic::Code::Unauthenticated)
+    );
+}
+
+#[test]
+fn tls_asked_without_its_files_is_refused_at_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cellgate-server"))
+        .args(["--grpc", "127.0.0.1:0", "--http", "off", "--resp", "off"])
+        .env_remove("REDIS_URL")
+        .env("GRPC_SERVER_USE_TLS", "true")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("GRPC_SERVER_USE_TLS needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"),
+        "{err}"
+    );
+}
