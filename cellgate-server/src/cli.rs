@@ -156,6 +156,9 @@ pub(crate) struct Cli {
     /// Log format on standard error: text, or json (one object per line).
     #[arg(long, env = "LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// gRPC on this Unix domain socket instead of TCP (a stale socket file is replaced).
+    #[arg(long, env = "GRPC_UDS", value_name = "PATH")]
+    pub grpc_uds: Option<PathBuf>,
     /// gRPC over TLS, with --grpc-tls-cert and --grpc-tls-key (a build with the `tls`
     /// feature).
     #[arg(long, env = "GRPC_SERVER_USE_TLS", action = clap::ArgAction::Set,
@@ -294,6 +297,7 @@ impl Cli {
             }),
             health_strict: self.redis_health_strict,
             response_time_as_milliseconds: self.prometheus_response_time_as_milliseconds,
+            grpc_uds: self.grpc_uds.clone().filter(|p| !p.as_os_str().is_empty()),
             grpc_tls: self.grpc_tls.then(|| {
                 let path = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
                 GrpcTls {

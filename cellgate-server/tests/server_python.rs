@@ -76,3 +76,51 @@ fn grpcio_client_sees_ratelimit_semantics() {
     assert_eq!(buckets.len(), 17, "{}", m.body);
     assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{}", m.body);
 }
+
+/// ratelimit's `GRPC_UDS`: the same scenarios from grpcio over a Unix domain socket (grpcio's
+/// `unix:` target), a stale socket file at the path replaced; the file is removed at exit.
+#[test]
+fn grpcio_client_over_a_unix_domain_socket() {
+    let py = python_with("grpc, grpc_tools, google.protobuf");
+    if !need(
+        py.is_some(),
+        "a Python with grpcio, grpcio-tools and protobuf (CELLGATE_PYTHON)",
+    ) {
+        return;
+    }
+    let proto = envoy_proto_dir().expect("envoy-types' proto directory via cargo metadata");
+    let sockets = tempfile::tempdir().expect("temp dir");
+    let path = sockets.path().join("rls.sock");
+    // A stale socket file, as a killed server leaves.
+    drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
+    let path_text = path.to_str().expect("utf-8 path");
+    let mut server = Server::start(
+        SHOP,
+        &["--max-request-bytes", "16384", "--max-descriptors", "8"],
+        &[
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("GRPC_UDS", path_text),
+        ],
+    );
+    let addr = server.grpc.clone().expect("grpc");
+    assert_eq!(addr, format!("unix:{path_text}"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/rls_scenarios.py");
+    let out = Command::new(py.expect("checked"))
+        .arg(script)
+        .arg(&proto)
+        .arg(&addr)
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the Python scenarios failed over the socket"
+    );
+    assert!(
+        stdout.contains("ok bad inputs"),
+        "the scenarios did not all run"
+    );
+    assert!(server.terminate().success());
+    assert!(!path.exists(), "the socket file is removed at exit");
+}

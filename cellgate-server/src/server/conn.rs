@@ -16,13 +16,95 @@ use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+/// A bound listener: TCP, or (gRPC with `GRPC_UDS`) a Unix domain socket.
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    async fn accept(&self) -> io::Result<(IoStream, std::net::SocketAddr)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, addr) = l.accept().await?;
+                let _ = stream.set_nodelay(true);
+                Ok((IoStream::Tcp(stream), addr))
+            }
+            // A Unix peer has no IP address: axum and tonic are given the unspecified one.
+            Listener::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                Ok((IoStream::Unix(stream), ([0, 0, 0, 0], 0).into()))
+            }
+        }
+    }
+}
+
+/// An accepted connection's socket.
+enum IoStream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// Calls `$f` on the socket inside `$s` (a `Pin<&mut IoStream>`), whichever kind it is.
+macro_rules! on_stream {
+    ($s:expr, $f:ident ( $($arg:expr),* )) => {
+        match $s.get_mut() {
+            IoStream::Tcp(t) => Pin::new(t).$f($($arg),*),
+            IoStream::Unix(u) => Pin::new(u).$f($($arg),*),
+        }
+    };
+}
+
+impl AsyncRead for IoStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        on_stream!(self, poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for IoStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        on_stream!(self, poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        on_stream!(self, poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            IoStream::Tcp(t) => t.is_write_vectored(),
+            IoStream::Unix(u) => u.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        on_stream!(self, poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        on_stream!(self, poll_shutdown(cx))
+    }
+}
+
 /// An accepted connection; its slot is freed when it is dropped.
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: IoStream,
     _permit: OwnedSemaphorePermit,
     idle: Duration,
     timer: Pin<Box<Sleep>>,
@@ -45,9 +127,9 @@ fn idle_error() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "connection idle past the timeout")
 }
 
-/// A TCP listener with a connection cap.
+/// A listener with a connection cap.
 pub(crate) struct CappedListener {
-    listener: TcpListener,
+    listener: Listener,
     slots: Arc<Semaphore>,
     idle: Duration,
 }
@@ -55,7 +137,7 @@ pub(crate) struct CappedListener {
 impl CappedListener {
     /// `listener`, holding at most `max` connections (at least one), each closed after `idle`
     /// without traffic.
-    pub(crate) fn new(listener: TcpListener, max: usize, idle: Duration) -> Self {
+    pub(crate) fn new(listener: Listener, max: usize, idle: Duration) -> Self {
         CappedListener {
             listener,
             slots: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
@@ -76,7 +158,6 @@ impl CappedListener {
         loop {
             match self.listener.accept().await {
                 Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
                     return (
                         Conn {
                             stream,
@@ -113,7 +194,10 @@ impl axum::serve::Listener for CappedListener {
     }
 
     fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.listener.local_addr()
+        match &self.listener {
+            Listener::Tcp(l) => l.local_addr(),
+            Listener::Unix(_) => Err(io::Error::other("a Unix socket has no IP address")),
+        }
     }
 }
 
@@ -121,7 +205,13 @@ impl tonic::transport::server::Connected for Conn {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
+        match &self.stream {
+            IoStream::Tcp(t) => t.connect_info(),
+            IoStream::Unix(_) => tonic::transport::server::TcpConnectInfo {
+                local_addr: None,
+                remote_addr: None,
+            },
+        }
     }
 }
 
@@ -171,7 +261,7 @@ impl AsyncWrite for Conn {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        AsyncWrite::is_write_vectored(&self.stream)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

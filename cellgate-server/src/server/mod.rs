@@ -101,6 +101,9 @@ pub struct Settings {
     pub response_time_as_milliseconds: bool,
     /// gRPC over TLS (`None`: plaintext); needs the `tls` feature.
     pub grpc_tls: Option<GrpcTls>,
+    /// gRPC on this Unix domain socket instead of `grpc`'s TCP address (ratelimit's
+    /// `GRPC_UDS`); a stale socket file there is replaced, and removed at exit.
+    pub grpc_uds: Option<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -162,7 +165,7 @@ impl std::error::Error for StartError {}
 pub struct Server {
     settings: Settings,
     service: Arc<Service>,
-    grpc: Option<TcpListener>,
+    grpc: Option<conn::Listener>,
     grpc_tls: Option<tls::Config>,
     http: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
@@ -212,9 +215,35 @@ async fn bind(
 /// cellgate_server::server::announce("grpc", "127.0.0.1:8081".parse().unwrap());
 /// ```
 pub fn announce(what: &str, addr: SocketAddr) {
+    announce_at(what, &addr);
+}
+
+/// [`announce`] for any address (`unix:PATH` for a Unix domain socket).
+fn announce_at(what: &str, addr: &dyn std::fmt::Display) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening {what} {addr}");
     let _ = out.flush();
+}
+
+/// Binds the Unix domain socket at `path`, replacing a stale socket file left there (a file
+/// that is not a socket is an error, never removed).
+fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, StartError> {
+    use std::os::unix::fs::FileTypeExt;
+    let error = |error| StartError::Bind {
+        what: "grpc",
+        addr: format!("unix:{}", path.display()),
+        error,
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(error(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the path exists and is not a socket",
+            )));
+        }
+        std::fs::remove_file(path).map_err(error)?;
+    }
+    tokio::net::UnixListener::bind(path).map_err(error)
 }
 
 impl Server {
@@ -265,7 +294,10 @@ impl Server {
                 .as_ref()
                 .and_then(|t| t.client_san.clone()),
         });
-        let grpc = bind("grpc", &settings.grpc).await?;
+        let grpc = match &settings.grpc_uds {
+            Some(path) => Some(conn::Listener::Unix(bind_unix(path)?)),
+            None => bind("grpc", &settings.grpc).await?.map(conn::Listener::Tcp),
+        };
         let http = bind("http", &settings.http).await?;
         let (shutdown_tx, _) = watch::channel(false);
         // Watching starts before the listeners are announced, so that no change made after a
@@ -281,10 +313,19 @@ impl Server {
                 tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
             }
         }
-        for (what, l) in [("grpc", &grpc), ("http", &http)] {
-            if let Some(addr) = l.as_ref().and_then(|l| l.local_addr().ok()) {
-                announce(what, addr);
+        match (&grpc, &settings.grpc_uds) {
+            (Some(conn::Listener::Unix(_)), Some(path)) => {
+                announce_at("grpc", &format!("unix:{}", path.display()));
             }
+            (Some(conn::Listener::Tcp(l)), _) => {
+                if let Ok(addr) = l.local_addr() {
+                    announce("grpc", addr);
+                }
+            }
+            _ => {}
+        }
+        if let Some(addr) = http.as_ref().and_then(|l| l.local_addr().ok()) {
+            announce("http", addr);
         }
         Ok(Server {
             settings,
@@ -372,6 +413,9 @@ impl Server {
         for t in tasks {
             let _ = t.await;
         }
+        if let Some(path) = &settings.grpc_uds {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -431,7 +475,7 @@ async fn report_health(
 }
 
 async fn serve_grpc(
-    listener: TcpListener,
+    listener: conn::Listener,
     tls: Option<tls::Config>,
     service: Arc<Service>,
     limits: Limits,
@@ -488,7 +532,11 @@ async fn serve_http(
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
     let router = crate::http::router(service, limits.max_request_bytes, limits.request_timeout);
-    let listener = CappedListener::new(listener, limits.max_connections, limits.idle_timeout);
+    let listener = CappedListener::new(
+        conn::Listener::Tcp(listener),
+        limits.max_connections,
+        limits.idle_timeout,
+    );
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(stop)
         .await

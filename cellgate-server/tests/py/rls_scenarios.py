@@ -63,7 +63,10 @@ def run(addr):
     OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
     Unit = rls_pb2.RateLimitResponse.RateLimit.Unit
 
-    channel = grpc.insecure_channel(addr)
+    # Over a Unix socket grpcio sends the socket's path as :authority, which the server's
+    # HTTP/2 layer (h2) refuses as malformed; a host name, as Envoy sends, is accepted.
+    options = [("grpc.default_authority", "localhost")] if addr.startswith("unix:") else []
+    channel = grpc.insecure_channel(addr, options=options)
     grpc.channel_ready_future(channel).result(timeout=10)
     stub = rls_pb2_grpc.RateLimitServiceStub(channel)
 
