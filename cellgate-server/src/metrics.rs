@@ -46,16 +46,10 @@ type ResponseTimes = Histogram<{ RESPONSE_TIME_BOUNDS.len() }>;
 
 /// `ShouldRateLimit`'s response times, as ratelimit's `ratelimit_service_response_time_seconds`
 /// histogram: in seconds, or in milliseconds when `per_unit` is 1e6 (nanoseconds a unit).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct ResponseTime {
     times: Arc<ResponseTimes>,
     per_unit: f64,
-}
-
-impl std::fmt::Debug for ResponseTime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ResponseTime")
-    }
 }
 
 impl TypedMetric for ResponseTime {
@@ -94,14 +88,8 @@ impl EncodeMetric for ResponseTime {
 
 /// `ShouldRateLimit` requests served, as ratelimit's `ratelimit_service_total_requests`: the
 /// response-time histogram's count (each request is recorded there once).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Requests(Arc<ResponseTimes>);
-
-impl std::fmt::Debug for Requests {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Requests")
-    }
-}
 
 impl TypedMetric for Requests {
     const TYPE: MetricType = MetricType::Unknown;

@@ -83,6 +83,7 @@ impl Total {
 /// Hand-written rather than prometheus-client's `Histogram`, whose `observe` takes a write lock
 /// shared by every thread: one per gRPC request here, on every core.
 #[cfg(feature = "server")]
+#[derive(Debug)]
 pub(crate) struct Histogram<const N: usize> {
     /// Inclusive upper bounds, increasing; the last is `u64::MAX` (the `+Inf` bucket).
     bounds: [u64; N],
@@ -92,6 +93,7 @@ pub(crate) struct Histogram<const N: usize> {
 /// One thread group's counts, on cache lines of its own (128 bytes: the pair of lines that
 /// adjacent-line prefetchers fetch together).
 #[cfg(feature = "server")]
+#[derive(Debug)]
 #[repr(align(128))]
 struct Stripe<const N: usize> {
     buckets: [AtomicU64; N],

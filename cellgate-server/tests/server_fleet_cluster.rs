@@ -290,67 +290,13 @@ mod tls {
     use std::path::Path;
     use std::process::{Child, Stdio};
 
-    /// Runs `openssl args` in `dir`, failing the test when it fails.
-    fn openssl(dir: &Path, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run openssl");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "openssl {args:?}: {err}");
-    }
-
-    /// Whether `openssl version` runs (it has no `--version`).
-    fn openssl_found() -> bool {
-        Command::new("openssl")
-            .arg("version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
+    use common::certs::openssl_found;
 
     /// A test authority (`ca.pem`) and a certificate for 127.0.0.1 (`server.pem`,
     /// `server.key`) it signed, in `dir`.
     fn certificates(dir: &Path) {
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        let mut ca = vec![
-            "req",
-            "-x509",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=cellgate test CA",
-        ];
-        ca.extend(ec);
-        ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
-        openssl(dir, &ca);
-        let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
-        csr.extend(ec);
-        csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
-        openssl(dir, &csr);
-        std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("write");
-        let sign = [
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-        ];
-        let mut sign = sign.to_vec();
-        sign.extend(["-CAcreateserial", "-days", "1", "-extfile", "san.ext"]);
-        sign.extend(["-out", "server.pem"]);
-        openssl(dir, &sign);
+        common::certs::authority(dir);
+        common::certs::signed(dir, "server", "subjectAltName=IP:127.0.0.1\n");
     }
 
     /// A redis-server that listens on TLS only; killed on drop.

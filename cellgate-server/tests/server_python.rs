@@ -7,35 +7,54 @@ use std::process::Command;
 
 use common::{curl, envoy_proto_dir, has, need, python_with, Server, SHOP};
 
-#[test]
-fn grpcio_client_sees_ratelimit_semantics() {
+/// The scenarios' server: ratelimit's response headers on, small input limits, `env` beside.
+fn start(env: &[(&str, &str)]) -> Server {
+    let mut env = env.to_vec();
+    env.push(("LIMIT_RESPONSE_HEADERS_ENABLED", "true"));
+    Server::start(
+        SHOP,
+        &["--max-request-bytes", "16384", "--max-descriptors", "8"],
+        &env,
+    )
+}
+
+/// Runs the scenarios against the gRPC address `addr`; their output, once they all passed.
+/// `None` when no Python with grpcio is found (outside CI).
+fn scenarios(addr: &str) -> Option<String> {
     let py = python_with("grpc, grpc_tools, google.protobuf");
     if !need(
         py.is_some(),
         "a Python with grpcio, grpcio-tools and protobuf (CELLGATE_PYTHON)",
     ) {
-        return;
+        return None;
     }
     let proto = envoy_proto_dir().expect("envoy-types' proto directory via cargo metadata");
-    let server = Server::start(
-        SHOP,
-        &["--max-request-bytes", "16384", "--max-descriptors", "8"],
-        &[("LIMIT_RESPONSE_HEADERS_ENABLED", "true")],
-    );
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/rls_scenarios.py");
     let out = Command::new(py.expect("checked"))
         .arg(script)
         .arg(&proto)
-        .arg(server.grpc.as_deref().expect("grpc"))
+        .arg(addr)
         .output()
         .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the Python scenarios failed");
+    assert!(
+        out.status.success(),
+        "the Python scenarios failed against {addr}"
+    );
     assert!(
         stdout.contains("ok bad inputs"),
         "the scenarios did not all run"
     );
+    Some(stdout)
+}
+
+#[test]
+fn grpcio_client_sees_ratelimit_semantics() {
+    let server = start(&[]);
+    let Some(stdout) = scenarios(server.grpc.as_deref().expect("grpc")) else {
+        return;
+    };
 
     // ratelimit's request count and response-time histogram, through curl: one per request
     // that reached the service (the script counts them), in seconds, buckets cumulative.
@@ -81,46 +100,17 @@ fn grpcio_client_sees_ratelimit_semantics() {
 /// `unix:` target), a stale socket file at the path replaced; the file is removed at exit.
 #[test]
 fn grpcio_client_over_a_unix_domain_socket() {
-    let py = python_with("grpc, grpc_tools, google.protobuf");
-    if !need(
-        py.is_some(),
-        "a Python with grpcio, grpcio-tools and protobuf (CELLGATE_PYTHON)",
-    ) {
-        return;
-    }
-    let proto = envoy_proto_dir().expect("envoy-types' proto directory via cargo metadata");
     let sockets = tempfile::tempdir().expect("temp dir");
     let path = sockets.path().join("rls.sock");
     // A stale socket file, as a killed server leaves.
     drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
     let path_text = path.to_str().expect("utf-8 path");
-    let mut server = Server::start(
-        SHOP,
-        &["--max-request-bytes", "16384", "--max-descriptors", "8"],
-        &[
-            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
-            ("GRPC_UDS", path_text),
-        ],
-    );
+    let mut server = start(&[("GRPC_UDS", path_text)]);
     let addr = server.grpc.clone().expect("grpc");
     assert_eq!(addr, format!("unix:{path_text}"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/rls_scenarios.py");
-    let out = Command::new(py.expect("checked"))
-        .arg(script)
-        .arg(&proto)
-        .arg(&addr)
-        .output()
-        .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success(),
-        "the Python scenarios failed over the socket"
-    );
-    assert!(
-        stdout.contains("ok bad inputs"),
-        "the scenarios did not all run"
-    );
+    if scenarios(&addr).is_none() {
+        return;
+    }
     assert!(server.terminate().success());
     assert!(!path.exists(), "the socket file is removed at exit");
 }

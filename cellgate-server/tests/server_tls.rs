@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{Server, SHOP};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
@@ -18,107 +18,20 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
-/// Runs `openssl` with `args` in `dir`, failing the test when it fails.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A certificate `name` (`name.pem`, `name.key`) signed by `ca.pem`, with the extensions `ext`.
-fn signed(dir: &Path, name: &str, ext: &str) {
-    let (key, csr, pem, extfile) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.pem"),
-        format!("{name}.ext"),
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            &format!("/CN={name}"),
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-        ],
-    );
-    std::fs::write(dir.join(&extfile), ext).expect("write extensions");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            &extfile,
-            "-out",
-            &pem,
-        ],
-    );
-}
-
 /// In `dir`: `ca.pem`; `server` for localhost and 127.0.0.1; clients `envoy` (DNS name
 /// envoy.local) and `intruder` (intruder.local). `None` when `openssl` is missing (outside CI).
 fn certificates(dir: &Path) -> Option<()> {
-    let found = Command::new("openssl")
-        .arg("version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !common::need(found, "openssl") {
+    if !common::need(common::certs::openssl_found(), "openssl") {
         return None;
     }
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=cellgate test CA",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-        ],
-    );
-    signed(
+    common::certs::authority(dir);
+    common::certs::signed(
         dir,
         "server",
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
     );
     for client in ["envoy", "intruder"] {
-        signed(
+        common::certs::signed(
             dir,
             client,
             &format!("subjectAltName=DNS:{client}.local\nextendedKeyUsage=clientAuth\n"),

@@ -1,8 +1,11 @@
 //! Starts the built `cellgate-server` with a config in a temporary directory, finds its
 //! ephemeral ports from its `listening` lines, and kills it on drop. Also the skip-or-fail rule
 //! for external tools: missing tools skip the test with a reason, unless `CI=true`.
+
 #![allow(dead_code)]
 
+#[cfg(feature = "tls")]
+pub mod certs;
 pub mod redis_cluster;
 
 use std::io::{BufRead, BufReader};
