@@ -55,6 +55,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "REDIS_HEALTH_STRICT", action = clap::ArgAction::Set,
           default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub redis_health_strict: bool,
+    /// /healthcheck answers 503 (and gRPC health NOT_SERVING) until a configuration with at
+    /// least one domain is in force, as ratelimit's variable.
+    #[arg(long, env = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub healthy_with_at_least_one_config_loaded: bool,
     /// Live limiter keys held at most, over all limits (the oldest are evicted past it).
     #[arg(long, env = "MAX_KEYS", default_value_t = 1_000_000)]
     pub max_keys: usize,
@@ -298,6 +303,7 @@ impl Cli {
             health_strict: self.redis_health_strict,
             response_time_as_milliseconds: self.prometheus_response_time_as_milliseconds,
             grpc_uds: self.grpc_uds.clone().filter(|p| !p.as_os_str().is_empty()),
+            health_needs_config: self.healthy_with_at_least_one_config_loaded,
             grpc_tls: self.grpc_tls.then(|| {
                 let path = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
                 GrpcTls {

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: cli::Cli) -> ExitCode {
+    let stop = shutdown_signal();
     let server = match Server::bind(cli.settings()).await {
         Ok(s) => s,
         Err(e) => {
@@ -92,7 +93,7 @@ async fn run(cli: cli::Cli) -> ExitCode {
         None => None,
     };
     let engine = server.engine();
-    server.serve(shutdown_signal()).await;
+    server.serve(stop).await;
     // Fleet mode: leases go back to Redis for the other servers (a blocking join per limit).
     let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
     if let Some(task) = resp {
@@ -106,24 +107,33 @@ async fn run(cli: cli::Cli) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers for SIGTERM and SIGINT now, and returns a future that completes on either.
+/// Registered before any listener is announced: a signal sent the moment the server says it
+/// listens (an orchestrator stopping a pod that just started) then starts a drain, instead of
+/// the default action, an exit without one.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{signal, Signal, SignalKind};
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async fn wait(s: Option<Signal>) {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+        async move {
+            tokio::select! {
+                () = wait(term) => {},
+                () = wait(int) => {},
+            }
+        }
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

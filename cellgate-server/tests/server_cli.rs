@@ -259,3 +259,14 @@ fn a_connection_age_that_is_no_duration_is_refused() {
     );
     assert!(err.contains("expected e.g. 24h"), "{err}");
 }
+
+/// SIGTERM sent the moment the server says it listens (an orchestrator stopping a pod that just
+/// started) is a drain and exit 0, not the signal's default action: the handlers are in place
+/// before the first `listening` line. Several times, as the window was a race.
+#[test]
+fn sigterm_right_after_the_listening_line_exits_zero() {
+    for _ in 0..10 {
+        let (status, err) = run_then_terminate(&[]);
+        assert_eq!(status.code(), Some(0), "{status:?} {err}");
+    }
+}

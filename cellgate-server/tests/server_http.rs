@@ -166,3 +166,38 @@ fn a_silent_connection_is_closed_after_the_idle_timeout() {
         ),
     }
 }
+
+/// ratelimit's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: started on an empty configuration
+/// directory, the server answers 503 (and gRPC health NOT_SERVING) until a file with a domain
+/// arrives; without the variable, the same empty start is healthy.
+#[test]
+fn health_waits_for_a_domain_when_asked_as_ratelimit() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("config");
+    std::fs::create_dir(&root).expect("mkdir");
+    let plain = Server::start_in(tempfile::tempdir().expect("temp dir"), &root, &[], &[]);
+    assert_eq!(curl(&[&plain.url("/healthcheck")]).status, 200);
+    drop(plain);
+
+    let s = Server::start_in(
+        dir,
+        &root,
+        &[],
+        &[("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")],
+    );
+    let r = curl(&[&s.url("/healthcheck")]);
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("no domain configured yet"), "{}", r.body);
+    let grpc = s.grpc.clone().expect("grpc");
+    assert_eq!(common::grpc_health(&grpc, ""), Ok(2));
+    std::fs::write(root.join("shop.yaml"), SHOP).expect("write");
+    common::eventually("healthy once a domain is configured", || {
+        curl(&[&s.url("/healthcheck")]).status == 200
+    });
+    common::eventually("gRPC health SERVING", || {
+        common::grpc_health(&grpc, "") == Ok(1)
+    });
+}

@@ -71,21 +71,31 @@ fn bad_request(message: String) -> Response {
 /// the worst state and how many limits are in it: still 200 (a Redis outage is not this
 /// server's failure: it goes on answering within the fleet's outage bounds, and a load
 /// balancer should not take every server out at once), or 503 with `--redis-health-strict`.
+/// With `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, 503 until a domain is configured.
 async fn health(State(service): State<Arc<Service>>) -> Response {
-    let Some(report) = service.engine.fleet_report().filter(|r| r.out() > 0) else {
+    let report = service.engine.fleet_report().filter(|r| r.out() > 0);
+    let healthy = service.healthy_given(report.as_ref());
+    if healthy && report.is_none() {
         return "OK".into_response();
-    };
-    let (status, word) = if service.healthy() {
+    }
+    let (status, word) = if healthy {
         (StatusCode::OK, "OK")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE")
     };
-    let body = format!(
-        "{word} (redis {}: {} of {} limits not connected)\n",
-        report.worst(),
-        report.out(),
-        report.limits()
-    );
+    let mut body = word.to_owned();
+    if service.awaiting_config() {
+        body.push_str(" (no domain configured yet)");
+    }
+    if let Some(report) = report {
+        body.push_str(&format!(
+            " (redis {}: {} of {} limits not connected)",
+            report.worst(),
+            report.out(),
+            report.limits()
+        ));
+    }
+    body.push('\n');
     (status, body).into_response()
 }
 

@@ -104,6 +104,9 @@ pub struct Settings {
     /// gRPC on this Unix domain socket instead of `grpc`'s TCP address (ratelimit's
     /// `GRPC_UDS`); a stale socket file there is replaced, and removed at exit.
     pub grpc_uds: Option<PathBuf>,
+    /// Health checks fail until a configuration with a domain is in force (ratelimit's
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+    pub health_needs_config: bool,
 }
 
 /// Why the server could not start.
@@ -293,6 +296,7 @@ impl Server {
                 .grpc_tls
                 .as_ref()
                 .and_then(|t| t.client_san.clone()),
+            health_needs_config: settings.health_needs_config,
         });
         let grpc = match &settings.grpc_uds {
             Some(path) => Some(conn::Listener::Unix(bind_unix(path)?)),

@@ -53,17 +53,29 @@ pub(crate) struct Service {
     /// gRPC over TLS: the DNS name a client's certificate must carry (`GRPC_CLIENT_TLS_SAN`).
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) grpc_client_san: Option<String>,
+    /// Health answers 503 until a configuration with a domain is in force.
+    pub(crate) health_needs_config: bool,
 }
 
 impl Service {
-    /// Whether health checks should call the server healthy: always, unless it runs with
-    /// `--redis-health-strict` and Redis does not answer for some fleet limit.
+    /// Whether health checks should call the server healthy (see [`Self::healthy_given`]).
     pub(crate) fn healthy(&self) -> bool {
-        !(self.health_strict
-            && self
-                .engine
-                .fleet_report()
-                .is_some_and(|report| report.out() > 0))
+        self.healthy_given(self.engine.fleet_report().as_ref())
+    }
+
+    /// Whether health checks should call the server healthy, given the fleet's `report`
+    /// (`None` outside fleet mode): yes, unless it runs with `--redis-health-strict` and Redis
+    /// does not answer for some limit, or waits for its first domain
+    /// ([`awaiting_config`](Self::awaiting_config)).
+    pub(crate) fn healthy_given(&self, report: Option<&crate::fleet::Report>) -> bool {
+        let redis_out = report.is_some_and(|r| r.out() > 0);
+        !(self.awaiting_config() || self.health_strict && redis_out)
+    }
+
+    /// Whether the server runs with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED` and no domain is
+    /// configured yet (an empty or absent configuration, until a reload brings one).
+    pub(crate) fn awaiting_config(&self) -> bool {
+        self.health_needs_config && self.engine.config().domains.is_empty()
     }
 
     /// The engine's decision. In fleet mode a check that needs Redis is awaited (see
