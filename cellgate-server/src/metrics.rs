@@ -58,11 +58,12 @@ impl TypedMetric for ResponseTime {
 
 impl EncodeMetric for ResponseTime {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let (bounds, counts, sum_ns) = self.times.snapshot();
+        let snap = self.times.snapshot();
         // The encoder accumulates the counts and writes `f64::MAX` as `+Inf`.
-        let buckets: Vec<(f64, u64)> = bounds
+        let buckets: Vec<(f64, u64)> = snap
+            .bounds
             .iter()
-            .zip(counts)
+            .zip(snap.counts)
             .map(|(&b, n)| {
                 let bound = if b == u64::MAX {
                     f64::MAX
@@ -72,10 +73,9 @@ impl EncodeMetric for ResponseTime {
                 (bound, n)
             })
             .collect();
-        let count = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
         encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-            sum_ns as f64 / self.per_unit,
-            count,
+            snap.sum as f64 / self.per_unit,
+            snap.count,
             &buckets,
             None,
         )
@@ -97,8 +97,7 @@ impl TypedMetric for Requests {
 
 impl EncodeMetric for Requests {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let (_, counts, _) = self.0.snapshot();
-        let n = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
+        let n = self.0.snapshot().count;
         encoder.encode_gauge(&i64::try_from(n).unwrap_or(i64::MAX))
     }
 

@@ -129,10 +129,8 @@ impl<const N: usize> Histogram<N> {
         stripe.sum.fetch_add(value, Ordering::Relaxed);
     }
 
-    /// The bounds, each bucket's count (not cumulative) and the sum of the values recorded.
-    /// The count of values is the buckets' total, so it always agrees with them; the sum may
-    /// lack (or hold) a value whose bucket a racing scrape did not (or did) see.
-    pub(crate) fn snapshot(&self) -> ([u64; N], [u64; N], u64) {
+    /// What has been recorded so far (see [`Snapshot`]).
+    pub(crate) fn snapshot(&self) -> Snapshot<N> {
         let mut counts = [0u64; N];
         let mut sum = 0u64;
         for stripe in &self.stripes {
@@ -143,8 +141,29 @@ impl<const N: usize> Histogram<N> {
             // Relaxed: see `record`.
             sum = sum.wrapping_add(stripe.sum.load(Ordering::Relaxed));
         }
-        (self.bounds, counts, sum)
+        let count = counts.iter().fold(0u64, |a, &n| a.wrapping_add(n));
+        Snapshot {
+            bounds: self.bounds,
+            counts,
+            count,
+            sum,
+        }
     }
+}
+
+/// A [`Histogram`]'s counts at one moment.
+#[cfg(feature = "server")]
+#[derive(Debug)]
+pub(crate) struct Snapshot<const N: usize> {
+    /// The buckets' inclusive upper bounds.
+    pub(crate) bounds: [u64; N],
+    /// Each bucket's count (not cumulative).
+    pub(crate) counts: [u64; N],
+    /// Values recorded: the buckets' total, so it always agrees with them.
+    pub(crate) count: u64,
+    /// Their sum; it may lack (or hold) a value whose bucket a racing scrape did not (or did)
+    /// see.
+    pub(crate) sum: u64,
 }
 
 /// This thread's stripe number: handed out in turn at a thread's first record, so that the
@@ -200,8 +219,10 @@ mod tests {
                 });
             }
         });
-        let (bounds, counts, sum) = h.snapshot();
+        let snap = h.snapshot();
+        let (bounds, counts, sum) = (snap.bounds, snap.counts, snap.sum);
         assert_eq!(bounds, [10, 100, u64::MAX]);
+        assert_eq!(snap.count, 24);
         // Threads t = 0..4 record 0+t, 10+t, 11+t, 100+t, 101+t and a huge value plus t:
         // <= 10: 0+t (4) and 10 (1); <= 100: 11..=13 (3), 11+t (4), 100 (1); the rest, 11.
         assert_eq!(counts, [5, 8, 11]);
