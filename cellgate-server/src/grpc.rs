@@ -41,15 +41,6 @@ impl RateLimitService for Rls {
         request: Request<pb::RateLimitRequest>,
     ) -> Result<Response<pb::RateLimitResponse>, Status> {
         let _timer = self.service.metrics.time_request();
-        #[cfg(feature = "tls")]
-        if let Some(san) = &self.service.grpc_client_san {
-            let certs = request.peer_certs();
-            if !crate::server::tls::names(certs.as_deref().map(Vec::as_slice), san) {
-                return Err(Status::unauthenticated(format!(
-                    "the client certificate does not name {san}"
-                )));
-            }
-        }
         let req = from_proto(request.into_inner())
             .inspect_err(|_| self.service.metrics.request_error())?;
         match self.service.decide(&req).await {

@@ -176,6 +176,11 @@ pub(crate) struct Metrics {
     fleet_limits: Family<Vec<(&'static str, &'static str)>, Gauge>,
     fleet_backend_errors: Seen,
     pub(crate) fleet_waited: Count,
+    /// gRPC over TLS: the certificate files read (at start and each reload) and refused.
+    pub(crate) tls_load_success: Count,
+    pub(crate) tls_load_error: Count,
+    /// gRPC over TLS: handshakes that failed or timed out.
+    pub(crate) tls_handshake_errors: Count,
     series: BoundedSet<Arc<str>>,
     response_times: Arc<ResponseTimes>,
     /// Times requests: the time-stamp counter (a few nanoseconds a read, against tens for
@@ -217,6 +222,9 @@ impl Metrics {
             fleet_limits: Family::default(),
             fleet_backend_errors: Seen::default(),
             fleet_waited: Count::default(),
+            tls_load_success: Count::default(),
+            tls_load_error: Count::default(),
+            tls_handshake_errors: Count::default(),
             series: BoundedSet::new(max_series),
             response_times: Arc::new(Histogram::new(RESPONSE_TIME_BOUNDS)),
             clock: QuantaClock::new(),
@@ -284,6 +292,22 @@ impl Metrics {
             "Fleet mode: requests that had to wait for Redis (a key without a lease here), \
              decided off the threads that serve the network",
             m.fleet_waited.clone(),
+        );
+        registry.register(
+            "cellgate_grpc_tls_load_success",
+            "gRPC over TLS: certificate files read, at start and on a change",
+            m.tls_load_success.clone(),
+        );
+        registry.register(
+            "cellgate_grpc_tls_load_error",
+            "gRPC over TLS: certificate files refused on a change (the previous ones stay in \
+             force)",
+            m.tls_load_error.clone(),
+        );
+        registry.register(
+            "cellgate_grpc_tls_handshake_errors",
+            "gRPC over TLS: handshakes that failed or timed out",
+            m.tls_handshake_errors.clone(),
         );
         let grpc =
             registry.sub_registry_with_label(("grpc_method".into(), "ShouldRateLimit".into()));

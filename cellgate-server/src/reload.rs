@@ -1,11 +1,13 @@
-//! Reloads the configuration when its files change.
+//! Reloads what the server reads from files when they change: the configuration, and (feature
+//! `tls`) the gRPC listener's certificate, key and client authority.
 //!
-//! The watch is on the directory (the config directory itself, or the file's parent), not on
-//! the files: editors replace a file by renaming a new one over it, and Kubernetes updates a
-//! ConfigMap volume by swapping its `..data` symlink, and a watch on the old file sees neither.
-//! Events are debounced, then the whole configuration is loaded again: a valid one replaces
-//! the one in force; an invalid one is logged with its file and place, counted, and ignored.
+//! The watch is on directories (the config directory itself, or a file's parent), not on the
+//! files: editors replace a file by renaming a new one over it, and Kubernetes updates a
+//! ConfigMap or Secret volume by swapping its `..data` symlink, and a watch on the old file
+//! sees neither. Events are debounced, then everything is read again: a valid set replaces the
+//! one in force; an invalid one is logged with the reason, counted, and ignored.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +23,8 @@ use crate::metrics::Metrics;
 /// several events.
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Starts watching `path`; the task ends when `shutdown` changes.
+/// Reloads the configuration at `path` (a file or a directory) into `engine` when it changes;
+/// the task ends when `shutdown` changes.
 ///
 /// # Errors
 ///
@@ -30,34 +33,75 @@ pub(crate) fn spawn(
     path: PathBuf,
     engine: Arc<Engine>,
     metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> notify::Result<()> {
+    let watched = path.clone();
+    // The swap runs off the runtime's workers: in fleet mode it starts the new limits' tasks
+    // and hands back the removed ones' leases (blocking joins).
+    on_change(&[watched], shutdown, move || {
+        match config::load(&path).map(|cfg| engine.reload(cfg)) {
+            Ok(()) => {
+                metrics.config_load_success.add(1);
+                tracing::info!(path = %path.display(), "configuration reloaded");
+            }
+            Err(e) => {
+                metrics.config_load_error.add(1);
+                tracing::error!(
+                    file = %e.file, place = %e.place, message = %e.message,
+                    "configuration refused; the previous one stays in force"
+                );
+            }
+        }
+    })
+}
+
+/// Runs `apply` (on a blocking thread, one run at a time) once the files at `paths` have
+/// changed and been quiet for [`DEBOUNCE`]; the task ends when `shutdown` changes. A
+/// directory among `paths` is watched whole (recursively); a file, through its directory, for
+/// events about it or about a ConfigMap's `..` entries.
+///
+/// # Errors
+///
+/// The watch could not be set up (a path does not exist, no inotify instances left).
+pub(crate) fn on_change(
+    paths: &[PathBuf],
     mut shutdown: watch::Receiver<bool>,
+    apply: impl Fn() + Send + Sync + 'static,
 ) -> notify::Result<()> {
     // One pending signal is enough: every reload reads everything again.
     let (tx, mut rx) = mpsc::channel::<()>(1);
-    let is_dir = path.is_dir();
-    let file_name = (!is_dir)
-        .then(|| path.file_name().map(|n| n.to_owned()))
-        .flatten();
+    let mut dirs: Vec<(PathBuf, RecursiveMode)> = Vec::new();
+    // The files' names; `None` once a directory is watched whole (every event counts).
+    let mut names: Option<Vec<OsString>> = Some(Vec::new());
+    for path in paths {
+        if path.is_dir() {
+            dirs.push((path.clone(), RecursiveMode::Recursive));
+            names = None;
+            continue;
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = parent.unwrap_or(Path::new(".")).to_owned();
+        if !dirs.iter().any(|(d, _)| *d == dir) {
+            dirs.push((dir, RecursiveMode::NonRecursive));
+        }
+        if let (Some(names), Some(name)) = (names.as_mut(), path.file_name()) {
+            names.push(name.to_owned());
+        }
+    }
     let mut watcher = RecommendedWatcher::new(
         move |res: notify::Result<Event>| {
             if let Ok(ev) = res
-                && relevant(&ev, file_name.as_deref())
+                && relevant(&ev, names.as_deref())
             {
                 let _ = tx.try_send(());
             }
         },
         notify::Config::default(),
     )?;
-    let (dir, mode) = if is_dir {
-        (path.clone(), RecursiveMode::Recursive)
-    } else {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-        (
-            parent.unwrap_or(Path::new(".")).to_owned(),
-            RecursiveMode::NonRecursive,
-        )
-    };
-    watcher.watch(&dir, mode)?;
+    for (dir, mode) in &dirs {
+        watcher.watch(dir, *mode)?;
+    }
+    let apply = Arc::new(apply);
     tokio::spawn(async move {
         // The watcher lives as long as this task.
         let _watcher = watcher;
@@ -68,43 +112,28 @@ pub(crate) fn spawn(
             }
             // Quiet period: wait until no event came for DEBOUNCE.
             while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
-            let p = path.clone();
-            let e = Arc::clone(&engine);
-            // The swap too runs off the runtime's workers: in fleet mode it starts the new
-            // limits' tasks and hands back the removed ones' leases (blocking joins).
-            let loaded =
-                tokio::task::spawn_blocking(move || config::load(&p).map(|cfg| e.reload(cfg)))
-                    .await;
-            match loaded {
-                Ok(Ok(())) => {
-                    metrics.config_load_success.add(1);
-                    tracing::info!(path = %path.display(), "configuration reloaded");
-                }
-                Ok(Err(e)) => {
-                    metrics.config_load_error.add(1);
-                    tracing::error!(
-                        file = %e.file, place = %e.place, message = %e.message,
-                        "configuration refused; the previous one stays in force"
-                    );
-                }
-                Err(e) => tracing::error!(error = %e, "configuration load task failed"),
+            let apply = Arc::clone(&apply);
+            if let Err(e) = tokio::task::spawn_blocking(move || apply()).await {
+                tracing::error!(error = %e, "reload task failed");
             }
         }
     });
     Ok(())
 }
 
-/// Whether an event may change the configuration: not a read (loading the files is one), and,
-/// when watching one file's directory, about that file or a ConfigMap's `..` entries.
-fn relevant(ev: &Event, file_name: Option<&std::ffi::OsStr>) -> bool {
+/// Whether an event may change what is watched: not a read (loading the files is one), and,
+/// when watching files through their directories, about one of the files (`names`) or a
+/// ConfigMap's `..` entries.
+fn relevant(ev: &Event, names: Option<&[OsString]>) -> bool {
     if matches!(ev.kind, EventKind::Access(_)) {
         return false;
     }
-    let Some(name) = file_name else {
+    let Some(names) = names else {
         return true;
     };
     ev.paths.iter().any(|p| {
-        p.file_name()
-            .is_some_and(|n| n == name || n.to_string_lossy().starts_with(".."))
+        p.file_name().is_some_and(|n| {
+            names.iter().any(|name| n == name) || n.to_string_lossy().starts_with("..")
+        })
     })
 }

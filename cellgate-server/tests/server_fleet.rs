@@ -11,7 +11,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{curl, has, need, send, Server};
+use common::{curl, has, metric, need, send, Server};
 
 /// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
 /// per-key stock of 30.
@@ -157,14 +157,6 @@ fn health_until(s: &Server, done: impl Fn(&str) -> bool) -> common::Reply {
         last = curl(&[&s.url("/healthcheck")]);
     }
     last
-}
-
-/// The value of the metric line starting with `series` (0 when absent).
-fn metric(s: &Server, series: &str) -> i64 {
-    let text = curl(&[&s.url("/metrics")]).body;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! gRPC over TLS (feature `tls`), configured by ratelimit's variables: a certificate authority,
 //! a server certificate and two client certificates made with the `openssl` command, and
 //! tonic's TLS client: server TLS alone, then client certificates checked against the authority
-//! and against `GRPC_CLIENT_TLS_SAN`.
+//! and against `GRPC_CLIENT_TLS_SAN`, then the certificate replaced on disk as a Kubernetes
+//! Secret volume replaces it (its `..data` symlink swapped).
 #![cfg(feature = "tls")]
 
 use crate::common;
@@ -9,7 +10,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{Server, SHOP};
+use common::{eventually, metric, Server, SHOP};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -129,10 +130,91 @@ async fn grpc_over_tls_then_client_certificates_checked_as_ratelimit() {
         ask(&s, dir.path(), None).await.is_err(),
         "a client without a certificate was answered"
     );
-    assert_eq!(
-        ask(&s, dir.path(), Some("intruder")).await,
-        Err(tonic::Code::Unauthenticated)
+    // The name is checked in the handshake, as ratelimit does: the connection fails.
+    assert!(
+        ask(&s, dir.path(), Some("intruder")).await.is_err(),
+        "a client certificate without GRPC_CLIENT_TLS_SAN's name was answered"
     );
+    // Each refused client failed at least one handshake (tonic's channel may try again).
+    assert!(metric(&s, "cellgate_grpc_tls_handshake_errors") >= 2);
+    assert_eq!(ask(&s, dir.path(), Some("envoy")).await, ok);
+}
+
+/// Points `live/..data` at `live/<version>` by a rename over it, as the kubelet updates a
+/// Secret volume (`live/server.pem` and `live/server.key` link through `..data`).
+fn publish(live: &Path, version: &str) {
+    let tmp = live.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(version, &tmp).expect("symlink ..data_tmp");
+    std::fs::rename(&tmp, live.join("..data")).expect("swap ..data");
+}
+
+#[tokio::test]
+async fn a_certificate_replaced_on_disk_serves_new_connections_and_a_broken_one_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    if certificates(dir.path()).is_none() {
+        return;
+    }
+    // A second authority and a server certificate it signed: the rotated certificate.
+    let next = dir.path().join("next");
+    std::fs::create_dir(&next).expect("mkdir");
+    common::certs::authority(&next);
+    common::certs::signed(
+        &next,
+        "server",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    );
+    // The volume: each version a directory, the files linked through `..data`.
+    let live = dir.path().join("live");
+    for (version, from) in [("..v1", dir.path()), ("..v2", next.as_path())] {
+        std::fs::create_dir_all(live.join(version)).expect("mkdir");
+        for f in ["server.pem", "server.key"] {
+            std::fs::copy(from.join(f), live.join(version).join(f)).expect("copy");
+        }
+    }
+    std::fs::create_dir_all(live.join("..v3")).expect("mkdir");
+    std::fs::write(live.join("..v3/server.pem"), "not a certificate").expect("write");
+    std::fs::copy(next.join("server.key"), live.join("..v3/server.key")).expect("copy");
+    publish(&live, "..v1");
+    for f in ["server.pem", "server.key"] {
+        std::os::unix::fs::symlink(format!("..data/{f}"), live.join(f)).expect("symlink");
+    }
+    let file = |f: &str| live.join(f).to_string_lossy().into_owned();
+    let (cert, key) = (file("server.pem"), file("server.key"));
+    let s = Server::start(
+        SHOP,
+        &[],
+        &[
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &cert),
+            ("GRPC_SERVER_TLS_KEY", &key),
+        ],
+    );
+    let ok = Ok(Code::Ok as i32);
+    assert_eq!(ask(&s, dir.path(), None).await, ok);
+    assert!(
+        ask(&s, &next, None).await.is_err(),
+        "the next authority trusted early"
+    );
+    assert_eq!(metric(&s, "cellgate_grpc_tls_load_success"), 1);
+
+    publish(&live, "..v2");
+    eventually("the rotated certificate read", || {
+        metric(&s, "cellgate_grpc_tls_load_success") == 2
+    });
+    assert_eq!(ask(&s, &next, None).await, ok);
+    assert!(
+        ask(&s, dir.path(), None).await.is_err(),
+        "a new connection was given the replaced certificate"
+    );
+
+    // A broken certificate: refused, counted, and the one in force stays.
+    publish(&live, "..v3");
+    eventually("the broken certificate refused", || {
+        metric(&s, "cellgate_grpc_tls_load_error") == 1
+    });
+    assert_eq!(ask(&s, &next, None).await, ok);
+    assert_eq!(metric(&s, "cellgate_grpc_tls_load_success"), 2);
 }
 
 #[test]

@@ -169,7 +169,7 @@ pub struct Server {
     settings: Settings,
     service: Arc<Service>,
     grpc: Option<conn::Listener>,
-    grpc_tls: Option<tls::Config>,
+    grpc_tls: Option<Arc<tls::Acceptor>>,
     http: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -272,7 +272,7 @@ impl Server {
         let grpc_tls = settings
             .grpc_tls
             .as_ref()
-            .map(|t| tls::load(t, handshake))
+            .map(|t| tls::load(t, handshake).map(Arc::new))
             .transpose()
             .map_err(StartError::Tls)?;
         let metrics = Arc::new(Metrics::new(
@@ -292,10 +292,6 @@ impl Server {
             metrics,
             headers: settings.headers.clone(),
             health_strict: settings.health_strict,
-            grpc_client_san: settings
-                .grpc_tls
-                .as_ref()
-                .and_then(|t| t.client_san.clone()),
             health_needs_config: settings.health_needs_config,
         });
         let grpc = match &settings.grpc_uds {
@@ -316,6 +312,10 @@ impl Server {
             if let Err(e) = r {
                 tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
             }
+        }
+        if let Some(acceptor) = &grpc_tls {
+            service.metrics.tls_load_success.add(1);
+            watch_certificates(acceptor, &service.metrics, shutdown_tx.subscribe());
         }
         match (&grpc, &settings.grpc_uds) {
             (Some(conn::Listener::Unix(_)), Some(path)) => {
@@ -478,9 +478,38 @@ async fn report_health(
     set_health(&reporter, false).await;
 }
 
+/// Reads the gRPC listener's certificate files again whenever they change (see [`tls`]).
+#[cfg(feature = "tls")]
+fn watch_certificates(
+    acceptor: &Arc<tls::Acceptor>,
+    metrics: &Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let (a, m) = (Arc::clone(acceptor), Arc::clone(metrics));
+    let r = crate::reload::on_change(&acceptor.files(), shutdown, move || match a.reload() {
+        Ok(()) => {
+            m.tls_load_success.add(1);
+            tracing::info!("gRPC TLS certificate files reloaded");
+        }
+        Err(e) => {
+            m.tls_load_error.add(1);
+            tracing::error!(error = %e, "gRPC TLS certificate files refused; the previous ones stay in force");
+        }
+    });
+    if let Err(e) = r {
+        tracing::warn!(error = %e, "cannot watch the gRPC TLS certificate files; reloads are off");
+    }
+}
+
+/// See the `tls` build's `watch_certificates`.
+#[cfg(not(feature = "tls"))]
+fn watch_certificates(acceptor: &Arc<tls::Acceptor>, _: &Arc<Metrics>, _: watch::Receiver<bool>) {
+    match **acceptor {}
+}
+
 async fn serve_grpc(
     listener: conn::Listener,
-    tls: Option<tls::Config>,
+    tls: Option<Arc<tls::Acceptor>>,
     service: Arc<Service>,
     limits: Limits,
     stop: impl Future<Output = ()>,
@@ -499,31 +528,27 @@ async fn serve_grpc(
     let incoming =
         CappedListener::new(listener, limits.max_connections, limits.idle_timeout).into_stream();
     let mut builder = tonic::transport::Server::builder();
-    if let Some(config) = tls {
-        builder = match tls::apply(builder, config) {
-            Ok(b) => b,
-            Err(e) => {
-                // Never: `Server::bind` built the same configuration.
-                tracing::error!(error = %e, "gRPC listener's TLS failed");
-                return;
-            }
-        };
-    }
     if let Some(age) = limits.max_connection_age {
         builder = builder.max_connection_age(age);
     }
     if let Some(grace) = limits.max_connection_age_grace {
         builder = builder.max_connection_age_grace(grace);
     }
-    let r = builder
+    let failed_handshakes = service.metrics.tls_handshake_errors.clone();
+    let router = builder
         .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
         .max_concurrent_streams(limits.max_streams_per_connection)
         .timeout(limits.request_timeout)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(health)
-        .add_service(crate::grpc::Rls::server(service, limits.max_request_bytes))
-        .serve_with_incoming_shutdown(incoming, stop)
-        .await;
+        .add_service(crate::grpc::Rls::server(service, limits.max_request_bytes));
+    let r = match tls {
+        Some(acceptor) => {
+            let incoming = tls::handshakes(acceptor, incoming, failed_handshakes);
+            router.serve_with_incoming_shutdown(incoming, stop).await
+        }
+        None => router.serve_with_incoming_shutdown(incoming, stop).await,
+    };
     if let Err(e) = r {
         tracing::error!(error = %e, "gRPC listener failed");
     }

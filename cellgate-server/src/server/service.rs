@@ -50,9 +50,6 @@ pub(crate) struct Service {
     pub(crate) headers: Option<HeaderNames>,
     /// Health answers 503 while Redis does not answer for some fleet limit.
     pub(crate) health_strict: bool,
-    /// gRPC over TLS: the DNS name a client's certificate must carry (`GRPC_CLIENT_TLS_SAN`).
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) grpc_client_san: Option<String>,
     /// Health answers 503 until a configuration with a domain is in force.
     pub(crate) health_needs_config: bool,
 }

@@ -282,6 +282,14 @@ pub fn python_with(modules: &str) -> Option<String> {
     ok.then_some(py)
 }
 
+/// The value of `s`'s metric line starting with `series` (0 when absent).
+pub fn metric(s: &Server, series: &str) -> i64 {
+    let text = curl(&[&s.url("/metrics")]).body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Waits (bounded) until `f` holds, polling; panics with `what` otherwise.
 pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
