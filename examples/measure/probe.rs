@@ -19,6 +19,7 @@
 //! | `batch1m_16`, `batch1m_64` | `table1m` through `check_many` in batches of 16 / 64 keys |
 //! | `batch1k_16` | `table1k` through `check_many` in batches of 16 |
 //! | `insert1m`, `insert1m_fixed`, `insert1m_map` | first checks of up to 1M new keys: growing table (ceiling 1M), fixed table sized for 1M, exact map |
+//! | `insert1m_map_str`, `gov_insert1m_str` | `insert1m_map`, `gov_insert1m` with `String` keys (`user:<n>`, made before the clock starts): the exact store's key column, which integer keys do without |
 //! | `three1k`, `gov_three1k` | three keyed limiters per request (the default store with no bound, as `build()` gives; governor's), 1000 pre-inserted keys each, a request checking one key of each in turn: `checks` counts checks (three per request) |
 //! | `three1k_coarse`, `all3_1k_coarse` | `three1k`, `all3_1k` on a `CoarseClock` (no counter read to share: `check_all`'s own cost) |
 //! | `all3_1k` | `three1k` through `check_all`: one request admits its key on all three limiters at once (`checks` counts checks, three per request) |
@@ -92,6 +93,23 @@ fn run_gov(l: &governor::DefaultKeyedRateLimiter<u64>, keys: &[u64], checks: usi
         allowed += usize::from(l.check_key(black_box(&keys[i % keys.len()])).is_ok());
     }
     allowed
+}
+
+/// One check of each of `keys` by `check` on `l`: how many were admitted.
+#[inline(never)]
+fn run_str<L>(l: &L, keys: &[String], check: impl Fn(&L, &String) -> bool) -> usize {
+    keys.iter()
+        .map(|k| usize::from(check(black_box(l), black_box(k))))
+        .sum()
+}
+
+/// governor's keyed limiter (its default dashmap store and clock) with the probe's quota.
+fn gov_keyed<K: std::hash::Hash + Eq + Clone>() -> governor::DefaultKeyedRateLimiter<K> {
+    let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
+    let q = governor::Quota::with_period(Duration::from_secs(1_000))
+        .expect("non-zero period")
+        .allow_burst(nz(10_000_000));
+    governor::RateLimiter::keyed(q)
 }
 
 /// Requests over `keys` in turn, each checking its key in three limiters (`check(limiter,
@@ -421,13 +439,7 @@ fn workload(name: &str, checks: usize) -> f64 {
             run_dyn(&l, &ks, checks)
         }
         "gov_three1k" => {
-            let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
-            let q = governor::Quota::with_period(Duration::from_secs(1_000))
-                .expect("non-zero period")
-                .allow_burst(nz(10_000_000));
-            let ls: Vec<_> = (0..3)
-                .map(|_| governor::RateLimiter::<u64, _, _>::keyed(q))
-                .collect();
+            let ls: Vec<_> = (0..3).map(|_| gov_keyed::<u64>()).collect();
             let ks = u64_keys(1_000, 1);
             for l in &ls {
                 for k in &ks {
@@ -441,11 +453,7 @@ fn workload(name: &str, checks: usize) -> f64 {
             // governor's keyed limiter (its default dashmap store and clock), with the same
             // quota, on the same keys as `table1k`, `table1m` and `insert1m`: the peer for the
             // ratios, in the same process.
-            let nz = |v| std::num::NonZeroU32::new(v).expect("non-zero");
-            let q = governor::Quota::with_period(Duration::from_secs(1_000))
-                .expect("non-zero period")
-                .allow_burst(nz(10_000_000));
-            let l = governor::RateLimiter::<u64, _, _>::keyed(q);
+            let l = gov_keyed::<u64>();
             let run = |ks: &[u64], checks: usize| run_gov(&l, ks, checks);
             match name {
                 "gov1k" => {
@@ -465,6 +473,23 @@ fn workload(name: &str, checks: usize) -> f64 {
                     start = Instant::now();
                     run(&ks, ks.len())
                 }
+            }
+        }
+        "insert1m_map_str" | "gov_insert1m_str" => {
+            let ks: Vec<String> = u64_keys(checks.min(1_000_000), 4)
+                .iter()
+                .map(|k| format!("user:{k}"))
+                .collect();
+            start = Instant::now();
+            if name == "gov_insert1m_str" {
+                run_str(&gov_keyed::<String>(), &ks, |l, k| l.check_key(k).is_ok())
+            } else {
+                let l = KeyedLimiter::<String>::gcra(quota())
+                    .clock(cellgate::clock::QuantaClock::new())
+                    .exact_keys()
+                    .build()
+                    .expect("valid quota");
+                run_str(&l, &ks, |l, k| l.check(k.as_str()).is_allowed())
             }
         }
         "direct_manual" | "gov_direct_manual" => {

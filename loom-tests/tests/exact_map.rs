@@ -6,7 +6,10 @@
 //! rebuilds (freeze, copy of states and keys, publish) with keys compared exactly. Under
 //! `cfg(loom)` the table has one shard of two slots at least (see `grow_table.rs`'s models).
 //!
-//! The last models use keys that all hash alike ([`Colliding`]): every key has the same 64-bit
+//! The keys are [`Word`]s, not `u64`s: integer keys take the integer exact store
+//! (`src/store/int_key.rs`), which is the growing table by fingerprint (modelled in
+//! `grow_table.rs`) keeping idle keys on insert (as here), with no key column to model. The
+//! last models use keys that all hash alike ([`Colliding`]): every key has the same 64-bit
 //! fingerprint and home slot, so only the keys tell them apart, through a grow and a sweep that
 //! race checks. The key column itself is once_cell's `OnceCell` (set under the shard's lock before
 //! the slot's fingerprint is released, or filled before a rebuilt array is shared): loom does not
@@ -34,7 +37,7 @@ use crate::common::{
     admitted, admitted_a_whole_interval_later, assert_eviction_kept_the_admission,
     assert_one_admission_one_entry, assert_race_went_both_ways, burst_quota, check_linearizable,
     deterministic_hashing, drained, keyed_check_behind_the_sweep, model, serial_outcomes, Got,
-    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts, StoreScenario,
+    KeyedObserved, KeyedOp as Op, KeyedScenario, LoomClock, Parts, StoreScenario, Word,
 };
 
 /// Emission interval, ns.
@@ -45,7 +48,7 @@ const NOW: u64 = 1_000;
 const K1: u64 = 1;
 const K2: u64 = 2;
 
-type Keyed = KeyedLimiter<u64, ManualClock>;
+type Keyed = KeyedLimiter<Word, ManualClock>;
 
 /// A scenario (see `StoreScenario`): the bound `None` (`exact_keys()` with no bound) or `Some(n)`
 /// (`max_keys(n).exact_keys()`); the setup gets the limiter and its clock.
@@ -77,7 +80,7 @@ impl KeyedScenario for Scenario {
     const LATER_NS: u64 = T;
 
     fn limiter(&self, clock: &ManualClock) -> Keyed {
-        let builder = KeyedLimiter::<u64>::gcra(burst_quota(self.burst, T)).clock(clock.clone());
+        let builder = KeyedLimiter::<Word>::gcra(burst_quota(self.burst, T)).clock(clock.clone());
         let builder = match self.max_keys {
             Some(n) => builder
                 .max_keys(n)
@@ -128,7 +131,7 @@ fn evict_idle_races_check() {
         burst: 1,
         max_keys: None,
         setup: |lim, clock| {
-            assert!(lim.check(&K1).is_allowed());
+            assert!(lim.check(&Word(K1)).is_allowed());
             clock.set_ns(NOW + T); // TAT == now: idle
             assert_eq!(lim.len(), 1);
         },
@@ -166,7 +169,7 @@ fn sweep_at_bound_races_check() {
         burst: 1,
         max_keys: Some(1),
         setup: |lim, clock| {
-            assert!(lim.check(&K1).is_allowed());
+            assert!(lim.check(&Word(K1)).is_allowed());
             clock.set_ns(NOW + T); // K1 idle
         },
         keys: vec![K1, K2],
@@ -264,7 +267,7 @@ fn evict_with_check_behind_the_sweep() {
         K1,
         [NOW, BEFORE, AFTER, T],
         |clock: &LoomClock| {
-            KeyedLimiter::<u64>::gcra(Quota::new(1, Duration::from_nanos(T)))
+            KeyedLimiter::<Word>::gcra(Quota::new(1, Duration::from_nanos(T)))
                 .exact_keys()
                 .clock(clock.clone())
                 .build()

@@ -6,6 +6,7 @@
 
 pub(crate) mod exact;
 pub(crate) mod grow_table;
+pub(crate) mod int_key;
 pub(crate) mod keys;
 pub(crate) mod stats;
 pub(crate) mod sweeper;

@@ -1,4 +1,7 @@
-//! The growing table (the keyed builder's default store) against the exact store, differentially.
+//! The growing table (the keyed builder's default store) against the exact store, differentially,
+//! and the exact store's two forms against each other: integer keys (`u16` here, whose
+//! fingerprints are a bijection of the keys) and the same keys wrapped in a type that is not an
+//! integer ([`Word`], kept beside the slots), which must decide and hold alike.
 //!
 //! The exact store (`exact_keys()`: the same growing table with the keys kept beside the slots,
 //! which drops keys only by sweeps and at a ceiling, never on inserts) is checked against the
@@ -72,7 +75,13 @@ crate::counters! {
     }
 }
 
-fn builder(a: Algorithm) -> KeyedLimiterBuilder<u16, cellgate::clock::DefaultClock> {
+/// A `u16` key that is not an integer type: the exact store keeps it in its key column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Word(u16);
+
+fn builder<K: std::hash::Hash + Eq + 'static>(
+    a: Algorithm,
+) -> KeyedLimiterBuilder<K, cellgate::clock::DefaultClock> {
     let ms = |v: u8| Duration::from_millis(u64::from(v.max(1)));
     match a {
         Algorithm::Gcra {
@@ -92,8 +101,9 @@ fn builder(a: Algorithm) -> KeyedLimiterBuilder<u16, cellgate::clock::DefaultClo
     }
 }
 
-fn same(grow: Decision, map: Decision, what: &dyn Fn() -> String) {
+fn same(grow: Decision, map: Decision, column: Decision, what: &dyn Fn() -> String) {
     assert_eq!(grow, map, "growing table vs exact store: {}", what());
+    assert_eq!(map, column, "integer keys vs the key column: {}", what());
 }
 
 /// Replays `input`; panics on the first difference.
@@ -103,14 +113,18 @@ pub fn run(input: &Input) -> Stats {
         ..Stats::default()
     };
     let clock = ManualClock::new();
-    let grow = builder(input.algorithm).clock(clock.clone()).build();
-    let map = builder(input.algorithm)
+    let grow = builder::<u16>(input.algorithm).clock(clock.clone()).build();
+    let map = builder::<u16>(input.algorithm)
         .clock(clock.clone())
         .exact_keys()
         .build();
-    let (grow, map) = match (grow, map) {
-        (Ok(g), Ok(m)) => (g, m),
-        (g, m) => {
+    let column = builder::<Word>(input.algorithm)
+        .clock(clock.clone())
+        .exact_keys()
+        .build();
+    let (grow, map, column) = match (grow, map, column) {
+        (Ok(g), Ok(m), Ok(c)) => (g, m, c),
+        (g, m, _) => {
             assert_eq!(g.err(), m.err(), "the two builds disagree");
             stats.invalid_config += 1;
             return stats;
@@ -122,7 +136,7 @@ pub fn run(input: &Input) -> Stats {
             Op::Check { key, n } => {
                 let n = u32::from(n % 4);
                 let (g, m) = (grow.check_n(&key, n), map.check_n(&key, n));
-                same(g, m, &ctx);
+                same(g, m, column.check_n(&Word(key), n), &ctx);
                 stats.checks += 1;
                 stats.allowed += u64::from(m.is_allowed());
                 stats.denied += u64::from(!m.is_allowed());
@@ -131,30 +145,44 @@ pub fn run(input: &Input) -> Stats {
                 for key in (0..=u16::from(count)).map(|d| first.wrapping_add(d)) {
                     let before = grow.len();
                     let (g, m) = (grow.check(&key), map.check(&key));
-                    same(g, m, &|| format!("{} key {key}", ctx()));
+                    let c = column.check(&Word(key));
+                    same(g, m, c, &|| format!("{} key {key}", ctx()));
                     stats.checks += 1;
                     stats.allowed += u64::from(m.is_allowed());
                     stats.denied += u64::from(!m.is_allowed());
                     stats.reclaimed_on_insert += u64::from(grow.len() < before);
                 }
             }
-            Op::Peek { key } => same(grow.peek(&key), map.peek(&key), &ctx),
+            Op::Peek { key } => same(
+                grow.peek(&key),
+                map.peek(&key),
+                column.peek(&Word(key)),
+                &ctx,
+            ),
             Op::Refund { key, n } => {
                 let n = u32::from(n % 4);
                 let (g, m) = (grow.refund(&key, n), map.refund(&key, n));
                 // A key the growing table reclaimed was idle: nothing to give back in the map
                 // either (a refund never raises a key beyond a fresh one's budget).
                 assert_eq!(g, m, "refund: {}", ctx());
+                assert_eq!(
+                    m,
+                    column.refund(&Word(key), n),
+                    "refund (column): {}",
+                    ctx()
+                );
                 stats.refunds += u64::from(m);
             }
             Op::Advance { ms } => clock.advance(Duration::from_millis(u64::from(ms))),
             Op::EvictIdle => {
                 let (_, m) = (grow.evict_idle(), map.evict_idle());
+                assert_eq!(m, column.evict_idle(), "swept (column): {}", ctx());
                 stats.evicted += m as u64;
                 // Both now hold exactly the keys that are not idle.
                 assert_eq!(grow.len(), map.len(), "held after a sweep: {}", ctx());
             }
         }
+        assert_eq!(map.len(), column.len(), "held (column): {}", ctx());
         assert!(
             grow.len() <= map.len(),
             "the growing table holds {} keys, the exact store {}: {}",

@@ -190,16 +190,28 @@ pub trait Keyed {
     fn refund_key(&self, key: u64, n: u32) -> bool;
 }
 
-/// `Keyed` for a limiter type with the same-named inherent methods; `$evicted` reads its
-/// eviction count, if it keeps one.
+/// A `u64` by another name: a key type that is not an integer, so that `exact_keys()` keeps
+/// each key beside its slot (the key column) instead of taking it as its fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Word(pub u64);
+
+impl From<u64> for Word {
+    fn from(key: u64) -> Self {
+        Word(key)
+    }
+}
+
+/// `Keyed` for a limiter type with the same-named inherent methods, on keys of type `$key`
+/// (made from the models' `u64` keys by `From`); `$evicted` reads its eviction count, if it
+/// keeps one.
 macro_rules! keyed {
-    ($limiter:ident, $evicted:expr, $refund:expr) => {
-        impl<C: Clock> Keyed for $limiter<u64, C> {
+    ($limiter:ident < $key:ty >, $evicted:expr, $refund:expr) => {
+        impl<C: Clock> Keyed for $limiter<$key, C> {
             fn check_key(&self, key: u64) -> Decision {
-                self.check(&key)
+                self.check(&<$key>::from(key))
             }
             fn peek_key(&self, key: u64) -> Decision {
-                self.peek(&key)
+                self.peek(&<$key>::from(key))
             }
             fn held(&self) -> usize {
                 self.len()
@@ -215,16 +227,24 @@ macro_rules! keyed {
                 self.evict_idle()
             }
             fn refund_key(&self, key: u64, n: u32) -> bool {
-                let refund: fn(&Self, u64, u32) -> bool = $refund;
-                refund(self, key, n)
+                let refund: fn(&Self, $key, u32) -> bool = $refund;
+                refund(self, <$key>::from(key), n)
             }
         }
     };
 }
 
-keyed!(KeyedLimiter, |l| Some(l.stats().evicted), |l, key, n| l
-    .refund(&key, n));
-keyed!(SlidingLog, |_| None, |_, _, _| unreachable!(
+keyed!(
+    KeyedLimiter<u64>,
+    |l| Some(l.stats().evicted),
+    |l, key, n| l.refund(&key, n)
+);
+keyed!(
+    KeyedLimiter<Word>,
+    |l| Some(l.stats().evicted),
+    |l, key, n| l.refund(&key, n)
+);
+keyed!(SlidingLog<u64>, |_| None, |_, _, _| unreachable!(
     "a sliding log has no refund"
 ));
 

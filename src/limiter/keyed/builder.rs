@@ -318,10 +318,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedLimiterBuilder
     /// The store is the same lock-free growing table, with a copy of each key kept beside its
     /// slot and compared on every hit (no lock, no shared write on a check of a held key, as
     /// in the default store); two keys with the same fingerprint take two slots. It costs the
-    /// key's size plus 8 bytes per slot, or 16 for a key type with no spare bit pattern (a
-    /// `u64` key: 24 bytes a slot more, about 53–80 bytes per live key instead of 21–32; a
-    /// `String` key: 32 bytes a slot more), plus whatever the key owns on the heap (a
-    /// `String`'s bytes), and a rebuild clones the keys it keeps (hence `Clone`). Unlike the default store,
+    /// key's size plus 8 bytes per slot (a `String` key: 32 bytes a slot more), plus whatever
+    /// the key owns on the heap (a `String`'s bytes), and a rebuild clones the keys it keeps
+    /// (hence `Clone`). **Integer keys** (`u64`, `i64`, `u32`, `i32`, `usize`, ... of 64 bits
+    /// or fewer) need no copy: their fingerprint is a keyed bijection of the key, so the
+    /// fingerprint alone tells keys apart exactly, at the default store's cost (21–32 bytes per
+    /// live key). Unlike the default store,
     /// an insert never drops idle keys to make room: keys leave only by sweeps
     /// ([`evict_idle`](KeyedLimiter::evict_idle), a [`spawn_sweeper`](KeyedLimiter::spawn_sweeper))
     /// and at the bound. Larger `max_keys` than [`MAX_TABLE_KEYS`] are accepted.

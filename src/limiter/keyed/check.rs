@@ -7,11 +7,12 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use super::{KeyedLimiter, Store};
+use super::KeyedLimiter;
 use crate::algorithm::{Algorithm, Steps};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::store::grow_table::{ByFingerprint, Exact, GrowTable, Probe, SlotKey};
+use crate::store::keys::Located;
 use crate::store::table::Table;
 
 impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
@@ -117,30 +118,14 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
         // copies of `now` and `n`, so no address of theirs escapes (to the out-of-line insert
         // paths) and LLVM keeps them in registers and folds a constant `n` (BENCHMARKS.md,
         // "Instruction counts").
-        match &self.store {
-            Store::Table(table, hasher) => self.check_hashed(
-                table,
-                crate::store::hash(hasher, key),
-                algorithm,
-                now.get(),
-                n,
-            ),
-            Store::Grow(table, hasher) => self.check_grow(
-                table,
-                crate::store::hash(hasher, key),
-                &ByFingerprint,
-                algorithm,
-                now,
-                n,
-            ),
-            Store::Exact(table, hasher, _) => self.check_grow(
-                table,
-                crate::store::hash(hasher, key),
-                &Exact::<K, Q>::new(key),
-                algorithm,
-                now,
-                n,
-            ),
+        match self.store.locate(key) {
+            Located::Table(table, h) => self.check_hashed(table, h, algorithm, now.get(), n),
+            Located::Fingerprint(table, h) => {
+                self.check_grow(table, h, &ByFingerprint, algorithm, now, n)
+            }
+            Located::Exact(table, h) => {
+                self.check_grow(table, h, &Exact::<K, Q>::new(key), algorithm, now, n)
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::limiter::engine::{Engine, Held};
+use crate::store::keys::Located;
 use crate::store::sweeper::Sweeper;
 use crate::store::Hasher;
 use std::sync::{Arc, Weak};
@@ -66,9 +67,8 @@ where
         capped: bool,
     ) -> Option<R> {
         let (limiter, key) = (self.limiter, self.key);
-        match &limiter.store {
-            Store::Table(table, hasher) => {
-                let h = crate::store::hash(hasher, key);
+        match limiter.store.locate(key) {
+            Located::Table(table, h) => {
                 if let Some(found) = table.find(h) {
                     if let Ok(r) = Table::update(found, h, &step) {
                         return Some(r);
@@ -76,12 +76,10 @@ where
                 }
                 limiter.insert_hashed(table, h, &ByFingerprint, now, step, capped, None)
             }
-            Store::Grow(table, hasher) => {
-                let h = crate::store::hash(hasher, key);
+            Located::Fingerprint(table, h) => {
                 limiter.apply_grow(table, h, &ByFingerprint, now, step, capped)
             }
-            Store::Exact(table, hasher, _) => {
-                let h = crate::store::hash(hasher, key);
+            Located::Exact(table, h) => {
                 limiter.apply_grow(table, h, &Exact::<K, Q>::new(key), now, step, capped)
             }
         }

@@ -40,10 +40,10 @@ pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 ///
 /// | | growing table (the default) | fixed table (`max_keys(n).fixed_capacity()`) | exact table (`exact_keys()`) |
 /// |---|---|---|---|
-/// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | the growing table, with a copy of each key beside its slot |
+/// | structure | sharded open-addressing table of 16-byte slots (two 64-bit words); each shard's array is rebuilt to fit its live keys | the same slots in one 16-byte word, allocated for `n` keys at build | the growing table, with a copy of each key beside its slot; integer keys (64 bits or fewer) as their fingerprints, a keyed bijection of the key |
 /// | a hit | lock-free: hash, the table's arrays from a per-thread cache (no shared write), probe, one 64-bit CAS | lock-free: hash, probe, one 16-byte CAS | lock-free, as the growing table, plus a comparison of the key kept in the slot |
-/// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | as the growing table; the key is copied into its slot, and a rebuild clones the keys it keeps |
-/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 or 16 bytes per slot (`u64` keys: about 53–80 bytes per live key), plus what the keys own on the heap |
+/// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | as the growing table; the key is copied into its slot, and a rebuild clones the keys it keeps (integer keys: as the growing table) |
+/// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 bytes per slot, plus what the keys own on the heap (integer keys: the growing table's) |
 /// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound (an insert grows the table, never reclaims) |
 /// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`): keys with one fingerprint take a slot each |
 /// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |
@@ -120,7 +120,7 @@ pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, C = DefaultClock> {
-    store: Store<K>,
+    pub(crate) store: Store<K>,
     setting: Setting,
     clock: C,
     max_keys: usize,

@@ -212,6 +212,13 @@ impl GrowTable {
         }
     }
 
+    /// The same table, keeping idle keys when an insert finds its shard full (as the exact
+    /// store does: see `reclaims`), whether or not it keeps a key column.
+    pub(crate) fn keeping_idle_keys(mut self) -> Self {
+        self.reclaims = false;
+        self
+    }
+
     /// Keys held: the ceiling's counter, or without a ceiling the sum of the shards' counts
     /// (each exact when its shard's lock is free; a racing insert or rebuild may be counted or
     /// not).
