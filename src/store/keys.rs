@@ -11,7 +11,7 @@ use crate::sync::grow::NewColumn;
 use super::grow_table::{ByFingerprint, Exact, GrowTable};
 use super::int_key::{self, IntTables};
 use super::table::Table;
-use super::Hasher;
+use super::{Hasher, Located};
 
 /// Where a keyed limiter keeps its cells.
 pub(crate) enum Store<K> {
@@ -28,17 +28,6 @@ pub(crate) enum Store<K> {
     /// The exact store of integer keys (`exact_keys()` on `u64`, `i32`, ...): the growing table
     /// by fingerprint, each key's fingerprint a bijection of it (see [`super::int_key`]).
     ExactInt(IntTables),
-}
-
-/// Where a key lives (see [`Store::locate`]): its table, its hash there, and how that table
-/// tells keys apart.
-pub(crate) enum Located<'s> {
-    /// The fixed table, by fingerprint.
-    Table(&'s Table, u64),
-    /// A growing table by fingerprint: the default store, and the exact store's integer keys.
-    Fingerprint(&'s GrowTable, u64),
-    /// A growing table with its key column: the exact store.
-    Exact(&'s GrowTable, u64),
 }
 
 impl<K: Hash + Eq + 'static> Store<K> {
@@ -70,28 +59,6 @@ impl<K: Hash + Eq + 'static> Store<K> {
             Store::Table(table, _) => table.len(),
             Store::Grow(table, _) | Store::Exact(table, _, _) => table.len(),
             Store::ExactInt(tables) => tables.len(),
-        }
-    }
-
-    /// The table `key` lives in and its hash there. One place decides it for every operation,
-    /// and the callers then have one call site per kind of table: the integer keys of the
-    /// exact store share the default store's (a second inlined copy of the growing table's
-    /// check made LLVM stop inlining `check_all`'s steps: `probe all3_1k` 296 -> 336
-    /// instructions a check).
-    #[inline(always)]
-    pub(crate) fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> Located<'_> {
-        match self {
-            Store::Table(table, hasher) => Located::Table(table, crate::store::hash(hasher, key)),
-            Store::Grow(table, hasher) => {
-                Located::Fingerprint(table, crate::store::hash(hasher, key))
-            }
-            Store::Exact(table, hasher, _) => {
-                Located::Exact(table, crate::store::hash(hasher, key))
-            }
-            Store::ExactInt(t) => match t.fingerprint(key) {
-                Some(fp) => Located::Fingerprint(&t.ints, fp),
-                None => Located::Exact(&t.rest.table, crate::store::hash(&t.rest.hasher, key)),
-            },
         }
     }
 

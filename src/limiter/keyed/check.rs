@@ -12,8 +12,8 @@ use crate::algorithm::{Algorithm, Steps};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::store::grow_table::{ByFingerprint, Exact, GrowTable, Probe, SlotKey};
-use crate::store::keys::Located;
 use crate::store::table::Table;
+use crate::store::Located;
 
 impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
     /// Checks one request for `key`.

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::limiter::engine::{Engine, Held};
-use crate::store::keys::Located;
 use crate::store::sweeper::Sweeper;
 use crate::store::Hasher;
+use crate::store::Located;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
