@@ -105,6 +105,17 @@ fn every_validation_error_names_its_place_and_says_what_is_wrong() {
             "invalid rate limit unit 'sec'",
         ),
         ("limit_too_large", "descriptors[0].rate_limit", "limit"),
+        (
+            "share_threshold_without_wildcard",
+            "descriptors[0].share_threshold",
+            "share_threshold can only be used with wildcard values (containing '*'), but found \
+             key 'files_report.pdf'",
+        ),
+        (
+            "quota_mode",
+            "descriptors[0].quota_mode",
+            "quota_mode is not supported",
+        ),
         ("not_yaml", "line", "error loading config file"),
     ];
     for (name, place, message) in cases {

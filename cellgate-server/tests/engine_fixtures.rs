@@ -205,3 +205,57 @@ fn global_shadow_mode_counts_without_refusing() {
         .unwrap();
     assert_eq!((s.over_limit, s.shadow_mode), (1, 1));
 }
+
+#[test]
+fn shared_thresholds_wildcards_anywhere_and_values_in_metrics_as_ratelimit() {
+    let (e, _clock) = engine("metrics_and_sharing", EngineOptions::default());
+    let d = "example";
+    let stat = |entries: &[(&str, &str)]| {
+        let r = ask(&e, d, entries, 0);
+        r.statuses[0].stats.as_ref().map(|s| s.key.to_string())
+    };
+    // share_threshold: files/a.pdf and files/b.csv draw on one limit of 10.
+    assert_eq!(admitted(&e, d, &[("files", "files/a.pdf")]), 10);
+    assert_eq!(admitted(&e, d, &[("files", "files/b.csv")]), 0);
+    // Without it, each file has its own 10.
+    assert_eq!(admitted(&e, d, &[("files", "files_no_share/a.pdf")]), 10);
+    assert_eq!(admitted(&e, d, &[("files", "files_no_share/b.csv")]), 10);
+    assert_eq!(
+        stat(&[("files", "files/c")]).as_deref(),
+        Some("example.files_files/*")
+    );
+    // A '*' in the middle and several: each value matched has its own limit.
+    assert_eq!(admitted(&e, d, &[("path", "/api/v1/orders")]), 3);
+    assert_eq!(admitted(&e, d, &[("path", "/api/v2/orders")]), 3);
+    let limited = |v: &str| {
+        ask(&e, d, &[("path", v)], 0).statuses[0]
+            .current_limit
+            .is_some()
+    };
+    assert!(!limited("/api/orders"), "/api/ and /orders would overlap");
+    assert_eq!(admitted(&e, d, &[("path", "/api//orders")]), 3);
+    assert_eq!(admitted(&e, d, &[("path", "/v2/users/7/avatar.png")]), 4);
+    assert_eq!(admitted(&e, d, &[("path", "/v2/users/7/avatar")]), 4);
+    assert!(!limited("/v2/user/7/avatar"));
+    assert_eq!(
+        stat(&[("path", "/api/v3/orders")]).as_deref(),
+        Some("example.path_/api/*/orders")
+    );
+    // value_to_metric: the request's values where the config has none.
+    assert_eq!(
+        stat(&[("route", "r1"), ("http_method", "GET")]).as_deref(),
+        Some("example.route_r1.http_method_GET")
+    );
+    assert_eq!(
+        stat(&[("route", "r1"), ("subject_id", "42")]).as_deref(),
+        Some("example.route_r1.subject_id_42")
+    );
+    assert_eq!(admitted(&e, d, &[("route", "r1"), ("subject_id", "42")]), 6);
+    // A shared wildcard keeps its pattern in the metric key, value_to_metric or not.
+    assert_eq!(admitted(&e, d, &[("bucket", "b-1")]), 2);
+    assert_eq!(admitted(&e, d, &[("bucket", "b-2")]), 0);
+    assert_eq!(
+        stat(&[("bucket", "b-3")]).as_deref(),
+        Some("example.bucket_b-*")
+    );
+}

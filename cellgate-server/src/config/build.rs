@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::yaml::{self, RawDescriptor, RawRateLimit, RawRoot};
-use super::{period, Algorithm, Config, ConfigError, Domain, LimitDef, Node, Rule, RuleSpec};
+use super::{
+    period, Algorithm, Config, ConfigError, Domain, LimitDef, Node, Pattern, Rule, RuleSpec,
+};
 use crate::api::Unit;
 
 /// Collects files into one config.
@@ -125,8 +127,31 @@ impl Builder {
             };
             let mut child_path = path.to_vec();
             child_path.push((key.clone(), value.clone()));
+            let pattern = value.as_deref().and_then(Pattern::new);
+            if d.share_threshold && pattern.is_none() {
+                return Err(here.error(
+                    "share_threshold",
+                    format!(
+                        "share_threshold can only be used with wildcard values (containing \
+                         '*'), but found key '{}'",
+                        match &value {
+                            Some(v) => format!("{key}_{v}"),
+                            None => key.clone(),
+                        }
+                    ),
+                ));
+            }
+            if d.quota_mode {
+                return Err(here.error(
+                    "quota_mode",
+                    "quota_mode is not supported: cellgate-server decides a request's \
+                     descriptors all or nothing",
+                ));
+            }
             let mut child = Node {
                 limit: self.limit(&here, d, &child_path, &stat_key)?,
+                value_to_metric: d.value_to_metric,
+                share_threshold: d.share_threshold,
                 ..Node::default()
             };
             self.level(
@@ -137,12 +162,10 @@ impl Builder {
                 &format!("{stat_key}."),
             )?;
             let siblings = node.children.entry(key).or_default();
-            let taken = match &value {
-                None => siblings.any.is_some(),
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) => siblings.wildcards.iter().any(|(p, _)| p == prefix),
-                    None => siblings.exact.contains_key(v),
-                },
+            let taken = match (&value, &pattern) {
+                (None, _) => siblings.any.is_some(),
+                (Some(_), Some(p)) => siblings.wildcards.iter().any(|(q, _)| q.text == p.text),
+                (Some(v), None) => siblings.exact.contains_key(v),
             };
             if taken {
                 return Err(here.error(
@@ -150,14 +173,12 @@ impl Builder {
                     format!("duplicate descriptor composite key '{stat_key}'"),
                 ));
             }
-            match value {
-                None => siblings.any = Some(Box::new(child)),
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) => siblings.wildcards.push((prefix.to_owned(), child)),
-                    None => {
-                        siblings.exact.insert(v, child);
-                    }
-                },
+            match (value, pattern) {
+                (None, _) => siblings.any = Some(Box::new(child)),
+                (Some(_), Some(p)) => siblings.wildcards.push((p, child)),
+                (Some(v), None) => {
+                    siblings.exact.insert(v, child);
+                }
             }
         }
         Ok(())

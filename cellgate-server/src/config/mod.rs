@@ -2,9 +2,11 @@
 //! cellgate's documented extensions.
 //!
 //! ratelimit's format: a `domain` and a tree of `descriptors`, each a `key`, an optional
-//! `value` (a trailing `*` makes it a prefix), an optional `rate_limit` (`unit`,
-//! `requests_per_unit`, `unlimited`, `name`, `replaces`), `shadow_mode`, `detailed_metric` and
-//! nested `descriptors`. Extensions, on a `rate_limit`: `algorithm` (`fixed_window`, the
+//! `value` (with a `*` anywhere, a wildcard: `files/*`, `*.pdf`, `/api/*/orders`), an optional
+//! `rate_limit` (`unit`, `requests_per_unit`, `unlimited`, `name`, `replaces`), `shadow_mode`,
+//! `detailed_metric`, `value_to_metric`, `share_threshold` (a wildcard's values share one
+//! limit), `metadata` (accepted, not used) and nested `descriptors`; `quota_mode: true` is
+//! refused (not supported). Extensions, on a `rate_limit`: `algorithm` (`fixed_window`, the
 //! default; `gcra` with an optional `burst`; `sliding_window`; `stock`), `period` (a duration
 //! such as `500ms`, `30s`, `5m`, `2h`, `1d`, instead of `unit`); on a descriptor, `rate_limits`
 //! (a list of limits that must all admit) instead of `rate_limit`.
@@ -184,6 +186,54 @@ pub(crate) struct Domain {
 pub(crate) struct Node {
     pub(crate) limit: Option<LimitDef>,
     pub(crate) children: HashMap<String, Children>,
+    /// `value_to_metric`: the metric key takes the request's value for this level.
+    pub(crate) value_to_metric: bool,
+    /// `share_threshold` (a wildcard node): every value it matches shares one limiter key.
+    pub(crate) share_threshold: bool,
+}
+
+/// A wildcard value: `*` matches any run of characters (none included), anywhere and any
+/// number of times, as in ratelimit (`files/*`, `*.pdf`, `a*b*c`).
+#[derive(Clone, Debug)]
+pub(crate) struct Pattern {
+    /// The value as configured.
+    pub(crate) text: String,
+    /// The text between the `*`s (at least two parts).
+    parts: Vec<String>,
+}
+
+impl Pattern {
+    /// `value` as a pattern, if it has a `*`.
+    pub(crate) fn new(value: &str) -> Option<Pattern> {
+        value.contains('*').then(|| Pattern {
+            text: value.to_owned(),
+            parts: value.split('*').map(str::to_owned).collect(),
+        })
+    }
+
+    /// Whether `value` matches: it starts with the first part, ends with the last, and holds the
+    /// others in order between them, none overlapping.
+    pub(crate) fn matches(&self, value: &str) -> bool {
+        let (Some(first), Some(last)) = (self.parts.first(), self.parts.last()) else {
+            return false;
+        };
+        let fixed: usize = self.parts.iter().map(String::len).sum();
+        if value.len() < fixed
+            || !value.starts_with(first.as_str())
+            || !value.ends_with(last.as_str())
+        {
+            return false;
+        }
+        // In bounds: the value is at least as long as the first and last parts together.
+        let mut rest = &value[first.len()..value.len() - last.len()];
+        for part in &self.parts[1..self.parts.len() - 1] {
+            match rest.find(part.as_str()) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 /// The descriptors of one key at one level.
@@ -191,8 +241,8 @@ pub(crate) struct Node {
 pub(crate) struct Children {
     /// `key` + `value`.
     pub(crate) exact: HashMap<String, Node>,
-    /// `key` + `prefix*`, in file order (the first that matches wins).
-    pub(crate) wildcards: Vec<(String, Node)>,
+    /// `key` + a value with `*`s, in file order (the first that matches wins).
+    pub(crate) wildcards: Vec<(Pattern, Node)>,
     /// `key` alone.
     pub(crate) any: Option<Box<Node>>,
 }

@@ -44,6 +44,15 @@ pub struct RawDescriptor {
     /// Metric key with the request's values.
     #[serde(default, skip_serializing_if = "is_false")]
     pub detailed_metric: bool,
+    /// Metric key with the request's value where the descriptor has none (or a wildcard).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub value_to_metric: bool,
+    /// A wildcard descriptor: every value it matches shares one limit.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub share_threshold: bool,
+    /// ratelimit's quota mode: refused when true (see `build.rs`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub quota_mode: bool,
     /// ratelimit passes it to Envoy; accepted and ignored here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_yaml::Value>,

@@ -359,21 +359,34 @@ impl Engine {
             shadow: global_shadow,
             replaces: Vec::new(),
         };
-        let Some(def) = matcher::find(root, &d.entries) else {
+        let Some(found) = matcher::find(root, &d.entries) else {
             return item;
         };
+        let def = found.def;
         if def.unlimited {
             item.kind = Kind::Unlimited;
             return item;
         }
         item.kind = Kind::Limited;
         item.shadow |= def.shadow_mode;
-        item.key = decide::values_key(d.entries.iter().map(|(_, v)| v.as_str()));
-        item.stat_key = if def.detailed_metric {
-            Arc::from(detailed_stat_key(domain, d))
+        if found.flagged {
+            let steps = matcher::path(root, &d.entries);
+            let (key, stat) =
+                matcher::flagged_keys(domain, &d.entries, &steps, def.detailed_metric);
+            item.key = key;
+            item.stat_key = if stat == *def.stat_key {
+                Arc::clone(&def.stat_key)
+            } else {
+                Arc::from(stat)
+            };
         } else {
-            Arc::clone(&def.stat_key)
-        };
+            item.key = decide::values_key(d.entries.iter().map(|(_, v)| v.as_str()));
+            item.stat_key = if def.detailed_metric {
+                Arc::from(detailed_stat_key(domain, d))
+            } else {
+                Arc::clone(&def.stat_key)
+            };
+        }
         item.checks = def
             .rules
             .iter()

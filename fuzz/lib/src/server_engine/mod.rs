@@ -27,7 +27,7 @@ use cellgate_server::engine::{Engine, EngineOptions};
 
 pub use tree::{Algorithm, Leaf, Limit, Limits, Node, Period};
 
-const REQUEST_VALUES: [&str; 4] = ["x", "y", "xz", "*"];
+const REQUEST_VALUES: [&str; 7] = ["x", "y", "xz", "*", "xyz", "yz", "xzz"];
 /// Steps of one input, descriptors of one request and entries of one descriptor, at most.
 const STEPS: usize = 64;
 const DESCRIPTORS: usize = 4;

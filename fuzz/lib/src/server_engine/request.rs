@@ -106,9 +106,10 @@ fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: b
         hits,
         shadow: shadow_all,
     };
-    let Some((path, desc)) = find(descs, &d.entries) else {
+    let Some(found) = find(descs, &d.entries) else {
         return item;
     };
+    let (path, desc) = (found.path, found.desc.expect("found at the last entry"));
     let list = match &desc.limits {
         Limits::None => return item,
         Limits::Unlimited => {
@@ -118,7 +119,10 @@ fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: b
         Limits::One(l) => std::slice::from_ref(l),
         Limits::Several(list) => list.as_slice(),
     };
-    let values: Vec<String> = d.entries.iter().map(|(_, v)| v.clone()).collect();
+    // A shared wildcard's pattern stands for the value: every value it matches, one state.
+    let values: Vec<String> = (d.entries.iter().zip(&found.shared))
+        .map(|((_, v), shared)| shared.map_or_else(|| v.clone(), str::to_owned))
+        .collect();
     item.shadow |= desc.shadow;
     item.kind = Kind::Limited(
         list.iter()

@@ -56,15 +56,17 @@ fn generate(rng: &mut Rng) -> Input {
     let tree = (0..1 + rng.below(4))
         .map(|_| Node {
             key: rng.below(3),
-            value: rng.below(5),
+            value: rng.below(8),
             limits: rng.limits(),
             shadow: rng.below(6) == 0,
+            share: rng.below(10) == 0,
             children: (0..rng.below(3))
                 .map(|_| Leaf {
                     key: rng.below(3),
-                    value: rng.below(5),
+                    value: rng.below(8),
                     limits: rng.limits(),
                     shadow: rng.below(6) == 0,
+                    share: rng.below(10) == 0,
                 })
                 .collect(),
         })
@@ -77,7 +79,7 @@ fn generate(rng: &mut Rng) -> Input {
                 descriptors: (0..1 + rng.below(3))
                     .map(|_| {
                         let entries = (0..1 + rng.below(2))
-                            .map(|_| (rng.below(3), rng.below(4)))
+                            .map(|_| (rng.below(3), rng.below(7)))
                             .collect();
                         (entries, (rng.below(4) == 0).then(|| rng.below(4)))
                     })
@@ -99,7 +101,7 @@ fn generate(rng: &mut Rng) -> Input {
 fn random_inputs_agree_with_the_model() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut total = Coverage::default();
-    for _ in 0..2000 {
+    for _ in 0..3000 {
         total += run(&generate(&mut rng));
     }
     println!("{total:?}");
@@ -128,6 +130,7 @@ fn config(limits: Limits, shadow: bool) -> Vec<Node> {
         value: 0,
         limits,
         shadow,
+        share: false,
         children: Vec::new(),
     }]
 }
@@ -281,6 +284,7 @@ fn a_refusal_reports_every_limit_that_would_refuse() {
         value: 0,
         limits: Limits::One(fixed),
         shadow: false,
+        share: false,
         children: Vec::new(),
     };
     let both = Step::Request {
@@ -316,6 +320,7 @@ fn a_named_limit_is_dropped_when_a_matched_limit_replaces_it() {
         value: 0,
         limits: Limits::One(limit),
         shadow: false,
+        share: false,
         children: Vec::new(),
     };
     let both = Step::Request {

@@ -10,8 +10,18 @@ use cellgate_server::config::yaml::{RawDescriptor, RawRateLimit, RawReplaces, Ra
 use super::limit::{Family, Spec};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
-/// Config values: `None` is the key alone; values ending in `*` are prefixes.
-const CONFIG_VALUES: [Option<&str>; 5] = [None, Some("x"), Some("y"), Some("x*"), Some("*")];
+/// Config values: `None` is the key alone; values with a `*` are wildcards (`*` matches any
+/// run of characters, anywhere).
+const CONFIG_VALUES: [Option<&str>; 8] = [
+    None,
+    Some("x"),
+    Some("y"),
+    Some("x*"),
+    Some("*"),
+    Some("*z"),
+    Some("x*z"),
+    Some("x*y*z"),
+];
 /// Top-level descriptors and children per descriptor, at most.
 const TOP: usize = 5;
 const CHILDREN: usize = 4;
@@ -27,6 +37,8 @@ pub struct Node {
     pub value: u8,
     pub limits: Limits,
     pub shadow: bool,
+    /// `share_threshold` (refused unless the value is a wildcard).
+    pub share: bool,
     pub children: Vec<Leaf>,
 }
 
@@ -37,6 +49,7 @@ pub struct Leaf {
     pub value: u8,
     pub limits: Limits,
     pub shadow: bool,
+    pub share: bool,
 }
 
 /// A descriptor's limits.
@@ -98,6 +111,7 @@ pub(crate) struct Desc {
     pub(crate) value: Option<&'static str>,
     pub(crate) limits: Limits,
     pub(crate) shadow: bool,
+    pub(crate) share: bool,
     pub(crate) children: Vec<Desc>,
 }
 
@@ -126,12 +140,14 @@ pub(crate) fn descs(tree: &[Node]) -> Vec<Desc> {
             value: config_value(n.value),
             limits: cut(&n.limits),
             shadow: n.shadow,
+            share: n.share,
             children: (n.children.iter().take(CHILDREN))
                 .map(|l| Desc {
                     key: key(l.key),
                     value: config_value(l.value),
                     limits: cut(&l.limits),
                     shadow: l.shadow,
+                    share: l.share,
                     children: Vec::new(),
                 })
                 .collect(),
@@ -244,13 +260,15 @@ fn raw_desc(d: &Desc) -> RawDescriptor {
         rate_limit,
         rate_limits,
         shadow_mode: d.shadow,
+        share_threshold: d.share,
         descriptors: d.children.iter().map(raw_desc).collect(),
         ..RawDescriptor::default()
     }
 }
 
 /// Whether the loader must accept the tree: no two siblings with the same key and value, no
-/// empty `rate_limits`, no `burst: 0`, no limit that replaces its own name.
+/// empty `rate_limits`, no `burst: 0`, no limit that replaces its own name, no
+/// `share_threshold` on a value without a `*`.
 pub(crate) fn valid(descs: &[Desc]) -> bool {
     let unique = descs.iter().enumerate().all(|(i, a)| {
         descs[..i]
@@ -262,35 +280,71 @@ pub(crate) fn valid(descs: &[Desc]) -> bool {
         Limits::One(l) => l.valid(),
         _ => true,
     };
-    unique && descs.iter().all(|d| limits_ok(d) && valid(&d.children))
+    let share_ok = |d: &Desc| !d.share || d.value.is_some_and(|v| v.contains('*'));
+    unique
+        && descs
+            .iter()
+            .all(|d| limits_ok(d) && share_ok(d) && valid(&d.children))
 }
 
 /// ratelimit's matching on the model's tree: for each entry, the sibling with the same key and
-/// value, else the first of that key whose `prefix*` the value starts with, else the one of
-/// the key alone. The path (sibling indices) and the descriptor the last entry lands on.
-pub(crate) fn find<'d>(
-    descs: &'d [Desc],
-    entries: &[(String, String)],
-) -> Option<(Vec<usize>, &'d Desc)> {
+/// value, else the first of that key whose wildcard value matches the value, else the one of
+/// the key alone. The path (sibling indices, and for each entry the wildcard it matched through
+/// a `share_threshold` descriptor) and the descriptor the last entry lands on.
+pub(crate) fn find<'d>(descs: &'d [Desc], entries: &[(String, String)]) -> Option<Found<'d>> {
     let mut level = descs;
-    let mut path = Vec::new();
+    let mut found = Found {
+        path: Vec::new(),
+        shared: Vec::new(),
+        desc: None,
+    };
     for (i, (k, v)) in entries.iter().enumerate() {
         let same_key = || level.iter().enumerate().filter(|(_, d)| d.key == k);
-        let exact = same_key().find(|(_, d)| d.value == Some(v.as_str()) && !v.ends_with('*'));
-        let prefix = || {
+        let exact = same_key().find(|(_, d)| d.value == Some(v.as_str()) && !v.contains('*'));
+        let wildcard = || {
             same_key().find(|(_, d)| {
                 d.value
-                    .and_then(|p| p.strip_suffix('*'))
-                    .is_some_and(|p| v.starts_with(p))
+                    .is_some_and(|p| p.contains('*') && glob(p.as_bytes(), v.as_bytes()))
             })
         };
         let alone = || same_key().find(|(_, d)| d.value.is_none());
-        let (index, next) = exact.or_else(prefix).or_else(alone)?;
-        path.push(index);
+        let (index, next, via_wildcard) = match exact {
+            Some((i, d)) => (i, d, false),
+            None => match wildcard() {
+                Some((i, d)) => (i, d, true),
+                None => {
+                    let (i, d) = alone()?;
+                    (i, d, false)
+                }
+            },
+        };
+        found.path.push(index);
+        found
+            .shared
+            .push(next.value.filter(|_| via_wildcard && next.share));
         if i + 1 == entries.len() {
-            return Some((path, next));
+            found.desc = Some(next);
+            return Some(found);
         }
         level = &next.children;
     }
     None
+}
+
+/// What [`find`] found.
+pub(crate) struct Found<'d> {
+    pub(crate) path: Vec<usize>,
+    /// Per entry: the pattern that stands for its value in the limit's key (`share_threshold`).
+    pub(crate) shared: Vec<Option<&'static str>>,
+    pub(crate) desc: Option<&'d Desc>,
+}
+
+/// Whether `text` matches the wildcard `pattern` (`*`: any run of bytes, none included), by
+/// trying every split at each `*` (the model's way: plain recursion, not the loader's scan).
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|skip| glob(rest, &text[skip..])),
+        Some((c, rest)) => text.first() == Some(c) && glob(rest, &text[1..]),
+    }
 }
