@@ -67,6 +67,19 @@ async fn ask(s: &Server, dir: &Path, client: Option<&str>) -> Result<i32, tonic:
     Ok(r.into_inner().overall_code)
 }
 
+/// The server with gRPC over TLS from `cert` and `key`, no client certificates asked for.
+fn tls_server(cert: &str, key: &str) -> Server {
+    Server::start(
+        SHOP,
+        &[],
+        &[
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", cert),
+            ("GRPC_SERVER_TLS_KEY", key),
+        ],
+    )
+}
+
 fn request() -> RateLimitRequest {
     RateLimitRequest {
         domain: "shop".into(),
@@ -92,15 +105,7 @@ async fn grpc_over_tls_then_client_certificates_checked_as_ratelimit() {
     let ok = Ok(Code::Ok as i32);
 
     // Server TLS alone: a TLS client is answered; a plaintext one is not.
-    let s = Server::start(
-        SHOP,
-        &[],
-        &[
-            ("GRPC_SERVER_USE_TLS", "true"),
-            ("GRPC_SERVER_TLS_CERT", &cert),
-            ("GRPC_SERVER_TLS_KEY", &key),
-        ],
-    );
+    let s = tls_server(&cert, &key);
     assert_eq!(ask(&s, dir.path(), None).await, ok);
     let plain = format!("http://{}", s.grpc.as_deref().expect("grpc"));
     let answered = match RateLimitServiceClient::connect(plain).await {
@@ -180,16 +185,7 @@ async fn a_certificate_replaced_on_disk_serves_new_connections_and_a_broken_one_
         std::os::unix::fs::symlink(format!("..data/{f}"), live.join(f)).expect("symlink");
     }
     let file = |f: &str| live.join(f).to_string_lossy().into_owned();
-    let (cert, key) = (file("server.pem"), file("server.key"));
-    let s = Server::start(
-        SHOP,
-        &[],
-        &[
-            ("GRPC_SERVER_USE_TLS", "true"),
-            ("GRPC_SERVER_TLS_CERT", &cert),
-            ("GRPC_SERVER_TLS_KEY", &key),
-        ],
-    );
+    let s = tls_server(&file("server.pem"), &file("server.key"));
     let ok = Ok(Code::Ok as i32);
     assert_eq!(ask(&s, dir.path(), None).await, ok);
     assert!(

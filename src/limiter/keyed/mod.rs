@@ -25,6 +25,8 @@ use crate::sync::Counter;
 
 mod builder;
 mod check;
+#[cfg(all(test, not(loom)))]
+mod exact_int_tests;
 mod lifecycle;
 mod tables;
 
@@ -120,7 +122,7 @@ pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 /// # Ok::<(), cellgate::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, C = DefaultClock> {
-    pub(crate) store: Store<K>,
+    store: Store<K>,
     setting: Setting,
     clock: C,
     max_keys: usize,
