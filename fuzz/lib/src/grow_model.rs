@@ -1,7 +1,7 @@
 //! The growing table (the keyed builder's default store) against the exact store, differentially,
 //! and the exact store's two forms against each other: integer keys (`u16` here, whose
 //! fingerprints are a bijection of the keys) and the same keys wrapped in a type that is not an
-//! integer ([`Word`], kept beside the slots), which must decide and hold alike.
+//! integer (`Word`, kept beside the slots), which must decide and hold alike.
 //!
 //! The exact store (`exact_keys()`: the same growing table with the keys kept beside the slots,
 //! which drops keys only by sweeps and at a ceiling, never on inserts) is checked against the
