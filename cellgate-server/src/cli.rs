@@ -9,7 +9,7 @@ use clap::Parser;
 use cellgate_server::engine::{EngineOptions, InputLimits};
 use cellgate_server::fleet::FleetOptions;
 use cellgate_server::resp::RespConfig;
-use cellgate_server::server::{GrpcTls, HeaderNames, Limits, Settings};
+use cellgate_server::server::{GrpcTls, HeaderNames, Limits, Settings, Statsd};
 
 // Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
 // on/off.
@@ -186,6 +186,27 @@ pub(crate) struct Cli {
     #[arg(long, env = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", action = clap::ArgAction::Set,
           default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub prometheus_response_time_as_milliseconds: bool,
+    /// Send ratelimit's statsd counters (`ratelimit.service.rate_limit.<key>.total_hits`, ...)
+    /// to --statsd-host:--statsd-port every --stats-flush-interval (ratelimit sends them by
+    /// default; here they are off unless asked for: `/metrics` serves them).
+    #[arg(long, env = "USE_STATSD", action = clap::ArgAction::Set, default_value_t = false,
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub statsd: bool,
+    /// The statsd server's host.
+    #[arg(
+        long,
+        env = "STATSD_HOST",
+        default_value = "localhost",
+        value_name = "HOST"
+    )]
+    pub statsd_host: String,
+    /// The statsd server's UDP port.
+    #[arg(long, env = "STATSD_PORT", default_value_t = 8125, value_name = "PORT")]
+    pub statsd_port: u16,
+    /// How often the statsd counters are sent; Go's duration syntax, more than zero.
+    #[arg(long, env = "STATS_FLUSH_INTERVAL", default_value = "10s", value_name = "DURATION",
+          value_parser = positive_duration)]
+    pub stats_flush_interval: Duration,
 }
 
 /// How log lines are written.
@@ -199,6 +220,13 @@ pub(crate) enum LogFormat {
 
 /// A duration in Go's syntax, as ratelimit's variables hold them (`24h`, `1h30m`, `1.5h`,
 /// `300ms`).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("must be more than zero".into()),
+        d => Ok(d),
+    }
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (expected e.g. 24h, 1h30m, 300s)"))
 }
@@ -312,6 +340,14 @@ impl Cli {
                     client_ca: path(&self.grpc_client_ca),
                     client_san: self.grpc_client_san.clone().filter(|s| !s.is_empty()),
                 }
+            }),
+            statsd: self.statsd.then(|| Statsd {
+                addr: if self.statsd_host.contains(':') && !self.statsd_host.starts_with('[') {
+                    format!("[{}]:{}", self.statsd_host, self.statsd_port)
+                } else {
+                    format!("{}:{}", self.statsd_host, self.statsd_port)
+                },
+                flush_interval: self.stats_flush_interval,
             }),
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {
                 limit: self.limit_limit_header.clone(),

@@ -17,7 +17,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::api::StatHits;
-use crate::sync::{BoundedSet, Histogram};
+use crate::sync::{BoundedMap, BoundedSet, Histogram, Tally};
 
 /// The response-time buckets' upper bounds, in nanoseconds: Prometheus' default buckets (5 ms
 /// to 10 s, which ratelimit's mapping uses), with four below them (100 µs to 1 ms), where a
@@ -40,6 +40,15 @@ const RESPONSE_TIME_BOUNDS: [u64; 17] = [
     5_000_000_000,
     10_000_000_000,
     u64::MAX,
+];
+
+/// The statsd names of a series' counts, after `ratelimit.service.rate_limit.<key>.`.
+pub(crate) const STATSD_HITS: [&str; 5] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
 ];
 
 type ResponseTimes = Histogram<{ RESPONSE_TIME_BOUNDS.len() }>;
@@ -111,6 +120,11 @@ impl EncodeMetric for Requests {
 pub(crate) struct Count(Counter);
 
 impl Count {
+    /// The count so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.get()
+    }
+
     /// Adds `n`.
     pub(crate) fn add(&self, n: u64) {
         self.0.inc_by(n);
@@ -182,6 +196,9 @@ pub(crate) struct Metrics {
     /// gRPC over TLS: handshakes that failed or timed out.
     pub(crate) tls_handshake_errors: Count,
     series: BoundedSet<Arc<str>>,
+    /// With the statsd sink on: each series' hits since the sink last sent them, in
+    /// [`STATSD_HITS`] order.
+    statsd: Option<BoundedMap<Arc<str>, Tally<5>>>,
     response_times: Arc<ResponseTimes>,
     /// Times requests: the time-stamp counter (a few nanoseconds a read, against tens for
     /// `Instant::now` on a virtual machine's clock).
@@ -205,7 +222,7 @@ impl Drop for RequestTimer<'_> {
 impl Metrics {
     /// The metrics, with at most `max_series` distinct descriptor keys; response times in
     /// milliseconds if `response_time_ms` (ratelimit's legacy unit), else in seconds.
-    pub(crate) fn new(max_series: usize, response_time_ms: bool) -> Self {
+    pub(crate) fn new(max_series: usize, response_time_ms: bool, statsd: bool) -> Self {
         let mut registry = Registry::default();
         let m = Metrics {
             registry: Registry::default(),
@@ -226,6 +243,7 @@ impl Metrics {
             tls_load_error: Count::default(),
             tls_handshake_errors: Count::default(),
             series: BoundedSet::new(max_series),
+            statsd: statsd.then(|| BoundedMap::new(max_series)),
             response_times: Arc::new(Histogram::new(RESPONSE_TIME_BOUNDS)),
             clock: QuantaClock::new(),
         };
@@ -358,6 +376,64 @@ impl Metrics {
                 family.get_or_create(&labels).add(n);
             }
         }
+        if let Some(tally) = self
+            .statsd
+            .as_ref()
+            .and_then(|m| m.get_or_default(&hits.key))
+        {
+            let counts = [
+                hits.total_hits,
+                hits.over_limit,
+                hits.near_limit,
+                hits.within_limit,
+                hits.shadow_mode,
+            ];
+            for (i, n) in counts.into_iter().enumerate() {
+                if n > 0 {
+                    tally.add(i, n);
+                }
+            }
+        }
+    }
+
+    /// With the statsd sink on, each series' key and its hits since the last call, in
+    /// [`STATSD_HITS`] order (taken: the next call counts from zero).
+    pub(crate) fn take_statsd_hits(&self) -> Vec<(Arc<str>, [u64; 5])> {
+        let Some(map) = &self.statsd else {
+            return Vec::new();
+        };
+        map.entries()
+            .into_iter()
+            .map(|(key, tally)| (key, std::array::from_fn(|i| tally.take(i))))
+            .collect()
+    }
+
+    /// The totals the statsd sink sends besides the series, by ratelimit's statsd names: the
+    /// configurations loaded and refused, the requests refused as malformed, the gRPC
+    /// requests answered.
+    pub(crate) fn statsd_totals(&self) -> [(&'static str, u64); 4] {
+        let errors = self
+            .request_errors
+            .get(&vec![("err_type", "service_error")])
+            .map_or(0, |c| c.get());
+        [
+            (
+                "ratelimit.service.config_load_success",
+                self.config_load_success.get(),
+            ),
+            (
+                "ratelimit.service.config_load_error",
+                self.config_load_error.get(),
+            ),
+            (
+                "ratelimit.service.call.should_rate_limit.service_error",
+                errors,
+            ),
+            (
+                "ratelimit_server.ShouldRateLimit.total_requests",
+                self.response_times.snapshot().count,
+            ),
+        ]
     }
 
     /// Counts one request refused as malformed.
@@ -420,7 +496,7 @@ mod tests {
 
     #[test]
     fn counts_are_encoded_under_exact_names_and_series_are_capped() {
-        let m = Metrics::new(1, false);
+        let m = Metrics::new(1, false, false);
         let hits = |key: &str| StatHits {
             key: key.into(),
             total_hits: 2,
@@ -440,7 +516,7 @@ mod tests {
 
     #[test]
     fn response_times_are_ratelimits_histogram_in_seconds() {
-        let m = Metrics::new(1, false);
+        let m = Metrics::new(1, false, false);
         for us in [50, 300, 300, 20_000] {
             m.response_times.record(us * 1_000);
         }
@@ -464,7 +540,7 @@ mod tests {
             assert!(text.contains(&want), "{want} not in\n{text}");
         }
         // In milliseconds, as ratelimit's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS.
-        let m = Metrics::new(1, true);
+        let m = Metrics::new(1, true, false);
         m.response_times.record(300_000);
         let text = m.encode(0, None);
         for want in [

@@ -55,6 +55,88 @@ impl<T: Eq + Hash + Clone> BoundedSet<T> {
     }
 }
 
+/// A map that holds at most `cap` distinct keys, then refuses new ones; values are shared
+/// (`Arc`) so that a caller works on one outside the lock.
+///
+/// The statsd sink's per-series tallies: one read lock per look-up of a key already held.
+#[cfg(feature = "server")]
+pub(crate) struct BoundedMap<K, V> {
+    cap: usize,
+    entries: RwLock<std::collections::HashMap<K, std::sync::Arc<V>>>,
+}
+
+#[cfg(feature = "server")]
+impl<K: Eq + Hash + Clone, V: Default> BoundedMap<K, V> {
+    /// An empty map holding at most `cap` keys.
+    pub(crate) fn new(cap: usize) -> Self {
+        BoundedMap {
+            cap,
+            entries: RwLock::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// `key`'s value, made (default) if the key is new and there is room; `None` when full.
+    pub(crate) fn get_or_default(&self, key: &K) -> Option<std::sync::Arc<V>> {
+        // Poisoning only means a panic elsewhere while holding the lock; inserting is the only
+        // mutation, so the map is consistent either way.
+        if let Some(v) = self
+            .entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
+            return Some(std::sync::Arc::clone(v));
+        }
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = entries.get(key) {
+            return Some(std::sync::Arc::clone(v));
+        }
+        if entries.len() >= self.cap {
+            return None;
+        }
+        let v = std::sync::Arc::new(V::default());
+        entries.insert(key.clone(), std::sync::Arc::clone(&v));
+        Some(v)
+    }
+
+    /// Every key and its value, at one moment.
+    pub(crate) fn entries(&self) -> Vec<(K, std::sync::Arc<V>)> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
+            .map(|(k, v)| (k.clone(), std::sync::Arc::clone(v)))
+            .collect()
+    }
+}
+
+/// Counts added by many threads and taken (read and reset) by one: the statsd sink's deltas.
+#[cfg(feature = "server")]
+#[derive(Debug)]
+pub(crate) struct Tally<const N: usize>([AtomicU64; N]);
+
+#[cfg(feature = "server")]
+impl<const N: usize> Default for Tally<N> {
+    fn default() -> Self {
+        Tally(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+#[cfg(feature = "server")]
+impl<const N: usize> Tally<N> {
+    /// Adds `n` to count `i`.
+    pub(crate) fn add(&self, i: usize, n: u64) {
+        // Relaxed: a statistic; the swap in `take` sees every add once, whatever the order.
+        self.0[i].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Count `i` since the last take, reset to zero in the same step (no add is lost or
+    /// counted twice).
+    pub(crate) fn take(&self, i: usize) -> u64 {
+        // Relaxed: the swap is one atomic read-modify-write; nothing else is published by it.
+        self.0[i].swap(0, Ordering::Relaxed)
+    }
+}
+
 /// A running total that only grows (a fleet limit's backend errors, added when the limit is
 /// retired so that the exported counter never goes down).
 #[cfg(feature = "server")]
@@ -205,6 +287,22 @@ impl ClientIds {
 #[cfg(all(test, feature = "server"))]
 mod tests {
     use super::{BoundedSet, Histogram};
+
+    #[test]
+    fn a_tally_takes_every_add_once() {
+        let t = super::Tally::<2>::default();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        t.add(1, 2);
+                    }
+                });
+            }
+        });
+        assert_eq!((t.take(0), t.take(1)), (0, 8000));
+        assert_eq!(t.take(1), 0);
+    }
 
     #[test]
     fn histogram_counts_each_value_once_in_its_bucket_across_threads() {

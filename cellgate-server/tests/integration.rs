@@ -21,4 +21,5 @@ mod server_grpc;
 mod server_http;
 mod server_python;
 mod server_reload;
+mod server_statsd;
 mod server_tls;

@@ -2,6 +2,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod service;
+mod statsd;
 pub(crate) mod tls;
 
 use std::future::Future;
@@ -21,6 +22,7 @@ use crate::metrics::Metrics;
 use conn::CappedListener;
 pub use service::HeaderNames;
 use service::Service;
+pub use statsd::Statsd;
 pub use tls::GrpcTls;
 
 /// Bounds on what clients can make the server hold; each has a flag.
@@ -107,6 +109,8 @@ pub struct Settings {
     /// Health checks fail until a configuration with a domain is in force (ratelimit's
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
     pub health_needs_config: bool,
+    /// ratelimit's statsd counters sent to this server (`USE_STATSD`); `None`: not sent.
+    pub statsd: Option<Statsd>,
 }
 
 /// Why the server could not start.
@@ -127,6 +131,8 @@ pub enum StartError {
     Fleet(String),
     /// gRPC over TLS cannot start (a file unread or unparsed, a build without `tls`).
     Tls(String),
+    /// The statsd address does not resolve, or no socket can be bound for it.
+    Statsd(String),
     /// A listener could not be bound.
     Bind {
         /// Which listener.
@@ -144,6 +150,7 @@ impl std::fmt::Display for StartError {
             StartError::Config(e) => write!(f, "invalid configuration: {e}"),
             StartError::Fleet(e) => write!(f, "fleet mode (--redis): {e}"),
             StartError::Tls(e) => write!(f, "gRPC over TLS: {e}"),
+            StartError::Statsd(e) => write!(f, "{e}"),
             StartError::Bind { what, addr, error } => {
                 write!(f, "cannot listen ({what}) on {addr}: {error}")
             }
@@ -278,6 +285,7 @@ impl Server {
         let metrics = Arc::new(Metrics::new(
             settings.limits.max_metric_series,
             settings.response_time_as_milliseconds,
+            settings.statsd.is_some(),
         ));
         if settings.config.is_some() {
             metrics.config_load_success.add(1);
@@ -312,6 +320,15 @@ impl Server {
             if let Err(e) = r {
                 tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
             }
+        }
+        if let Some(statsd) = &settings.statsd {
+            let client = statsd::client(statsd).map_err(StartError::Statsd)?;
+            tokio::spawn(statsd::run(
+                client,
+                Arc::clone(&service.metrics),
+                statsd.flush_interval,
+                stopped(&shutdown_tx),
+            ));
         }
         if let Some(acceptor) = &grpc_tls {
             service.metrics.tls_load_success.add(1);
