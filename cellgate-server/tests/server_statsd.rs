@@ -82,6 +82,36 @@ fn statsd_counters_add_up_to_the_requests_under_ratelimits_names() {
 }
 
 #[test]
+fn the_last_counts_are_sent_when_the_server_stops() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let port = socket.local_addr().expect("addr").port().to_string();
+    // An interval no test waits for: only the flush at the stop sends anything.
+    let mut s = Server::start(
+        SHOP,
+        &[],
+        &[
+            ("USE_STATSD", "1"),
+            ("STATSD_HOST", "127.0.0.1"),
+            ("STATSD_PORT", &port),
+            ("STATS_FLUSH_INTERVAL", "1h"),
+        ],
+    );
+    assert_eq!(post_json(&s, ADDR).status, 200);
+    assert!(s.terminate().success());
+    let name = "ratelimit.service.rate_limit.shop.remote_address.total_hits";
+    let sums = collect(&socket, Duration::from_secs(10), |sums| {
+        sums.contains_key(name)
+    });
+    assert_eq!(sums.get(name), Some(&1), "{sums:?}");
+}
+
+#[test]
 fn a_zero_flush_interval_is_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_cellgate-server"))
         .args(["--http", "off", "--grpc", "off", "--resp", "off"])

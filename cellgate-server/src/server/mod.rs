@@ -179,6 +179,8 @@ pub struct Server {
     grpc_tls: Option<Arc<tls::Acceptor>>,
     http: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
+    /// The statsd counters' client, when they are sent (`serve` runs the sending).
+    statsd: Option<cadence::StatsdClient>,
 }
 
 /// Loads the configuration at `path`.
@@ -321,15 +323,10 @@ impl Server {
                 tracing::warn!(error = %e, "cannot watch the configuration; reloads are off");
             }
         }
-        if let Some(statsd) = &settings.statsd {
-            let client = statsd::client(statsd).map_err(StartError::Statsd)?;
-            tokio::spawn(statsd::run(
-                client,
-                Arc::clone(&service.metrics),
-                statsd.flush_interval,
-                stopped(&shutdown_tx),
-            ));
-        }
+        let statsd = (settings.statsd.as_ref())
+            .map(statsd::client)
+            .transpose()
+            .map_err(StartError::Statsd)?;
         if let Some(acceptor) = &grpc_tls {
             service.metrics.tls_load_success.add(1);
             watch_certificates(acceptor, &service.metrics, shutdown_tx.subscribe());
@@ -355,6 +352,7 @@ impl Server {
             grpc_tls,
             http,
             shutdown_tx,
+            statsd,
         })
     }
 
@@ -407,7 +405,20 @@ impl Server {
             grpc_tls,
             http,
             shutdown_tx,
+            statsd,
         } = self;
+        // Sends until the requests in flight are drained, then once more: every count made.
+        let (drained, statsd_stop) = tokio::sync::oneshot::channel::<()>();
+        let statsd = statsd.zip(settings.statsd.as_ref()).map(|(client, s)| {
+            tokio::spawn(statsd::run(
+                client,
+                Arc::clone(&service.metrics),
+                s.flush_interval,
+                async move {
+                    let _ = statsd_stop.await;
+                },
+            ))
+        });
         let limits = settings.limits;
         let mut tasks: Vec<JoinHandle<()>> = Vec::new();
         if let Some(l) = grpc {
@@ -432,6 +443,10 @@ impl Server {
         tracing::info!("shutting down: draining requests in flight");
         shutdown_tx.send_replace(true);
         for t in tasks {
+            let _ = t.await;
+        }
+        let _ = drained.send(());
+        if let Some(t) = statsd {
             let _ = t.await;
         }
         if let Some(path) = &settings.grpc_uds {
