@@ -1,7 +1,8 @@
-//! The exact store for integer keys: a key of 64 bits or fewer is its own fingerprint, once
-//! mixed by a bijection, so the growing table of fingerprints is already exact for it and needs
-//! no key column beside its slots (which the exact store keeps for other keys: 16 more bytes a
-//! slot to write, copy at every growing rebuild and miss on).
+//! The store of integer keys, default and exact alike: a key of 64 bits or fewer is its own
+//! fingerprint, once mixed by a bijection, so the growing table of fingerprints is exact for it
+//! and needs no key column beside its slots (which the exact store keeps for other keys: 16
+//! more bytes a slot to write, copy at every growing rebuild and miss on), and two integer keys
+//! never share a budget in the default store either.
 //!
 //! The mix is keyed per instance (a random xor and random odd multipliers), as the other
 //! stores' hasher is, so that clients who do not know it cannot aim keys at one home slot.
@@ -15,24 +16,26 @@ use std::hash::{BuildHasher, Hash};
 
 use super::grow_table::GrowTable;
 use super::Hasher;
-use crate::sync::grow::NewColumn;
+use crate::sync::grow::{Keys, NewColumn};
 
-/// The key types whose `Hash` writes one integer of at most 64 bits and nothing else, so that
-/// [`Mix`] sees the whole key.
-pub(crate) fn is_int<K: 'static>() -> bool {
-    [
-        TypeId::of::<u64>(),
-        TypeId::of::<i64>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<i32>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<i16>(),
-        TypeId::of::<u8>(),
-        TypeId::of::<i8>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<isize>(),
-    ]
-    .contains(&TypeId::of::<K>())
+/// For a key type whose `Hash` writes one integer of at most 64 bits and nothing else (so
+/// that [`Mix`] sees the whole key), the maker of its key column (for the side table); `None`
+/// for any other type. By type identity, so that callers need no `Clone` bound on `K`.
+fn column<K: 'static>() -> Option<NewColumn> {
+    let id = TypeId::of::<K>();
+    let columns: [(TypeId, NewColumn); 10] = [
+        (TypeId::of::<u64>(), Keys::<u64>::column),
+        (TypeId::of::<i64>(), Keys::<i64>::column),
+        (TypeId::of::<u32>(), Keys::<u32>::column),
+        (TypeId::of::<i32>(), Keys::<i32>::column),
+        (TypeId::of::<u16>(), Keys::<u16>::column),
+        (TypeId::of::<i16>(), Keys::<i16>::column),
+        (TypeId::of::<u8>(), Keys::<u8>::column),
+        (TypeId::of::<i8>(), Keys::<i8>::column),
+        (TypeId::of::<usize>(), Keys::<usize>::column),
+        (TypeId::of::<isize>(), Keys::<isize>::column),
+    ];
+    columns.into_iter().find(|(t, _)| *t == id).map(|(_, c)| c)
 }
 
 /// The keyed bijection on 64-bit values (a `BuildHasher` whose hashers take one integer).
@@ -97,7 +100,7 @@ impl BuildHasher for Mix {
     }
 }
 
-/// Takes one integer ([`is_int`]'s types write exactly one) and finishes with its mix.
+/// Takes one integer ([`column()`]'s types write exactly one) and finishes with its mix.
 pub(crate) struct MixHasher {
     mix: Mix,
     x: u64,
@@ -109,7 +112,7 @@ impl std::hash::Hasher for MixHasher {
         self.mix.mix(self.x)
     }
 
-    /// Never called for [`is_int`]'s types (they write through the sized methods below); folds
+    /// Never called for [`column()`]'s types (they write through the sized methods below); folds
     /// the bytes in so that the hash still depends on them.
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -143,7 +146,7 @@ impl std::hash::Hasher for MixHasher {
     }
 }
 
-/// The exact store of integer keys (see the module docs).
+/// The store of integer keys (see the module docs).
 pub(crate) struct IntTables {
     /// Every key whose mix is 2 or more, by that mix as its fingerprint.
     pub(crate) ints: GrowTable,
@@ -161,17 +164,24 @@ pub(crate) struct Rest {
 }
 
 impl IntTables {
-    /// Empty tables with an optional ceiling (each table's: the side table holds at most two
-    /// keys); `column` makes the side table's key columns.
-    pub(crate) fn new(max_keys: Option<usize>, column: NewColumn) -> Self {
-        IntTables {
-            ints: GrowTable::new(max_keys, None).keeping_idle_keys(),
+    /// Empty tables for keys of type `K` with an optional ceiling (each table's: the side
+    /// table holds at most two keys); `None` unless `K` is one of [`column()`]'s types. With
+    /// `reclaims`, an insert that finds its shard full drops the shard's idle keys as it
+    /// rebuilds it (the default store); without, keys leave only by sweeps (the exact store).
+    pub(crate) fn new<K: 'static>(max_keys: Option<usize>, reclaims: bool) -> Option<Self> {
+        let ints = GrowTable::new(max_keys, None);
+        Some(IntTables {
+            ints: if reclaims {
+                ints
+            } else {
+                ints.keeping_idle_keys()
+            },
             mix: Mix::new(),
             rest: Box::new(Rest {
-                table: GrowTable::new(Some(2), Some(column)),
+                table: GrowTable::new(Some(2), Some(column::<K>()?)),
                 hasher: Hasher::new(),
             }),
-        }
+        })
     }
 
     /// `key`'s fingerprint in [`Self::ints`]; `None` for a key kept in [`Self::rest`].
@@ -207,14 +217,15 @@ mod tests {
 
     #[test]
     fn only_whole_integer_keys_take_the_mix() {
-        assert!(is_int::<u64>() && is_int::<i32>() && is_int::<usize>());
-        assert!(!is_int::<u128>() && !is_int::<String>() && !is_int::<(u32, u32)>());
-        assert!(!is_int::<std::net::Ipv4Addr>());
+        let is_int = |c: Option<NewColumn>| c.is_some();
+        assert!(is_int(column::<u64>()) && is_int(column::<i32>()) && is_int(column::<usize>()));
+        assert!(!is_int(column::<u128>()) && !is_int(column::<String>()));
+        assert!(!is_int(column::<(u32, u32)>()) && !is_int(column::<std::net::Ipv4Addr>()));
     }
 
     #[test]
     fn an_integer_hashes_as_its_mix() {
-        let tables = IntTables::new(None, crate::sync::grow::Keys::<u64>::column);
+        let tables = IntTables::new::<u64>(None, false).expect("an integer type");
         for x in [5u64, 1 << 40] {
             let h = tables.mix.mix(x);
             assert_eq!(tables.fingerprint(&x), (h >= 2).then_some(h));

@@ -9,7 +9,7 @@ use std::hash::Hash;
 use crate::sync::grow::NewColumn;
 
 use super::grow_table::{ByFingerprint, Exact, GrowTable};
-use super::int_key::{self, IntTables};
+use super::int_key::IntTables;
 use super::table::Table;
 use super::{Hasher, Located};
 
@@ -25,16 +25,17 @@ pub(crate) enum Store<K> {
     /// Keys by fingerprint in the growing lock-free table (see [`super::grow_table`]): the
     /// default.
     Grow(GrowTable, Hasher),
-    /// The exact store of integer keys (`exact_keys()` on `u64`, `i32`, ...): the growing table
-    /// by fingerprint, each key's fingerprint a bijection of it (see [`super::int_key`]).
-    ExactInt(IntTables),
+    /// Integer keys (`u64`, `i32`, ...), in the default store and with `exact_keys()`: the
+    /// growing table by fingerprint, each key's fingerprint a bijection of it, so exact in
+    /// both (see [`super::int_key`]).
+    Int(IntTables),
 }
 
 impl<K: Hash + Eq + 'static> Store<K> {
     /// The exact table, with an optional ceiling; `column` makes its arrays' key columns.
     pub(crate) fn exact(max_keys: Option<usize>, column: NewColumn) -> Self {
-        if int_key::is_int::<K>() {
-            return Store::ExactInt(IntTables::new(max_keys, column));
+        if let Some(tables) = IntTables::new::<K>(max_keys, false) {
+            return Store::Int(tables);
         }
         Store::Exact(
             GrowTable::new(max_keys, Some(column)),
@@ -50,7 +51,10 @@ impl<K: Hash + Eq + 'static> Store<K> {
 
     /// The growing table, with an optional ceiling.
     pub(crate) fn grow(max_keys: Option<usize>) -> Self {
-        Store::Grow(GrowTable::new(max_keys, None), Hasher::new())
+        match IntTables::new::<K>(max_keys, true) {
+            Some(tables) => Store::Int(tables),
+            None => Store::Grow(GrowTable::new(max_keys, None), Hasher::new()),
+        }
     }
 
     /// Keys held.
@@ -58,7 +62,7 @@ impl<K: Hash + Eq + 'static> Store<K> {
         match self {
             Store::Table(table, _) => table.len(),
             Store::Grow(table, _) | Store::Exact(table, _, _) => table.len(),
-            Store::ExactInt(tables) => tables.len(),
+            Store::Int(tables) => tables.len(),
         }
     }
 
@@ -99,7 +103,7 @@ impl<K: Hash + Eq + 'static> Store<K> {
         match self {
             Store::Table(table, _) => table.sweep(is_idle),
             Store::Grow(table, _) | Store::Exact(table, _, _) => table.sweep(is_idle),
-            Store::ExactInt(t) => t.ints.sweep(is_idle) + t.rest.table.sweep(is_idle),
+            Store::Int(t) => t.ints.sweep(is_idle) + t.rest.table.sweep(is_idle),
         }
     }
 }

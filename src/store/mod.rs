@@ -53,7 +53,7 @@ impl<K> Store<K> {
             Store::Exact(table, hasher, _) => {
                 Located::Exact(table, crate::store::hash(hasher, key))
             }
-            Store::ExactInt(t) => match t.fingerprint(key) {
+            Store::Int(t) => match t.fingerprint(key) {
                 Some(fp) => Located::Fingerprint(&t.ints, fp),
                 None => Located::Exact(&t.rest.table, crate::store::hash(&t.rest.hasher, key)),
             },

@@ -1,7 +1,8 @@
 //! The growing table (the keyed builder's default store) against the exact store, differentially,
-//! and the exact store's two forms against each other: integer keys (`u16` here, whose
-//! fingerprints are a bijection of the keys) and the same keys wrapped in a type that is not an
-//! integer (`Word`, kept beside the slots), which must decide and hold alike.
+//! each in its two forms: integer keys (`u16` here, whose fingerprints are a bijection of the
+//! keys) and the same keys wrapped in a type that is not an integer (`Word`: the default store
+//! takes its aHash fingerprint, the exact store keeps it beside the slots). Every decision is the
+//! same in all four; the two exact stores hold the same keys.
 //!
 //! The exact store (`exact_keys()`: the same growing table with the keys kept beside the slots,
 //! which drops keys only by sweeps and at a ceiling, never on inserts) is checked against the
@@ -122,9 +123,12 @@ pub fn run(input: &Input) -> Stats {
         .clock(clock.clone())
         .exact_keys()
         .build();
-    let (grow, map, column) = match (grow, map, column) {
-        (Ok(g), Ok(m), Ok(c)) => (g, m, c),
-        (g, m, _) => {
+    let hashed = builder::<Word>(input.algorithm)
+        .clock(clock.clone())
+        .build();
+    let (grow, map, column, hashed) = match (grow, map, column, hashed) {
+        (Ok(g), Ok(m), Ok(c), Ok(h)) => (g, m, c, h),
+        (g, m, _, _) => {
             assert_eq!(g.err(), m.err(), "the two builds disagree");
             stats.invalid_config += 1;
             return stats;
@@ -137,6 +141,7 @@ pub fn run(input: &Input) -> Stats {
                 let n = u32::from(n % 4);
                 let (g, m) = (grow.check_n(&key, n), map.check_n(&key, n));
                 same(g, m, column.check_n(&Word(key), n), &ctx);
+                assert_eq!(g, hashed.check_n(&Word(key), n), "hashed: {}", ctx());
                 stats.checks += 1;
                 stats.allowed += u64::from(m.is_allowed());
                 stats.denied += u64::from(!m.is_allowed());
@@ -147,18 +152,18 @@ pub fn run(input: &Input) -> Stats {
                     let (g, m) = (grow.check(&key), map.check(&key));
                     let c = column.check(&Word(key));
                     same(g, m, c, &|| format!("{} key {key}", ctx()));
+                    assert_eq!(g, hashed.check(&Word(key)), "hashed: {} key {key}", ctx());
                     stats.checks += 1;
                     stats.allowed += u64::from(m.is_allowed());
                     stats.denied += u64::from(!m.is_allowed());
                     stats.reclaimed_on_insert += u64::from(grow.len() < before);
                 }
             }
-            Op::Peek { key } => same(
-                grow.peek(&key),
-                map.peek(&key),
-                column.peek(&Word(key)),
-                &ctx,
-            ),
+            Op::Peek { key } => {
+                let g = grow.peek(&key);
+                same(g, map.peek(&key), column.peek(&Word(key)), &ctx);
+                assert_eq!(g, hashed.peek(&Word(key)), "hashed: {}", ctx());
+            }
             Op::Refund { key, n } => {
                 let n = u32::from(n % 4);
                 let (g, m) = (grow.refund(&key, n), map.refund(&key, n));
@@ -171,12 +176,25 @@ pub fn run(input: &Input) -> Stats {
                     "refund (column): {}",
                     ctx()
                 );
+                assert_eq!(
+                    g,
+                    hashed.refund(&Word(key), n),
+                    "refund (hashed): {}",
+                    ctx()
+                );
                 stats.refunds += u64::from(m);
             }
             Op::Advance { ms } => clock.advance(Duration::from_millis(u64::from(ms))),
             Op::EvictIdle => {
                 let (_, m) = (grow.evict_idle(), map.evict_idle());
                 assert_eq!(m, column.evict_idle(), "swept (column): {}", ctx());
+                hashed.evict_idle();
+                assert_eq!(
+                    grow.len(),
+                    hashed.len(),
+                    "held after a sweep (hashed): {}",
+                    ctx()
+                );
                 stats.evicted += m as u64;
                 // Both now hold exactly the keys that are not idle.
                 assert_eq!(grow.len(), map.len(), "held after a sweep: {}", ctx());

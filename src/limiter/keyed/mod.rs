@@ -47,7 +47,7 @@ pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 /// | a new key | one insert under its shard's lock; now and then a rebuild of that shard (amortised) | one insert under its shard's lock | as the growing table; the key is copied into its slot, and a rebuild clones the keys it keeps (integer keys: as the growing table) |
 /// | memory | about 21–32 bytes per live key, whatever the key type; follows the live keys (measured figures in BENCHMARKS.md) | about 23 bytes per key of capacity, from the start | the growing table's, plus the key's size and 8 bytes per slot, plus what the keys own on the heap (integer keys: the growing table's) |
 /// | idle keys | reclaimed by inserts (see Memory) and sweeps | dropped by sweeps, and at the bound | dropped by sweeps, and at the bound (an insert grows the table, never reclaims) |
-/// | key identity | 64-bit fingerprint (see below) | 64-bit fingerprint | exact (`Eq`): keys with one fingerprint take a slot each |
+/// | key identity | 64-bit fingerprint (see below); integer keys: exact | 64-bit fingerprint | exact (`Eq`): keys with one fingerprint take a slot each |
 /// | bound | none, or the `max_keys` ceiling | `max_keys` | none, or `max_keys` |
 ///
 /// The growing table is what a builder gives without further choice: it needs no size, holds
@@ -71,7 +71,10 @@ pub use builder::{KeyedLimiterBuilder, WhenFull, MAX_TABLE_KEYS};
 /// limited at least as strictly as alone, so a collision can never admit more than the quota.
 /// Aiming a collision at somebody else's key needs the per-process hash key, which never leaves
 /// the process; a client who does not know it can only guess, at 2^-64 per try. Use
-/// [`exact_keys`](KeyedLimiterBuilder::exact_keys) if even that is unacceptable.
+/// [`exact_keys`](KeyedLimiterBuilder::exact_keys) if even that is unacceptable. Integer keys
+/// (`u64`, `i32`, `usize`, ... of 64 bits or fewer) never collide in the growing table: their
+/// fingerprint is a keyed bijection of the key (`src/store/int_key.rs`), so the default store is
+/// already exact for them.
 ///
 /// # Memory
 ///

@@ -88,7 +88,7 @@ impl<K: Hash + Eq + 'static, C: Clock> KeyedLimiter<K, C> {
             Store::Grow(table, hasher) => batched(table, hasher, keys, out, move |h| {
                 self.check_grow(table, h, &ByFingerprint, algorithm, &Now::at(now), 1)
             }),
-            Store::Exact(..) | Store::ExactInt(..) => {
+            Store::Exact(..) | Store::Int(..) => {
                 out.reserve(keys.size_hint().0);
                 for key in keys {
                     out.push(self.check_at(algorithm, key, &Now::at(now), 1));
