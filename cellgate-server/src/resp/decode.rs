@@ -190,7 +190,7 @@ impl Decoder {
         };
         let line = buf.split_to(nl + 1);
         let line = line[..nl].strip_suffix(b"\r").unwrap_or(&line[..nl]);
-        let args = inline::split(line, self.limits.max_args)?;
+        let args = inline::split(line, self.limits.max_args).map_err(ProtocolError)?;
         if args.is_empty() {
             Ok(Some(Frame::Nothing))
         } else {

@@ -6,12 +6,14 @@
 
 use bytes::Bytes;
 
-use super::decode::ProtocolError;
+/// Why a line does not split: the words of Redis's protocol error (the decoder makes the
+/// `ProtocolError` of it).
+type Refused = &'static str;
 
-const UNBALANCED: ProtocolError = ProtocolError("unbalanced quotes in request");
+const UNBALANCED: Refused = "unbalanced quotes in request";
 
 /// The arguments of `line` (without its line ending), at most `max_args` of them.
-pub(crate) fn split(line: &[u8], max_args: usize) -> Result<Vec<Bytes>, ProtocolError> {
+pub(crate) fn split(line: &[u8], max_args: usize) -> Result<Vec<Bytes>, Refused> {
     let mut args = Vec::new();
     let mut i = 0;
     loop {
@@ -22,7 +24,7 @@ pub(crate) fn split(line: &[u8], max_args: usize) -> Result<Vec<Bytes>, Protocol
             return Ok(args);
         }
         if args.len() == max_args {
-            return Err(ProtocolError("invalid multibulk length"));
+            return Err("invalid multibulk length");
         }
         let (arg, next) = match line[i] {
             b'"' => double_quoted(line, i + 1)?,
@@ -41,7 +43,7 @@ pub(crate) fn split(line: &[u8], max_args: usize) -> Result<Vec<Bytes>, Protocol
 }
 
 /// After a closing quote: the end of the line or a space, else the quotes are unbalanced.
-fn after_quote(line: &[u8], i: usize) -> Result<usize, ProtocolError> {
+fn after_quote(line: &[u8], i: usize) -> Result<usize, Refused> {
     match line.get(i) {
         None => Ok(i),
         Some(b) if b.is_ascii_whitespace() => Ok(i),
@@ -49,7 +51,7 @@ fn after_quote(line: &[u8], i: usize) -> Result<usize, ProtocolError> {
     }
 }
 
-fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), ProtocolError> {
+fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), Refused> {
     let mut arg = Vec::new();
     loop {
         match line.get(i) {
@@ -90,7 +92,7 @@ fn double_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), Protocol
     }
 }
 
-fn single_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), ProtocolError> {
+fn single_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), Refused> {
     let mut arg = Vec::new();
     loop {
         match line.get(i) {
@@ -112,7 +114,7 @@ fn single_quoted(line: &[u8], mut i: usize) -> Result<(Vec<u8>, usize), Protocol
 mod tests {
     use super::*;
 
-    fn strs(line: &str) -> Result<Vec<String>, ProtocolError> {
+    fn strs(line: &str) -> Result<Vec<String>, Refused> {
         split(line.as_bytes(), 16).map(|v| {
             v.iter()
                 .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -131,9 +133,6 @@ mod tests {
         assert_eq!(strs(r#""abc"#), Err(UNBALANCED));
         assert_eq!(strs(r#""abc"x"#), Err(UNBALANCED));
         assert_eq!(strs("'abc"), Err(UNBALANCED));
-        assert_eq!(
-            split(b"a b c", 2),
-            Err(ProtocolError("invalid multibulk length"))
-        );
+        assert_eq!(split(b"a b c", 2), Err("invalid multibulk length"));
     }
 }

@@ -2,8 +2,7 @@
 
 use bytes::Bytes;
 
-use super::reply::Out;
-use super::session::Session;
+use super::reply::{Out, Proto};
 use super::table::{self, Spec, COMMANDS};
 use super::Shared;
 
@@ -13,19 +12,20 @@ pub(crate) const REDIS_VERSION: &str = "7.0.15";
 
 /// `HELLO`'s reply: Redis's seven fields, and redis-cell listed as a loaded module so that
 /// clients checking for it find it.
-pub(crate) fn hello(_shared: &Shared, session: &Session, out: &mut Out<'_>) {
+/// `proto` and `id` are the connection's protocol and client id.
+pub(crate) fn hello(_shared: &Shared, proto: Proto, id: u64, out: &mut Out<'_>) {
     out.map(7);
     out.bulk(b"server");
     out.bulk(b"redis");
     out.bulk(b"version");
     out.bulk(REDIS_VERSION.as_bytes());
     out.bulk(b"proto");
-    out.int(match session.proto {
-        super::reply::Proto::Resp2 => 2,
-        super::reply::Proto::Resp3 => 3,
+    out.int(match proto {
+        Proto::Resp2 => 2,
+        Proto::Resp3 => 3,
     });
     out.bulk(b"id");
-    out.int(i64::try_from(session.id).unwrap_or(i64::MAX));
+    out.int(i64::try_from(id).unwrap_or(i64::MAX));
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");

@@ -142,7 +142,7 @@ impl Session {
             self.proto = p;
             out.proto = p;
         }
-        introspect::hello(shared, self, out);
+        introspect::hello(shared, self.proto, self.id, out);
     }
 
     fn client(&mut self, args: &[Bytes], out: &mut Out<'_>) {
