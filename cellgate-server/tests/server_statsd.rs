@@ -35,16 +35,22 @@ fn collect(
     sums
 }
 
-#[test]
-fn statsd_counters_add_up_to_the_requests_under_ratelimits_names() {
-    if !need(has("curl"), "curl") {
-        return;
-    }
+/// A UDP socket on loopback standing where statsd would, and its port.
+fn statsd_socket() -> (UdpSocket, String) {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket
         .set_read_timeout(Some(Duration::from_millis(100)))
         .expect("timeout");
     let port = socket.local_addr().expect("addr").port().to_string();
+    (socket, port)
+}
+
+#[test]
+fn statsd_counters_add_up_to_the_requests_under_ratelimits_names() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let (socket, port) = statsd_socket();
     let s = Server::start(
         SHOP,
         &[],
@@ -86,11 +92,7 @@ fn the_last_counts_are_sent_when_the_server_stops() {
     if !need(has("curl"), "curl") {
         return;
     }
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    socket
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .expect("timeout");
-    let port = socket.local_addr().expect("addr").port().to_string();
+    let (socket, port) = statsd_socket();
     // An interval no test waits for: only the flush at the stop sends anything.
     let mut s = Server::start(
         SHOP,
