@@ -7,7 +7,7 @@
 # usage: bench-rls.sh CELLGATE_SERVER_BIN RLS_LOAD_BIN KEY_MEMORY_BIN [RUNS=5] [SECONDS=3] [FLOOD=1000000]
 #   (build them: cargo build --release -p cellgate-server --bins --examples)
 #
-# 1. Saturation: closed loop, 4 connections, 64 requests in flight; 1 and 3 descriptors,
+# 1. Saturation: closed loop, 4 connections, 64 requests in flight (see below); 1 and 3 descriptors,
 #    keys from a set of 1,000 and of 1,000,000. CSV per run, then medians. Each run also
 #    gives the server side's CPU time per request (user + system, from /proc; the baseline's
 #    and the fleet's count redis-server too): steadier than the rates on a shared machine.
@@ -20,13 +20,24 @@
 # PIN=1 in the environment pins the servers and redis-server to CPU 0 and the client to CPU 1
 # (`taskset`), so that the client never runs on a server's core: on a 2-vCPU machine the
 # scheduler's wake-up delays between the two otherwise dominate the latency percentiles.
+# On a many-core machine name the core sets instead (taskset's lists): SERVER_CPUS for the
+# four servers, REDIS_CPUS for redis-server (default: SERVER_CPUS), CLIENT_CPUS for the
+# client; CONNECTIONS and IN_FLIGHT (default 4 and 64) size the closed loop, HALF_IN_FLIGHT
+# (default 128) the open loop's tasks. Each server's runtime has a worker per core it may use.
 set -euo pipefail
 srv=()
 cli=()
+red=()
 if [ "${PIN:-0}" = 1 ]; then
-  srv=(taskset -c 0)
-  cli=(taskset -c 1)
+  SERVER_CPUS=${SERVER_CPUS:-0}
+  CLIENT_CPUS=${CLIENT_CPUS:-1}
 fi
+if [ -n "${SERVER_CPUS:-}" ]; then srv=(taskset -c "$SERVER_CPUS"); fi
+if [ -n "${CLIENT_CPUS:-}" ]; then cli=(taskset -c "$CLIENT_CPUS"); fi
+if [ -n "${REDIS_CPUS:-${SERVER_CPUS:-}}" ]; then red=(taskset -c "${REDIS_CPUS:-$SERVER_CPUS}"); fi
+conns=${CONNECTIONS:-4}
+inflight=${IN_FLIGHT:-64}
+half_inflight=${HALF_IN_FLIGHT:-128}
 usage="usage: bench-rls.sh CELLGATE_SERVER_BIN RLS_LOAD_BIN KEY_MEMORY_BIN [RUNS=5] [SECONDS=3] [FLOOD=1000000]"
 bin="${1:?$usage}"
 load="${2:?$usage}"
@@ -39,14 +50,18 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port nothing listens on (python3 where there is one; else a random high port).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000))
+}
 # wait_addr FILE WHAT: the address a server announced with `listening WHAT ADDR`.
 wait_addr() {
   for _ in $(seq 100); do grep -q "^listening $2 " "$1" && break; sleep 0.1; done
   sed -n "s/^listening $2 //p" "$1"
 }
 rport=$(free_port)
-"${srv[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+"${red[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 rpid=$!
 pids+=($rpid)
 for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -103,7 +118,7 @@ for run in $(seq "$runs"); do
   for d in 1 3; do
     for k in 1000 1000000; do
       for t in cellgate fleet redis empty; do
-        one "$t" saturation "$d" "$k" "$run" --connections 4 --in-flight 64 | tee -a "$tmp/runs.csv"
+        one "$t" saturation "$d" "$k" "$run" --connections "$conns" --in-flight "$inflight" | tee -a "$tmp/runs.csv"
       done
     done
   done
@@ -117,7 +132,7 @@ for run in $(seq "$runs"); do
   for d in 1 3; do
     for k in 1000 1000000; do
       for t in cellgate fleet redis empty; do
-        one "$t" half "$d" "$k" "$run" --connections 4 --in-flight 128 --rate "${half[$d,$k]}" \
+        one "$t" half "$d" "$k" "$run" --connections "$conns" --in-flight "$half_inflight" --rate "${half[$d,$k]}" \
           | tee -a "$tmp/runs.csv"
       done
     done
@@ -141,7 +156,9 @@ awk -F, '$2 == "saturation" { r[$1, $3, $4] = $9; s[$3 "," $4] = 1 }
   "$tmp/med.csv" | sort
 echo "# uptime after the load runs: $(uptime)"
 
-# Memory per live key: a fresh server (room for the flood in its remote_address limit).
+# Memory per live key (FLOOD=0 skips it): a fresh server (room for the flood in its
+# remote_address limit).
+[ "$flood" -gt 0 ] || exit 0
 "$bin" --config "$config" --grpc 127.0.0.1:0 --http 127.0.0.1:0 --resp off \
   --max-keys $((flood * 16)) >"$tmp/mem" 2>/dev/null &
 mpid=$!
