@@ -60,6 +60,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", action = clap::ArgAction::Set,
           default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub healthy_with_at_least_one_config_loaded: bool,
+    /// The files of one domain add their descriptors to it, as ratelimit's variable (default:
+    /// a domain in two files is refused).
+    #[arg(long, env = "MERGE_DOMAIN_CONFIG", action = clap::ArgAction::Set,
+          default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub merge_domain_config: bool,
     /// Live limiter keys held at most, over all limits (the oldest are evicted past it).
     #[arg(long, env = "MAX_KEYS", default_value_t = 1_000_000)]
     pub max_keys: usize,
@@ -298,6 +303,7 @@ impl Cli {
     pub(crate) fn settings(&self) -> Settings {
         Settings {
             config: self.config_path(),
+            merge_domains: self.merge_domain_config,
             grpc: listener(&self.grpc, "GRPC_HOST", "GRPC_PORT", 8081),
             http: listener(&self.http, "HOST", "PORT", 8080),
             engine: EngineOptions {

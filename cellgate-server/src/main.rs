@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             .init(),
     }
     if cli.validate {
-        return match load_config(cli.config_path().as_deref()) {
+        return match load_config(cli.config_path().as_deref(), cli.merge_domain_config) {
             Ok(_) => {
                 println!("OK");
                 ExitCode::SUCCESS

@@ -31,6 +31,7 @@ const DEBOUNCE: Duration = Duration::from_millis(200);
 /// The watch could not be set up (the path does not exist, no inotify instances left).
 pub(crate) fn spawn(
     path: PathBuf,
+    merge_domains: bool,
     engine: Arc<Engine>,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
@@ -39,7 +40,7 @@ pub(crate) fn spawn(
     // The swap runs off the runtime's workers: in fleet mode it starts the new limits' tasks
     // and hands back the removed ones' leases (blocking joins).
     on_change(&[watched], shutdown, move || {
-        match config::load(&path).map(|cfg| engine.reload(cfg)) {
+        match config::load_merging(&path, merge_domains).map(|cfg| engine.reload(cfg)) {
             Ok(()) => {
                 metrics.config_load_success.add(1);
                 tracing::info!(path = %path.display(), "configuration reloaded");

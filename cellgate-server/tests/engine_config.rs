@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cellgate_server::config::{load, ConfigError};
+use cellgate_server::config::{load, load_merging, ConfigError};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -153,6 +153,34 @@ fn one_domain_in_two_files_is_refused_naming_both() {
     assert!(
         e.message
             .contains(&dir.join("1.yaml").display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn merging_makes_one_domain_of_its_files_descriptors() {
+    let dir = fixtures().join("merged_domain");
+    let e = load(&dir).unwrap_err();
+    assert!(e.message.contains("duplicate domain 'shop'"), "{e}");
+    let c = load_merging(&dir, true).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.domains().collect::<Vec<_>>(), ["shop"]);
+    assert_eq!(
+        c.dump(),
+        "shop.path_/checkout: unit=MINUTE requests_per_unit=1, shadow_mode: false\n\
+         shop.path_/search: unit=MINUTE requests_per_unit=2, shadow_mode: false\n\
+         shop.user.path_/checkout: unit=HOUR requests_per_unit=5, shadow_mode: false\n"
+    );
+}
+
+#[test]
+fn merging_refuses_a_composite_key_two_files_give_naming_the_later() {
+    let dir = fixtures().join("duplicate_domain");
+    let e = load_merging(&dir, true).unwrap_err();
+    assert_eq!(e.file, dir.join("2.yaml").display().to_string());
+    assert_eq!(e.place, "descriptors[0]");
+    assert!(
+        e.message
+            .contains("duplicate descriptor composite key 'a.k'"),
         "{e}"
     );
 }

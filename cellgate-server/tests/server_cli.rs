@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{curl, has, need, Server, SHOP};
+use common::{curl, has, need, send, Server, SHOP};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cellgate-server"));
@@ -42,6 +42,71 @@ fn validate_prints_ok_or_the_error_and_sets_the_exit_status() {
     assert!(
         text.contains("bad.yaml"),
         "the error names the file: {text}"
+    );
+}
+
+/// ratelimit's `MERGE_DOMAIN_CONFIG`: two files of one domain (the fixture `merged_domain`).
+fn merged_domain_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/merged_domain")
+}
+
+#[test]
+fn merge_domain_config_lets_two_files_share_a_domain() {
+    let dir = merged_domain_dir();
+    let out = bin()
+        .arg("--validate")
+        .arg("--config")
+        .arg(&dir)
+        .env_remove("MERGE_DOMAIN_CONFIG")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("duplicate domain 'shop'"), "{text}");
+    for merge in [&["--merge-domain-config", "true"][..], &[]] {
+        let out = bin()
+            .arg("--validate")
+            .arg("--config")
+            .arg(&dir)
+            .args(merge)
+            .env(
+                "MERGE_DOMAIN_CONFIG",
+                if merge.is_empty() { "true" } else { "false" },
+            )
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{merge:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+    }
+}
+
+#[test]
+fn a_merged_domain_serves_every_files_limits() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let holder = tempfile::tempdir().expect("temp dir");
+    let s = Server::start_in(
+        holder,
+        &merged_domain_dir(),
+        &[],
+        &[("MERGE_DOMAIN_CONFIG", "true")],
+    );
+    let ask = |path: &str| {
+        format!(
+            r#"{{"domain":"shop","descriptors":[{{"entries":[{{"key":"path","value":"{path}"}}]}}]}}"#
+        )
+    };
+    // The first file's limit (1 a minute) and the second's (2 a minute), each in force.
+    assert_eq!(send(&s, &ask("/checkout"), 3), (1, 2));
+    assert_eq!(send(&s, &ask("/search"), 4), (2, 2));
+    let nested = r#"{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"u1"},{"key":"path","value":"/checkout"}]}]}"#;
+    assert_eq!(send(&s, nested, 7), (5, 2));
+    let dump = curl(&[&s.url("/rlconfig")]);
+    assert!(
+        dump.body.contains("shop.user.path_/checkout"),
+        "{}",
+        dump.body
     );
 }
 

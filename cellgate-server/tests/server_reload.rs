@@ -105,6 +105,31 @@ fn a_rewritten_file_is_reloaded_and_an_invalid_one_is_refused() {
 }
 
 #[test]
+fn a_domain_merged_from_two_files_reloads_merged() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    std::fs::write(&a, config(3)).expect("write");
+    std::fs::write(
+        &b,
+        "domain: shop\ndescriptors:\n  - key: path\n    rate_limit: {unit: second, requests_per_unit: 9}\n",
+    )
+    .expect("write");
+    let root = dir.path().to_owned();
+    let s = Server::start_in(dir, &root, &[], &[("MERGE_DOMAIN_CONFIG", "true")]);
+    assert_eq!(limit_in_force(&s), 3);
+    // Reloaded as at start: merged (else the second file of `shop` would be refused and the
+    // limit stay at 3).
+    replace(&a, &config(5));
+    eventually("the rewritten part of the domain in force", || {
+        limit_in_force(&s) == 5
+    });
+    assert_eq!(counter(&s, "ratelimit_service_config_load_error"), 0);
+}
+
+#[test]
 fn a_configmap_symlink_swap_is_reloaded() {
     if !need(has("curl"), "curl") {
         return;

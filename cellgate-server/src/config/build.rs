@@ -16,6 +16,8 @@ use crate::api::Unit;
 pub(crate) struct Builder {
     domains: BTreeMap<String, Domain>,
     slots: Vec<RuleSpec>,
+    /// A domain met again adds its descriptors (`MERGE_DOMAIN_CONFIG`) instead of being refused.
+    merge: bool,
 }
 
 /// Where a check is made: the file and the place in it.
@@ -52,6 +54,13 @@ impl At<'_> {
 }
 
 impl Builder {
+    pub(crate) fn merging(merge: bool) -> Builder {
+        Builder {
+            merge,
+            ..Builder::default()
+        }
+    }
+
     pub(crate) fn add_text(&mut self, file: &str, text: &str) -> Result<(), ConfigError> {
         let root = yaml::parse(text).map_err(|(place, message)| ConfigError {
             file: file.to_owned(),
@@ -70,20 +79,25 @@ impl Builder {
         if domain.is_empty() {
             return Err(at.error("domain", "config file cannot have empty domain"));
         }
-        if let Some(first) = self.domains.get(&domain) {
-            return Err(at.error(
-                "domain",
-                format!(
-                    "duplicate domain '{domain}' in config file (also in {})",
-                    first.file
-                ),
-            ));
-        }
-        let mut node = Node::default();
+        // A domain met again (merging) starts from the descriptors its earlier files gave, so
+        // that a composite key in both is found taken.
+        let (first, mut tree) = match self.domains.remove(&domain) {
+            Some(d) if self.merge => (d.file, d.root),
+            Some(d) => {
+                return Err(at.error(
+                    "domain",
+                    format!(
+                        "duplicate domain '{domain}' in config file (also in {})",
+                        d.file
+                    ),
+                ))
+            }
+            None => (file.to_owned(), Node::default()),
+        };
         let path = vec![(domain.clone(), None)];
         self.level(
             &at,
-            &mut node,
+            &mut tree,
             &root.descriptors,
             &path,
             &format!("{domain}."),
@@ -91,8 +105,8 @@ impl Builder {
         self.domains.insert(
             domain,
             Domain {
-                file: file.to_owned(),
-                root: node,
+                file: first,
+                root: tree,
             },
         );
         Ok(())

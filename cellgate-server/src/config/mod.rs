@@ -11,8 +11,9 @@
 //! such as `500ms`, `30s`, `5m`, `2h`, `1d`, instead of `unit`); on a descriptor, `rate_limits`
 //! (a list of limits that must all admit) instead of `rate_limit`.
 //!
-//! Two files of one domain are refused, as ratelimit refuses them (without its
-//! `MERGE_DOMAIN_CONFIG`), naming both files.
+//! Two files of one domain are refused, as ratelimit refuses them, naming both files; with
+//! ratelimit's `MERGE_DOMAIN_CONFIG` ([`load_merging`]) their descriptors make one domain, a
+//! composite key in both refused as a duplicate.
 
 mod build;
 mod dump;
@@ -144,11 +145,12 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Loads a YAML file, or every `.yaml`/`.yml` file of a directory (domains merged).
+/// Loads a YAML file, or every `.yaml`/`.yml` file of a directory.
 ///
 /// A directory's files are read in name order; entries whose name starts with `.` are skipped
 /// (a Kubernetes ConfigMap mount holds each file twice, once under `..data/` and once as a
-/// link beside it), and subdirectories are not entered. Links are followed.
+/// link beside it), and subdirectories are not entered. Links are followed. A domain in two
+/// files is refused (see [`load_merging`]).
 ///
 /// # Errors
 ///
@@ -161,7 +163,26 @@ impl std::error::Error for ConfigError {}
 /// assert!(load(std::path::Path::new("/nonexistent/config")).is_err());
 /// ```
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let mut builder = build::Builder::default();
+    load_merging(path, false)
+}
+
+/// As [`load`]; with `merge_domains` (ratelimit's `MERGE_DOMAIN_CONFIG`) the files of one
+/// domain add their descriptors to it, in name order, rather than being refused: a descriptor
+/// whose composite key (`key_value` at the top level) an earlier file already gave is refused
+/// as a duplicate, naming the later file, as ratelimit does.
+///
+/// # Errors
+///
+/// As [`load`].
+///
+/// # Examples
+///
+/// ```
+/// use cellgate_server::config::load_merging;
+/// assert!(load_merging(std::path::Path::new("/nonexistent/config"), true).is_err());
+/// ```
+pub fn load_merging(path: &Path, merge_domains: bool) -> Result<Config, ConfigError> {
+    let mut builder = build::Builder::merging(merge_domains);
     for file in files::list(path)? {
         let text = std::fs::read_to_string(&file).map_err(|e| ConfigError {
             file: file.display().to_string(),
@@ -176,7 +197,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// One domain's tree.
 #[derive(Clone, Debug)]
 pub(crate) struct Domain {
-    /// The file it came from.
+    /// The file it came from (the first, when files are merged).
     pub(crate) file: String,
     pub(crate) root: Node,
 }

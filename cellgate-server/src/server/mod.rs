@@ -83,6 +83,9 @@ impl Default for Limits {
 pub struct Settings {
     /// The configuration file or directory (none: no domain is configured).
     pub config: Option<PathBuf>,
+    /// The files of one domain add up to one domain (ratelimit's `MERGE_DOMAIN_CONFIG`)
+    /// instead of being refused.
+    pub merge_domains: bool,
     /// The gRPC listener's address (`None`: off).
     pub grpc: Option<String>,
     /// The HTTP listener's address (`None`: off).
@@ -183,7 +186,8 @@ pub struct Server {
     statsd: Option<cadence::StatsdClient>,
 }
 
-/// Loads the configuration at `path`.
+/// Loads the configuration at `path` (none: no domain), the files of one domain merged when
+/// `merge_domains` (ratelimit's `MERGE_DOMAIN_CONFIG`; see [`config::load_merging`]).
 ///
 /// # Errors
 ///
@@ -192,11 +196,14 @@ pub struct Server {
 /// # Examples
 ///
 /// ```
-/// assert!(cellgate_server::server::load_config(None).is_ok());
+/// assert!(cellgate_server::server::load_config(None, false).is_ok());
 /// ```
-pub fn load_config(path: Option<&std::path::Path>) -> Result<Config, ConfigError> {
+pub fn load_config(
+    path: Option<&std::path::Path>,
+    merge_domains: bool,
+) -> Result<Config, ConfigError> {
     match path {
-        Some(p) => config::load(p),
+        Some(p) => config::load_merging(p, merge_domains),
         None => Ok(Config::default()),
     }
 }
@@ -275,7 +282,8 @@ impl Server {
     /// # Ok(()) }
     /// ```
     pub async fn bind(settings: Settings) -> Result<Server, StartError> {
-        let config = load_config(settings.config.as_deref()).map_err(StartError::Config)?;
+        let config = load_config(settings.config.as_deref(), settings.merge_domains)
+            .map_err(StartError::Config)?;
         // A handshake that takes longer is dropped (the connection cap bounds how many wait).
         let handshake = settings.limits.idle_timeout.min(Duration::from_secs(10));
         let grpc_tls = settings
@@ -315,6 +323,7 @@ impl Server {
         if let Some(path) = settings.config.clone() {
             let r = crate::reload::spawn(
                 path,
+                settings.merge_domains,
                 Arc::clone(&service.engine),
                 Arc::clone(&service.metrics),
                 shutdown_tx.subscribe(),
