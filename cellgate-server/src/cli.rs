@@ -7,7 +7,7 @@ use clap::builder::BoolishValueParser;
 use clap::Parser;
 
 use cellgate_server::engine::{EngineOptions, InputLimits};
-use cellgate_server::fleet::FleetOptions;
+use cellgate_server::fleet::{FleetOptions, RatelimitRedis};
 use cellgate_server::resp::RespConfig;
 use cellgate_server::server::{GrpcTls, HeaderNames, Limits, Settings, Statsd};
 
@@ -33,10 +33,31 @@ pub(crate) struct Cli {
     /// RESP (CL.THROTTLE) listener, or `off`.
     #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:6380")]
     pub resp: String,
-    /// Fleet mode: every limit shared through this Redis (`redis://`, `rediss://` with the
-    /// `tls` feature), or these comma-separated seed nodes of a Redis Cluster.
+    /// Fleet mode: every limit shared through this Redis (`redis://`, `redis+unix://`,
+    /// `rediss://` with the `tls` feature, or ratelimit's `host:port` or socket path), or these
+    /// comma-separated seed nodes of a Redis Cluster.
     #[arg(long, env = "REDIS_URL", value_name = "URL[,URL...]")]
     pub redis: Option<String>,
+    /// Fleet mode: `SINGLE` or `CLUSTER`, as ratelimit's variable (default: a cluster when
+    /// --redis names several nodes).
+    #[arg(long, env = "REDIS_TYPE", value_name = "SINGLE|CLUSTER")]
+    pub redis_type: Option<String>,
+    /// Fleet mode: how an address without a scheme is reached, `tcp` or `unix`, as
+    /// ratelimit's variable (default: `unix` for a path starting with `/`, else `tcp`).
+    #[arg(long, env = "REDIS_SOCKET_TYPE", value_name = "tcp|unix")]
+    pub redis_socket_type: Option<String>,
+    /// Fleet mode: the password, or `user:password`, for addresses without a scheme.
+    #[arg(
+        long,
+        env = "REDIS_AUTH",
+        value_name = "[USER:]PASSWORD",
+        hide_env_values = true
+    )]
+    pub redis_auth: Option<String>,
+    /// Fleet mode: TLS to addresses without a scheme (`rediss://`), as ratelimit's variable.
+    #[arg(long, env = "REDIS_TLS", action = clap::ArgAction::Set, default_value_t = false,
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub redis_tls: bool,
     /// Fleet mode: milliseconds a request waits on Redis in all, its limits together, before
     /// the outage rules decide the limits still waiting.
     #[arg(long, env = "REDIS_MAX_WAIT_MS", default_value_t = 5)]
@@ -299,9 +320,75 @@ impl Cli {
         (self.resp != "off").then_some(self.resp.as_str())
     }
 
+    /// Fleet mode's options, from --redis and ratelimit's other Redis variables (`None`: no
+    /// fleet).
+    ///
+    /// # Errors
+    ///
+    /// Redis settings that cannot be honoured, named (and what to do instead).
+    fn fleet(&self) -> Result<Option<FleetOptions>, String> {
+        if let Some(b) = env("BACKEND_TYPE").filter(|b| !b.eq_ignore_ascii_case("redis")) {
+            return Err(format!(
+                "BACKEND_TYPE={b} is not supported: limits are shared through Redis (REDIS_URL, \
+                 --redis) or kept in each server (BACKEND_TYPE unset)"
+            ));
+        }
+        let Some(url) = self.redis.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        for (var, instead) in [
+            (
+                "REDIS_TLS_CACERT",
+                "give the CA bundle in SSL_CERT_FILE, which the fleet's TLS reads",
+            ),
+            (
+                "REDIS_TLS_CLIENT_CERT",
+                "client certificates to Redis are not supported",
+            ),
+            (
+                "REDIS_TLS_CLIENT_KEY",
+                "client certificates to Redis are not supported",
+            ),
+        ] {
+            if env(var).is_some() {
+                return Err(format!("{var} is not read: {instead}"));
+            }
+        }
+        if env("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION").is_some_and(|v| truthy(&v)) {
+            return Err(
+                "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION is not supported: the fleet \
+                        checks Redis's certificate and its name"
+                    .to_owned(),
+            );
+        }
+        if env("REDIS_PERSECOND").is_some_and(|v| truthy(&v)) {
+            tracing::warn!(
+                "REDIS_PERSECOND is not read: per-second limits are leased like the others, \
+                 through REDIS_URL's Redis"
+            );
+        }
+        let redis = RatelimitRedis {
+            url,
+            redis_type: self.redis_type.as_deref().filter(|v| !v.is_empty()),
+            socket_type: self.redis_socket_type.as_deref().filter(|v| !v.is_empty()),
+            auth: self.redis_auth.as_deref().filter(|v| !v.is_empty()),
+            tls: self.redis_tls,
+        }
+        .fleet_url()?;
+        Ok(Some(FleetOptions {
+            redis,
+            max_wait: Duration::from_millis(self.redis_max_wait_ms),
+            hot_rate: self.redis_hot_rate,
+        }))
+    }
+
     /// The server's settings.
-    pub(crate) fn settings(&self) -> Settings {
-        Settings {
+    ///
+    /// # Errors
+    ///
+    /// Fleet settings that cannot be honoured (see `fleet`).
+    pub(crate) fn settings(&self) -> Result<Settings, String> {
+        Ok(Settings {
             config: self.config_path(),
             merge_domains: self.merge_domain_config,
             grpc: listener(&self.grpc, "GRPC_HOST", "GRPC_PORT", 8081),
@@ -329,11 +416,7 @@ impl Cli {
                     .then_some(self.grpc_max_connection_age_grace),
                 max_metric_series: self.max_metric_series,
             },
-            fleet: self.redis.as_deref().map(|url| FleetOptions {
-                redis: url.to_owned(),
-                max_wait: Duration::from_millis(self.redis_max_wait_ms),
-                hot_rate: self.redis_hot_rate,
-            }),
+            fleet: self.fleet()?,
             health_strict: self.redis_health_strict,
             response_time_as_milliseconds: self.prometheus_response_time_as_milliseconds,
             grpc_uds: self.grpc_uds.clone().filter(|p| !p.as_os_str().is_empty()),
@@ -360,6 +443,14 @@ impl Cli {
                 remaining: self.limit_remaining_header.clone(),
                 reset: self.limit_reset_header.clone(),
             }),
-        }
+        })
     }
+}
+
+/// A boolean as ratelimit reads one (Go's `ParseBool`, plus yes/on).
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "1" | "t" | "true" | "yes" | "on"
+    )
 }

@@ -59,7 +59,15 @@ fn main() -> ExitCode {
 
 async fn run(cli: cli::Cli) -> ExitCode {
     let stop = shutdown_signal();
-    let server = match Server::bind(cli.settings()).await {
+    let settings = match cli.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let fleet = settings.fleet.clone();
+    let server = match Server::bind(settings).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -73,7 +81,7 @@ async fn run(cli: cli::Cli) -> ExitCode {
                     announce("resp", local);
                 }
                 let signal = server.shutdown_signal();
-                let task = match cli.settings().fleet {
+                let task = match fleet {
                     Some(fleet) => tokio::spawn(resp::serve_fleet(
                         listener,
                         cli.resp_config(),

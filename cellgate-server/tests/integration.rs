@@ -17,6 +17,7 @@ mod resp_vs_redis_cell;
 mod server_cli;
 mod server_fleet;
 mod server_fleet_cluster;
+mod server_fleet_env;
 mod server_grpc;
 mod server_http;
 mod server_python;

@@ -135,7 +135,10 @@ fn a_redis_url_that_is_not_one_is_refused_clearly() {
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is not a redis:// or rediss:// URL"), "{err}");
+    assert!(
+        err.contains("is not a redis://, rediss:// or redis+unix:// URL"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -8,9 +8,10 @@ use crate::common;
 use crate::resp_common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::redis_server::{free_port, Redis};
 use common::{curl, has, metric, need, send, Server};
 
 /// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
@@ -27,98 +28,6 @@ const RATE: &str = r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"rate"
 const ITEM: &str =
     r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"item","value":"sku"}]}]}"#;
 const STOCK: u64 = 30;
-
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// A `redis-server` on a free port with an append-only file synced on every write (so a
-/// SIGKILL loses nothing it acknowledged); killed on drop.
-struct Redis {
-    port: u16,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl Redis {
-    /// `None` when redis-server is missing (skipped, or failed under `CI=true`).
-    fn start() -> Option<Redis> {
-        if !need(has("redis-server"), "redis-server") || !need(has("curl"), "curl") {
-            return None;
-        }
-        let mut r = Redis {
-            port: free_port(),
-            dir: tempfile::tempdir().expect("temp dir"),
-            child: None,
-        };
-        r.run();
-        Some(r)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Starts (again) on the same port and data, and waits until it answers PING.
-    fn run(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn answers(&self) -> bool {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
-    }
-
-    /// Sends signal `sig` (`STOP`, `CONT`) to redis-server.
-    fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &pid])
-            .status();
-        assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} redis-server");
-    }
-
-    /// SIGKILL, and reap.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// A server in fleet mode on `redis`.
 fn server(redis: &str, extra: &[&str]) -> Server {

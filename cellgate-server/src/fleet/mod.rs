@@ -11,6 +11,7 @@
 
 mod name;
 mod throttle;
+mod url;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use crate::sync::Total;
 
 pub(crate) use name::{describe, name};
 pub(crate) use throttle::{Cold, Throttled, Throttles};
+pub use url::RatelimitRedis;
 
 /// How the servers of a fleet reach Redis.
 ///
@@ -37,8 +39,8 @@ pub(crate) use throttle::{Cold, Throttled, Throttles};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FleetOptions {
-    /// One URL (`redis://`, or `rediss://` with the `tls` feature), or several
-    /// comma-separated seed nodes of a Redis Cluster.
+    /// One URL (`redis://`, `redis+unix://`, or `rediss://` with the `tls` feature), or
+    /// several comma-separated seed nodes of a Redis Cluster.
     pub redis: String,
     /// The longest a request waits on Redis, for all its limits together, before the outage
     /// rules decide what is left of it.
@@ -78,14 +80,14 @@ impl Backend {
     ///
     /// # Errors
     ///
-    /// A URL that is not `redis://` or `rediss://` (or is `rediss://` without the `tls`
-    /// feature), or a zero `max_wait`.
+    /// A URL that is not `redis://`, `redis+unix://` or `rediss://` (or is `rediss://`
+    /// without the `tls` feature), or a zero `max_wait`.
     pub(crate) fn new(options: FleetOptions) -> Result<Self, String> {
         for url in options.redis.split(',').map(str::trim) {
-            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://") || url::is_unix(url)) {
                 return Err(format!(
-                    "--redis: {url:?} is not a redis:// or rediss:// URL (several URLs are \
-                     separated by commas)"
+                    "--redis: {url:?} is not a redis://, rediss:// or redis+unix:// URL (several \
+                     URLs are separated by commas)"
                 ));
             }
             // Without the feature the limits would start in the background, fail to connect and

@@ -7,6 +7,7 @@
 #[cfg(feature = "tls")]
 pub mod certs;
 pub mod redis_cluster;
+pub mod redis_server;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
