@@ -9,7 +9,7 @@ use clap::Parser;
 use cellgate_server::engine::{EngineOptions, InputLimits};
 use cellgate_server::fleet::{FleetOptions, RatelimitRedis};
 use cellgate_server::resp::RespConfig;
-use cellgate_server::server::{GrpcTls, HeaderNames, Limits, Settings, Statsd};
+use cellgate_server::server::{GrpcTls, HeaderNames, Limits, MetricsListener, Settings, Statsd};
 
 // Booleans read as ratelimit reads them (Go's ParseBool): true/false, 1/0, and also yes/no,
 // on/off.
@@ -86,6 +86,22 @@ pub(crate) struct Cli {
     #[arg(long, env = "MERGE_DOMAIN_CONFIG", action = clap::ArgAction::Set,
           default_value_t = false, value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub merge_domain_config: bool,
+    /// Also serve the metrics on a listener of their own, as ratelimit's USE_PROMETHEUS.
+    #[arg(long, env = "USE_PROMETHEUS", action = clap::ArgAction::Set, default_value_t = false,
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub prometheus: bool,
+    /// The metrics' own listener (ratelimit's `:9090` form: every interface) [default:
+    /// 127.0.0.1:9090].
+    #[arg(long, env = "PROMETHEUS_ADDR", value_name = "ADDR")]
+    pub prometheus_addr: Option<String>,
+    /// The path of the metrics on their own listener.
+    #[arg(
+        long,
+        env = "PROMETHEUS_PATH",
+        default_value = "/metrics",
+        value_name = "PATH"
+    )]
+    pub prometheus_path: String,
     /// Live limiter keys held at most, over all limits (the oldest are evicted past it).
     #[arg(long, env = "MAX_KEYS", default_value_t = 1_000_000)]
     pub max_keys: usize,
@@ -382,6 +398,26 @@ impl Cli {
         }))
     }
 
+    /// ratelimit's Prometheus listener: `PROMETHEUS_ADDR`'s `:PORT` is every interface, as in
+    /// Go; unset, 127.0.0.1:9090 (this server binds loopback unless told otherwise).
+    fn metrics_listener(&self) -> MetricsListener {
+        if env("PROMETHEUS_MAPPER_YAML").is_some() {
+            tracing::warn!(
+                "PROMETHEUS_MAPPER_YAML is not read: the metrics keep the names of ratelimit's \
+                 default mapping"
+            );
+        }
+        let addr = match self.prometheus_addr.as_deref().filter(|a| !a.is_empty()) {
+            None => "127.0.0.1:9090".to_owned(),
+            Some(a) if a.starts_with(':') => format!("0.0.0.0{a}"),
+            Some(a) => a.to_owned(),
+        };
+        MetricsListener {
+            addr,
+            path: self.prometheus_path.clone(),
+        }
+    }
+
     /// The server's settings.
     ///
     /// # Errors
@@ -438,6 +474,7 @@ impl Cli {
                 },
                 flush_interval: self.stats_flush_interval,
             }),
+            prometheus: self.prometheus.then(|| self.metrics_listener()),
             headers: self.limit_response_headers_enabled.then(|| HeaderNames {
                 limit: self.limit_limit_header.clone(),
                 remaining: self.limit_remaining_header.clone(),

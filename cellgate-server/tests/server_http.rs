@@ -1,5 +1,5 @@
 //! The HTTP listener through curl: ratelimit's `/json` and `/healthcheck`, `/metrics`,
-//! `/rlconfig`, malformed and oversized bodies.
+//! `/rlconfig`, malformed and oversized bodies; the metrics' own listener (`USE_PROMETHEUS`).
 
 use crate::common;
 
@@ -200,4 +200,56 @@ fn health_waits_for_a_domain_when_asked_as_ratelimit() {
     common::eventually("gRPC health SERVING", || {
         common::grpc_health(&grpc, "") == Ok(1)
     });
+}
+
+#[test]
+fn use_prometheus_serves_the_metrics_on_their_own_listener_and_path() {
+    if !need(has("curl"), "curl") {
+        return;
+    }
+    let env = [
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+        ("PROMETHEUS_PATH", "/stats/prometheus"),
+    ];
+    let mut s = Server::start(SHOP, &[], &env);
+    let addr = s.listening("prometheus");
+    for _ in 0..4 {
+        post_json(&s, ADDR);
+    }
+    let m = curl(&[&format!("http://{addr}/stats/prometheus")]);
+    assert_eq!(m.status, 200);
+    let total = r#"ratelimit_service_rate_limit_total_hits{domain="shop",key1="remote_address"} 4"#;
+    assert!(m.body.lines().any(|l| l == total), "{}", m.body);
+    // The metrics alone: no other path there, nothing but GET.
+    for path in ["/metrics", "/json", "/healthcheck", "/rlconfig"] {
+        assert_eq!(
+            curl(&[&format!("http://{addr}{path}")]).status,
+            404,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        curl(&["-X", "POST", &format!("http://{addr}/stats/prometheus")]).status,
+        405
+    );
+    // And still on the HTTP listener.
+    assert_eq!(curl(&[&s.url("/metrics")]).status, 200);
+}
+
+#[test]
+fn a_prometheus_path_that_is_no_route_is_refused_at_start() {
+    for path in ["metrics", "/{x}", "/a b", "/m?x=1"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cellgate-server"))
+            .args(["--grpc", "off", "--http", "off", "--resp", "off"])
+            .env_remove("REDIS_URL")
+            .env("USE_PROMETHEUS", "true")
+            .env("PROMETHEUS_ADDR", "127.0.0.1:0")
+            .env("PROMETHEUS_PATH", path)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{path}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("USE_PROMETHEUS"), "{path}: {err}");
+    }
 }

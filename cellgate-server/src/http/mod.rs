@@ -1,5 +1,6 @@
 //! The HTTP listener: ratelimit's `POST /json` and `GET /healthcheck`, plus `GET /metrics`
-//! (Prometheus text) and `GET /rlconfig` (the configuration in force).
+//! (Prometheus text) and `GET /rlconfig` (the configuration in force); and the metrics alone
+//! on a listener of their own (ratelimit's `USE_PROMETHEUS`).
 
 mod json;
 
@@ -26,6 +27,17 @@ pub(crate) fn router(service: Arc<Service>, max_body_bytes: usize, timeout: Dura
         .route("/metrics", get(metrics))
         .route("/rlconfig", get(rlconfig))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            within(timeout, req, next)
+        }))
+        .with_state(service)
+}
+
+/// ratelimit's Prometheus listener (`USE_PROMETHEUS`): the metrics alone, at `path` (which
+/// must be a route: `/` then letters, digits and `/-._~`, checked by the caller).
+pub(crate) fn metrics_router(service: Arc<Service>, path: &str, timeout: Duration) -> Router {
+    Router::new()
+        .route(path, get(metrics))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             within(timeout, req, next)
         }))

@@ -114,6 +114,49 @@ pub struct Settings {
     pub health_needs_config: bool,
     /// ratelimit's statsd counters sent to this server (`USE_STATSD`); `None`: not sent.
     pub statsd: Option<Statsd>,
+    /// The metrics on a listener of their own too (ratelimit's `USE_PROMETHEUS`); `None`:
+    /// only on the HTTP listener's `/metrics`.
+    pub prometheus: Option<MetricsListener>,
+}
+
+/// ratelimit's Prometheus listener (`USE_PROMETHEUS`, `PROMETHEUS_ADDR`, `PROMETHEUS_PATH`):
+/// the metrics of `GET /metrics`, alone, at `path` on `addr`.
+///
+/// # Examples
+///
+/// ```
+/// use cellgate_server::server::{MetricsListener, Settings};
+/// let settings = Settings {
+///     prometheus: Some(MetricsListener { addr: "127.0.0.1:9090".into(), path: "/metrics".into() }),
+///     ..Settings::default()
+/// };
+/// assert!(settings.prometheus.is_some());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsListener {
+    /// The address to listen on.
+    pub addr: String,
+    /// The path the metrics are served at: `/` then letters, digits and `/-._~`.
+    pub path: String,
+}
+
+impl MetricsListener {
+    /// Whether `path` can be served: `/` then letters, digits and `/-._~` (no route
+    /// parameters, no query).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cellgate_server::server::MetricsListener;
+    /// assert!(MetricsListener::valid_path("/stats/prometheus"));
+    /// assert!(!MetricsListener::valid_path("metrics") && !MetricsListener::valid_path("/{x}"));
+    /// ```
+    pub fn valid_path(path: &str) -> bool {
+        path.starts_with('/')
+            && path
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b))
+    }
 }
 
 /// Why the server could not start.
@@ -136,6 +179,8 @@ pub enum StartError {
     Tls(String),
     /// The statsd address does not resolve, or no socket can be bound for it.
     Statsd(String),
+    /// The metrics' own listener cannot serve the path asked for.
+    Prometheus(String),
     /// A listener could not be bound.
     Bind {
         /// Which listener.
@@ -154,6 +199,7 @@ impl std::fmt::Display for StartError {
             StartError::Fleet(e) => write!(f, "fleet mode (--redis): {e}"),
             StartError::Tls(e) => write!(f, "gRPC over TLS: {e}"),
             StartError::Statsd(e) => write!(f, "{e}"),
+            StartError::Prometheus(e) => write!(f, "USE_PROMETHEUS: {e}"),
             StartError::Bind { what, addr, error } => {
                 write!(f, "cannot listen ({what}) on {addr}: {error}")
             }
@@ -181,6 +227,8 @@ pub struct Server {
     grpc: Option<conn::Listener>,
     grpc_tls: Option<Arc<tls::Acceptor>>,
     http: Option<TcpListener>,
+    /// The metrics' own listener, and their path.
+    prometheus: Option<(TcpListener, String)>,
     shutdown_tx: watch::Sender<bool>,
     /// The statsd counters' client, when they are sent (`serve` runs the sending).
     statsd: Option<cadence::StatsdClient>,
@@ -317,6 +365,18 @@ impl Server {
             None => bind("grpc", &settings.grpc).await?.map(conn::Listener::Tcp),
         };
         let http = bind("http", &settings.http).await?;
+        let prometheus = match &settings.prometheus {
+            Some(p) if !MetricsListener::valid_path(&p.path) => {
+                return Err(StartError::Prometheus(format!(
+                    "the metrics' path {:?} is not / then letters, digits and /-._~",
+                    p.path
+                )))
+            }
+            Some(p) => bind("prometheus", &Some(p.addr.clone()))
+                .await?
+                .map(|l| (l, p.path.clone())),
+            None => None,
+        };
         let (shutdown_tx, _) = watch::channel(false);
         // Watching starts before the listeners are announced, so that no change made after a
         // client sees them is missed.
@@ -354,12 +414,16 @@ impl Server {
         if let Some(addr) = http.as_ref().and_then(|l| l.local_addr().ok()) {
             announce("http", addr);
         }
+        if let Some(addr) = prometheus.as_ref().and_then(|(l, _)| l.local_addr().ok()) {
+            announce("prometheus", addr);
+        }
         Ok(Server {
             settings,
             service,
             grpc,
             grpc_tls,
             http,
+            prometheus,
             shutdown_tx,
             statsd,
         })
@@ -413,6 +477,7 @@ impl Server {
             grpc,
             grpc_tls,
             http,
+            prometheus,
             shutdown_tx,
             statsd,
         } = self;
@@ -441,9 +506,24 @@ impl Server {
             )));
         }
         if let Some(l) = http {
+            let router = crate::http::router(
+                Arc::clone(&service),
+                limits.max_request_bytes,
+                limits.request_timeout,
+            );
             tasks.push(tokio::spawn(serve_http(
                 l,
-                Arc::clone(&service),
+                router,
+                limits,
+                stopped(&shutdown_tx),
+            )));
+        }
+        if let Some((l, path)) = prometheus {
+            let router =
+                crate::http::metrics_router(Arc::clone(&service), &path, limits.request_timeout);
+            tasks.push(tokio::spawn(serve_http(
+                l,
+                router,
                 limits,
                 stopped(&shutdown_tx),
             )));
@@ -597,11 +677,10 @@ async fn serve_grpc(
 
 async fn serve_http(
     listener: TcpListener,
-    service: Arc<Service>,
+    router: axum::Router,
     limits: Limits,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
-    let router = crate::http::router(service, limits.max_request_bytes, limits.request_timeout);
     let listener = CappedListener::new(
         conn::Listener::Tcp(listener),
         limits.max_connections,

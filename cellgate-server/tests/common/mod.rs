@@ -69,6 +69,8 @@ pub struct Server {
     pub http: Option<String>,
     pub dir: tempfile::TempDir,
     lines: mpsc::Receiver<String>,
+    /// The standard output lines read so far.
+    seen: Vec<String>,
 }
 
 impl Server {
@@ -131,6 +133,7 @@ impl Server {
             http: None,
             dir,
             lines,
+            seen: Vec::new(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while s.grpc.is_none() || s.http.is_none() {
@@ -139,6 +142,7 @@ impl Server {
                 let status = s.child.try_wait();
                 panic!("no `listening` lines from the server (exit: {status:?})")
             });
+            s.seen.push(line.clone());
             if let Some(a) = line.strip_prefix("listening grpc ") {
                 s.grpc = Some(a.to_owned());
             } else if let Some(a) = line.strip_prefix("listening http ") {
@@ -146,6 +150,24 @@ impl Server {
             }
         }
         s
+    }
+
+    /// The address of the listener its `listening WHAT ADDR` line names (waiting for the line,
+    /// bounded).
+    pub fn listening(&mut self, what: &str) -> String {
+        let prefix = format!("listening {what} ");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(a) = self.seen.iter().find_map(|l| l.strip_prefix(&prefix)) {
+                return a.to_owned();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no `{prefix}` line from the server"));
+            self.seen.push(line);
+        }
     }
 
     /// The server's process id.
