@@ -40,9 +40,14 @@ fn every_validation_error_names_its_place_and_says_what_is_wrong() {
             "invalid rate limit unit 'fortnight'",
         ),
         (
-            "zero_requests",
+            "zero_in_rate_limits",
+            "descriptors[0].rate_limits[1].requests_per_unit",
+            "only allowed in rate_limit, not in rate_limits",
+        ),
+        (
+            "missing_requests",
             "descriptors[0].rate_limit.requests_per_unit",
-            "must be positive",
+            "requests_per_unit is missing",
         ),
         (
             "missing_domain",

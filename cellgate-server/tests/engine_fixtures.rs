@@ -259,3 +259,55 @@ fn shared_thresholds_wildcards_anywhere_and_values_in_metrics_as_ratelimit() {
         Some("example.bucket_b-*")
     );
 }
+
+#[test]
+fn a_zero_limit_refuses_every_request_unless_replaced() {
+    let (e, _clock) = engine("banned", EngineOptions::default());
+    let banned = [("foo", "f"), ("bar", "banned")];
+    let r = ask(&e, "rl", &banned, 1);
+    assert_eq!(r.overall, Code::OverLimit);
+    let s = &r.statuses[0];
+    assert_eq!(s.code, Code::OverLimit);
+    assert_eq!(s.limit_remaining, 0);
+    let limit = s.current_limit.clone().unwrap();
+    assert_eq!(
+        (limit.name.as_deref(), limit.requests_per_unit, limit.unit),
+        (Some("banned_limit"), 0, Unit::Minute)
+    );
+    // Looking (0 hits) charges nothing and is not refused.
+    assert_eq!(ask(&e, "rl", &banned, 0).overall, Code::Ok);
+
+    // All or nothing: the banned descriptor refuses the request, and the other descriptor
+    // (2 a minute) is not charged: it still admits its two afterwards.
+    let both = RateLimitRequest {
+        domain: "rl".into(),
+        descriptors: vec![
+            Descriptor::new([("foo", "g")]),
+            Descriptor::new(banned.iter().copied()),
+        ],
+        hits_addend: 1,
+    };
+    for _ in 0..3 {
+        assert_eq!(e.decide(&both).unwrap().overall, Code::OverLimit);
+    }
+    assert_eq!(admitted(&e, "rl", &[("foo", "g")]), 2);
+
+    // Another descriptor of the request replaces the banned limit by name.
+    let replaced = RateLimitRequest {
+        domain: "rl".into(),
+        descriptors: vec![
+            Descriptor::new(banned.iter().copied()),
+            Descriptor::new([("source_cluster", "proxy"), ("destination_cluster", "override")]),
+        ],
+        hits_addend: 1,
+    };
+    let r = e.decide(&replaced).unwrap();
+    assert_eq!(r.overall, Code::Ok);
+    assert!(r.statuses[0].current_limit.is_none(), "{r:?}");
+
+    // In shadow mode it is counted, never enforced.
+    let r = ask(&e, "rl", &[("foo", "f"), ("bar", "watched")], 1);
+    assert_eq!((r.overall, r.statuses[0].code), (Code::Ok, Code::Ok));
+    let stats = r.statuses[0].stats.clone().unwrap();
+    assert_eq!((stats.over_limit, stats.shadow_mode), (1, 1));
+}

@@ -231,6 +231,28 @@ impl Builder {
                 continue;
             }
             let (algorithm, rpu, period, unit) = rate(here, raw)?;
+            let name = raw.name.as_deref().filter(|n| !n.is_empty()).map(Arc::from);
+            let replaces = (raw.replaces.iter())
+                .filter_map(|r| r.name.as_deref().map(Arc::from))
+                .collect();
+            if rpu == 0 {
+                // ratelimit's "banned" limit: every request over it, no state to keep.
+                if several {
+                    return Err(here.error(
+                        "requests_per_unit",
+                        "requests_per_unit 0 (every request over the limit) is only allowed in \
+                         rate_limit, not in rate_limits",
+                    ));
+                }
+                rules.push(Rule {
+                    slot: None,
+                    requests_per_unit: 0,
+                    unit,
+                    name,
+                    replaces,
+                });
+                continue;
+            }
             let spec = RuleSpec {
                 path: path.to_vec(),
                 index,
@@ -241,15 +263,11 @@ impl Builder {
             super::check_spec(&spec).map_err(|e| here.error("", e.to_string()))?;
             self.slots.push(spec);
             rules.push(Rule {
-                slot: self.slots.len() - 1,
+                slot: Some(self.slots.len() - 1),
                 requests_per_unit: rpu,
                 unit,
-                name: raw.name.as_deref().filter(|n| !n.is_empty()).map(Arc::from),
-                replaces: raw
-                    .replaces
-                    .iter()
-                    .filter_map(|r| r.name.as_deref().map(Arc::from))
-                    .collect(),
+                name,
+                replaces,
             });
         }
         Ok(Some(LimitDef {
@@ -329,10 +347,10 @@ fn rate(at: &At<'_>, raw: &RawRateLimit) -> Result<(Algorithm, u32, Duration, Un
         Some(0) => return Err(at.error("burst", "burst must be positive")),
         _ => {}
     }
-    if rpu == 0 {
+    if raw.requests_per_unit.is_none() {
         return Err(at.error(
             "requests_per_unit",
-            "requests_per_unit must be positive (unlimited: true for no limit)",
+            "requests_per_unit is missing (0 refuses every request; unlimited: true for no limit)",
         ));
     }
     if algorithm == Algorithm::Stock {

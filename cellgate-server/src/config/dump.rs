@@ -32,7 +32,7 @@ fn node(config: &Config, n: &Node, out: &mut String) {
                 rule.requests_per_unit,
                 limit.shadow_mode
             );
-            if let Some(spec) = config.slots.get(rule.slot) {
+            if let Some(spec) = rule.slot.and_then(|slot| config.slots.get(slot)) {
                 match spec.algorithm {
                     Algorithm::FixedWindow => {}
                     Algorithm::Gcra { burst } => {

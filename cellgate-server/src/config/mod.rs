@@ -282,7 +282,9 @@ pub(crate) struct LimitDef {
 /// One limit of a descriptor.
 #[derive(Clone, Debug)]
 pub(crate) struct Rule {
-    pub(crate) slot: usize,
+    /// Its limiter's spec in [`Config::slots`]; `None`: `requests_per_unit: 0`, every request
+    /// over it (ratelimit's way to refuse a descriptor outright), with no state to keep.
+    pub(crate) slot: Option<usize>,
     pub(crate) requests_per_unit: u32,
     pub(crate) unit: Unit,
     pub(crate) name: Option<Arc<str>>,

@@ -36,8 +36,9 @@ pub(crate) enum Kind {
     Unlimited,
     /// `checks` apply.
     Limited,
-    /// An override of zero requests per unit: always over the limit.
-    Zero(Unit),
+    /// Zero requests per unit (an override, or a configured limit, with its name): always
+    /// over the limit.
+    Zero(Unit, Option<Arc<str>>),
 }
 
 /// One descriptor, resolved.
@@ -82,7 +83,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
     let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
     let forced = items
         .iter()
-        .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(_)));
+        .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(..)));
     // Each gate with the item and the check it belongs to.
     let gates: Vec<(Gate<'_>, Owner)> = items
         .iter()
@@ -189,14 +190,14 @@ fn fixed_status(it: &Item<'_>) -> Option<DescriptorStatus> {
             limit_remaining: u32::MAX,
             ..DescriptorStatus::unlimited()
         },
-        Kind::Zero(unit) => DescriptorStatus {
+        Kind::Zero(unit, ref name) => DescriptorStatus {
             code: if it.shadow || it.hits == 0 {
                 Code::Ok
             } else {
                 Code::OverLimit
             },
             current_limit: Some(CurrentLimit {
-                name: None,
+                name: name.clone(),
                 requests_per_unit: 0,
                 unit,
             }),

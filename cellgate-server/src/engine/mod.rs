@@ -329,7 +329,7 @@ impl Engine {
                     .chain(d.entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()])),
             );
             let (kind, checks) = match &o.limiter {
-                None => (Kind::Zero(o.unit), Vec::new()),
+                None => (Kind::Zero(o.unit, None), Vec::new()),
                 Some(lim) => (
                     Kind::Limited,
                     vec![Check {
@@ -391,7 +391,7 @@ impl Engine {
             .rules
             .iter()
             .filter_map(|r| {
-                let lim = snapshot.limiters.by_slot.get(r.slot)?.as_deref()?;
+                let lim = snapshot.limiters.by_slot.get(r.slot?)?.as_deref()?;
                 Some(Check {
                     lim,
                     name: r.name.clone(),
@@ -405,6 +405,10 @@ impl Engine {
             .iter()
             .flat_map(|r| r.replaces.iter().cloned())
             .collect();
+        // `requests_per_unit: 0` stands alone (not in `rate_limits`): every request over it.
+        if let Some(zero) = def.rules.iter().find(|r| r.slot.is_none()) {
+            item.kind = Kind::Zero(zero.unit, zero.name.clone());
+        }
         item
     }
 
@@ -558,6 +562,11 @@ fn drop_replaced(items: &mut [Item<'_>]) {
         return;
     }
     for it in items.iter_mut() {
+        if let Kind::Zero(_, Some(name)) = &it.kind {
+            if replaced.contains(name) {
+                it.kind = Kind::Nothing;
+            }
+        }
         if !matches!(it.kind, Kind::Limited) {
             continue;
         }
