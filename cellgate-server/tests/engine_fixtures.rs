@@ -297,7 +297,10 @@ fn a_zero_limit_refuses_every_request_unless_replaced() {
         domain: "rl".into(),
         descriptors: vec![
             Descriptor::new(banned.iter().copied()),
-            Descriptor::new([("source_cluster", "proxy"), ("destination_cluster", "override")]),
+            Descriptor::new([
+                ("source_cluster", "proxy"),
+                ("destination_cluster", "override"),
+            ]),
         ],
         hits_addend: 1,
     };

@@ -8,7 +8,8 @@
 //! (`limit`: fixed window, GCRA with its burst, the sliding window's two-window estimate, a
 //! stock never refilled, on periods of any length, through the `cellgate-models` reference
 //! models), several limits on one descriptor (`rate_limits`: all must admit), named limits
-//! and `replaces`, shadow mode per descriptor and for the whole engine, and descriptors that only look (`hits_addend`
+//! and `replaces`, limits of zero requests (every request that charges one refused), shadow
+//! mode per descriptor and for the whole engine, and descriptors that only look (`hits_addend`
 //! 0), all or nothing across every limit of every descriptor of a request (`request`). Every
 //! status is compared whole: code, the deciding limit (name, rate, unit), remaining, the exact time until reset
 //! and the hit counts.
@@ -83,6 +84,8 @@ crate::counters! {
         pub look: u64,
         /// ... over a limit.
         pub over: u64,
+        /// Statuses of descriptors whose limit is zero requests (always over).
+        pub zero: u64,
         /// Limits compared, per algorithm.
         pub fixed: u64,
         pub gcra: u64,

@@ -38,6 +38,13 @@ enum Kind {
     Nothing,
     Unlimited,
     Limited(Vec<Check>),
+    /// `requests_per_unit: 0`: every request that charges it is refused, and it keeps no
+    /// state.
+    Zero {
+        name: Option<&'static str>,
+        replaces: Option<&'static str>,
+        unit: Unit,
+    },
 }
 
 /// One limit of a descriptor.
@@ -53,6 +60,11 @@ impl Item {
     /// Whether the descriptor's limits are charged with the request's, all or nothing.
     fn charges(&self) -> bool {
         !self.shadow && self.hits > 0 && matches!(self.kind, Kind::Limited(_))
+    }
+
+    /// Whether it refuses the request whatever the state (a zero limit it charges).
+    fn forces_refusal(&self) -> bool {
+        !self.shadow && self.hits > 0 && matches!(self.kind, Kind::Zero { .. })
     }
 }
 
@@ -124,6 +136,16 @@ fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: b
         .map(|((_, v), shared)| shared.map_or_else(|| v.clone(), str::to_owned))
         .collect();
     item.shadow |= desc.shadow;
+    if let [l] = list {
+        if l.requests() == 0 {
+            item.kind = Kind::Zero {
+                name: l.name(),
+                replaces: l.replaces(),
+                unit: l.unit(),
+            };
+            return item;
+        }
+    }
     item.kind = Kind::Limited(
         list.iter()
             .enumerate()
@@ -144,10 +166,17 @@ fn drop_replaced(items: &mut [Item], seen: &mut Coverage) {
     let replaced: Vec<&str> = (items.iter())
         .flat_map(|it| match &it.kind {
             Kind::Limited(checks) => checks.iter().filter_map(|c| c.replaces).collect(),
+            Kind::Zero { replaces, .. } => replaces.iter().copied().collect(),
             _ => Vec::new(),
         })
         .collect();
     for it in items.iter_mut() {
+        if let Kind::Zero { name: Some(n), .. } = it.kind {
+            if replaced.contains(&n) {
+                seen.replaced += 1;
+                it.kind = Kind::Nothing;
+            }
+        }
         if let Kind::Limited(checks) = &mut it.kind {
             let before = checks.len();
             checks.retain(|c| c.name.is_none_or(|n| !replaced.contains(&n)));
@@ -211,16 +240,37 @@ pub(crate) fn check(
             }
         }
     }
+    // A zero limit refuses the request before anything is charged.
+    let forced = items.iter().any(Item::forces_refusal);
     // Each charge carries its own descriptor's hits: charged one at a time.
-    let (said, denied) = charge_each(states, &all, &places, now);
+    let (said, denied) = if forced {
+        (Vec::new(), None)
+    } else {
+        charge_each(states, &all, &places, now)
+    };
     let denier = denied.map(|g| (places[g].0, places[g].1));
-    let admitted = denier.is_none();
+    let admitted = !forced && denier.is_none();
     let mut taken = said.into_iter();
     assert_eq!(answer.len(), items.len(), "one status per descriptor");
     for (i, (it, got)) in items.iter().zip(answer).enumerate() {
         let expected = match &it.kind {
             Kind::Nothing => Status::plain(0),
             Kind::Unlimited => Status::plain(u32::MAX),
+            Kind::Zero { name, unit, .. } => {
+                seen.zero += 1;
+                let n = u64::from(it.hits);
+                Status {
+                    code: if it.forces_refusal() {
+                        Code::OverLimit
+                    } else {
+                        Code::Ok
+                    },
+                    limit: Some((name.map(Into::into), 0, *unit)),
+                    remaining: 0,
+                    reset: None,
+                    stats: Some((n, n, 0, 0, if it.shadow { n } else { 0 })),
+                }
+            }
             Kind::Limited(checks) => {
                 let outcomes: Vec<(Said, bool)> = if !admitted {
                     let mine = denier.and_then(|(d, j)| (d == i).then_some(j));

@@ -35,7 +35,12 @@ impl Rng {
         };
         Limit {
             algorithm,
-            requests: self.below(6),
+            // 15: zero requests (every request over the limit), one limit in twelve.
+            requests: if self.below(12) == 0 {
+                15
+            } else {
+                self.below(6)
+            },
             period,
             name: (self.below(3) == 0).then(|| self.below(3)),
             replaces: (self.below(6) == 0).then(|| self.below(3)),
@@ -120,6 +125,7 @@ fn random_inputs_agree_with_the_model() {
         assert!(n > 200, "{name}: {total:?}");
     }
     assert!(total.replaced > 50, "{total:?}");
+    assert!(total.zero > 200, "{total:?}");
 }
 
 // Hand-built cases: one config descriptor `a` (any value) with `limits`, requests of `a=x`.
@@ -329,6 +335,46 @@ fn a_named_limit_is_dropped_when_a_matched_limit_replaces_it() {
     };
     let steps = vec![both.clone(), both, hit(1), hit(1)];
     case(vec![node(0, named), node(1, replacing)], steps, 4, 1);
+}
+
+#[test]
+fn a_zero_limit_refuses_every_charge_and_no_other_limit_is_charged() {
+    // `a`: zero requests, named n0; `b`: two per minute. A request of both is refused and
+    // charges `b` nothing (it still admits two alone); `c` replaces n0, so with `c` in the
+    // request `a` no longer refuses; `a` looked at (no hits) is not refused.
+    let zero = Limit {
+        requests: 15,
+        name: Some(0),
+        ..limit(Algorithm::FixedWindow { written: false }, 1, Period::Minute)
+    };
+    let two = limit(Algorithm::Gcra { burst: None }, 2, Period::Minute);
+    let replacing = Limit {
+        replaces: Some(0),
+        ..limit(Algorithm::Stock, 5, Period::Minute)
+    };
+    let node = |key, limit| Node {
+        key,
+        value: 0,
+        limits: Limits::One(limit),
+        shadow: false,
+        share: false,
+        children: Vec::new(),
+    };
+    let of = |keys: &[u8]| Step::Request {
+        descriptors: keys.iter().map(|&k| (vec![(k, 0)], None)).collect(),
+        hits: 1,
+    };
+    let steps = vec![
+        of(&[0, 1]),
+        of(&[0, 1]),
+        of(&[1]),
+        of(&[1]),
+        of(&[1]),
+        of(&[0, 2]),
+        hit(0),
+    ];
+    let tree = vec![node(0, zero), node(1, two), node(2, replacing)];
+    case(tree, steps, 7, 3);
 }
 
 #[test]

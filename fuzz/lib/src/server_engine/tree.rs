@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
+use cellgate_server::api::Unit;
 use cellgate_server::config::yaml::{RawDescriptor, RawRateLimit, RawReplaces, RawRoot};
 
-use super::limit::{Family, Spec};
+use super::limit::{unit_of, Family, Spec};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 /// Config values: `None` is the key alone; values with a `*` are wildcards (`*` matches any
@@ -68,7 +69,8 @@ pub enum Limits {
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub struct Limit {
     pub algorithm: Algorithm,
-    /// `1 + requests % 6` (a stock: units sold).
+    /// `1 + requests % 6` (a stock: units sold); 0 when `requests % 16 == 15` (every
+    /// request over the limit; refused in `rate_limits`).
     pub requests: u8,
     /// Ignored by a stock, which has none.
     pub period: Period,
@@ -156,8 +158,20 @@ pub(crate) fn descs(tree: &[Node]) -> Vec<Desc> {
 }
 
 impl Limit {
-    fn requests(&self) -> u32 {
-        1 + u32::from(self.requests % 6)
+    pub(crate) fn requests(&self) -> u32 {
+        if self.requests % 16 == 15 {
+            0
+        } else {
+            1 + u32::from(self.requests % 6)
+        }
+    }
+
+    /// The unit a status reports for this limit (a stock has none).
+    pub(crate) fn unit(&self) -> Unit {
+        match self.algorithm {
+            Algorithm::Stock => Unit::Unknown,
+            _ => unit_of(self.period()),
+        }
     }
 
     fn burst(&self) -> Option<u32> {
@@ -276,7 +290,9 @@ pub(crate) fn valid(descs: &[Desc]) -> bool {
             .all(|b| (a.key, a.value) != (b.key, b.value))
     });
     let limits_ok = |d: &Desc| match &d.limits {
-        Limits::Several(list) => !list.is_empty() && list.iter().all(Limit::valid),
+        Limits::Several(list) => {
+            !list.is_empty() && list.iter().all(|l| l.valid() && l.requests() > 0)
+        }
         Limits::One(l) => l.valid(),
         _ => true,
     };
