@@ -54,6 +54,15 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub redis_auth: Option<String>,
+    /// Fleet mode: put before every limit's name in Redis, so that fleets with different
+    /// prefixes keep apart in one Redis, as ratelimit's variable.
+    #[arg(
+        long,
+        env = "CACHE_KEY_PREFIX",
+        default_value = "",
+        value_name = "PREFIX"
+    )]
+    pub cache_key_prefix: String,
     /// Fleet mode: TLS to addresses without a scheme (`rediss://`), as ratelimit's variable.
     #[arg(long, env = "REDIS_TLS", action = clap::ArgAction::Set, default_value_t = false,
           value_name = "BOOL", value_parser = BoolishValueParser::new())]
@@ -395,6 +404,7 @@ impl Cli {
             redis,
             max_wait: Duration::from_millis(self.redis_max_wait_ms),
             hot_rate: self.redis_hot_rate,
+            key_prefix: self.cache_key_prefix.clone(),
         }))
     }
 

@@ -129,3 +129,33 @@ fn redis_settings_it_cannot_honour_are_refused_with_the_reason() {
         assert!(err.contains(says), "{env:?}: {err}");
     }
 }
+
+#[test]
+fn fleets_with_different_cache_key_prefixes_keep_apart_in_one_redis() {
+    let Some(redis) = Redis::start() else { return };
+    let url = redis.url();
+    let a = Server::start(
+        STOCKS,
+        &[],
+        &[("REDIS_URL", url.as_str()), ("CACHE_KEY_PREFIX", "team_a:")],
+    );
+    let b = Server::start(
+        STOCKS,
+        &[],
+        &[("REDIS_URL", url.as_str()), ("CACHE_KEY_PREFIX", "team_b:")],
+    );
+    // Each fleet has its own stock of 5 (one fleet would sell 5 in all).
+    assert_eq!(sell(&a), 5);
+    assert_eq!(sell(&b), 5);
+    let mut c = redis.connection().expect("connect");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).expect("KEYS");
+    for prefix in ["team_a:cgs:", "team_b:cgs:"] {
+        assert!(
+            keys.iter().any(|k| k.contains(prefix)),
+            "{prefix}: {keys:?}"
+        );
+    }
+    let (code, err) = refused(&[("REDIS_URL", "127.0.0.1:1"), ("CACHE_KEY_PREFIX", "{x}")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("CACHE_KEY_PREFIX"), "{err}");
+}

@@ -48,6 +48,9 @@ pub struct FleetOptions {
     /// Checks per second of one key in this server above which the key is leased (answered
     /// here from units taken from Redis in advance) rather than checked in Redis.
     pub hot_rate: u32,
+    /// Put before every limit's name in Redis (ratelimit's `CACHE_KEY_PREFIX`), so that
+    /// fleets with different prefixes keep apart in one Redis; no `{` or `}`.
+    pub key_prefix: String,
 }
 
 impl FleetOptions {
@@ -65,6 +68,7 @@ impl FleetOptions {
             redis: redis.to_owned(),
             max_wait: Duration::from_millis(5),
             hot_rate: 10,
+            key_prefix: String::new(),
         }
     }
 }
@@ -102,6 +106,13 @@ impl Backend {
         if options.max_wait.is_zero() {
             return Err("--redis-max-wait-ms must be at least 1".to_owned());
         }
+        if options.key_prefix.contains(['{', '}']) {
+            // Braces would change the Redis Cluster hash tag that keeps a limit's keys together.
+            return Err(format!(
+                "CACHE_KEY_PREFIX {:?} must not hold {{ or }}",
+                options.key_prefix
+            ));
+        }
         Ok(Backend {
             options,
             retired: Arc::new(Total::default()),
@@ -110,7 +121,7 @@ impl Backend {
 
     /// The fleet limit for `spec`, keeping at most `max_hot` keys leased in this process.
     pub(crate) fn build(&self, spec: &RuleSpec, max_hot: usize) -> Result<FleetLim, FleetError> {
-        let name = name(spec);
+        let name = format!("{}{}", self.options.key_prefix, name(spec));
         let rpu = spec.requests_per_unit;
         let builder = match spec.algorithm {
             Algorithm::Stock => KeyedFleet::stock(&name, u64::from(rpu)),

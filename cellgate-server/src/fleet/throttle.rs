@@ -65,7 +65,10 @@ impl Throttles {
         }
         #[allow(clippy::cast_sign_loss)] // validated positive
         let interval = Duration::from_nanos(p.interval_ns as u64);
-        let name = format!("cgs-throttle:{}:{}ns", p.burst, p.interval_ns);
+        let name = format!(
+            "{}cgs-throttle:{}:{}ns",
+            self.options.key_prefix, p.burst, p.interval_ns
+        );
         let builder = KeyedFleet::rate(&name, 1, interval)
             .burst(u64::from(p.burst))
             .max_wait(self.options.max_wait)
