@@ -562,10 +562,10 @@ fn drop_replaced(items: &mut [Item<'_>]) {
         return;
     }
     for it in items.iter_mut() {
-        if let Kind::Zero(_, Some(name)) = &it.kind {
-            if replaced.contains(name) {
-                it.kind = Kind::Nothing;
-            }
+        if let Kind::Zero(_, Some(name)) = &it.kind
+            && replaced.contains(name)
+        {
+            it.kind = Kind::Nothing;
         }
         if !matches!(it.kind, Kind::Limited) {
             continue;
