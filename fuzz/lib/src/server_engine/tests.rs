@@ -309,6 +309,18 @@ fn a_refusal_reports_every_limit_that_would_refuse() {
     );
 }
 
+/// A config descriptor `key` (any value) with one limit.
+fn one(key: u8, limit: Limit) -> Node {
+    Node {
+        key,
+        value: 0,
+        limits: Limits::One(limit),
+        shadow: false,
+        share: false,
+        children: Vec::new(),
+    }
+}
+
 #[test]
 fn a_named_limit_is_dropped_when_a_matched_limit_replaces_it() {
     // `a`: one per minute, named n0; `b`: five per minute, replacing n0. With `b` in the
@@ -321,20 +333,12 @@ fn a_named_limit_is_dropped_when_a_matched_limit_replaces_it() {
         replaces: Some(0),
         ..limit(Algorithm::SlidingWindow, 5, Period::Minute)
     };
-    let node = |key, limit| Node {
-        key,
-        value: 0,
-        limits: Limits::One(limit),
-        shadow: false,
-        share: false,
-        children: Vec::new(),
-    };
     let both = Step::Request {
         descriptors: vec![(vec![(0, 0)], None), (vec![(1, 0)], None)],
         hits: 1,
     };
     let steps = vec![both.clone(), both, hit(1), hit(1)];
-    case(vec![node(0, named), node(1, replacing)], steps, 4, 1);
+    case(vec![one(0, named), one(1, replacing)], steps, 4, 1);
 }
 
 #[test]
@@ -352,14 +356,6 @@ fn a_zero_limit_refuses_every_charge_and_no_other_limit_is_charged() {
         replaces: Some(0),
         ..limit(Algorithm::Stock, 5, Period::Minute)
     };
-    let node = |key, limit| Node {
-        key,
-        value: 0,
-        limits: Limits::One(limit),
-        shadow: false,
-        share: false,
-        children: Vec::new(),
-    };
     let of = |keys: &[u8]| Step::Request {
         descriptors: keys.iter().map(|&k| (vec![(k, 0)], None)).collect(),
         hits: 1,
@@ -373,7 +369,7 @@ fn a_zero_limit_refuses_every_charge_and_no_other_limit_is_charged() {
         of(&[0, 2]),
         hit(0),
     ];
-    let tree = vec![node(0, zero), node(1, two), node(2, replacing)];
+    let tree = vec![one(0, zero), one(1, two), one(2, replacing)];
     case(tree, steps, 7, 3);
 }
 
