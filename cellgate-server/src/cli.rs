@@ -121,6 +121,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "SHADOW_MODE", action = clap::ArgAction::Set, default_value_t = false,
           value_name = "BOOL", value_parser = BoolishValueParser::new())]
     pub shadow_mode: bool,
+    /// Every limit in quota mode, as ratelimit's variable: a request is refused when a limit
+    /// outside quota mode is over, or when every quota-mode limit it charges is.
+    #[arg(long, env = "QUOTA_MODE", action = clap::ArgAction::Set, default_value_t = false,
+          value_name = "BOOL", value_parser = BoolishValueParser::new())]
+    pub quota_mode: bool,
     /// The fraction of a limit past which admitted hits count as near_limit.
     #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
     pub near_limit_ratio: f64,
@@ -442,6 +447,7 @@ impl Cli {
             engine: EngineOptions {
                 max_keys: self.max_keys,
                 shadow_mode: self.shadow_mode,
+                quota_mode: self.quota_mode,
                 near_limit_ratio: self.near_limit_ratio,
                 input: InputLimits {
                     max_descriptors: self.max_descriptors,

@@ -116,11 +116,6 @@ fn every_validation_error_names_its_place_and_says_what_is_wrong() {
             "share_threshold can only be used with wildcard values (containing '*'), but found \
              key 'files_report.pdf'",
         ),
-        (
-            "quota_mode",
-            "descriptors[0].quota_mode",
-            "quota_mode is not supported",
-        ),
         ("not_yaml", "line", "error loading config file"),
     ];
     for (name, place, message) in cases {
@@ -144,8 +139,8 @@ fn a_directory_loads_its_yaml_files_in_name_order() {
     assert_eq!(c.domains().collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(
         c.dump(),
-        "a.k: unit=SECOND requests_per_unit=1, shadow_mode: false\n\
-         b.k: unit=HOUR requests_per_unit=2, shadow_mode: false\n"
+        "a.k: unit=SECOND requests_per_unit=1, shadow_mode: false, quota_mode: false\n\
+         b.k: unit=HOUR requests_per_unit=2, shadow_mode: false, quota_mode: false\n"
     );
 }
 
@@ -171,9 +166,9 @@ fn merging_makes_one_domain_of_its_files_descriptors() {
     assert_eq!(c.domains().collect::<Vec<_>>(), ["shop"]);
     assert_eq!(
         c.dump(),
-        "shop.path_/checkout: unit=MINUTE requests_per_unit=1, shadow_mode: false\n\
-         shop.path_/search: unit=MINUTE requests_per_unit=2, shadow_mode: false\n\
-         shop.user.path_/checkout: unit=HOUR requests_per_unit=5, shadow_mode: false\n"
+        "shop.path_/checkout: unit=MINUTE requests_per_unit=1, shadow_mode: false, quota_mode: false\n\
+         shop.path_/search: unit=MINUTE requests_per_unit=2, shadow_mode: false, quota_mode: false\n\
+         shop.user.path_/checkout: unit=HOUR requests_per_unit=5, shadow_mode: false, quota_mode: false\n"
     );
 }
 
@@ -195,10 +190,10 @@ fn the_dump_lists_one_line_per_limit_with_the_extensions() {
     let c = load(&fixtures().join("extensions/config.yaml")).unwrap();
     assert_eq!(
         c.dump(),
-        "shop.half: unit=UNKNOWN requests_per_unit=1, shadow_mode: false, period: 500ms\n\
-         shop.item_iphone: unit=UNKNOWN requests_per_unit=2, shadow_mode: false, algorithm: stock\n\
-         shop.sku: unit=SECOND requests_per_unit=10, shadow_mode: false, algorithm: gcra, burst: 2\n\
-         shop.sku: unit=UNKNOWN requests_per_unit=3, shadow_mode: false, algorithm: sliding_window, period: 5m\n"
+        "shop.half: unit=UNKNOWN requests_per_unit=1, shadow_mode: false, quota_mode: false, period: 500ms\n\
+         shop.item_iphone: unit=UNKNOWN requests_per_unit=2, shadow_mode: false, quota_mode: false, algorithm: stock\n\
+         shop.sku: unit=SECOND requests_per_unit=10, shadow_mode: false, quota_mode: false, algorithm: gcra, burst: 2\n\
+         shop.sku: unit=UNKNOWN requests_per_unit=3, shadow_mode: false, quota_mode: false, algorithm: sliding_window, period: 5m\n"
     );
 }
 
@@ -247,7 +242,7 @@ fn numbers_and_booleans_are_read_as_strings_where_ratelimit_reads_them_so() {
     .unwrap();
     assert_eq!(
         c.dump(),
-        "42.status_429: unit=SECOND requests_per_unit=1, shadow_mode: false\n"
+        "42.status_429: unit=SECOND requests_per_unit=1, shadow_mode: false, quota_mode: false\n"
     );
     let e = cellgate_server::config::Config::from_yaml(
         "n.yaml",

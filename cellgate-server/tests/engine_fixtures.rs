@@ -314,3 +314,79 @@ fn a_zero_limit_refuses_every_request_unless_replaced() {
     let stats = r.statuses[0].stats.clone().unwrap();
     assert_eq!((stats.over_limit, stats.shadow_mode), (1, 1));
 }
+
+/// A request of these descriptors (one entry each), one hit.
+fn request_of(entries: &[(&str, &str)]) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "rl".into(),
+        descriptors: entries.iter().map(|&e| Descriptor::new([e])).collect(),
+        hits_addend: 1,
+    }
+}
+
+#[test]
+fn quota_mode_refuses_only_when_every_quota_is_over() {
+    let (e, _clock) = engine("quota", EngineOptions::default());
+    let codes = |r: &RateLimitResponse| -> (Code, Vec<Code>) {
+        (r.overall, r.statuses.iter().map(|s| s.code).collect())
+    };
+    let req = request_of(&[
+        ("service", "service_1"),
+        ("service", "service_2"),
+        ("user", "u"),
+    ]);
+    // 1: service_1 (1 a minute) fits with the user's limit, then service_2 is charged on its
+    // own: both quotas and the user charged.
+    let r = e.decide(&req).unwrap();
+    assert_eq!(codes(&r), (Code::Ok, vec![Code::Ok; 3]));
+    // 2: service_1 is over (reported), service_2 has room: admitted.
+    let r = e.decide(&req).unwrap();
+    assert_eq!(
+        codes(&r),
+        (Code::Ok, vec![Code::OverLimit, Code::Ok, Code::Ok])
+    );
+    // 3: both quotas over: refused, and the user's limit is not charged.
+    let r = e.decide(&req).unwrap();
+    assert_eq!(
+        codes(&r),
+        (
+            Code::OverLimit,
+            vec![Code::OverLimit, Code::OverLimit, Code::Ok]
+        )
+    );
+    assert_eq!(r.statuses[2].limit_remaining, 2, "{r:?}");
+    // The user's limit outside quota mode still refuses whatever the quotas say.
+    let fresh = request_of(&[("service", "service_2"), ("user", "v")]);
+    let (e2, _c) = engine("quota", EngineOptions::default());
+    for _ in 0..2 {
+        e2.decide(&request_of(&[("user", "v")])).unwrap();
+    }
+    let r = e2.decide(&fresh).unwrap();
+    assert_eq!(codes(&r), (Code::Ok, vec![Code::Ok, Code::Ok]));
+    e2.decide(&request_of(&[("user", "v")])).unwrap();
+    let r = e2.decide(&fresh).unwrap();
+    assert_eq!(
+        codes(&r),
+        (Code::OverLimit, vec![Code::Ok, Code::OverLimit])
+    );
+    // ... and charged the quota nothing: service_2 still has its second unit.
+    let r = e2.decide(&request_of(&[("service", "service_2")])).unwrap();
+    assert_eq!(codes(&r), (Code::Ok, vec![Code::Ok]));
+}
+
+#[test]
+fn quota_mode_for_every_limit_from_the_options() {
+    let options = EngineOptions {
+        quota_mode: true,
+        ..EngineOptions::default()
+    };
+    let (e, _clock) = engine("quota", options);
+    // Every descriptor a quota: the user's limit no longer refuses while a service has room.
+    let req = request_of(&[("user", "w"), ("service", "service_2")]);
+    for _ in 0..4 {
+        assert_eq!(e.decide(&req).unwrap().overall, Code::Ok);
+    }
+    // The user is over now (4 a minute), service_2 too (2): every quota over.
+    let r = e.decide(&req).unwrap();
+    assert_eq!(r.overall, Code::OverLimit, "{r:?}");
+}

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::redis_server::{free_port, Redis};
-use common::{curl, has, metric, need, send, Server};
+use common::{curl, has, metric, need, post_json, send, Server};
 
 /// A per-key rate (a fixed window: in fleet mode a GCRA of 20 a minute, burst 20) and a
 /// per-key stock of 30.
@@ -650,4 +650,28 @@ fn a_leased_key_is_decided_without_waiting_and_a_request_that_waits_is_charged_o
         sales_waited >= 60,
         "each sale waited for its new user: {sales_waited}"
     );
+}
+
+#[test]
+fn quota_mode_decides_in_the_fleet_as_in_process() {
+    let Some(redis) = Redis::start() else { return };
+    let config = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quota/config.yaml"),
+    )
+    .expect("the quota fixture");
+    let s = Server::start(&config, &["--redis", &redis.url()], &[]);
+    let body = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"service","value":"service_1"}]},{"entries":[{"key":"service","value":"service_2"}]},{"entries":[{"key":"user","value":"u"}]}]}"#;
+    let codes = || {
+        let r = post_json(&s, body);
+        let v: serde_json::Value = serde_json::from_str(&r.body).expect("JSON");
+        let statuses: Vec<String> = (v["statuses"].as_array().expect("statuses").iter())
+            .map(|s| s["code"].as_str().unwrap_or("").to_owned())
+            .collect();
+        (r.status, statuses.join(","))
+    };
+    // Every key is cold (checked in Redis): service_1 (a burst of 1 a minute) admits once,
+    // service_2 (2) twice; the request goes on while one of them has room.
+    assert_eq!(codes(), (200, "OK,OK,OK".to_owned()));
+    assert_eq!(codes(), (200, "OVER_LIMIT,OK,OK".to_owned()));
+    assert_eq!(codes(), (429, "OVER_LIMIT,OVER_LIMIT,OK".to_owned()));
 }

@@ -155,13 +155,6 @@ impl Builder {
                     ),
                 ));
             }
-            if d.quota_mode {
-                return Err(here.error(
-                    "quota_mode",
-                    "quota_mode is not supported: cellgate-server decides a request's \
-                     descriptors all or nothing",
-                ));
-            }
             let mut child = Node {
                 limit: self.limit(&here, d, &child_path, &stat_key)?,
                 value_to_metric: d.value_to_metric,
@@ -273,6 +266,7 @@ impl Builder {
         Ok(Some(LimitDef {
             unlimited,
             shadow_mode: d.shadow_mode,
+            quota_mode: d.quota_mode,
             detailed_metric: d.detailed_metric,
             stat_key: Arc::from(stat_key),
             rules,

@@ -19,18 +19,20 @@ fn node(config: &Config, n: &Node, out: &mut String) {
         if limit.unlimited {
             let _ = writeln!(
                 out,
-                "{}: unit=UNKNOWN requests_per_unit=0, shadow_mode: {}, unlimited: true",
-                limit.stat_key, limit.shadow_mode
+                "{}: unit=UNKNOWN requests_per_unit=0, shadow_mode: {}, quota_mode: {}, \
+                 unlimited: true",
+                limit.stat_key, limit.shadow_mode, limit.quota_mode
             );
         }
         for rule in &limit.rules {
             let _ = write!(
                 out,
-                "{}: unit={} requests_per_unit={}, shadow_mode: {}",
+                "{}: unit={} requests_per_unit={}, shadow_mode: {}, quota_mode: {}",
                 limit.stat_key,
                 unit_name(rule.unit),
                 rule.requests_per_unit,
-                limit.shadow_mode
+                limit.shadow_mode,
+                limit.quota_mode
             );
             if let Some(spec) = rule.slot.and_then(|slot| config.slots.get(slot)) {
                 match spec.algorithm {

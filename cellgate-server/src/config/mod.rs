@@ -49,7 +49,7 @@ pub struct Config {
 
 impl Config {
     /// The loaded configuration as text, for `GET /rlconfig`: one line per limit, as ratelimit
-    /// prints it (`domain.key_value: unit=MINUTE requests_per_unit=100, shadow_mode: false`),
+    /// prints it (`domain.key_value: unit=MINUTE requests_per_unit=100, shadow_mode: false, quota_mode: false`),
     /// with the extensions' fields after it; domains and descriptors sorted.
     ///
     /// # Examples
@@ -273,6 +273,9 @@ pub(crate) struct Children {
 pub(crate) struct LimitDef {
     pub(crate) unlimited: bool,
     pub(crate) shadow_mode: bool,
+    /// ratelimit's quota mode: over this limit, the request is refused only when every quota
+    /// descriptor it charges is over (see the engine's `decide`).
+    pub(crate) quota_mode: bool,
     pub(crate) detailed_metric: bool,
     /// ratelimit's metric key for the descriptor (`domain.key_value.key`).
     pub(crate) stat_key: Arc<str>,

@@ -50,7 +50,8 @@ pub struct RawDescriptor {
     /// A wildcard descriptor: every value it matches shares one limit.
     #[serde(default, skip_serializing_if = "is_false")]
     pub share_threshold: bool,
-    /// ratelimit's quota mode: refused when true (see `build.rs`).
+    /// ratelimit's quota mode: over this limit, a request is refused only when every quota
+    /// descriptor it charges is over.
     #[serde(default, skip_serializing_if = "is_false")]
     pub quota_mode: bool,
     /// ratelimit passes it to Envoy; accepted and ignored here.

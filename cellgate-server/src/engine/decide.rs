@@ -3,7 +3,8 @@
 //!
 //! Implementation details: the limits of every descriptor that is not in shadow mode and
 //! charges at least one unit go through one `check_all_in` (each keyed limiter's key as a
-//! gate): the first limit that refuses makes the core give back what the others took. Then,
+//! gate): the first limit that refuses makes the core give back what the others took (in
+//! quota mode, the limits outside it with one quota descriptor's at a time: see [`run`]). Then,
 //! if the request was admitted, each shadow-mode descriptor is charged on its own, all or
 //! nothing within it (its refusal is reported, never enforced); in a run that may not wait, a
 //! shadow descriptor whose charge needs Redis is charged again on its own once Redis has
@@ -50,6 +51,8 @@ pub(crate) struct Item<'a> {
     pub(crate) stat_key: Arc<str>,
     pub(crate) hits: u32,
     pub(crate) shadow: bool,
+    /// ratelimit's quota mode (see [`run`]).
+    pub(crate) quota: bool,
     /// The names this descriptor's limits replace.
     pub(crate) replaces: Vec<Arc<str>>,
 }
@@ -74,68 +77,132 @@ pub(crate) enum Ran {
     Shadowed(Vec<DescriptorStatus>, Vec<(usize, Owner)>),
 }
 
-/// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
-pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
-    // One bound on Redis for the whole request (see `Bound`).
-    let bound = Bound::new(mode);
-    let start = &bound;
-    let enforced = |it: &Item<'_>| !it.shadow && it.hits > 0;
-    let charges = |it: &Item<'_>| enforced(it) && matches!(it.kind, Kind::Limited);
-    let forced = items
-        .iter()
-        .any(|it| enforced(it) && matches!(it.kind, Kind::Zero(..)));
-    // Each gate with the item and the check it belongs to.
-    let gates: Vec<(Gate<'_>, Owner)> = items
-        .iter()
-        .enumerate()
-        .filter(|(_, it)| charges(it))
-        .flat_map(|(i, it)| {
-            let key = it.key.as_str();
-            (it.checks.iter().enumerate()).map(move |(j, c)| {
-                let gate = Gate {
+/// Whether the item's limits are charged (not in shadow mode, hits above 0).
+fn enforced(it: &Item<'_>) -> bool {
+    !it.shadow && it.hits > 0
+}
+
+/// Whether the item is charged through its limiters.
+fn charges(it: &Item<'_>) -> bool {
+    enforced(it) && matches!(it.kind, Kind::Limited)
+}
+
+/// Whether the item is a quota-mode descriptor whose limit is charged (a zero limit included).
+fn charged_quota(it: &Item<'_>) -> bool {
+    enforced(it) && it.quota && matches!(it.kind, Kind::Limited | Kind::Zero(..))
+}
+
+/// One all-or-nothing charge of some items' limits.
+struct Attempt {
+    /// Each gate's item and check, in charge order.
+    owners: Vec<Owner>,
+    decisions: Vec<Decision>,
+    /// The check whose charge failed (then nothing was charged).
+    denier: Option<Owner>,
+}
+
+impl Attempt {
+    /// Charges the limits of the items `take` picks, in request order, all or nothing.
+    fn run(items: &[Item<'_>], take: impl Fn(usize) -> bool, start: &Bound<'_>) -> Attempt {
+        let gates: Vec<Gate<'_>> = (items.iter().enumerate())
+            .filter(|&(i, _)| take(i))
+            .flat_map(|(i, it)| {
+                let key = it.key.as_str();
+                (it.checks.iter().enumerate()).map(move |(j, c)| Gate {
                     lim: c.lim,
                     key,
                     owner: (i, j),
                     bound: start,
-                };
-                (gate, (i, j))
+                })
             })
-        })
-        .collect();
-    let list: Vec<(&dyn AnyLimiter, u32)> = gates
-        .iter()
-        .map(|(g, (i, _))| (g as &dyn AnyLimiter, items[*i].hits))
-        .collect();
-    let mut decisions = vec![Decision::NONE; list.len()];
-    let denier = if forced {
-        None
-    } else {
-        check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|(_, owner)| *owner))
-    };
-    if let Some(owner) = bound.pending() {
-        return Ran::Wait(owner);
+            .collect();
+        let list: Vec<(&dyn AnyLimiter, u32)> = gates
+            .iter()
+            .map(|g| (g as &dyn AnyLimiter, items[g.owner.0].hits))
+            .collect();
+        let mut decisions = vec![Decision::NONE; list.len()];
+        let denier =
+            check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|g| g.owner));
+        Attempt {
+            owners: gates.iter().map(|g| g.owner).collect(),
+            decisions,
+            denier,
+        }
     }
-    let denied = forced || denier.is_some();
-    let mut taken = decisions.as_slice();
+
+    /// The decisions of item `i`'s checks, when this attempt charged it.
+    fn of(&self, i: usize) -> Option<&[Decision]> {
+        let from = self.owners.iter().position(|o| o.0 == i)?;
+        let len = self.owners[from..].iter().take_while(|o| o.0 == i).count();
+        self.decisions.get(from..from + len)
+    }
+}
+
+/// Charges `items` all or nothing and answers their statuses; `ratio` is the near-limit ratio.
+///
+/// Quota mode (ratelimit's): the limits outside quota mode are charged together with one
+/// quota descriptor's, each quota descriptor that charges tried in request order until one
+/// fits with them. The request is refused when a limit outside quota mode refuses, or when
+/// every quota descriptor does (a zero limit always does). Once it is admitted, the quota
+/// descriptors not tried are charged each on its own, as shadow ones are: a refusal is
+/// reported as over the limit, and does not change the request's answer (see [`overall`]).
+pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
+    // One bound on Redis for the whole request (see `Bound`).
+    let bound = Bound::new(mode);
+    let start = &bound;
+    let together = |i: usize| charges(&items[i]) && !items[i].quota;
+    let forced =
+        (items.iter()).any(|it| enforced(it) && !it.quota && matches!(it.kind, Kind::Zero(..)));
+    let any_quota = items.iter().any(charged_quota);
+    // The attempt that admitted the request, and each check whose charge failed.
+    let mut admitted: Option<Attempt> = None;
+    let mut failed: Vec<Owner> = Vec::new();
+    if !forced && !any_quota {
+        let a = Attempt::run(items, together, start);
+        if let Some(owner) = bound.pending() {
+            return Ran::Wait(owner);
+        }
+        match a.denier {
+            None => admitted = Some(a),
+            Some(o) => failed.push(o),
+        }
+    } else if !forced {
+        for q in (0..items.len()).filter(|&i| charged_quota(&items[i]) && charges(&items[i])) {
+            let a = Attempt::run(items, |i| together(i) || i == q, start);
+            if let Some(owner) = bound.pending() {
+                return Ran::Wait(owner);
+            }
+            match a.denier {
+                None => {
+                    admitted = Some(a);
+                    break;
+                }
+                Some(o) => {
+                    failed.push(o);
+                    // A limit outside quota mode refused: no quota descriptor can help.
+                    if o.0 != q {
+                        break;
+                    }
+                }
+            }
+        }
+    }
     let mut waiting = Vec::new();
     let statuses = items
         .iter()
         .enumerate()
         .map(|(i, it)| {
-            let verdict = if denied {
-                Verdict::Refused {
-                    denier: denier.and_then(|(item, check)| (item == i).then_some(check)),
-                }
-            } else if charges(it) {
-                let (mine, rest) = taken.split_at(it.checks.len().min(taken.len()));
-                taken = rest;
-                Verdict::Charged(mine)
-            } else {
-                Verdict::Admitted
+            let mine = failed.iter().find(|o| o.0 == i).map(|o| o.1);
+            let verdict = match (&admitted, mine) {
+                (None, denier) => Verdict::Refused { denier },
+                // A quota descriptor tried before the one that fitted: over its limit.
+                (Some(_), Some(j)) => Verdict::Refused { denier: Some(j) },
+                (Some(a), None) => a.of(i).map_or(Verdict::Admitted, Verdict::Charged),
             };
             let status = fixed_status(it).unwrap_or_else(|| limited(i, it, verdict, ratio, start));
-            // Only a shadow descriptor's own charge comes here wanting Redis (the others'
-            // did above): nothing of it was charged, and the rest of the request stands.
+            // Only a descriptor charged on its own (shadow, or a quota descriptor not tried)
+            // comes here wanting Redis (the others' did above): nothing of it was charged, and
+            // the rest of the request stands.
             if let Some(owner) = start.take_pending() {
                 waiting.push((i, owner));
             }
@@ -146,6 +213,22 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
         Ran::Done(statuses)
     } else {
         Ran::Shadowed(statuses, waiting)
+    }
+}
+
+/// The request's answer from its statuses, as ratelimit decides it: over the limit when a
+/// descriptor outside quota mode is, or when every quota-mode descriptor charged is.
+pub(crate) fn overall(items: &[Item<'_>], statuses: &[DescriptorStatus]) -> Code {
+    let over = |i: usize| statuses.get(i).is_some_and(|s| s.code == Code::OverLimit);
+    let outside = (0..items.len()).any(|i| !items[i].quota && over(i));
+    let mut quotas = (0..items.len())
+        .filter(|&i| charged_quota(&items[i]))
+        .peekable();
+    let quotas_over = quotas.peek().is_some() && quotas.all(over);
+    if outside || quotas_over {
+        Code::OverLimit
+    } else {
+        Code::Ok
     }
 }
 

@@ -78,6 +78,9 @@ pub struct EngineOptions {
     pub max_keys: usize,
     /// Every limit in shadow mode (ratelimit's `SHADOW_MODE`).
     pub shadow_mode: bool,
+    /// Every limit in quota mode (ratelimit's `QUOTA_MODE`): a request is refused when a limit
+    /// outside quota mode is over, or when every quota-mode limit it charges is.
+    pub quota_mode: bool,
     /// The fraction of a limit past which admitted hits count as `near_limit`.
     pub near_limit_ratio: f64,
     /// Bounds on one request.
@@ -93,6 +96,7 @@ impl Default for EngineOptions {
         EngineOptions {
             max_keys: 1_000_000,
             shadow_mode: false,
+            quota_mode: false,
             near_limit_ratio: 0.8,
             input: InputLimits::default(),
             max_override_limits: 64,
@@ -255,7 +259,7 @@ impl Engine {
         let overrides = self.accept(&snapshot, req)?;
         let items = self.items(&snapshot, req, &overrides);
         Ok(match decide::run(&items, self.ratio(), Mode::Wait) {
-            Ran::Done(statuses) => response(statuses),
+            Ran::Done(statuses) => response(&items, statuses),
             // A run that may wait always ends (the others come only from runs that may not);
             // were it ever otherwise, the request is refused rather than admitted unchecked.
             Ran::Wait(_) | Ran::Shadowed(..) => refused(req),
@@ -323,6 +327,7 @@ impl Engine {
     ) -> Item<'s> {
         let hits = u32::try_from(d.hits_addend.unwrap_or(req.hits_addend)).unwrap_or(u32::MAX);
         let global_shadow = self.options.shadow_mode;
+        let global_quota = self.options.quota_mode;
         if let Some(o) = over {
             let key = decide::values_key(
                 std::iter::once(domain)
@@ -347,6 +352,7 @@ impl Engine {
                 stat_key: Arc::from(override_stat_key(domain, d)),
                 hits,
                 shadow: global_shadow,
+                quota: global_quota,
                 replaces: Vec::new(),
             };
         }
@@ -357,6 +363,7 @@ impl Engine {
             stat_key: Arc::from(""),
             hits,
             shadow: global_shadow,
+            quota: global_quota,
             replaces: Vec::new(),
         };
         let Some(found) = matcher::find(root, &d.entries) else {
@@ -369,6 +376,7 @@ impl Engine {
         }
         item.kind = Kind::Limited;
         item.shadow |= def.shadow_mode;
+        item.quota |= def.quota_mode;
         if found.flagged {
             let steps = matcher::path(root, &d.entries);
             let (key, stat) =
@@ -529,13 +537,11 @@ impl Engine {
 }
 
 /// The answer of `statuses`, in request order.
-fn response(statuses: Vec<DescriptorStatus>) -> RateLimitResponse {
-    let overall = if statuses.iter().any(|s| s.code == Code::OverLimit) {
-        Code::OverLimit
-    } else {
-        Code::Ok
-    };
-    RateLimitResponse { overall, statuses }
+fn response(items: &[Item<'_>], statuses: Vec<DescriptorStatus>) -> RateLimitResponse {
+    RateLimitResponse {
+        overall: decide::overall(items, &statuses),
+        statuses,
+    }
 }
 
 /// Every descriptor of `req` over the limit.

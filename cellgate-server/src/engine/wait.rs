@@ -73,7 +73,7 @@ impl Engine {
                 }
             }
             return Ok(Awaited::Decided {
-                response: response(statuses),
+                response: response(&items, statuses),
                 waited: !answers.is_empty(),
             });
         }

@@ -32,6 +32,8 @@ struct Item {
     kind: Kind,
     hits: u32,
     shadow: bool,
+    /// ratelimit's quota mode.
+    quota: bool,
 }
 
 enum Kind {
@@ -62,9 +64,22 @@ impl Item {
         !self.shadow && self.hits > 0 && matches!(self.kind, Kind::Limited(_))
     }
 
-    /// Whether it refuses the request whatever the state (a zero limit it charges).
+    /// Whether its status is over whatever the state (a zero limit it charges).
     fn forces_refusal(&self) -> bool {
         !self.shadow && self.hits > 0 && matches!(self.kind, Kind::Zero { .. })
+    }
+
+    /// Whether it is a quota descriptor that charges (a zero limit included).
+    fn charged_quota(&self) -> bool {
+        self.quota
+            && !self.shadow
+            && self.hits > 0
+            && matches!(self.kind, Kind::Limited(_) | Kind::Zero { .. })
+    }
+
+    /// Whether its limits are charged with those of the others outside quota mode.
+    fn together(&self) -> bool {
+        self.charges() && !self.quota
     }
 }
 
@@ -111,12 +126,13 @@ impl Status {
     }
 }
 
-fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: bool) -> Item {
+fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, all: Modes) -> Item {
     let hits = u32::try_from(d.hits_addend.unwrap_or(req.hits_addend)).unwrap_or(u32::MAX);
     let mut item = Item {
         kind: Kind::Nothing,
         hits,
-        shadow: shadow_all,
+        shadow: all.shadow,
+        quota: all.quota,
     };
     let Some(found) = find(descs, &d.entries) else {
         return item;
@@ -136,6 +152,7 @@ fn resolve(descs: &[Desc], req: &RateLimitRequest, d: &Descriptor, shadow_all: b
         .map(|((_, v), shared)| shared.map_or_else(|| v.clone(), str::to_owned))
         .collect();
     item.shadow |= desc.shadow;
+    item.quota |= desc.quota;
     if let [l] = list {
         if l.requests() == 0 {
             item.kind = Kind::Zero {
@@ -214,11 +231,90 @@ fn charge(states: &mut States, checks: &[Check], now: u64, n: u32) -> (Vec<Said>
     (said, None)
 }
 
+/// The engine's shadow and quota modes for every limit.
+#[derive(Clone, Copy)]
+pub(crate) struct Modes {
+    pub(crate) shadow: bool,
+    pub(crate) quota: bool,
+}
+
+/// A charge's place (item, check).
+type Place = (usize, usize);
+
+/// How the enforced charges went: the charges made (their place and decision), when the
+/// request was admitted, and each (item, check) whose charge failed.
+struct Charged {
+    admitted: Option<Vec<(Place, Said)>>,
+    failed: Vec<Place>,
+}
+
+/// The limits of the items `take` picks, charged in request order, all or nothing (each
+/// with its own descriptor's hits): the decisions with their places, or the place that
+/// refused.
+fn attempt(
+    items: &[Item],
+    take: impl Fn(usize) -> bool,
+    states: &mut States,
+    now: u64,
+) -> Result<Vec<(Place, Said)>, Place> {
+    let mut places = Vec::new();
+    let mut all = Vec::new();
+    for (i, it) in items.iter().enumerate().filter(|&(i, _)| take(i)) {
+        if let Kind::Limited(checks) = &it.kind {
+            for (j, c) in checks.iter().enumerate() {
+                places.push((i, j, it.hits));
+                all.push(c.clone());
+            }
+        }
+    }
+    match charge_each(states, &all, &places, now) {
+        (said, None) => Ok(places.iter().map(|p| (p.0, p.1)).zip(said).collect()),
+        (_, Some(g)) => Err((places[g].0, places[g].1)),
+    }
+}
+
+/// The request's enforced charges: the limits outside quota mode together, with one quota
+/// descriptor's, each quota descriptor tried in request order until one fits; refused when a
+/// limit outside quota mode refuses, when every quota descriptor does, or when a zero limit
+/// outside quota mode is charged.
+fn enforce(items: &[Item], states: &mut States, now: u64) -> Charged {
+    let mut out = Charged {
+        admitted: None,
+        failed: Vec::new(),
+    };
+    let forced = items.iter().any(|it| it.forces_refusal() && !it.quota);
+    if forced {
+        return out;
+    }
+    if !items.iter().any(Item::charged_quota) {
+        match attempt(items, |i| items[i].together(), states, now) {
+            Ok(said) => out.admitted = Some(said),
+            Err(place) => out.failed.push(place),
+        }
+        return out;
+    }
+    for q in (0..items.len()).filter(|&i| items[i].charged_quota() && items[i].charges()) {
+        match attempt(items, |i| items[i].together() || i == q, states, now) {
+            Ok(said) => {
+                out.admitted = Some(said);
+                break;
+            }
+            Err(place) => {
+                out.failed.push(place);
+                if place.0 != q {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// What the engine must answer for `req` at `now`; updates `states` as the engine must.
 /// Panics on any difference with `answer`'s statuses.
 pub(crate) fn check(
     descs: &[Desc],
-    shadow_all: bool,
+    all: Modes,
     states: &mut States,
     now: u64,
     req: &RateLimitRequest,
@@ -226,31 +322,12 @@ pub(crate) fn check(
     seen: &mut Coverage,
 ) -> bool {
     let mut items: Vec<Item> = (req.descriptors.iter())
-        .map(|d| resolve(descs, req, d, shadow_all))
+        .map(|d| resolve(descs, req, d, all))
         .collect();
     drop_replaced(&mut items, seen);
-    // Every charging limit of the request, in order, with its (item, check) place.
-    let mut places = Vec::new();
-    let mut all = Vec::new();
-    for (i, it) in items.iter().enumerate() {
-        if let (true, Kind::Limited(checks)) = (it.charges(), &it.kind) {
-            for (j, c) in checks.iter().enumerate() {
-                places.push((i, j, it.hits));
-                all.push(c.clone());
-            }
-        }
-    }
-    // A zero limit refuses the request before anything is charged.
-    let forced = items.iter().any(Item::forces_refusal);
-    // Each charge carries its own descriptor's hits: charged one at a time.
-    let (said, denied) = if forced {
-        (Vec::new(), None)
-    } else {
-        charge_each(states, &all, &places, now)
-    };
-    let denier = denied.map(|g| (places[g].0, places[g].1));
-    let admitted = !forced && denier.is_none();
-    let mut taken = said.into_iter();
+    seen.quota += u64::from(items.iter().any(Item::charged_quota));
+    let charged = enforce(&items, states, now);
+    let admitted = charged.admitted.is_some();
     assert_eq!(answer.len(), items.len(), "one status per descriptor");
     for (i, (it, got)) in items.iter().zip(answer).enumerate() {
         let expected = match &it.kind {
@@ -272,14 +349,18 @@ pub(crate) fn check(
                 }
             }
             Kind::Limited(checks) => {
-                let outcomes: Vec<(Said, bool)> = if !admitted {
-                    let mine = denier.and_then(|(d, j)| (d == i).then_some(j));
+                let mine = (charged.failed.iter()).find_map(|&(d, j)| (d == i).then_some(j));
+                let taken: Vec<(Said, bool)> = (charged.admitted.iter().flatten())
+                    .filter(|((d, _), _)| *d == i)
+                    .map(|(_, s)| (*s, false))
+                    .collect();
+                let outcomes: Vec<(Said, bool)> = if !admitted || mine.is_some() {
+                    // Refused, or a quota descriptor tried before the one that fitted.
                     look(states, checks, now, it.hits, mine)
-                } else if it.charges() {
-                    (taken.by_ref().take(checks.len()))
-                        .map(|s| (s, false))
-                        .collect()
+                } else if !taken.is_empty() {
+                    taken
                 } else if it.hits > 0 {
+                    // Charged on its own: shadow, or a quota descriptor not tried.
                     let (said, denied) = charge(states, checks, now, it.hits);
                     (said.into_iter().enumerate())
                         .map(|(j, s)| (s, denied == Some(j)))

@@ -65,6 +65,7 @@ fn generate(rng: &mut Rng) -> Input {
             limits: rng.limits(),
             shadow: rng.below(6) == 0,
             share: rng.below(10) == 0,
+            quota: rng.below(5) == 0,
             children: (0..rng.below(3))
                 .map(|_| Leaf {
                     key: rng.below(3),
@@ -72,6 +73,7 @@ fn generate(rng: &mut Rng) -> Input {
                     limits: rng.limits(),
                     shadow: rng.below(6) == 0,
                     share: rng.below(10) == 0,
+                    quota: rng.below(5) == 0,
                 })
                 .collect(),
         })
@@ -97,6 +99,7 @@ fn generate(rng: &mut Rng) -> Input {
         tree,
         through_yaml: rng.below(2) == 0,
         shadow_all: rng.below(16) == 0,
+        quota_all: rng.below(16) == 0,
         steps,
         yaml: Vec::new(),
     }
@@ -126,6 +129,7 @@ fn random_inputs_agree_with_the_model() {
     }
     assert!(total.replaced > 50, "{total:?}");
     assert!(total.zero > 200, "{total:?}");
+    assert!(total.quota > 500, "{total:?}");
 }
 
 // Hand-built cases: one config descriptor `a` (any value) with `limits`, requests of `a=x`.
@@ -138,6 +142,7 @@ fn config(limits: Limits, shadow: bool) -> Vec<Node> {
         shadow,
         share: false,
         children: Vec::new(),
+        quota: false,
     }]
 }
 
@@ -171,6 +176,7 @@ fn case(tree: Vec<Node>, steps: Vec<Step>, requests: u64, refused: u64) {
             tree: tree.clone(),
             through_yaml,
             shadow_all: false,
+            quota_all: false,
             steps: steps.clone(),
             yaml: Vec::new(),
         };
@@ -292,6 +298,7 @@ fn a_refusal_reports_every_limit_that_would_refuse() {
         shadow: false,
         share: false,
         children: Vec::new(),
+        quota: false,
     };
     let both = Step::Request {
         descriptors: vec![
@@ -318,6 +325,7 @@ fn one(key: u8, limit: Limit) -> Node {
         shadow: false,
         share: false,
         children: Vec::new(),
+        quota: false,
     }
 }
 

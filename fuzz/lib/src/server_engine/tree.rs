@@ -41,6 +41,8 @@ pub struct Node {
     /// `share_threshold` (refused unless the value is a wildcard).
     pub share: bool,
     pub children: Vec<Leaf>,
+    /// `quota_mode`.
+    pub quota: bool,
 }
 
 /// A second-level config descriptor.
@@ -51,6 +53,8 @@ pub struct Leaf {
     pub limits: Limits,
     pub shadow: bool,
     pub share: bool,
+    /// `quota_mode`.
+    pub quota: bool,
 }
 
 /// A descriptor's limits.
@@ -113,6 +117,7 @@ pub(crate) struct Desc {
     pub(crate) value: Option<&'static str>,
     pub(crate) limits: Limits,
     pub(crate) shadow: bool,
+    pub(crate) quota: bool,
     pub(crate) share: bool,
     pub(crate) children: Vec<Desc>,
 }
@@ -142,6 +147,7 @@ pub(crate) fn descs(tree: &[Node]) -> Vec<Desc> {
             value: config_value(n.value),
             limits: cut(&n.limits),
             shadow: n.shadow,
+            quota: n.quota,
             share: n.share,
             children: (n.children.iter().take(CHILDREN))
                 .map(|l| Desc {
@@ -149,6 +155,7 @@ pub(crate) fn descs(tree: &[Node]) -> Vec<Desc> {
                     value: config_value(l.value),
                     limits: cut(&l.limits),
                     shadow: l.shadow,
+                    quota: l.quota,
                     share: l.share,
                     children: Vec::new(),
                 })
@@ -274,6 +281,7 @@ fn raw_desc(d: &Desc) -> RawDescriptor {
         rate_limit,
         rate_limits,
         shadow_mode: d.shadow,
+        quota_mode: d.quota,
         share_threshold: d.share,
         descriptors: d.children.iter().map(raw_desc).collect(),
         ..RawDescriptor::default()
