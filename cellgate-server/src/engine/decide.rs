@@ -93,18 +93,18 @@ fn charged_quota(it: &Item<'_>) -> bool {
 }
 
 /// One all-or-nothing charge of some items' limits.
-struct Attempt {
-    /// Each gate's item and check, in charge order.
-    owners: Vec<Owner>,
+struct Attempt<'a> {
+    /// Each limit charged, with its item and check, in charge order.
+    gates: Vec<Gate<'a>>,
     decisions: Vec<Decision>,
     /// The check whose charge failed (then nothing was charged).
     denier: Option<Owner>,
 }
 
-impl Attempt {
+impl<'a> Attempt<'a> {
     /// Charges the limits of the items `take` picks, in request order, all or nothing.
-    fn run(items: &[Item<'_>], take: impl Fn(usize) -> bool, start: &Bound<'_>) -> Attempt {
-        let gates: Vec<Gate<'_>> = (items.iter().enumerate())
+    fn run(items: &'a [Item<'a>], take: impl Fn(usize) -> bool, start: &'a Bound<'a>) -> Self {
+        let gates: Vec<Gate<'a>> = (items.iter().enumerate())
             .filter(|&(i, _)| take(i))
             .flat_map(|(i, it)| {
                 let key = it.key.as_str();
@@ -124,7 +124,7 @@ impl Attempt {
         let denier =
             check_all_in(&list, &mut decisions).and_then(|g| gates.get(g).map(|g| g.owner));
         Attempt {
-            owners: gates.iter().map(|g| g.owner).collect(),
+            gates,
             decisions,
             denier,
         }
@@ -132,8 +132,10 @@ impl Attempt {
 
     /// The decisions of item `i`'s checks, when this attempt charged it.
     fn of(&self, i: usize) -> Option<&[Decision]> {
-        let from = self.owners.iter().position(|o| o.0 == i)?;
-        let len = self.owners[from..].iter().take_while(|o| o.0 == i).count();
+        let from = self.gates.iter().position(|g| g.owner.0 == i)?;
+        let len = (self.gates[from..].iter())
+            .take_while(|g| g.owner.0 == i)
+            .count();
         self.decisions.get(from..from + len)
     }
 }
@@ -154,9 +156,12 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
     let forced =
         (items.iter()).any(|it| enforced(it) && !it.quota && matches!(it.kind, Kind::Zero(..)));
     let any_quota = items.iter().any(charged_quota);
-    // The attempt that admitted the request, and each check whose charge failed.
+    // The attempt that admitted the request; the check outside quota mode whose charge
+    // failed; each quota descriptor's check whose charge failed (quota mode only: a refusal
+    // outside it allocates nothing).
     let mut admitted: Option<Attempt> = None;
-    let mut failed: Vec<Owner> = Vec::new();
+    let mut denier: Option<Owner> = None;
+    let mut quota_failed: Vec<Owner> = Vec::new();
     if !forced && !any_quota {
         let a = Attempt::run(items, together, start);
         if let Some(owner) = bound.pending() {
@@ -164,7 +169,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
         }
         match a.denier {
             None => admitted = Some(a),
-            Some(o) => failed.push(o),
+            Some(o) => denier = Some(o),
         }
     } else if !forced {
         for q in (0..items.len()).filter(|&i| charged_quota(&items[i]) && charges(&items[i])) {
@@ -177,13 +182,12 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
                     admitted = Some(a);
                     break;
                 }
-                Some(o) => {
-                    failed.push(o);
-                    // A limit outside quota mode refused: no quota descriptor can help.
-                    if o.0 != q {
-                        break;
-                    }
+                // A limit outside quota mode refused: no quota descriptor can help.
+                Some(o) if o.0 != q => {
+                    denier = Some(o);
+                    break;
                 }
+                Some(o) => quota_failed.push(o),
             }
         }
     }
@@ -192,7 +196,7 @@ pub(crate) fn run(items: &[Item<'_>], ratio: f64, mode: Mode<'_>) -> Ran {
         .iter()
         .enumerate()
         .map(|(i, it)| {
-            let mine = failed.iter().find(|o| o.0 == i).map(|o| o.1);
+            let mine = (denier.iter().chain(&quota_failed)).find_map(|o| (o.0 == i).then_some(o.1));
             let verdict = match (&admitted, mine) {
                 (None, denier) => Verdict::Refused { denier },
                 // A quota descriptor tried before the one that fitted: over its limit.
