@@ -1,4 +1,4 @@
-//! See `src/extreme_config.rs` and `fuzz/README.md`.
+//! See `lib/src/extreme_config/` and `fuzz/README.md`.
 //!
 //! Run: `cargo +nightly fuzz run extreme_config`.
 #![no_main]
