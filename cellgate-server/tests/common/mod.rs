@@ -38,6 +38,17 @@ descriptors:
   - key: item
     value: iphone
     rate_limit: {algorithm: stock, requests_per_unit: 5}
+  - key: ip
+    value: banned
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: quota
+    value: free
+    quota_mode: true
+    rate_limit: {unit: year, requests_per_unit: 1}
+  - key: quota
+    value: paid
+    quota_mode: true
+    rate_limit: {unit: year, requests_per_unit: 2}
 "#;
 
 /// Whether the external tool is usable; if not: fail under `CI=true`, else print why and skip.

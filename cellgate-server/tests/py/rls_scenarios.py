@@ -178,6 +178,25 @@ def run(addr):
     check("not charged", r.statuses[0].limit_remaining == 1, r)
     print("ok all or nothing")
 
+    # A limit of zero requests refuses every request that charges it, and charges nothing else.
+    r = ask(desc(("ip", "banned")), desc(("remote_address", "10.0.0.7")))
+    check("banned", r.overall_code == OVER and r.statuses[0].code == OVER
+          and r.statuses[0].current_limit.requests_per_unit == 0
+          and r.statuses[1].code == OK, r)
+    r = ask(desc(("remote_address", "10.0.0.7"), hits=0))
+    check("banned charged nothing", r.statuses[0].limit_remaining == 3, r)
+    print("ok zero limit")
+
+    # Quota mode: refused only when every quota descriptor is over; one over is reported.
+    quotas = (desc(("quota", "free")), desc(("quota", "paid")))
+    codes = []
+    for _ in range(4):
+        r = ask(*quotas)
+        codes.append((r.overall_code, [s.code for s in r.statuses]))
+    check("quota", codes == [(OK, [OK, OK]), (OK, [OVER, OK]), (OVER, [OVER, OVER]),
+                             (OVER, [OVER, OVER])], codes)
+    print("ok quota mode")
+
     # Bad inputs.
     refused(grpc.StatusCode.INVALID_ARGUMENT, desc(("a", "b")), domain="")
     refused(grpc.StatusCode.INVALID_ARGUMENT)
